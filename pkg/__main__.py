@@ -1,0 +1,3 @@
+from gpuscope.tui.cli import main
+
+raise SystemExit(main())

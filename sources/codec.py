@@ -1,0 +1,172 @@
+"""The one JSON codec: records ⇄ plain dicts, shared by recordings and MQTT payloads.
+
+Encoding omits fields that hold ``None`` (not supported) or their default, so payloads stay small;
+decoding restores them. Decoding validates every field's type and raises :class:`CodecError`
+with the path of the offending field; it never trusts its input (MQTT payloads can be hostile).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from typing import Any, TypeVar, Union
+
+from .model import (
+    DeviceInfo,
+    EndpointReading,
+    Event,
+    Frame,
+    GpuReading,
+    Inventory,
+    PairLink,
+    ProcessInfo,
+)
+
+CODEC_VERSION = 1
+T = TypeVar("T")
+
+
+class CodecError(ValueError):
+    """A dict that does not decode to the record asked for (the message names the field)."""
+
+
+_RECORDS = (DeviceInfo, PairLink, Inventory, ProcessInfo, GpuReading, EndpointReading, Event, Frame)
+_HINTS: dict[type, dict[str, Any]] = {cls: typing.get_type_hints(cls) for cls in _RECORDS}
+_DEFAULTS: dict[type, dict[str, Any]] = {}
+for _cls in _RECORDS:
+    d: dict[str, Any] = {}
+    for f in dataclasses.fields(_cls):
+        if f.default is not dataclasses.MISSING:
+            d[f.name] = f.default
+    _DEFAULTS[_cls] = d
+
+
+def _round(x: float) -> float | int:
+    """Keep 4 significant digits past the point for small values, whole numbers for big ones."""
+    if not math.isfinite(x):
+        return x
+    if x == int(x) and abs(x) < 2**53:
+        return int(x)
+    if abs(x) >= 1000:
+        return round(x)
+    return round(x, 3)
+
+
+def to_dict(rec: Any) -> Any:
+    """Encode a record (or a tuple/list/dict of them) into JSON-ready Python values."""
+    if dataclasses.is_dataclass(rec) and not isinstance(rec, type):
+        out: dict[str, Any] = {}
+        defaults = _DEFAULTS[type(rec)]
+        for f in dataclasses.fields(rec):
+            v = getattr(rec, f.name)
+            if v is None or (f.name in defaults and v == defaults[f.name] and f.name not in _ALWAYS):
+                continue
+            if f.name == "t" and isinstance(v, float):
+                out[f.name] = round(v, 3)  # timestamps keep milliseconds
+            else:
+                out[f.name] = to_dict(v)
+        return out
+    if isinstance(rec, (tuple, list)):
+        return [to_dict(v) for v in rec]
+    if isinstance(rec, dict):
+        return {str(k): to_dict(v) for k, v in rec.items()}
+    if isinstance(rec, float):
+        return _round(rec)
+    return rec
+
+
+_ALWAYS = {"index", "t"}
+
+
+def _check(tp: Any, v: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if v is None:
+            if type(None) in args:
+                return None
+            raise CodecError(f"{path}: must not be null")
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _check(a, v, path)
+            except CodecError as e:
+                errors.append(str(e))
+        raise CodecError(errors[0] if errors else f"{path}: bad value")
+    if origin is tuple:
+        if not isinstance(v, list):
+            raise CodecError(f"{path}: expected a list")
+        (inner, _ell) = typing.get_args(tp)
+        return tuple(_check(inner, x, f"{path}[{i}]") for i, x in enumerate(v))
+    if origin is dict:
+        if not isinstance(v, dict):
+            raise CodecError(f"{path}: expected an object")
+        return dict(v)
+    if tp is Any:
+        return v
+    if dataclasses.is_dataclass(tp):
+        return _from(tp, v, path)
+    if tp is bool:
+        if not isinstance(v, bool):
+            raise CodecError(f"{path}: expected true/false")
+        return v
+    if tp is int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            if isinstance(v, float) and v.is_integer():
+                return int(v)
+            raise CodecError(f"{path}: expected an integer")
+        return v
+    if tp is float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise CodecError(f"{path}: expected a number")
+        return float(v)
+    if tp is str:
+        if not isinstance(v, str):
+            raise CodecError(f"{path}: expected a string")
+        return v
+    raise CodecError(f"{path}: unsupported type {tp}")  # pragma: no cover - programming error
+
+
+def _from(cls: type[T], d: Any, path: str) -> T:
+    if not isinstance(d, dict):
+        raise CodecError(f"{path}: expected an object")
+    hints = _HINTS[cls]
+    kwargs: dict[str, Any] = {}
+    for name, v in d.items():
+        if name not in hints:
+            continue  # fields from a newer minor writer are ignored
+        kwargs[name] = _check(hints[name], v, f"{path}.{name}")
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        missing = [
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+        raise CodecError(f"{path}: missing field {', '.join(missing) or e}") from None
+
+
+def from_dict(cls: type[T], d: Any, path: str | None = None) -> T:
+    """Decode ``d`` into ``cls``; raises :class:`CodecError` naming the bad field."""
+    return _from(cls, d, path or cls.__name__.lower())
+
+
+def frame_to_dict(frame: Frame) -> dict[str, Any]:
+    return to_dict(frame)
+
+
+def frame_from_dict(d: Any) -> Frame:
+    return from_dict(Frame, d, "frame")
+
+
+def inventory_to_dict(inv: Inventory) -> dict[str, Any]:
+    return to_dict(inv)
+
+
+def inventory_from_dict(d: Any) -> Inventory:
+    return from_dict(Inventory, d, "inventory")

@@ -1,0 +1,523 @@
+"""Findings: plain-language diagnoses over the inventory and recent frames (rules: docs/findings.md).
+
+Each rule is a pure function ``rule(inv, frames) -> list[Candidate]`` over a short window of frames
+(the last one is "now"). :class:`FindingsEngine` turns candidates into findings that must hold for
+``hold_s`` before they are raised and stay absent for ``hold_s`` before they clear, so blips do
+not flap; it emits ``finding_raised`` / ``finding_cleared`` events for recordings.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .model import DeviceInfo, Event, Frame, GpuReading, Inventory
+from .topology import (
+    PATH_MEANING,
+    best_link,
+    nvlink_capacity_bytes_per_s,
+    pcie_capacity_bytes_per_s,
+)
+
+SEVERITIES = ("critical", "warning", "info")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+BUSY_UTIL_PCT = 30.0  # a GPU at or above this utilization is busy
+BUSY_LINK_SHARE = 0.10  # a link carrying this share of its capacity is busy
+SATURATED_SHARE = 0.80
+PEER_TRAFFIC_SHARE = 0.25
+NOT_COMPUTING_UTIL = 80.0
+NOT_COMPUTING_SM = 30.0
+AVG_S = 5.0  # readings are averaged over the last AVG_S seconds of the window
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """What a rule sees in one evaluation."""
+
+    id: str
+    rule: str
+    severity: str
+    subject: str  # "GPU0", "GPU0-GPU1", "server"
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    id: str
+    rule: str
+    severity: str
+    subject: str
+    message: str
+    evidence: dict[str, Any]
+    started_at: float  # when the condition was first seen
+    raised_at: float | None = None  # when it had held for hold_s (None: pending)
+    cleared_at: float | None = None
+
+    def held_s(self, now: float) -> float:
+        return max(0.0, (self.cleared_at or now) - self.started_at)
+
+
+def gb(x: float | None) -> str:
+    """Bytes/s as GB/s with one decimal (``3.9``)."""
+    return "?" if x is None else f"{x / 1e9:.1f}"
+
+
+def link_str(gen: int | None, width: int | None) -> str:
+    return f"Gen{gen or '?'} ×{width or '?'}"
+
+
+# ------------------------------------------------------------------ window helpers
+def recent(frames: Sequence[Frame], span_s: float = AVG_S) -> list[Frame]:
+    if not frames:
+        return []
+    t_end = frames[-1].t
+    return [f for f in frames if f.t >= t_end - span_s - 1e-6]
+
+
+def mean_of(frames: Sequence[Frame], i: int, attr: str) -> float | None:
+    """Mean of one GPU reading over frames, ignoring missing values; None if never present."""
+    vals = []
+    for f in frames:
+        if i < len(f.gpus):
+            v = getattr(f.gpus[i], attr)
+            if v is not None:
+                vals.append(float(v))
+    return sum(vals) / len(vals) if vals else None
+
+
+def link_capacity(r: GpuReading) -> float | None:
+    return pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
+
+
+def is_busy(util_pct: float | None, pcie_bytes_per_s: float | None, capacity: float | None) -> bool:
+    """A GPU is busy when it computes (utilization ≥ 30 %) or its link carries ≥ 10 % of capacity."""
+    if util_pct is not None and util_pct >= BUSY_UTIL_PCT:
+        return True
+    return bool(pcie_bytes_per_s and capacity and pcie_bytes_per_s >= BUSY_LINK_SHARE * capacity)
+
+
+def _dev(inv: Inventory, i: int) -> DeviceInfo | None:
+    return inv.devices[i] if 0 <= i < len(inv.devices) else None
+
+
+def _gpu_state(inv: Inventory, frames: Sequence[Frame], i: int) -> dict[str, Any] | None:
+    """Averaged readings of GPU ``i`` over the last few seconds, plus its current link."""
+    win = recent(frames)
+    now = frames[-1].gpus[i] if frames and i < len(frames[-1].gpus) else None
+    if now is None or now.lost:
+        return None
+    tx, rx = mean_of(win, i, "pcie_tx_bytes_per_s"), mean_of(win, i, "pcie_rx_bytes_per_s")
+    cap = link_capacity(now)
+    util = mean_of(win, i, "util_gpu_pct")
+    peak = max(tx or 0.0, rx or 0.0)
+    return {
+        "now": now, "tx": tx, "rx": rx, "cap": cap, "util": util,
+        "busy": is_busy(util, peak, cap), "peak": peak,
+        "sm": mean_of(win, i, "sm_active_pct"), "tensor": mean_of(win, i, "tensor_active_pct"),
+        "nvtx": mean_of(win, i, "nvlink_tx_bytes_per_s"), "nvrx": mean_of(win, i, "nvlink_rx_bytes_per_s"),
+        "power": mean_of(win, i, "power_w"), "sm_clock": mean_of(win, i, "sm_clock_mhz"),
+    }
+
+
+# ------------------------------------------------------------------ rules
+def rule_pcie_below_max(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
+    """1. PCIe link below its generation or width while busy; at idle, the power-saving downshift."""
+    out = []
+    if not frames:
+        return out
+    for i, _r in enumerate(frames[-1].gpus):
+        s = _gpu_state(inv, frames, i)
+        dev = _dev(inv, i)
+        if s is None or dev is None:
+            continue
+        now: GpuReading = s["now"]
+        gen, width = now.pcie_gen, now.pcie_width
+        best_gen, best_width = best_link(dev)
+        gpu_gen = dev.pcie_gen_gpu_max or best_gen
+        gpu_width = dev.pcie_width_gpu_max or best_width
+        if gen is None or width is None or best_gen is None:
+            continue
+        cap_now = pcie_capacity_bytes_per_s(gen, width)
+        cap_gpu = pcie_capacity_bytes_per_s(gpu_gen, gpu_width)
+        cap_best = pcie_capacity_bytes_per_s(best_gen, best_width)
+        trained_low = gen < best_gen or (best_width is not None and width < best_width)
+        slot_limited = bool(dev.pcie_gen_sys_max and dev.pcie_gen_gpu_max and dev.pcie_gen_sys_max < dev.pcie_gen_gpu_max)
+        ev = {"gpu": i, "pcie_gen": gen, "pcie_width": width, "gen_gpu_max": dev.pcie_gen_gpu_max,
+              "gen_sys_max": dev.pcie_gen_sys_max, "width_max": best_width,
+              "capacity_bytes_per_s": cap_now, "capacity_gpu_max_bytes_per_s": cap_gpu,
+              "util_gpu_pct": s["util"], "pcie_tx_bytes_per_s": s["tx"], "pcie_rx_bytes_per_s": s["rx"]}
+        if trained_low and s["busy"]:
+            sev = "critical" if cap_now and cap_best and cap_now <= 0.5 * cap_best else "warning"
+            msg = (f"GPU{i} PCIe {link_str(gen, width)} under load, GPU supports {link_str(gpu_gen, gpu_width)}: "
+                   f"{gb(cap_now)} of {gb(cap_gpu)} GB/s available")
+            if slot_limited:
+                msg += f"; the slot allows only Gen{dev.pcie_gen_sys_max} and the link trained lower still"
+            else:
+                msg += " (trained low: GPU and slot both allow more; check BIOS link speed, riser, seating)"
+            out.append(Candidate(f"pcie-below-max:gpu{i}", "pcie_below_max", sev, f"GPU{i}", msg, ev))
+        elif slot_limited and s["busy"]:
+            msg = (f"GPU{i} slot limits the link: Gen{dev.pcie_gen_sys_max} ×{width} (GPU supports Gen{gpu_gen}): "
+                   f"{gb(cap_now)} of {gb(cap_gpu)} GB/s available; move the GPU to a Gen{gpu_gen} slot")
+            out.append(Candidate(f"pcie-slot-limited:gpu{i}", "pcie_below_max", "warning", f"GPU{i}", msg, ev))
+        elif trained_low:
+            msg = (f"GPU{i} PCIe {link_str(gen, width)} at idle (max {link_str(best_gen, best_width)}): "
+                   f"the normal power-saving downshift; it should return to Gen{best_gen} under load")
+            out.append(Candidate(f"pcie-idle-downshift:gpu{i}", "pcie_below_max", "info", f"GPU{i}", msg, ev))
+    return out
+
+
+def rule_slow_path(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
+    """2. A pair of GPUs whose path is SYS (or PHB/NODE) with no NVLink; stronger with peer traffic."""
+    out = []
+    states = {}
+    if frames:
+        for i in range(len(frames[-1].gpus)):
+            states[i] = _gpu_state(inv, frames, i)
+    for p in inv.pairs:
+        if p.nvlinks or p.pcie_path not in ("SYS", "PHB", "NODE"):
+            continue
+        da, db = _dev(inv, p.a), _dev(inv, p.b)
+        if da is None or db is None:
+            continue
+        caps = []
+        peer = True
+        for i, d in ((p.a, da), (p.b, db)):
+            s = states.get(i)
+            if s is not None and s["cap"]:
+                caps.append(s["cap"])
+                peer = peer and bool(s["busy"] and s["peak"] >= PEER_TRAFFIC_SHARE * s["cap"])
+            else:
+                g, w = best_link(d)
+                c = pcie_capacity_bytes_per_s(g, w)
+                if c:
+                    caps.append(c)
+                peer = False
+        expect = min(caps) if caps else None
+        numa = ""
+        if da.numa_node is not None and db.numa_node is not None:
+            numa = f" (NUMA {da.numa_node} ↔ {db.numa_node})" if da.numa_node != db.numa_node else f" (NUMA {da.numa_node})"
+        if p.pcie_path == "SYS":
+            sev = "critical" if peer else "warning"
+            msg = (f"GPU{p.a}↔GPU{p.b} path SYS{numa}, no NVLink: peer traffic crosses the CPU interconnect, "
+                   f"at most {gb(expect)} GB/s per direction; "
+                   + ("tensor-parallel all-reduce between them crawls" if peer else
+                      "keep tensor-parallel groups off this pair"))
+        else:
+            sev = "warning" if peer else "info"
+            msg = (f"GPU{p.a}↔GPU{p.b} path {p.pcie_path}{numa}, no NVLink: peer traffic goes "
+                   f"{PATH_MEANING[p.pcie_path]}, at most {gb(expect)} GB/s per direction")
+        if peer:
+            msg += "; both links are carrying heavy traffic now"
+        ev = {"a": p.a, "b": p.b, "path": p.pcie_path, "numa_a": da.numa_node, "numa_b": db.numa_node,
+              "expected_bytes_per_s": expect, "peer_traffic": peer}
+        out.append(Candidate(f"slow-path:gpu{p.a}-gpu{p.b}", "slow_path", sev, f"GPU{p.a}-GPU{p.b}", msg, ev))
+    return out
+
+
+def rule_link_saturated(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
+    """3. PCIe or NVLink throughput above 80 % of the link's capacity."""
+    out = []
+    if not frames:
+        return out
+    for i in range(len(frames[-1].gpus)):
+        s = _gpu_state(inv, frames, i)
+        dev = _dev(inv, i)
+        if s is None or dev is None:
+            continue
+        now = s["now"]
+        over = [(name, v) for name, v in (("RX", s["rx"]), ("TX", s["tx"])) if v is not None and s["cap"]
+                and v > SATURATED_SHARE * s["cap"]]
+        if over:
+            dirs = " / ".join(f"{name} {gb(v)}" for name, v in over)
+            peak = max(v for _n, v in over)
+            out.append(Candidate(
+                f"pcie-saturated:gpu{i}", "link_saturated", "warning", f"GPU{i}",
+                f"GPU{i} PCIe {dirs} of {gb(s['cap'])} GB/s ({100 * peak / s['cap']:.0f} %) at "
+                f"{link_str(now.pcie_gen, now.pcie_width)}: the link is saturated",
+                {"gpu": i, **{f"{n.lower()}_bytes_per_s": v for n, v in over}, "capacity_bytes_per_s": s["cap"]}))
+        cap = nvlink_capacity_bytes_per_s(dev.nvlink_version, dev.nvlinks_active)
+        over = [(name, v) for name, v in (("RX", s["nvrx"]), ("TX", s["nvtx"])) if v is not None and cap
+                and v > SATURATED_SHARE * cap]
+        if over and cap:
+            dirs = " / ".join(f"{name} {gb(v)}" for name, v in over)
+            peak = max(v for _n, v in over)
+            out.append(Candidate(
+                f"nvlink-saturated:gpu{i}", "link_saturated", "warning", f"GPU{i}",
+                f"GPU{i} NVLink {dirs} of {gb(cap)} GB/s ({100 * peak / cap:.0f} %) over "
+                f"{dev.nvlinks_active} links: NVLink is saturated",
+                {"gpu": i, **{f"{n.lower()}_bytes_per_s": v for n, v in over}, "capacity_bytes_per_s": cap}))
+    return out
+
+
+_CLOCK_RULES = (
+    ("sw_power_cap", "warning", "power capped"),
+    ("hw_power_brake", "critical", "hardware power brake (external power signal)"),
+    ("hw_slowdown", "critical", "hardware slowdown (power or temperature over the hardware limit)"),
+    ("hw_thermal", "critical", "hardware thermal slowdown"),
+    ("sw_thermal", "warning", "thermal slowdown (driver)"),
+)
+
+
+def rule_clock_events(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
+    """4. Power capped, thermal or hardware slowdown, from the clock event reasons."""
+    out = []
+    if not frames:
+        return out
+    for i, r in enumerate(frames[-1].gpus):
+        dev = _dev(inv, i)
+        if r.lost or dev is None or not r.clock_event_reasons:
+            continue
+        names = r.clock_events
+        for key, sev, what in _CLOCK_RULES:
+            if key not in names:
+                continue
+            lost_mhz = (dev.sm_clock_max_mhz - r.sm_clock_mhz) if dev.sm_clock_max_mhz and r.sm_clock_mhz else None
+            parts = [f"GPU{i} {what}"]
+            if r.power_w is not None and (r.power_limit_w or dev.power_limit_w):
+                parts.append(f"{r.power_w:.0f} of {(r.power_limit_w or dev.power_limit_w):.0f} W")
+            if r.temp_gpu_c is not None and "thermal" in key:
+                parts.append(f"{r.temp_gpu_c:.0f} °C")
+            if lost_mhz is not None:
+                parts.append(f"SM clock {r.sm_clock_mhz} of {dev.sm_clock_max_mhz} MHz (−{max(lost_mhz, 0)} MHz)")
+            out.append(Candidate(f"clocks-{key.replace('_', '-')}:gpu{i}", "clock_events", sev, f"GPU{i}",
+                                 ": ".join(parts[:1]) + (": " + ", ".join(parts[1:]) if len(parts) > 1 else ""),
+                                 {"gpu": i, "reason": key, "sm_clock_mhz": r.sm_clock_mhz,
+                                  "sm_clock_max_mhz": dev.sm_clock_max_mhz, "power_w": r.power_w,
+                                  "temp_gpu_c": r.temp_gpu_c}))
+    return out
+
+
+def rule_pcie_errors(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
+    """5. PCIe replay, recovery or error counters rising: suspect riser, cable or slot."""
+    out = []
+    if len(frames) < 2:
+        return out
+    first, last = frames[0], frames[-1]
+    dt = last.t - first.t
+    if dt <= 0:
+        return out
+    for i, r in enumerate(last.gpus):
+        if r.lost or i >= len(first.gpus) or first.gpus[i].lost:
+            continue
+        r0 = first.gpus[i]
+        deltas = {}
+        for attr, label in (("pcie_replay_count", "replays"), ("pcie_recovery_count", "recoveries"),
+                            ("pcie_error_count", "errors")):
+            a, b = getattr(r0, attr), getattr(r, attr)
+            if a is not None and b is not None and b > a:
+                deltas[label] = b - a
+        if not deltas:
+            continue
+        sev = "critical" if deltas.get("errors") or deltas.get("recoveries") else "warning"
+        text = ", ".join(f"+{v} {k}" for k, v in deltas.items())
+        out.append(Candidate(f"pcie-errors:gpu{i}", "pcie_errors", sev, f"GPU{i}",
+                             f"GPU{i} PCIe errors rising: {text} in {dt:.0f} s: suspect the riser, cable or slot",
+                             {"gpu": i, "window_s": dt, **deltas,
+                              "pcie_replay_count": r.pcie_replay_count, "pcie_recovery_count": r.pcie_recovery_count}))
+    return out
+
+
+def rule_busy_not_computing(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
+    """6. Utilization high while GPM SM activity is low: copies or communication, not compute."""
+    out = []
+    if not frames:
+        return out
+    for i in range(len(frames[-1].gpus)):
+        s = _gpu_state(inv, frames, i)
+        if s is None or s["util"] is None or s["sm"] is None:
+            continue
+        if s["util"] >= NOT_COMPUTING_UTIL and s["sm"] < NOT_COMPUTING_SM:
+            tensor = f", tensor {s['tensor']:.0f} %" if s["tensor"] is not None else ""
+            where = []
+            if s["peak"] and s["cap"] and s["peak"] >= BUSY_LINK_SHARE * s["cap"]:
+                where.append(f"PCIe {gb(s['peak'])} GB/s")
+            nv = max(s["nvtx"] or 0.0, s["nvrx"] or 0.0)
+            if nv >= 1e9:
+                where.append(f"NVLink {gb(nv)} GB/s")
+            hint = f" ({', '.join(where)})" if where else ""
+            out.append(Candidate(f"busy-not-computing:gpu{i}", "busy_not_computing", "info", f"GPU{i}",
+                                 f"GPU{i} {s['util']:.0f} % busy but SMs {s['sm']:.0f} % active{tensor}: the time goes "
+                                 f"to copies or communication{hint}, not compute",
+                                 {"gpu": i, "util_gpu_pct": s["util"], "sm_active_pct": s["sm"],
+                                  "tensor_active_pct": s["tensor"]}))
+    return out
+
+
+def rule_gpu_lost(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
+    """7. A GPU that fell off the bus."""
+    out = []
+    if not frames:
+        return out
+    for i, r in enumerate(frames[-1].gpus):
+        if r.lost:
+            dev = _dev(inv, i)
+            name = f" {dev.name}" if dev else ""
+            bus = f" at {dev.bus_id}" if dev else ""
+            out.append(Candidate(f"gpu-lost:gpu{i}", "gpu_lost", "critical", f"GPU{i}",
+                                 f"GPU{i}{name}{bus} is lost (fell off the bus); the other GPUs go on: check "
+                                 f"`dmesg` for Xid 79, power and seating", {"gpu": i}))
+    return out
+
+
+def rule_bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
+    """8. One line naming what most likely limits throughput, only when the evidence is clear."""
+    if not frames:
+        return []
+    states = [(i, _gpu_state(inv, frames, i)) for i in range(len(frames[-1].gpus))]
+    states = [(i, s) for i, s in states if s is not None and s["busy"]]
+    if not states:
+        return []
+    # interconnect: a busy GPU whose PCIe link is nearly full and whose SMs are not the limit
+    best = None
+    for i, s in states:
+        if s["cap"] and s["peak"] >= SATURATED_SHARE * s["cap"] and (s["sm"] is None or s["sm"] < 60):
+            share = s["peak"] / s["cap"]
+            if best is None or share > best[0]:
+                best = (share, i, s)
+    if best is not None:
+        _share, i, s = best
+        now = s["now"]
+        d = "RX" if (s["rx"] or 0) >= (s["tx"] or 0) else "TX"
+        sm = f", SM activity {s['sm']:.0f} %" if s["sm"] is not None else f", utilization {s['util']:.0f} %"
+        dev = _dev(inv, i)
+        below = ""
+        if dev is not None:
+            bg, _bw = best_link(dev)
+            if bg and now.pcie_gen and now.pcie_gen < bg:
+                below = f" (Gen{bg} would give {gb(pcie_capacity_bytes_per_s(bg, now.pcie_width))})"
+        return [Candidate("bottleneck", "bottleneck", "info", "server",
+                          f"looks interconnect-bound: GPU{i} PCIe {d} {gb(s['peak'])} of {gb(s['cap'])} GB/s at "
+                          f"Gen{now.pcie_gen}{below}{sm}", {"cause": "pcie", "gpu": i})]
+    for i, s in states:
+        dev = _dev(inv, i)
+        cap = nvlink_capacity_bytes_per_s(dev.nvlink_version, dev.nvlinks_active) if dev else None
+        nv = max(s["nvtx"] or 0.0, s["nvrx"] or 0.0)
+        if cap and nv >= SATURATED_SHARE * cap and (s["sm"] is None or s["sm"] < 60):
+            return [Candidate("bottleneck", "bottleneck", "info", "server",
+                              f"looks NVLink-bound: GPU{i} NVLink {gb(nv)} of {gb(cap)} GB/s", {"cause": "nvlink", "gpu": i})]
+    capped = [(i, s) for i, s in states if "sw_power_cap" in s["now"].clock_events]
+    if capped and len(capped) * 2 >= len(states):
+        i, s = capped[0]
+        dev = _dev(inv, i)
+        lost = (dev.sm_clock_max_mhz - s["now"].sm_clock_mhz) if dev and dev.sm_clock_max_mhz and s["now"].sm_clock_mhz else 0
+        return [Candidate("bottleneck", "bottleneck", "info", "server",
+                          f"looks power-bound: {len(capped)} of {len(states)} busy GPUs at their power cap "
+                          f"(GPU{i} {s['power'] or 0:.0f} W, SM clock −{max(lost, 0)} MHz)", {"cause": "power"})]
+    hot = [(i, s) for i, s in states if {"hw_thermal", "sw_thermal", "hw_slowdown"} & set(s["now"].clock_events)]
+    if hot:
+        i, s = hot[0]
+        return [Candidate("bottleneck", "bottleneck", "info", "server",
+                          f"looks thermally limited: GPU{i} slowing down at {s['now'].temp_gpu_c or 0:.0f} °C",
+                          {"cause": "thermal"})]
+    computing = [(i, s) for i, s in states if (s["tensor"] or 0) >= 70 or (s["sm"] or 0) >= 85]
+    if computing and len(computing) == len(states):
+        i, s = computing[0]
+        tensor = f", tensor {s['tensor']:.0f} %" if s["tensor"] is not None else ""
+        return [Candidate("bottleneck", "bottleneck", "info", "server",
+                          f"looks compute-bound: GPU{i} SM activity {s['sm']:.0f} %{tensor}", {"cause": "compute"})]
+    return []
+
+
+RULES: dict[str, Callable[[Inventory, Sequence[Frame]], list[Candidate]]] = {
+    "gpu_lost": rule_gpu_lost,
+    "pcie_below_max": rule_pcie_below_max,
+    "slow_path": rule_slow_path,
+    "link_saturated": rule_link_saturated,
+    "clock_events": rule_clock_events,
+    "pcie_errors": rule_pcie_errors,
+    "busy_not_computing": rule_busy_not_computing,
+    "bottleneck": rule_bottleneck,
+}
+
+
+def evaluate(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
+    """Run every rule once; candidates sorted severity first."""
+    out: list[Candidate] = []
+    for rule in RULES.values():
+        out.extend(rule(inv, frames))
+    return sort_findings(out)
+
+
+def sort_findings(items: list[Any]) -> list[Any]:
+    return sorted(items, key=lambda c: (c.id != "bottleneck", SEVERITY_RANK.get(c.severity, 9), c.id))
+
+
+class FindingsEngine:
+    """Holds the window of recent frames and the life cycle of every finding."""
+
+    def __init__(self, inv: Inventory, hold_s: float = 5.0, window_s: float = 10.0):
+        self.inv = inv
+        self.hold_s = hold_s
+        self.window_s = window_s
+        self.frames: deque[Frame] = deque()
+        self._state: dict[str, Finding] = {}
+        self._absent_since: dict[str, float] = {}
+        self.cleared: deque[Finding] = deque(maxlen=200)
+
+    def reset(self) -> None:
+        self.frames.clear()
+        self._state.clear()
+        self._absent_since.clear()
+        self.cleared.clear()
+
+    def update(self, frame: Frame) -> list[Event]:
+        """Feed one frame; returns the finding_raised / finding_cleared events it caused."""
+        if self.frames and frame.t < self.frames[-1].t:
+            self.frames.clear()  # time went backwards (seek): start over
+        self.frames.append(frame)
+        while self.frames and self.frames[0].t < frame.t - self.window_s:
+            self.frames.popleft()
+        now = frame.t
+        events: list[Event] = []
+        seen = set()
+        for c in evaluate(self.inv, self.frames):
+            seen.add(c.id)
+            self._absent_since.pop(c.id, None)
+            f = self._state.get(c.id)
+            if f is None:
+                f = Finding(c.id, c.rule, c.severity, c.subject, c.message, c.evidence, started_at=now)
+            else:
+                f = replace(f, severity=c.severity, message=c.message, evidence=c.evidence)
+            if f.raised_at is None and (now - f.started_at >= self.hold_s or c.rule == "gpu_lost"):
+                f = replace(f, raised_at=now)
+                events.append(Event(t=now, kind="finding_raised", text=f.message,
+                                    data={"id": f.id, "rule": f.rule, "severity": f.severity, "subject": f.subject,
+                                          "evidence": _clean(f.evidence)}))
+            self._state[c.id] = f
+        for fid in list(self._state):
+            if fid in seen:
+                continue
+            since = self._absent_since.setdefault(fid, now)
+            f = self._state[fid]
+            if f.raised_at is None:
+                del self._state[fid]
+                self._absent_since.pop(fid, None)
+            elif now - since >= self.hold_s:
+                done = replace(f, cleared_at=now)
+                self.cleared.append(done)
+                del self._state[fid]
+                self._absent_since.pop(fid, None)
+                events.append(Event(t=now, kind="finding_cleared", text=f.message,
+                                    data={"id": f.id, "rule": f.rule, "severity": f.severity, "subject": f.subject,
+                                          "held_s": round(now - f.started_at, 1)}))
+        return events
+
+    @property
+    def active(self) -> list[Finding]:
+        """Raised findings, severity first (the bottleneck summary leads)."""
+        return sort_findings([f for f in self._state.values() if f.raised_at is not None])
+
+
+def _clean(d: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, float):
+            out[k] = round(v, 3) if math.isfinite(v) else None
+        else:
+            out[k] = v
+    return out

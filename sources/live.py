@@ -1,0 +1,47 @@
+"""Opening a GPU source: real NVML, or the simulated NVML over a scenario."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from . import scenario as scenario_mod
+from .nvml import NvmlSource, NvmlUnavailable
+from .simnvml import SimNvml
+
+NO_DRIVER_HINT = "try `gpuscope --simulate a6000-tp2-pcie-gen1` or `gpuscope demo`"
+
+
+@dataclass
+class VirtualClock:
+    """A clock that moves only when told to (for one-shot reads and tests)."""
+
+    now: float = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def open_source(simulate: str | None = None, *, pcie_mode: str = "auto", virtual_at: float | None = None,
+                pcie_block_s: float = 0.020) -> NvmlSource:
+    """Open and return an :class:`NvmlSource` whose inventory is read.
+
+    ``simulate`` is a shipped scenario name or a file; ``virtual_at`` freezes the simulated clock at
+    that many seconds into the scenario (advance it through ``source.nvml.clock.now``).
+    Raises :class:`NvmlUnavailable` (no driver) or :class:`ScenarioError`.
+    """
+    if simulate:
+        sc = scenario_mod.load(simulate)
+        clock = VirtualClock(virtual_at) if virtual_at is not None else None
+        fake = SimNvml(sc, clock=clock, pcie_block_s=pcie_block_s)
+        wall0 = time.time()
+        src = NvmlSource(fake, label="SIMULATED", simulated=True, scenario=sc.name, host=sc.host,
+                         pcie_mode=pcie_mode,
+                         clock=(lambda: wall0 + fake.clock()) if clock is not None else time.time)
+    else:
+        src = NvmlSource(label="LIVE", pcie_mode=pcie_mode)
+    try:
+        src.open()
+    except NvmlUnavailable as e:
+        raise NvmlUnavailable(f"no NVIDIA driver found: {e}; {NO_DRIVER_HINT}") from None
+    return src

@@ -1,0 +1,190 @@
+"""Typed, immutable records shared by every source and sink.
+
+An :class:`Inventory` is read once (host, versions, devices with their static limits, topology);
+then a source yields :class:`Frame` objects. A reading that the GPU does not support is ``None``,
+never 0. Units are in the field names: ``_bytes``, ``_bytes_per_s``, ``_mhz``, ``_w``, ``_j``,
+``_c`` (Celsius), ``_pct`` (0-100).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Clock event ("throttle") reason bits, as NVML defines them.
+CLOCK_EVENT_REASONS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "hw_power_brake",
+    0x100: "display_clocks",
+}
+CLOCK_EVENT_BITS: dict[str, int] = {v: k for k, v in CLOCK_EVENT_REASONS.items()}
+
+
+def decode_clock_events(mask: int | None) -> tuple[str, ...]:
+    """Names of the set bits of an NVML clock-event-reasons mask (``()`` for 0, ``()`` for None)."""
+    if not mask:
+        return ()
+    return tuple(name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """Static facts of one GPU, read once."""
+
+    index: int
+    name: str
+    uuid: str
+    bus_id: str
+    architecture: str | None = None
+    memory_total_bytes: int | None = None
+    sm_clock_max_mhz: int | None = None
+    mem_clock_max_mhz: int | None = None
+    graphics_clock_max_mhz: int | None = None
+    power_limit_w: float | None = None
+    pcie_gen_gpu_max: int | None = None
+    pcie_width_gpu_max: int | None = None
+    pcie_gen_sys_max: int | None = None
+    pcie_width_sys_max: int | None = None
+    cpu_affinity: str | None = None
+    numa_node: int | None = None
+    nvlink_version: int | None = None
+    nvlinks_active: int = 0
+    gpm_supported: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PairLink:
+    """The path between two GPUs (a < b): the PCIe label of their common ancestor and NVLinks."""
+
+    a: int
+    b: int
+    pcie_path: str  # PIX, PXB, PHB, NODE, SYS
+    nvlinks: int = 0
+    via_nvswitch: bool = False
+
+    @property
+    def label(self) -> str:
+        """The ``nvidia-smi topo -m`` label: NV# when NVLinks join the pair, else the PCIe path."""
+        return f"NV{self.nvlinks}" if self.nvlinks else self.pcie_path
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """Everything static about the machine being watched."""
+
+    host: str
+    devices: tuple[DeviceInfo, ...]
+    pairs: tuple[PairLink, ...] = ()
+    driver_version: str | None = None
+    nvml_version: str | None = None
+    cuda_driver_version: int | None = None
+    source: str = "nvml"  # nvml | simulated | replay | remote
+    simulated: bool = False
+    scenario: str | None = None
+
+    def pair(self, a: int, b: int) -> PairLink | None:
+        """The link between GPUs ``a`` and ``b`` in either order, or None."""
+        lo, hi = min(a, b), max(a, b)
+        for p in self.pairs:
+            if p.a == lo and p.b == hi:
+                return p
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessInfo:
+    pid: int
+    used_memory_bytes: int | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    """One GPU at one instant. ``None`` means not supported (or not yet known), never zero."""
+
+    index: int
+    lost: bool = False
+    util_gpu_pct: float | None = None
+    util_mem_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    graphics_clock_mhz: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    energy_j: float | None = None
+    temp_gpu_c: float | None = None
+    temp_mem_c: float | None = None
+    fan_pct: float | None = None
+    pstate: int | None = None
+    clock_event_reasons: int | None = None
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    pcie_tx_bytes_per_s: float | None = None
+    pcie_rx_bytes_per_s: float | None = None
+    pcie_replay_count: int | None = None
+    pcie_recovery_count: int | None = None
+    pcie_error_count: int | None = None
+    nvlink_tx_bytes_per_s: float | None = None
+    nvlink_rx_bytes_per_s: float | None = None
+    sm_active_pct: float | None = None
+    sm_occupancy_pct: float | None = None
+    tensor_active_pct: float | None = None
+    dram_bw_util_pct: float | None = None
+    processes: tuple[ProcessInfo, ...] | None = None
+
+    @property
+    def clock_events(self) -> tuple[str, ...]:
+        return decode_clock_events(self.clock_event_reasons)
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointReading:
+    """One inference server at one instant (rates over the poller's window)."""
+
+    url: str
+    kind: str | None = None
+    model: str | None = None
+    up: bool = True
+    error: str | None = None
+    gen_tokens_per_s: float | None = None
+    prompt_tokens_per_s: float | None = None
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    kv_cache_pct: float | None = None
+    ttft_mean_s: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    itl_mean_s: float | None = None
+    itl_p50_s: float | None = None
+    itl_p95_s: float | None = None
+    spec_accept_length: float | None = None
+    spec_accept_rate: float | None = None
+    probe: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Something that happened at ``t``: a marker, a finding raised/cleared, a GPU lost, a note."""
+
+    t: float
+    kind: str
+    text: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One timestamped sample of every GPU (``t`` is Unix time in seconds)."""
+
+    t: float
+    gpus: tuple[GpuReading, ...]
+    endpoints: tuple[EndpointReading, ...] = ()
+    events: tuple[Event, ...] = ()

@@ -1,0 +1,494 @@
+"""The NVML source: static facts once, then one :class:`Frame` per :meth:`NvmlSource.sample`.
+
+Runs unchanged over the real ``pynvml`` (nvidia-ml-py) and over :mod:`gpuscope.sources.simnvml`.
+
+* Every per-tick call is probed on its first use; a call that answers NotSupported (or
+  FunctionNotFound / NoPermission) is never made again for that GPU.
+* PCIe throughput comes from GPM on Hopper and newer (no blocking); otherwise from
+  ``nvmlDeviceGetPcieThroughput``, which blocks ~20 ms a call, so those calls run on worker threads
+  in parallel, overlapping the rest of the sample. The wrapping PCIe byte counters are never used.
+* NVLink throughput comes from GPM, else from per-link ``NVLINK_THROUGHPUT_DATA`` counters summed.
+* A GPU that answers GpuIsLost is marked lost; the others go on.
+
+Units are converted here, once: mW → W, mJ → J, KB/s → bytes/s, MiB/s → bytes/s, KiB → bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from .model import DeviceInfo, Event, Frame, GpuReading, Inventory, PairLink, ProcessInfo
+from .topology import cpu_list, normalize_bus_id, nvlink_count, topology_label
+
+
+class NvmlUnavailable(RuntimeError):
+    """NVML (the NVIDIA driver's library) cannot be used on this machine."""
+
+
+ARCHITECTURES = {2: "kepler", 3: "maxwell", 4: "pascal", 5: "volta", 6: "turing", 7: "ampere", 8: "ada",
+                 9: "hopper", 10: "blackwell", 11: "orin"}
+
+# GPM metric ids (nvmlGpmMetricId_t).
+GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW = 2, 3, 5, 10
+GPM_PCIE_TX, GPM_PCIE_RX = 20, 21
+GPM_NVLINK_RX, GPM_NVLINK_TX = 60, 61
+_GPM_METRICS = (GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW, GPM_PCIE_TX, GPM_PCIE_RX, GPM_NVLINK_RX, GPM_NVLINK_TX)
+_MIB = 1024 * 1024
+
+# Field ids (nvmlFieldValue ids).
+FI_MEMORY_TEMP = 82
+FI_PCIE_REPLAY = 94
+FI_PCIE_RECOVERY = 169
+FI_PCIE_ERRORS = (175, 176, 177, 178, 179, 180, 183)  # receiver, bad TLP, NAKs sent, bad DLLP, non-fatal, fatal, lane
+FI_NVLINK_DATA_TX, FI_NVLINK_DATA_RX = 138, 139
+
+_NOT_SUPPORTED_NAMES = ("NVMLError_NotSupported", "NVMLError_FunctionNotFound", "NVMLError_NoPermission",
+                        "NVMLError_InvalidArgument")
+
+
+class _Lost(Exception):
+    pass
+
+
+def _s(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _field_value(fv: Any) -> float | None:
+    """The number in an nvmlFieldValue_t, by its valueType; None when the field failed."""
+    if getattr(fv, "nvmlReturn", 0) != 0:
+        return None
+    vt = fv.valueType
+    v = fv.value
+    return {0: lambda: v.dVal, 1: lambda: v.uiVal, 2: lambda: v.ulVal, 3: lambda: v.ullVal,
+            4: lambda: v.sllVal, 5: lambda: v.siVal}.get(vt, lambda: v.ullVal)()
+
+
+class NvmlSource:
+    """Samples every GPU that NVML sees.
+
+    ``nvml`` is the ``pynvml`` module or the simulated one; ``pcie_mode`` is ``auto`` (GPM where it
+    exists), ``gpm`` or ``throughput`` (force the blocking fallback, used by the benchmarks).
+    """
+
+    def __init__(self, nvml: Any = None, *, label: str = "LIVE", simulated: bool = False, scenario: str | None = None,
+                 pcie_mode: str = "auto", read_sysfs: bool | None = None, clock: Callable[[], float] = time.time,
+                 host: str | None = None):
+        if nvml is None:
+            try:
+                import pynvml as nvml  # noqa: PLC0415
+            except ImportError as e:  # pragma: no cover - packaging guarantees it
+                raise NvmlUnavailable(f"nvidia-ml-py is not installed ({e})") from None
+        self.nvml = nvml
+        self.label = label
+        self.host = host
+        self.simulated = simulated
+        self.scenario = scenario
+        self.pcie_mode = pcie_mode
+        self.read_sysfs = (not simulated) if read_sysfs is None else read_sysfs
+        self.clock = clock
+        self.inventory: Inventory | None = None
+        self._handles: list[Any] = []
+        self._unsupported: set[tuple[int, str]] = set()
+        self._lost: set[int] = set()
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._gpm_prev: dict[int, Any] = {}
+        self._gpm_ok: dict[int, bool] = {}
+        self._nvlink_links: dict[int, list[int]] = {}
+        self._nvlink_prev: dict[int, tuple[float, float, float]] = {}
+        self._proc_names: dict[int, str | None] = {}
+        self._pending_events: list[Event] = []
+        self._nvlink_remote: dict[int, tuple[list[tuple[str, int]], int]] = {}
+        self._errors = tuple(getattr(nvml, n) for n in _NOT_SUPPORTED_NAMES if hasattr(nvml, n))
+        self._lost_error = getattr(nvml, "NVMLError_GpuIsLost", None)
+        self._base_error = getattr(nvml, "NVMLError", Exception)
+
+    # ----------------------------------------------------------------- static
+    def open(self) -> Inventory:
+        """Initialise NVML and read the inventory. Raises :class:`NvmlUnavailable`."""
+        nv = self.nvml
+        try:
+            nv.nvmlInit()
+        except self._base_error as e:
+            raise NvmlUnavailable(f"NVML could not start ({e})") from None
+        except OSError as e:  # pragma: no cover - a broken library
+            raise NvmlUnavailable(f"NVML could not load ({e})") from None
+        try:
+            n = nv.nvmlDeviceGetCount()
+            self._handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
+        except self._base_error as e:
+            raise NvmlUnavailable(f"NVML could not list the GPUs ({e})") from None
+        devices = [self._device_info(i, h) for i, h in enumerate(self._handles)]
+        pairs = self._pairs(devices)
+        self.inventory = Inventory(
+            host=self.host or socket.gethostname(),
+            devices=tuple(devices),
+            pairs=tuple(pairs),
+            driver_version=self._static(lambda: _s(nv.nvmlSystemGetDriverVersion())),
+            nvml_version=self._static(lambda: _s(nv.nvmlSystemGetNVMLVersion())),
+            cuda_driver_version=self._static(nv.nvmlSystemGetCudaDriverVersion),
+            source="simulated" if self.simulated else "nvml",
+            simulated=self.simulated,
+            scenario=self.scenario,
+        )
+        workers = max(2, min(64, 3 * n))
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuscope-nvml")
+        return self.inventory
+
+    def _static(self, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except (self._base_error, AttributeError):
+            return None
+
+    def _device_info(self, i: int, h: Any) -> DeviceInfo:
+        nv = self.nvml
+        st = self._static
+        bus_id = st(lambda: _s(nv.nvmlDeviceGetPciInfo(h).busId)) or f"unknown:{i}"
+        mem = st(lambda: nv.nvmlDeviceGetMemoryInfo(h))
+        plimit = st(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h))
+        arch = st(lambda: nv.nvmlDeviceGetArchitecture(h))
+        ncpu = os.cpu_count() or 64
+        masks = st(lambda: nv.nvmlDeviceGetCpuAffinity(h, max(16, math.ceil(ncpu / 64))))  # ≥ 1024 CPUs
+        numa = st(lambda: nv.nvmlDeviceGetNumaNodeId(h))
+        if (numa is None or numa < 0) and self.read_sysfs:
+            numa = _sysfs_numa(bus_id)
+        gpm = bool(st(lambda: nv.nvmlGpmQueryDeviceSupport(h).isSupportedDevice))
+        self._gpm_ok[i] = gpm and self.pcie_mode != "throughput"
+        links, version, remotes = [], None, []
+        switch_links = 0
+        for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+            try:
+                state = nv.nvmlDeviceGetNvLinkState(h, link)
+            except self._base_error:
+                break
+            if not state:
+                continue
+            links.append(link)
+            if version is None:
+                version = st(lambda link=link: nv.nvmlDeviceGetNvLinkVersion(h, link))
+            kind = st(lambda link=link: nv.nvmlDeviceGetNvLinkRemoteDeviceType(h, link))
+            if kind == 2:
+                switch_links += 1
+            else:
+                rb = st(lambda link=link: _s(nv.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId))
+                if rb:
+                    remotes.append((rb, kind or 0))
+        self._nvlink_links[i] = links
+        self._nvlink_remote[i] = (remotes, switch_links)
+        return DeviceInfo(
+            index=i,
+            name=st(lambda: _s(nv.nvmlDeviceGetName(h))) or "unknown GPU",
+            uuid=st(lambda: _s(nv.nvmlDeviceGetUUID(h))) or "",
+            bus_id=normalize_bus_id(bus_id),
+            architecture=ARCHITECTURES.get(arch) if arch is not None else None,
+            memory_total_bytes=int(mem.total) if mem is not None else None,
+            sm_clock_max_mhz=st(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
+            mem_clock_max_mhz=st(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)),
+            graphics_clock_max_mhz=st(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_GRAPHICS)),
+            power_limit_w=plimit / 1000.0 if plimit is not None else None,
+            pcie_gen_gpu_max=st(lambda: nv.nvmlDeviceGetGpuMaxPcieLinkGeneration(h)),
+            pcie_width_gpu_max=None,  # NVML reports one max width, limited by GPU and slot together
+            pcie_gen_sys_max=st(lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(h)),
+            pcie_width_sys_max=st(lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(h)),
+            cpu_affinity=cpu_list([int(m) for m in masks]) if masks is not None else None,
+            numa_node=numa if numa is not None and numa >= 0 else None,
+            nvlink_version=version,
+            nvlinks_active=len(links),
+            gpm_supported=gpm,
+        )
+
+    def _pairs(self, devices: list[DeviceInfo]) -> list[PairLink]:
+        nv = self.nvml
+        pairs = []
+        for a in range(len(devices)):
+            for b in range(a + 1, len(devices)):
+                level = self._static(lambda a=a, b=b: nv.nvmlDeviceGetTopologyCommonAncestor(self._handles[a],
+                                                                                           self._handles[b]))
+                remotes_a, sw_a = self._nvlink_remote.get(a, ([], 0))
+                _remotes_b, sw_b = self._nvlink_remote.get(b, ([], 0))
+                count, via = nvlink_count(remotes_a, devices[b].bus_id, sw_a, sw_b)
+                pairs.append(PairLink(a=a, b=b, pcie_path=topology_label(level) if level is not None else "SYS",
+                                      nvlinks=count, via_nvswitch=via))
+        return pairs
+
+    # ----------------------------------------------------------------- dynamic
+    def _call(self, i: int, key: str, fn: Callable[..., Any], *args: Any) -> Any:
+        if (i, key) in self._unsupported:
+            return None
+        try:
+            return fn(*args)
+        except self._errors:
+            with self._lock:
+                self._unsupported.add((i, key))
+            return None
+        except self._base_error as e:
+            if self._lost_error is not None and isinstance(e, self._lost_error):
+                raise _Lost() from None
+            return None  # a transient failure: not supported *now*
+
+    def supported(self, i: int, key: str) -> bool:
+        """False once call ``key`` answered NotSupported on GPU ``i``."""
+        return (i, key) not in self._unsupported
+
+    def sample(self) -> Frame:
+        """Read every GPU once. Never raises for one GPU's failure."""
+        assert self.inventory is not None and self._pool is not None, "open() first"
+        nv = self.nvml
+        t0 = self.clock()
+        futures: dict[tuple[int, str], Future[Any]] = {}
+        for i, h in enumerate(self._handles):
+            if i in self._lost:
+                continue
+            if not self._gpm_ok.get(i):
+                for key, counter in (("pcie_tx", nv.NVML_PCIE_UTIL_TX_BYTES), ("pcie_rx", nv.NVML_PCIE_UTIL_RX_BYTES)):
+                    if self.supported(i, key):
+                        futures[(i, key)] = self._pool.submit(self._call_safe, i, key, nv.nvmlDeviceGetPcieThroughput,
+                                                              h, counter)
+            futures[(i, "fields")] = self._pool.submit(self._call_safe, i, "fields", nv.nvmlDeviceGetFieldValues, h,
+                                                       self._field_ids(i))
+        readings = []
+        for i, h in enumerate(self._handles):
+            if i in self._lost:
+                readings.append(GpuReading(index=i, lost=True))
+                continue
+            try:
+                readings.append(self._basic(i, h))
+            except _Lost:
+                self._mark_lost(i)
+                readings.append(GpuReading(index=i, lost=True))
+        t = self.clock()
+        out = []
+        for r in readings:
+            i = r.index
+            if r.lost:
+                out.append(r)
+                continue
+            extra: dict[str, Any] = {}
+            lost = False
+            for key in ("pcie_tx", "pcie_rx"):
+                f = futures.get((i, key))
+                if f is not None:
+                    v = f.result()
+                    if v is _LOST:
+                        lost = True
+                    elif v is not None:
+                        extra[f"{key}_bytes_per_s"] = float(v) * 1000.0  # KB/s
+            fv = futures[(i, "fields")].result()
+            if fv is _LOST:
+                lost = True
+            elif fv is not None:
+                extra.update(self._fields(i, fv, t))
+            if self._gpm_ok.get(i):
+                try:
+                    extra.update(self._gpm(i, self._handles[i]))
+                except _Lost:
+                    lost = True
+            if lost:
+                self._mark_lost(i)
+                out.append(GpuReading(index=i, lost=True))
+                continue
+            out.append(replace(r, **extra))
+        events = tuple(self._pending_events)
+        self._pending_events.clear()
+        return Frame(t=(t0 + t) / 2, gpus=tuple(out), events=events)
+
+    def _call_safe(self, i: int, key: str, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return self._call(i, key, fn, *args)
+        except _Lost:
+            return _LOST
+
+    def _mark_lost(self, i: int) -> None:
+        if i not in self._lost:
+            self._lost.add(i)
+            name = self.inventory.devices[i].name if self.inventory else ""
+            self._pending_events.append(Event(t=self.clock(), kind="gpu_lost", text=f"GPU{i} {name} fell off the bus",
+                                              data={"gpu": i}))
+
+    def _basic(self, i: int, h: Any) -> GpuReading:
+        nv = self.nvml
+        c = self._call
+        util = c(i, "util", nv.nvmlDeviceGetUtilizationRates, h)
+        mem = c(i, "mem", nv.nvmlDeviceGetMemoryInfo, h)
+        power = c(i, "power", nv.nvmlDeviceGetPowerUsage, h)
+        limit = c(i, "power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
+        energy = c(i, "energy", nv.nvmlDeviceGetTotalEnergyConsumption, h)
+        reasons = c(i, "clock_events", nv.nvmlDeviceGetCurrentClocksEventReasons, h)
+        procs = c(i, "procs", nv.nvmlDeviceGetComputeRunningProcesses, h)
+        return GpuReading(
+            index=i,
+            util_gpu_pct=float(util.gpu) if util is not None else None,
+            util_mem_pct=float(util.memory) if util is not None else None,
+            mem_used_bytes=int(mem.used) if mem is not None else None,
+            mem_total_bytes=int(mem.total) if mem is not None else None,
+            sm_clock_mhz=c(i, "clk_sm", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
+            mem_clock_mhz=c(i, "clk_mem", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
+            graphics_clock_mhz=c(i, "clk_gfx", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_GRAPHICS),
+            power_w=power / 1000.0 if power is not None else None,
+            power_limit_w=limit / 1000.0 if limit is not None else None,
+            energy_j=energy / 1000.0 if energy is not None else None,
+            temp_gpu_c=_num(c(i, "temp", nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU)),
+            fan_pct=_num(c(i, "fan", nv.nvmlDeviceGetFanSpeed, h)),
+            pstate=c(i, "pstate", nv.nvmlDeviceGetPerformanceState, h),
+            clock_event_reasons=int(reasons) if reasons is not None else None,
+            pcie_gen=c(i, "pcie_gen", nv.nvmlDeviceGetCurrPcieLinkGeneration, h),
+            pcie_width=c(i, "pcie_width", nv.nvmlDeviceGetCurrPcieLinkWidth, h),
+            processes=tuple(self._process(p) for p in procs) if procs is not None else None,
+        )
+
+    def _process(self, p: Any) -> ProcessInfo:
+        pid = int(p.pid)
+        if pid not in self._proc_names:
+            if len(self._proc_names) > 4096:
+                self._proc_names.clear()
+            self._proc_names[pid] = _proc_name(pid) if self.read_sysfs else getattr(p, "name", None)
+        used = getattr(p, "usedGpuMemory", None)
+        return ProcessInfo(pid=pid, used_memory_bytes=int(used) if used is not None else None, name=self._proc_names[pid])
+
+    def _field_ids(self, i: int) -> list[Any]:
+        ids: list[Any] = [FI_MEMORY_TEMP, FI_PCIE_REPLAY, FI_PCIE_RECOVERY, *FI_PCIE_ERRORS]
+        if not self._gpm_ok.get(i):
+            for link in self._nvlink_links.get(i, []):
+                ids.append((FI_NVLINK_DATA_TX, link))
+                ids.append((FI_NVLINK_DATA_RX, link))
+        return ids
+
+    def _fields(self, i: int, values: Any, t: float) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        errs: list[float] = []
+        tx = rx = 0.0
+        have_nvlink = False
+        for fv in values:
+            v = _field_value(fv)
+            fid = fv.fieldId
+            if v is None:
+                continue
+            if fid == FI_MEMORY_TEMP:
+                out["temp_mem_c"] = float(v)
+            elif fid == FI_PCIE_REPLAY:
+                out["pcie_replay_count"] = int(v)
+            elif fid == FI_PCIE_RECOVERY:
+                out["pcie_recovery_count"] = int(v)
+            elif fid in FI_PCIE_ERRORS:
+                errs.append(v)
+            elif fid == FI_NVLINK_DATA_TX:
+                tx += v
+                have_nvlink = True
+                ts = getattr(fv, "timestamp", 0)
+                if ts and ts > 0:
+                    t = ts / 1e6  # the counter's own timestamp (µs) makes short intervals exact
+            elif fid == FI_NVLINK_DATA_RX:
+                rx += v
+                have_nvlink = True
+        if errs:
+            out["pcie_error_count"] = int(sum(errs))
+        if have_nvlink:
+            prev = self._nvlink_prev.get(i)
+            self._nvlink_prev[i] = (t, tx, rx)
+            if prev is not None and t > prev[0] and tx >= prev[1] and rx >= prev[2]:
+                dt = t - prev[0]
+                out["nvlink_tx_bytes_per_s"] = (tx - prev[1]) * 1024 / dt  # KiB counters
+                out["nvlink_rx_bytes_per_s"] = (rx - prev[2]) * 1024 / dt
+        return out
+
+    def _gpm(self, i: int, h: Any) -> dict[str, Any]:
+        nv = self.nvml
+        if (i, "gpm") in self._unsupported:
+            return {}
+        try:
+            sample = nv.nvmlGpmSampleAlloc()
+            nv.nvmlGpmSampleGet(h, sample)
+        except self._base_error as e:
+            if self._lost_error is not None and isinstance(e, self._lost_error):
+                raise _Lost() from None
+            self._unsupported.add((i, "gpm"))
+            self._gpm_ok[i] = False
+            return {}
+        prev = self._gpm_prev.get(i)
+        self._gpm_prev[i] = sample
+        if prev is None:
+            return {}
+        try:
+            mg = nv.c_nvmlGpmMetricsGet_t()
+            mg.version = nv.NVML_GPM_METRICS_GET_VERSION
+            mg.numMetrics = len(_GPM_METRICS)
+            mg.sample1 = prev
+            mg.sample2 = sample
+            for k, m in enumerate(_GPM_METRICS):
+                mg.metrics[k].metricId = m
+            nv.nvmlGpmMetricsGet(mg)
+        except self._base_error:
+            return {}
+        finally:
+            try:
+                nv.nvmlGpmSampleFree(prev)
+            except self._base_error:
+                pass
+        vals = {mg.metrics[k].metricId: mg.metrics[k].value for k in range(len(_GPM_METRICS))
+                if mg.metrics[k].nvmlReturn == 0}
+        out: dict[str, Any] = {}
+        for key, mid, scale in (("sm_active_pct", GPM_SM_UTIL, 1.0), ("sm_occupancy_pct", GPM_SM_OCC, 1.0),
+                                ("tensor_active_pct", GPM_TENSOR, 1.0), ("dram_bw_util_pct", GPM_DRAM_BW, 1.0),
+                                ("pcie_tx_bytes_per_s", GPM_PCIE_TX, _MIB), ("pcie_rx_bytes_per_s", GPM_PCIE_RX, _MIB),
+                                ("nvlink_tx_bytes_per_s", GPM_NVLINK_TX, _MIB),
+                                ("nvlink_rx_bytes_per_s", GPM_NVLINK_RX, _MIB)):
+            v = vals.get(mid)
+            if v is not None and math.isfinite(v) and v >= 0:
+                out[key] = float(v) * scale
+        if not self._nvlink_links.get(i):
+            out.pop("nvlink_tx_bytes_per_s", None)
+            out.pop("nvlink_rx_bytes_per_s", None)
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        for s in self._gpm_prev.values():
+            try:
+                self.nvml.nvmlGpmSampleFree(s)
+            except Exception:  # noqa: BLE001 - best effort at shutdown
+                pass
+        self._gpm_prev.clear()
+        try:
+            self.nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+_LOST = object()
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if v is not None else None
+
+
+def _sysfs_numa(bus_id: str) -> int | None:
+    b = bus_id.lower()
+    if b.count(":") == 2:
+        dom, rest = b.split(":", 1)
+        b = f"{int(dom, 16):04x}:{rest}"
+    try:
+        with open(f"/sys/bus/pci/devices/{b}/numa_node") as f:
+            n = int(f.read().strip())
+        return n if n >= 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def _proc_name(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None

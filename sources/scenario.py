@@ -1,0 +1,420 @@
+"""Scenario files for the simulated NVML: loading and validation (format: docs/scenarios.md).
+
+A scenario is TOML. Every field is checked; an error names the file and the field, e.g.
+``scenario my.toml: phases[2].util_gpu_pct: expected a number``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be found or read; the message is one line for the user."""
+
+
+PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+CLOCK_EVENT_NAMES = ("gpu_idle", "applications_clocks", "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal",
+                     "hw_thermal", "hw_power_brake", "display_clocks")
+
+# field → (type, default). Types: int, float, str, bool, "gen", "width", "pct", list types.
+GPU_FIELDS: dict[str, tuple[Any, Any]] = {
+    "count": (int, 1),
+    "name": (str, "NVIDIA Simulated GPU"),
+    "architecture": (str, "ampere"),
+    "memory_gib": (float, 48.0),
+    "sm_clock_max_mhz": (int, 1980),
+    "mem_clock_max_mhz": (int, 2619),
+    "graphics_clock_max_mhz": (int, None),
+    "power_limit_w": (float, 300.0),
+    "pcie_gen_gpu_max": ("gen", 4),
+    "pcie_gen_sys_max": ("gen", None),
+    "pcie_width_max": ("width", 16),
+    "pcie_gen_idle": ("gen", None),
+    "pcie_gen_load": ("gen", None),
+    "pcie_width_idle": ("width", None),
+    "pcie_width_load": ("width", None),
+    "numa_nodes": (list, None),
+    "cpu_affinity": (list, None),
+    "gpm": (bool, False),
+    "nvlink_version": (int, 6),
+    "fan": (bool, True),
+    "memory_temp": (bool, False),
+    "pcie_counters": (bool, True),
+}
+PHASE_FIELDS: dict[str, tuple[Any, Any]] = {
+    "name": (str, "phase"),
+    "duration_s": (float, None),
+    "gpus": (list, None),
+    "util_gpu_pct": ("pct", 0.0),
+    "util_mem_pct": ("pct", 0.0),
+    "power_w": (float, None),
+    "sm_clock_mhz": (int, None),
+    "mem_clock_mhz": (int, None),
+    "temp_gpu_c": (float, 35.0),
+    "temp_mem_c": (float, None),
+    "fan_pct": ("pct", 30.0),
+    "mem_used_gib": (float, 0.5),
+    "pcie_tx_gb_per_s": (float, 0.0),
+    "pcie_rx_gb_per_s": (float, 0.0),
+    "nvlink_tx_gb_per_s": (float, 0.0),
+    "nvlink_rx_gb_per_s": (float, 0.0),
+    "sm_active_pct": ("pct", None),
+    "sm_occupancy_pct": ("pct", None),
+    "tensor_active_pct": ("pct", None),
+    "dram_bw_util_pct": ("pct", None),
+    "pstate": (int, None),
+    "clock_events": (list, None),
+    "load": (bool, None),
+    "processes": (int, 0),
+    "noise": (float, None),
+    "overrides": (list, None),
+}
+EVENT_KINDS = ("gpu_lost", "pcie_errors")
+EVENT_FIELDS: dict[str, tuple[Any, Any]] = {
+    "at_s": (float, None),
+    "kind": (str, None),
+    "gpu": (int, None),
+    "duration_s": (float, 1e12),
+    "replays_per_s": (float, 0.0),
+    "recoveries_per_s": (float, 0.0),
+    "errors_per_s": (float, 0.0),
+}
+TOP_FIELDS = {"name", "description", "host", "driver_version", "cuda_driver_version", "cpu_count", "loop", "seed",
+              "noise", "gpus", "topology", "phases", "events"}
+TOPO_FIELDS = {"default_path", "nvswitch_links", "pairs"}
+PAIR_FIELDS = {"a", "b", "path", "nvlinks"}
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    index: int
+    name: str
+    architecture: str
+    memory_bytes: int
+    sm_clock_max_mhz: int
+    mem_clock_max_mhz: int
+    graphics_clock_max_mhz: int
+    power_limit_w: float
+    pcie_gen_gpu_max: int
+    pcie_gen_sys_max: int
+    pcie_width_max: int
+    pcie_gen_idle: int
+    pcie_gen_load: int
+    pcie_width_idle: int
+    pcie_width_load: int
+    numa_node: int | None
+    cpu_affinity: str | None
+    gpm: bool
+    nvlink_version: int
+    fan: bool
+    memory_temp: bool
+    pcie_counters: bool
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    duration_s: float
+    values: dict[str, Any]  # phase-wide values (defaults filled)
+    gpus: tuple[int, ...] | None  # None: all GPUs
+    overrides: tuple[tuple[tuple[int, ...], dict[str, Any]], ...] = ()
+
+    def for_gpu(self, i: int, idle: dict[str, Any]) -> dict[str, Any]:
+        v = self.values if self.gpus is None or i in self.gpus else idle
+        for gpus, over in self.overrides:
+            if i in gpus:
+                v = {**v, **over}
+        return v
+
+
+@dataclass(frozen=True)
+class SimEvent:
+    at_s: float
+    kind: str
+    gpu: int
+    duration_s: float = 1e12
+    replays_per_s: float = 0.0
+    recoveries_per_s: float = 0.0
+    errors_per_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    host: str
+    driver_version: str
+    cuda_driver_version: int
+    cpu_count: int
+    loop: bool
+    seed: int
+    noise: float
+    gpus: tuple[GpuSpec, ...]
+    pairs: dict[tuple[int, int], tuple[str, int]]  # (a,b) → (pcie path, direct nvlinks)
+    nvswitch_links: int
+    phases: tuple[Phase, ...]
+    events: tuple[SimEvent, ...] = ()
+    source: str = ""
+    idle: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def duration_s(self) -> float:
+        return sum(p.duration_s for p in self.phases)
+
+    def phase_at(self, t: float) -> Phase | None:
+        """The phase running ``t`` seconds after the start (the timeline repeats when ``loop``)."""
+        total = self.duration_s
+        if not self.phases or total <= 0:
+            return None
+        if self.loop:
+            t = t % total
+        elif t >= total:
+            return self.phases[-1]
+        for p in self.phases:
+            if t < p.duration_s:
+                return p
+            t -= p.duration_s
+        return self.phases[-1]
+
+
+def _err(src: str, path: str, msg: str) -> ScenarioError:
+    return ScenarioError(f"scenario {src}: {path}: {msg}")
+
+
+def _conv(src: str, path: str, kind: Any, v: Any) -> Any:
+    if kind in (float, "pct"):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise _err(src, path, "expected a number")
+        if kind == "pct" and not 0 <= v <= 100:
+            raise _err(src, path, "expected a percentage 0-100")
+        if v < 0:
+            raise _err(src, path, "must not be negative")
+        return float(v)
+    if kind in (int, "gen", "width"):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise _err(src, path, "expected an integer")
+        if kind == "gen" and not 1 <= v <= 7:
+            raise _err(src, path, "expected a PCIe generation 1-7")
+        if kind == "width" and v not in (1, 2, 4, 8, 12, 16, 32):
+            raise _err(src, path, "expected a PCIe width 1, 2, 4, 8, 12, 16 or 32")
+        if v < 0:
+            raise _err(src, path, "must not be negative")
+        return v
+    if kind is str:
+        if not isinstance(v, str):
+            raise _err(src, path, "expected a string")
+        return v
+    if kind is bool:
+        if not isinstance(v, bool):
+            raise _err(src, path, "expected true or false")
+        return v
+    if kind is list:
+        if not isinstance(v, list):
+            raise _err(src, path, "expected a list")
+        return v
+    raise AssertionError(kind)  # pragma: no cover
+
+
+def _table(src: str, path: str, d: Any, spec: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
+    if not isinstance(d, dict):
+        raise _err(src, path, "expected a table")
+    for k in d:
+        if k not in spec:
+            raise _err(src, f"{path}.{k}", "unknown field")
+    out = {}
+    for k, (kind, default) in spec.items():
+        out[k] = _conv(src, f"{path}.{k}", kind, d[k]) if k in d else default
+    return out
+
+
+def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
+    """Validate a scenario's parsed TOML. Raises :class:`ScenarioError` naming the field."""
+    for k in data:
+        if k not in TOP_FIELDS:
+            raise _err(src, k, "unknown field")
+    raw_gpus = data.get("gpus")
+    if not isinstance(raw_gpus, list) or not raw_gpus:
+        raise _err(src, "gpus", "expected at least one [[gpus]] entry")
+    gpus: list[GpuSpec] = []
+    for gi, g in enumerate(raw_gpus):
+        gd = _table(src, f"gpus[{gi}]", g, GPU_FIELDS)
+        n = gd["count"]
+        if not 1 <= n <= 64:
+            raise _err(src, f"gpus[{gi}].count", "expected 1-64")
+        numa = gd["numa_nodes"]
+        aff = gd["cpu_affinity"]
+        if numa is not None and len(numa) != n:
+            raise _err(src, f"gpus[{gi}].numa_nodes", f"expected {n} entries, one per GPU")
+        if aff is not None and len(aff) != n:
+            raise _err(src, f"gpus[{gi}].cpu_affinity", f"expected {n} entries, one per GPU")
+        for k in range(n):
+            gen_max = gd["pcie_gen_gpu_max"]
+            sys_max = gd["pcie_gen_sys_max"] or gen_max
+            best = min(gen_max, sys_max)
+            gpus.append(GpuSpec(
+                index=len(gpus), name=gd["name"], architecture=gd["architecture"],
+                memory_bytes=int(gd["memory_gib"] * 2**30), sm_clock_max_mhz=gd["sm_clock_max_mhz"],
+                mem_clock_max_mhz=gd["mem_clock_max_mhz"],
+                graphics_clock_max_mhz=gd["graphics_clock_max_mhz"] or gd["sm_clock_max_mhz"],
+                power_limit_w=gd["power_limit_w"], pcie_gen_gpu_max=gen_max, pcie_gen_sys_max=sys_max,
+                pcie_width_max=gd["pcie_width_max"],
+                pcie_gen_idle=gd["pcie_gen_idle"] or best, pcie_gen_load=gd["pcie_gen_load"] or best,
+                pcie_width_idle=gd["pcie_width_idle"] or gd["pcie_width_max"],
+                pcie_width_load=gd["pcie_width_load"] or gd["pcie_width_max"],
+                numa_node=int(numa[k]) if numa is not None else None,
+                cpu_affinity=str(aff[k]) if aff is not None else None,
+                gpm=gd["gpm"], nvlink_version=gd["nvlink_version"], fan=gd["fan"], memory_temp=gd["memory_temp"],
+                pcie_counters=gd["pcie_counters"],
+            ))
+    n = len(gpus)
+    topo = data.get("topology", {})
+    if not isinstance(topo, dict):
+        raise _err(src, "topology", "expected a table")
+    for k in topo:
+        if k not in TOPO_FIELDS:
+            raise _err(src, f"topology.{k}", "unknown field")
+    default_path = topo.get("default_path", "PHB")
+    if default_path not in PATHS:
+        raise _err(src, "topology.default_path", f"expected one of {', '.join(PATHS)}")
+    nvswitch = topo.get("nvswitch_links", 0)
+    if isinstance(nvswitch, bool) or not isinstance(nvswitch, int) or not 0 <= nvswitch <= 36:
+        raise _err(src, "topology.nvswitch_links", "expected an integer 0-36")
+    pairs = {(a, b): (default_path, 0) for a in range(n) for b in range(a + 1, n)}
+    raw_pairs = topo.get("pairs", [])
+    if not isinstance(raw_pairs, list):
+        raise _err(src, "topology.pairs", "expected a list")
+    for pi, p in enumerate(raw_pairs):
+        path = f"topology.pairs[{pi}]"
+        if not isinstance(p, dict):
+            raise _err(src, path, "expected a table")
+        for k in p:
+            if k not in PAIR_FIELDS:
+                raise _err(src, f"{path}.{k}", "unknown field")
+        a, b = p.get("a"), p.get("b")
+        for name, v in (("a", a), ("b", b)):
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n:
+                raise _err(src, f"{path}.{name}", f"expected a GPU index 0-{n - 1}")
+        if a == b:
+            raise _err(src, f"{path}.b", "must differ from a")
+        pp = p.get("path", default_path)
+        if pp not in PATHS:
+            raise _err(src, f"{path}.path", f"expected one of {', '.join(PATHS)}")
+        nl = p.get("nvlinks", 0)
+        if isinstance(nl, bool) or not isinstance(nl, int) or not 0 <= nl <= 36:
+            raise _err(src, f"{path}.nvlinks", "expected an integer 0-36")
+        pairs[(min(a, b), max(a, b))] = (pp, nl)
+    for g in range(n):
+        used = sum(nl for (a, b), (_p, nl) in pairs.items() if g in (a, b)) + nvswitch
+        if used > 36:
+            raise _err(src, "topology", f"GPU{g} would have {used} NVLinks (NVML allows 36)")
+    noise = data.get("noise", 0.03)
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0 <= noise <= 1:
+        raise _err(src, "noise", "expected a number 0-1")
+    phases = []
+    raw_phases = data.get("phases", [])
+    if not isinstance(raw_phases, list):
+        raise _err(src, "phases", "expected a list of [[phases]]")
+    idle = _table(src, "idle", {}, PHASE_FIELDS)
+    for pi, p in enumerate(raw_phases):
+        path = f"phases[{pi}]"
+        pd = _table(src, path, p, PHASE_FIELDS)
+        if pd["duration_s"] is None or pd["duration_s"] <= 0:
+            raise _err(src, f"{path}.duration_s", "expected a positive number of seconds")
+        gsel = _gpu_list(src, f"{path}.gpus", pd["gpus"], n)
+        _check_events(src, f"{path}.clock_events", pd["clock_events"])
+        overrides = []
+        for oi, o in enumerate(pd["overrides"] or []):
+            opath = f"{path}.overrides[{oi}]"
+            if not isinstance(o, dict) or "gpus" not in o:
+                raise _err(src, opath, "expected a table with gpus = [...]")
+            od = {k: v for k, v in _table(src, opath, o, PHASE_FIELDS).items() if k in o and k != "gpus"}
+            for bad in ("duration_s", "overrides", "name"):
+                if bad in od:
+                    raise _err(src, f"{opath}.{bad}", "not allowed in an override")
+            _check_events(src, f"{opath}.clock_events", od.get("clock_events"))
+            overrides.append((_gpu_list(src, f"{opath}.gpus", o["gpus"], n), od))
+        values = {k: v for k, v in pd.items() if k not in ("name", "duration_s", "gpus", "overrides")}
+        phases.append(Phase(name=pd["name"], duration_s=pd["duration_s"], values=values,
+                            gpus=gsel, overrides=tuple(overrides)))
+    events = []
+    raw_events = data.get("events", [])
+    if not isinstance(raw_events, list):
+        raise _err(src, "events", "expected a list of [[events]]")
+    for ei, e in enumerate(raw_events):
+        path = f"events[{ei}]"
+        ed = _table(src, path, e, EVENT_FIELDS)
+        if ed["at_s"] is None:
+            raise _err(src, f"{path}.at_s", "required")
+        if ed["kind"] not in EVENT_KINDS:
+            raise _err(src, f"{path}.kind", f"expected one of {', '.join(EVENT_KINDS)}")
+        if ed["gpu"] is None or not 0 <= ed["gpu"] < n:
+            raise _err(src, f"{path}.gpu", f"expected a GPU index 0-{n - 1}")
+        events.append(SimEvent(**ed))
+    values_idle = {k: v for k, v in idle.items() if k not in ("name", "duration_s", "gpus", "overrides")}
+    for k, kind in (("name", str), ("description", str), ("host", str), ("driver_version", str)):
+        if k in data and not isinstance(data[k], kind):
+            raise _err(src, k, "expected a string")
+    for k in ("cuda_driver_version", "cpu_count", "seed"):
+        if k in data and (isinstance(data[k], bool) or not isinstance(data[k], int) or data[k] < 0):
+            raise _err(src, k, "expected a non-negative integer")
+    if "loop" in data and not isinstance(data["loop"], bool):
+        raise _err(src, "loop", "expected true or false")
+    return Scenario(
+        name=data.get("name", Path(src).stem), description=data.get("description", ""),
+        host=data.get("host", "simulated"), driver_version=data.get("driver_version", "550.54.15"),
+        cuda_driver_version=data.get("cuda_driver_version", 12040), cpu_count=data.get("cpu_count", 64),
+        loop=data.get("loop", True), seed=data.get("seed", 1), noise=float(noise), gpus=tuple(gpus), pairs=pairs,
+        nvswitch_links=nvswitch, phases=tuple(phases), events=tuple(events), source=src, idle=values_idle,
+    )
+
+
+def _gpu_list(src: str, path: str, v: Any, n: int) -> tuple[int, ...] | None:
+    if v is None:
+        return None
+    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < n for x in v):
+        raise _err(src, path, f"expected a list of GPU indices 0-{n - 1}")
+    return tuple(v)
+
+
+def _check_events(src: str, path: str, v: Any) -> None:
+    if v is None:
+        return
+    for x in v:
+        if x not in CLOCK_EVENT_NAMES:
+            raise _err(src, path, f"unknown clock event {x!r} (expected one of {', '.join(CLOCK_EVENT_NAMES)})")
+
+
+def shipped() -> dict[str, Path]:
+    """The scenarios that ship with gpuscope, by name."""
+    base = resources.files("gpuscope.sources") / "scenarios"
+    return {Path(str(p)).stem: Path(str(p)) for p in base.iterdir() if str(p).endswith(".toml")}
+
+
+def load(name_or_path: str) -> Scenario:
+    """Load a shipped scenario by name or a scenario file by path."""
+    p = Path(name_or_path)
+    builtin = shipped()
+    if name_or_path in builtin:
+        p = builtin[name_or_path]
+    elif not p.exists():
+        raise ScenarioError(f"unknown scenario {name_or_path!r}: not a file, and not one of "
+                            f"{', '.join(sorted(builtin))} (see `gpuscope scenarios`)")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScenarioError(f"scenario {p}: cannot read ({e})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"scenario {p}: not valid TOML ({e})") from None
+    return parse(data, str(p) if name_or_path not in builtin else name_or_path)

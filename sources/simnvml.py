@@ -1,0 +1,455 @@
+"""A simulated NVML: a fake of the ``pynvml`` module driven by a :class:`Scenario`.
+
+It has the same function names, constants and exception classes as nvidia-ml-py for every call the
+NVML source makes (the exception classes and constants *are* nvidia-ml-py's), so the real source
+runs unchanged on it. ``nvmlDeviceGetPcieThroughput`` blocks 20 ms like the real call.
+
+Everything it returns is simulated; the inventory built over it says so (``simulated=True``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import pynvml as _real
+
+from .model import CLOCK_EVENT_BITS
+from .scenario import GpuSpec, Scenario
+from .topology import pcie_capacity_bytes_per_s
+
+_PATH_LEVEL = {"PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
+_ARCH_ID = {"kepler": 2, "maxwell": 3, "pascal": 4, "volta": 5, "turing": 6, "ampere": 7, "ada": 8, "hopper": 9,
+            "blackwell": 10}
+
+
+def _raise(code: int) -> None:
+    raise _real.NVMLError(code)
+
+
+class _Handle:
+    __slots__ = ("spec", "energy_mj", "last_t")
+
+    def __init__(self, spec: GpuSpec):
+        self.spec = spec
+        self.energy_mj = 0.0
+        self.last_t: float | None = None
+
+
+class c_nvmlGpmMetricsGet_t:  # noqa: N801 - the name nvidia-ml-py uses
+    def __init__(self) -> None:
+        self.version = 0
+        self.numMetrics = 0
+        self.sample1: Any = None
+        self.sample2: Any = None
+        self.metrics = [SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(210)]
+
+
+class SimNvml:
+    """The fake module. ``clock`` gives seconds since the scenario started (virtual in tests)."""
+
+    # constants, from nvidia-ml-py itself
+    NVMLError = _real.NVMLError
+    NVML_CLOCK_GRAPHICS = _real.NVML_CLOCK_GRAPHICS
+    NVML_CLOCK_SM = _real.NVML_CLOCK_SM
+    NVML_CLOCK_MEM = _real.NVML_CLOCK_MEM
+    NVML_TEMPERATURE_GPU = _real.NVML_TEMPERATURE_GPU
+    NVML_PCIE_UTIL_TX_BYTES = _real.NVML_PCIE_UTIL_TX_BYTES
+    NVML_PCIE_UTIL_RX_BYTES = _real.NVML_PCIE_UTIL_RX_BYTES
+    NVML_NVLINK_MAX_LINKS = _real.NVML_NVLINK_MAX_LINKS
+    NVML_GPM_METRICS_GET_VERSION = _real.NVML_GPM_METRICS_GET_VERSION
+    c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t
+
+    def __init__(self, scenario: Scenario, clock: Callable[[], float] | None = None, pcie_block_s: float = 0.020):
+        self.scenario = scenario
+        self.pcie_block_s = pcie_block_s
+        if clock is None:
+            start = time.monotonic()
+
+            def clock() -> float:
+                return time.monotonic() - start
+        self.clock = clock
+        self._handles = [_Handle(g) for g in scenario.gpus]
+        self._lock = threading.Lock()
+        self._initialized = False
+        # every NVMLError_* class, by the same names
+        for name in dir(_real):
+            if name.startswith("NVMLError_"):
+                setattr(self, name, getattr(_real, name))
+
+    # ------------------------------------------------------------------ helpers
+    def _h(self, h: Any) -> _Handle:
+        if not self._initialized:
+            _raise(_real.NVML_ERROR_UNINITIALIZED)
+        if not isinstance(h, _Handle):
+            _raise(_real.NVML_ERROR_INVALID_ARGUMENT)
+        for ev in self.scenario.events:
+            if ev.kind == "gpu_lost" and ev.gpu == h.spec.index and self.clock() >= ev.at_s:
+                _raise(_real.NVML_ERROR_GPU_IS_LOST)
+        return h
+
+    def _noise(self, i: int, key: str, t: float) -> float:
+        amp = self.scenario.noise
+        if amp <= 0:
+            return 1.0
+        tick = int(t * 10)
+        x = zlib.crc32(f"{self.scenario.seed}:{i}:{key}:{tick}".encode()) / 0xFFFFFFFF
+        return 1.0 + amp * (2 * x - 1)
+
+    def _values(self, h: _Handle) -> dict[str, Any]:
+        t = self.clock()
+        phase = self.scenario.phase_at(t)
+        idle = self.scenario.idle
+        v = phase.for_gpu(h.spec.index, idle) if phase else idle
+        return v
+
+    def _is_load(self, h: _Handle, v: dict[str, Any]) -> bool:
+        if v.get("load") is not None:
+            return bool(v["load"])
+        return v["util_gpu_pct"] >= 10 or v["pcie_tx_gb_per_s"] + v["pcie_rx_gb_per_s"] > 0.1
+
+    def _num(self, h: _Handle, v: dict[str, Any], key: str, default: float) -> float:
+        base = v.get(key)
+        if base is None:
+            base = default
+        if v.get("noise") == 0:
+            return float(base)
+        return float(base) * self._noise(h.spec.index, key, self.clock())
+
+    def _link(self, h: _Handle) -> tuple[int, int]:
+        v = self._values(h)
+        s = h.spec
+        if self._is_load(h, v):
+            return s.pcie_gen_load, s.pcie_width_load
+        return s.pcie_gen_idle, s.pcie_width_idle
+
+    def _rate(self, h: _Handle, key: str) -> float:
+        """A simulated PCIe rate in bytes/s, never above 97 % of the current link's capacity."""
+        v = self._values(h)
+        want = self._num(h, v, key, 0.0) * 1e9
+        gen, width = self._link(h)
+        cap = pcie_capacity_bytes_per_s(gen, width) or 0.0
+        return max(0.0, min(want, 0.97 * cap))
+
+    def _counter(self, h: _Handle, attr: str) -> int:
+        t = self.clock()
+        total = 0.0
+        for ev in self.scenario.events:
+            if ev.kind == "pcie_errors" and ev.gpu == h.spec.index and t > ev.at_s:
+                total += getattr(ev, attr) * min(t - ev.at_s, ev.duration_s)
+        return int(total)
+
+    # ------------------------------------------------------------------ system
+    def nvmlInit(self) -> None:
+        self._initialized = True
+
+    def nvmlShutdown(self) -> None:
+        self._initialized = False
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return self.scenario.driver_version
+
+    def nvmlSystemGetNVMLVersion(self) -> str:
+        return "sim-" + self.scenario.driver_version
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return self.scenario.cuda_driver_version
+
+    def nvmlDeviceGetCount(self) -> int:
+        if not self._initialized:
+            _raise(_real.NVML_ERROR_UNINITIALIZED)
+        return len(self._handles)
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> _Handle:
+        if not 0 <= i < len(self._handles):
+            _raise(_real.NVML_ERROR_INVALID_ARGUMENT)
+        return self._handles[i]
+
+    # ------------------------------------------------------------------ static
+    def nvmlDeviceGetName(self, h: Any) -> str:
+        return self._h(h).spec.name
+
+    def nvmlDeviceGetUUID(self, h: Any) -> str:
+        i = self._h(h).spec.index
+        return f"GPU-5100{i:04x}-0000-4000-8000-{zlib.crc32(self.scenario.name.encode()):08x}{i:04x}"
+
+    def _bus(self, i: int) -> str:
+        return f"00000000:{0x18 + 0x10 * i:02X}:00.0"
+
+    def nvmlDeviceGetPciInfo(self, h: Any) -> Any:
+        return SimpleNamespace(busId=self._bus(self._h(h).spec.index))
+
+    def nvmlDeviceGetArchitecture(self, h: Any) -> int:
+        return _ARCH_ID.get(self._h(h).spec.architecture, 0xFFFFFFFF)
+
+    def nvmlDeviceGetMemoryInfo(self, h: Any, version: Any = None) -> Any:
+        hh = self._h(h)
+        v = self._values(hh)
+        used = min(hh.spec.memory_bytes, int(self._num(hh, {**v, "noise": 0}, "mem_used_gib", 0.5) * 2**30))
+        return SimpleNamespace(total=hh.spec.memory_bytes, used=used, free=hh.spec.memory_bytes - used)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: Any) -> int:
+        return int(self._h(h).spec.power_limit_w * 1000)
+
+    def nvmlDeviceGetMaxClockInfo(self, h: Any, kind: int) -> int:
+        s = self._h(h).spec
+        return {_real.NVML_CLOCK_SM: s.sm_clock_max_mhz, _real.NVML_CLOCK_MEM: s.mem_clock_max_mhz,
+                _real.NVML_CLOCK_GRAPHICS: s.graphics_clock_max_mhz}[kind]
+
+    def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, h: Any) -> int:
+        return self._h(h).spec.pcie_gen_gpu_max
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: Any) -> int:
+        return self._h(h).spec.pcie_gen_sys_max
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h: Any) -> int:
+        return self._h(h).spec.pcie_width_max
+
+    def nvmlDeviceGetCpuAffinity(self, h: Any, cpu_set_size: int) -> list[int]:
+        s = self._h(h).spec
+        if s.cpu_affinity is None:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        words = [0] * max(cpu_set_size, 1)
+        for part in s.cpu_affinity.split(","):
+            lo, _, hi = part.partition("-")
+            for c in range(int(lo), int(hi or lo) + 1):
+                if c // 64 < len(words):
+                    words[c // 64] |= 1 << (c % 64)
+        return words
+
+    def nvmlDeviceGetNumaNodeId(self, h: Any) -> int:
+        s = self._h(h).spec
+        if s.numa_node is None:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        return s.numa_node
+
+    def nvmlGpmQueryDeviceSupport(self, h: Any) -> Any:
+        return SimpleNamespace(version=1, isSupportedDevice=int(self._h(h).spec.gpm))
+
+    def _links(self, i: int) -> list[tuple[str, int]]:
+        """This GPU's NVLinks as (remote bus id, remote device type 0=GPU 2=NVSwitch)."""
+        out = []
+        for (a, b), (_path, n) in sorted(self.scenario.pairs.items()):
+            if i in (a, b) and n:
+                peer = b if i == a else a
+                out += [(self._bus(peer), 0)] * n
+        out += [("00000000:FF:00.0", 2)] * self.scenario.nvswitch_links
+        return out
+
+    def nvmlDeviceGetNvLinkState(self, h: Any, link: int) -> int:
+        links = self._links(self._h(h).spec.index)
+        if not links or not 0 <= link < _real.NVML_NVLINK_MAX_LINKS:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED if not links else _real.NVML_ERROR_INVALID_ARGUMENT)
+        return int(link < len(links))
+
+    def _link_of(self, h: Any, link: int) -> tuple[str, int]:
+        links = self._links(self._h(h).spec.index)
+        if not 0 <= link < len(links):
+            _raise(_real.NVML_ERROR_INVALID_ARGUMENT)
+        return links[link]
+
+    def nvmlDeviceGetNvLinkVersion(self, h: Any, link: int) -> int:
+        self._link_of(h, link)
+        return h.spec.nvlink_version
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, h: Any, link: int) -> int:
+        return self._link_of(h, link)[1]
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, h: Any, link: int) -> Any:
+        return SimpleNamespace(busId=self._link_of(h, link)[0])
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, h1: Any, h2: Any) -> int:
+        a, b = self._h(h1).spec.index, self._h(h2).spec.index
+        if a == b:
+            return 0
+        path, _n = self.scenario.pairs[(min(a, b), max(a, b))]
+        return _PATH_LEVEL[path]
+
+    # ------------------------------------------------------------------ dynamic
+    def nvmlDeviceGetUtilizationRates(self, h: Any) -> Any:
+        hh = self._h(h)
+        v = self._values(hh)
+        return SimpleNamespace(gpu=int(min(100, round(self._num(hh, v, "util_gpu_pct", 0)))),
+                               memory=int(min(100, round(self._num(hh, v, "util_mem_pct", 0)))))
+
+    def nvmlDeviceGetClockInfo(self, h: Any, kind: int) -> int:
+        hh = self._h(h)
+        v = self._values(hh)
+        s = hh.spec
+        load = self._is_load(hh, v)
+        if kind == _real.NVML_CLOCK_MEM:
+            base = v.get("mem_clock_mhz") or (s.mem_clock_max_mhz if load else min(405, s.mem_clock_max_mhz))
+            return int(base)
+        base = v.get("sm_clock_mhz") or (int(s.sm_clock_max_mhz * 0.93) if load else 210)
+        return int(min(s.sm_clock_max_mhz, base * (1 + 0.3 * (self._noise(s.index, "clk", self.clock()) - 1))))
+
+    def nvmlDeviceGetPowerUsage(self, h: Any) -> int:
+        hh = self._h(h)
+        v = self._values(hh)
+        s = hh.spec
+        default = s.power_limit_w * (0.1 + 0.75 * v["util_gpu_pct"] / 100)
+        w = min(s.power_limit_w, self._num(hh, v, "power_w", default))
+        return int(w * 1000)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: Any) -> int:
+        hh = self._h(h)
+        t = self.clock()
+        p_mw = self.nvmlDeviceGetPowerUsage(hh)
+        with self._lock:
+            if hh.last_t is not None and t > hh.last_t:
+                hh.energy_mj += p_mw * (t - hh.last_t)
+            hh.last_t = t
+            return int(hh.energy_mj)
+
+    def nvmlDeviceGetTemperature(self, h: Any, sensor: int) -> int:
+        hh = self._h(h)
+        return int(round(self._num(hh, self._values(hh), "temp_gpu_c", 35)))
+
+    def nvmlDeviceGetFanSpeed(self, h: Any) -> int:
+        hh = self._h(h)
+        if not hh.spec.fan:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        return int(round(self._num(hh, self._values(hh), "fan_pct", 30)))
+
+    def nvmlDeviceGetPerformanceState(self, h: Any) -> int:
+        hh = self._h(h)
+        v = self._values(hh)
+        if v.get("pstate") is not None:
+            return v["pstate"]
+        return 0 if self._is_load(hh, v) else 8
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: Any) -> int:
+        hh = self._h(h)
+        v = self._values(hh)
+        names = v.get("clock_events")
+        if names is None:
+            names = [] if self._is_load(hh, v) else ["gpu_idle"]
+        mask = 0
+        for n in names:
+            mask |= CLOCK_EVENT_BITS[n]
+        return mask
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: Any) -> int:
+        return self._link(self._h(h))[0]
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h: Any) -> int:
+        return self._link(self._h(h))[1]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: Any) -> list[Any]:
+        hh = self._h(h)
+        v = self._values(hh)
+        n = v.get("processes") or 0
+        used = self.nvmlDeviceGetMemoryInfo(hh).used
+        return [SimpleNamespace(pid=40000 + 100 * hh.spec.index + k, usedGpuMemory=used // max(n, 1),
+                                name="python3 (simulated)") for k in range(n)]
+
+    def nvmlDeviceGetPcieThroughput(self, h: Any, counter: int) -> int:
+        hh = self._h(h)
+        if self.pcie_block_s:
+            time.sleep(self.pcie_block_s)  # the real call blocks while NVML samples a 20 ms window
+        key = "pcie_tx_gb_per_s" if counter == _real.NVML_PCIE_UTIL_TX_BYTES else "pcie_rx_gb_per_s"
+        return int(self._rate(hh, key) / 1000)  # KB/s
+
+    def nvmlDeviceGetFieldValues(self, h: Any, field_ids: list[Any]) -> list[Any]:
+        hh = self._h(h)
+        s = hh.spec
+        t = self.clock()
+        out = []
+        v = self._values(hh)
+        for fid in field_ids:
+            fid, scope = (fid if isinstance(fid, tuple) else (fid, 0))
+            ret, vt, val = 0, 3, 0.0
+            if fid == 82:  # memory temperature
+                if s.memory_temp:
+                    val = self._num(hh, v, "temp_mem_c", (v.get("temp_gpu_c") or 35) + 8)
+                    vt = 1
+                else:
+                    ret = _real.NVML_ERROR_NOT_SUPPORTED
+            elif fid == 94:
+                val = self._counter(hh, "replays_per_s") if s.pcie_counters else 0
+                ret = 0 if s.pcie_counters else _real.NVML_ERROR_NOT_SUPPORTED
+            elif fid == 169:
+                val = self._counter(hh, "recoveries_per_s") if s.pcie_counters else 0
+                ret = 0 if s.pcie_counters else _real.NVML_ERROR_NOT_SUPPORTED
+            elif fid in (175, 176, 177, 178, 179, 180, 183):
+                val = self._counter(hh, "errors_per_s") if (s.pcie_counters and fid == 175) else 0
+                ret = 0 if s.pcie_counters else _real.NVML_ERROR_NOT_SUPPORTED
+            elif fid in (138, 139):  # NVLink data KiB counter, per link (scopeId)
+                links = self._links(s.index)
+                if scope >= len(links):
+                    ret = _real.NVML_ERROR_INVALID_ARGUMENT
+                else:
+                    key = "nvlink_tx_gb_per_s" if fid == 138 else "nvlink_rx_gb_per_s"
+                    val = self._nvlink_kib(hh, key, len(links), t)
+            else:
+                ret = _real.NVML_ERROR_NOT_SUPPORTED
+            value = SimpleNamespace(dVal=float(val), uiVal=int(val), ulVal=int(val), ullVal=int(val), sllVal=int(val),
+                                    siVal=int(val))
+            out.append(SimpleNamespace(fieldId=fid, scopeId=scope, timestamp=int(t * 1e6), latencyUsec=0,
+                                       valueType=vt, nvmlReturn=ret, value=value))
+        return out
+
+    def _nvlink_kib(self, hh: _Handle, key: str, nlinks: int, t: float) -> float:
+        """A per-link KiB counter: the integral of the timeline's NVLink rate, split over the links."""
+        total = 0.0
+        sc = self.scenario
+        start = 0.0
+        if sc.phases and sc.duration_s > 0:
+            cycle = sc.duration_s
+            loops = math.floor(t / cycle) if sc.loop else 0
+            per_cycle = sum(p.for_gpu(hh.spec.index, sc.idle).get(key, 0.0) * p.duration_s for p in sc.phases)
+            total += loops * per_cycle
+            start = loops * cycle
+            rem = t - start
+            for p in sc.phases:
+                d = min(rem, p.duration_s) if (sc.loop or p is not sc.phases[-1]) else rem
+                total += p.for_gpu(hh.spec.index, sc.idle).get(key, 0.0) * max(d, 0)
+                rem -= p.duration_s
+                if rem <= 0:
+                    break
+        return total * 1e9 / 1024 / nlinks
+
+    # ------------------------------------------------------------------ GPM
+    def nvmlGpmSampleAlloc(self) -> Any:
+        return SimpleNamespace(t=None, h=None)
+
+    def nvmlGpmSampleFree(self, sample: Any) -> None:
+        return None
+
+    def nvmlGpmSampleGet(self, h: Any, sample: Any) -> Any:
+        hh = self._h(h)
+        if not hh.spec.gpm:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        sample.t = self.clock()
+        sample.h = hh
+        return sample
+
+    def nvmlGpmMetricsGet(self, mg: Any) -> Any:
+        hh = mg.sample2.h
+        self._h(hh)
+        v = self._values(hh)
+        util = v["util_gpu_pct"]
+        table = {
+            1: util,
+            2: self._num(hh, v, "sm_active_pct", util * 0.9),
+            3: self._num(hh, v, "sm_occupancy_pct", util * 0.3),
+            5: self._num(hh, v, "tensor_active_pct", util * 0.5),
+            10: self._num(hh, v, "dram_bw_util_pct", util * 0.3),
+            20: self._rate(hh, "pcie_tx_gb_per_s") / 2**20,
+            21: self._rate(hh, "pcie_rx_gb_per_s") / 2**20,
+            60: self._num(hh, v, "nvlink_rx_gb_per_s", 0) * 1e9 / 2**20,
+            61: self._num(hh, v, "nvlink_tx_gb_per_s", 0) * 1e9 / 2**20,
+        }
+        for k in range(mg.numMetrics):
+            m = mg.metrics[k]
+            if m.metricId in table:
+                m.value = float(min(100.0, table[m.metricId]) if m.metricId < 20 else table[m.metricId])
+                m.nvmlReturn = 0
+            else:
+                m.nvmlReturn = _real.NVML_ERROR_NOT_SUPPORTED
+        return mg

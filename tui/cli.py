@@ -1,0 +1,171 @@
+"""The ``gpuscope`` command line. Every error is one line on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from gpuscope import __version__
+
+COMMANDS = ("topo", "scenarios", "record", "replay", "demo", "summary", "export", "compare")
+EXIT_USAGE = 2
+EXIT_FAIL = 1
+
+
+class UserError(Exception):
+    """An error to show as one line (no traceback)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"gpuscope: error: {message} (see `{self.prog} --help`)\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _interval(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if not 0.1 <= v <= 3600:
+        raise argparse.ArgumentTypeError("must be between 0.1 and 3600 seconds")
+    return v
+
+
+def _add_source(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--simulate", metavar="SCENARIO", help="a simulated machine: a shipped scenario name or a file")
+    p.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS",
+                   help="seconds between samples (default 1.0, down to 0.1)")
+    p.add_argument("--pcie-source", choices=("auto", "gpm", "throughput"), default="auto",
+                   help=argparse.SUPPRESS)
+
+
+def build_parser() -> dict[str, argparse.ArgumentParser]:
+    main = _Parser(prog="gpuscope", description="Terminal monitor for GPU servers running LLM inference. "
+                   f"Commands: {', '.join(COMMANDS)} (each takes --help).")
+    main.add_argument("--version", action="version", version=f"gpuscope {__version__}")
+    _add_source(main)
+    main.add_argument("--record", metavar="FILE", help="record while watching (.jsonl.gz)")
+    main.add_argument("--history", choices=("1m", "10m", "1h"), default="1m", help="graph window at start")
+    main.add_argument("--compact", action="store_true", help="one line per GPU")
+    p = {"": main}
+
+    t = _Parser(prog="gpuscope topo", description="The nvidia-smi topo -m matrix, PCIe link table and topology "
+                "findings.")
+    t.add_argument("--json", action="store_true", help="machine-readable output (schema gpuscope.topo/1)")
+    t.add_argument("--simulate", metavar="SCENARIO")
+    t.add_argument("--at", type=float, default=None, metavar="SECONDS",
+                   help="with --simulate: read the scenario this many seconds in (e.g. under load)")
+    p["topo"] = t
+
+    p["scenarios"] = _Parser(prog="gpuscope scenarios", description="List the shipped simulation scenarios.")
+
+    r = _Parser(prog="gpuscope record", description="Record headless; with -- CMD, for exactly the command's life.")
+    r.add_argument("-o", "--output", required=True, metavar="FILE")
+    r.add_argument("--duration", type=float, metavar="SECONDS")
+    _add_source(r)
+    r.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS…")
+    p["record"] = r
+
+    rp = _Parser(prog="gpuscope replay", description="Replay a recording in the TUI.")
+    rp.add_argument("file")
+    rp.add_argument("--speed", type=float, default=1.0)
+    rp.add_argument("--compact", action="store_true")
+    p["replay"] = rp
+
+    d = _Parser(prog="gpuscope demo", description="Replay the real H200 recording that ships with gpuscope.")
+    d.add_argument("--speed", type=float, default=1.0)
+    d.add_argument("--compact", action="store_true")
+    p["demo"] = d
+
+    s = _Parser(prog="gpuscope summary", description="Statistics of a recording.")
+    s.add_argument("file")
+    s.add_argument("--json", action="store_true")
+    p["summary"] = s
+
+    e = _Parser(prog="gpuscope export", description="One row per GPU per frame.")
+    e.add_argument("file")
+    g = e.add_mutually_exclusive_group(required=True)
+    g.add_argument("--csv", metavar="OUT")
+    g.add_argument("--parquet", metavar="OUT")
+    p["export"] = e
+
+    c = _Parser(prog="gpuscope compare", description="Two recordings side by side.")
+    c.add_argument("a")
+    c.add_argument("b")
+    c.add_argument("--json", action="store_true")
+    p["compare"] = c
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parsers = build_parser()
+    cmd = argv[0] if argv and argv[0] in COMMANDS else ""
+    args = parsers[cmd].parse_args(argv[1:] if cmd else argv)
+    try:
+        return _dispatch(cmd, args)
+    except UserError as e:
+        sys.stderr.write(f"gpuscope: error: {e}\n")
+        return EXIT_FAIL
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        except OSError:
+            pass
+        return 0
+
+
+def _open(simulate: str | None, pcie_mode: str = "auto", virtual_at: float | None = None):  # noqa: ANN202
+    from gpuscope.sources.live import open_source
+    from gpuscope.sources.nvml import NvmlUnavailable
+    from gpuscope.sources.scenario import ScenarioError
+
+    try:
+        return open_source(simulate, pcie_mode=pcie_mode, virtual_at=virtual_at)
+    except (NvmlUnavailable, ScenarioError) as e:
+        raise UserError(str(e)) from None
+
+
+def _dispatch(cmd: str, args: argparse.Namespace) -> int:
+    if cmd == "scenarios":
+        from gpuscope.sources.scenario import load, shipped
+
+        for name in sorted(shipped()):
+            sc = load(name)
+            print(f"{name:<22} {len(sc.gpus)} GPU{'s' if len(sc.gpus) > 1 else ' '}  {sc.description}")
+        return 0
+    if cmd == "topo":
+        from gpuscope.tui.topo_cmd import run_topo
+
+        if args.at is not None and not args.simulate:
+            raise UserError("--at needs --simulate")
+        src = _open(args.simulate, virtual_at=(args.at or 0.0) if args.simulate else None)
+        try:
+            return run_topo(src, args.json)
+        finally:
+            src.close()
+    if cmd == "record":
+        from gpuscope.tui.record_cmd import run_record
+
+        return run_record(args, _open)
+    if cmd in ("summary", "compare", "export"):
+        from gpuscope.tui import report_cmd
+
+        return getattr(report_cmd, f"run_{cmd}")(args)
+    if cmd in ("replay", "demo"):
+        from gpuscope.tui.app import run_replay
+
+        return run_replay(args)
+    from gpuscope.tui.app import run_live
+
+    return run_live(args, _open)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

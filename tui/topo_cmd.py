@@ -1,0 +1,158 @@
+"""``gpuscope topo``: the annotated topology, as text (coloured on a terminal) or JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from gpuscope.sources.findings import Candidate, evaluate
+from gpuscope.sources.model import Frame, Inventory
+from gpuscope.sources.topology import (
+    PATH_MEANING,
+    link_row,
+    matrix,
+    pair_bandwidth_bytes_per_s,
+)
+
+TOPO_SCHEMA = "gpuscope.topo/1"
+
+_COLORS = {"red": "\x1b[31m", "amber": "\x1b[33m", "green": "\x1b[32m", "dim": "\x1b[2m", "bold": "\x1b[1m",
+           "reset": "\x1b[0m"}
+SEV_MARK = {"critical": "✖", "warning": "▲", "info": "●"}
+
+
+def label_color(label: str) -> str | None:
+    """SYS red, PHB/NODE amber, NV# green (the same scheme as the TUI)."""
+    if label.startswith("NV"):
+        return "green"
+    if label == "SYS":
+        return "red"
+    if label in ("PHB", "NODE"):
+        return "amber"
+    return None
+
+
+def read_topology(src: Any, settle_s: float = 0.5) -> tuple[Inventory, list[Frame]]:
+    """Two samples ``settle_s`` apart (GPM rates need an interval)."""
+    frames = [src.sample()]
+    clock = getattr(src.nvml, "clock", None)
+    if hasattr(clock, "now"):
+        clock.now += 1.0
+    else:
+        time.sleep(settle_s)
+    frames.append(src.sample())
+    return src.inventory, frames
+
+
+def topo_json(inv: Inventory, frame: Frame, findings: list[Candidate]) -> dict[str, Any]:
+    gpus = []
+    for d in inv.devices:
+        r = frame.gpus[d.index] if d.index < len(frame.gpus) else None
+        row = link_row(d, r.pcie_gen if r else None, r.pcie_width if r else None)
+        gpus.append({
+            "index": d.index, "name": d.name, "bus_id": d.bus_id, "uuid": d.uuid,
+            "numa_node": d.numa_node, "cpu_affinity": d.cpu_affinity, "lost": bool(r and r.lost),
+            "nvlinks_active": d.nvlinks_active, "nvlink_version": d.nvlink_version,
+            "pcie": {
+                "gen_current": row.gen_current, "width_current": row.width_current,
+                "gen_gpu_max": row.gen_gpu_max, "gen_sys_max": row.gen_sys_max,
+                "width_max": d.pcie_width_sys_max, "below_max": row.below_max,
+                "capacity_current_gb_per_s": _gbs(row.capacity_current_bytes_per_s),
+                "capacity_max_gb_per_s": _gbs(row.capacity_max_bytes_per_s),
+            },
+        })
+    current = {r.index: (r.pcie_gen, r.pcie_width) for r in frame.gpus if r.pcie_gen and r.pcie_width}
+    return {
+        "schema": TOPO_SCHEMA,
+        "host": inv.host,
+        "driver_version": inv.driver_version,
+        "simulated": inv.simulated,
+        "scenario": inv.scenario,
+        "gpus": gpus,
+        "matrix": matrix(inv),
+        "pairs": [{"a": p.a, "b": p.b, "label": p.label, "pcie_path": p.pcie_path, "nvlinks": p.nvlinks,
+                   "via_nvswitch": p.via_nvswitch,
+                   "expected_gb_per_s": _gbs(pair_bandwidth_bytes_per_s(inv, p, current))} for p in inv.pairs],
+        "findings": [{"id": c.id, "rule": c.rule, "severity": c.severity, "subject": c.subject,
+                      "message": c.message} for c in findings],
+    }
+
+
+def _gbs(x: float | None) -> float | None:
+    return round(x / 1e9, 2) if x is not None else None
+
+
+def render_text(doc: dict[str, Any], color: bool) -> str:
+    def c(text: str, name: str | None) -> str:
+        return f"{_COLORS[name]}{text}{_COLORS['reset']}" if color and name else text
+
+    lines = []
+    sim = f"  {c('SIMULATED', 'amber')} scenario {doc['scenario']}" if doc["simulated"] else ""
+    lines.append(c(f"gpuscope topo — {doc['host']}", "bold") + f"  driver {doc['driver_version'] or '?'}{sim}")
+    lines.append("")
+    n = len(doc["gpus"])
+    head = "      " + "".join(f"{'GPU' + str(j):>6}" for j in range(n)) + "  CPU affinity      NUMA"
+    lines.append(c(head, "bold"))
+    for i, g in enumerate(doc["gpus"]):
+        cells = []
+        for j in range(n):
+            lab = doc["matrix"][i][j]
+            cells.append(c(f"{lab:>6}", label_color(lab)))
+        numa = "-" if g["numa_node"] is None else str(g["numa_node"])
+        lines.append(f"{'GPU' + str(i):<6}" + "".join(cells) + f"  {(g['cpu_affinity'] or '-'):<17} {numa}")
+    lines.append("")
+    lines.append(c(f"{'PCIe link':<28}{'now':<11}{'GPU max':<9}{'system max':<12}capacity now / max", "bold"))
+    for g in doc["gpus"]:
+        p = g["pcie"]
+        name = f"GPU{g['index']} {g['name'].replace('NVIDIA ', '')}"[:27]
+        if g["lost"]:
+            lines.append(f"{name:<28}" + c("lost", "red"))
+            continue
+        now = f"Gen{p['gen_current'] or '?'} ×{p['width_current'] or '?'}"
+        now_s = c(f"{now:<11}", "red" if p["below_max"] else None)
+        cap_now = p["capacity_current_gb_per_s"]
+        cap_max = p["capacity_max_gb_per_s"]
+        lines.append(f"{name:<28}{now_s}{'Gen' + str(p['gen_gpu_max'] or '?'):<9}"
+                     f"{'Gen' + str(p['gen_sys_max'] or '?') + ' ×' + str(p['width_max'] or '?'):<12}"
+                     f"{_fmt(cap_now)} / {_fmt(cap_max)} GB/s")
+    if doc["pairs"]:
+        lines.append("")
+        lines.append(c(f"{'pair':<14}{'path':<7}expected per direction", "bold"))
+        for p in doc["pairs"]:
+            lab = p["label"]
+            what = f"{p['nvlinks']} NVLinks" + (" via NVSwitch" if p["via_nvswitch"] else "") if p["nvlinks"] \
+                else PATH_MEANING.get(p["pcie_path"], "")
+            lines.append(f"{'GPU' + str(p['a']) + '↔GPU' + str(p['b']):<14}{c(f'{lab:<7}', label_color(lab))}"
+                         f"{_fmt(p['expected_gb_per_s'])} GB/s  {c(what, 'dim')}")
+    lines.append("")
+    if doc["findings"]:
+        lines.append(c("Findings", "bold"))
+        for f in doc["findings"]:
+            sev = f["severity"]
+            col = {"critical": "red", "warning": "amber", "info": "dim"}[sev]
+            lines.append(f"  {c(SEV_MARK[sev] + ' ' + sev, col):<10} {f['message']}")
+    else:
+        lines.append(c("Findings: none", "green"))
+    lines.append("")
+    lines.append(c("Legend: X self · NV# NVLinks · PIX one PCIe bridge · PXB several bridges · PHB host bridge · "
+                   "NODE within a NUMA node · SYS across NUMA nodes", "dim"))
+    return "\n".join(lines)
+
+
+def _fmt(x: float | None) -> str:
+    return "?" if x is None else f"{x:.1f}"
+
+
+def run_topo(src: Any, as_json: bool) -> int:
+    inv, frames = read_topology(src)
+    findings = [c for c in evaluate(inv, frames) if c.rule != "bottleneck"]
+    doc = topo_json(inv, frames[-1], findings)
+    if as_json:
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        print(render_text(doc, color))
+    return 0
