@@ -75,11 +75,15 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
         if proc is not None and proc.poll() is not None:
             stop.set()
 
+    markers = MarkerPipe(session.add_marker) if cmd else None
     try:
         if cmd:
             session.add_marker("start: " + " ".join(cmd))
+            env = dict(os.environ)
+            if markers is not None and markers.path:
+                env["GPUSCOPE_MARKERS"] = markers.path
             try:
-                proc = subprocess.Popen(cmd)
+                proc = subprocess.Popen(cmd, env=env)
             except OSError as e:
                 session.stop_recording()
                 raise UserError(f"cannot run {cmd[0]}: {e.strerror or e}") from None
@@ -89,6 +93,8 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
             session.add_marker(f"end: exit status {status}")
             on_frame(src.sample())
     finally:
+        if markers is not None:
+            markers.close()
         for s, h in old.items():
             signal.signal(s, h)
         rec = session.recorder
@@ -105,3 +111,51 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
     if proc is not None:
         return status if status >= 0 else 128 - status
     return 1 if session.record_error else 0
+
+
+class MarkerPipe:
+    """A FIFO whose path the recorded command finds in ``$GPUSCOPE_MARKERS``: each line written to it
+    becomes a marker (``echo "phase: decode" > "$GPUSCOPE_MARKERS"``)."""
+
+    def __init__(self, add: Callable[[str], Any]):
+        import tempfile
+
+        self.add = add
+        self._dir = tempfile.mkdtemp(prefix="gpuscope-")
+        self.path: str | None = os.path.join(self._dir, "markers")
+        self._closing = False
+        try:
+            os.mkfifo(self.path, 0o600)
+        except (OSError, AttributeError):
+            self.path = None
+            return
+        self._thread = threading.Thread(target=self._run, name="gpuscope-markers", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        assert self.path is not None
+        while not self._closing:
+            try:
+                with open(self.path, encoding="utf-8", errors="replace") as f:
+                    for line in f:
+                        line = line.strip()[:200]
+                        if line and not self._closing:
+                            self.add(line)
+            except OSError:
+                return
+
+    def close(self) -> None:
+        if self.path is None:
+            return
+        self._closing = True
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)  # wakes the reader
+            os.close(fd)
+        except OSError:
+            pass
+        self._thread.join(timeout=1)
+        try:
+            os.unlink(self.path)
+            os.rmdir(self._dir)
+        except OSError:
+            pass
