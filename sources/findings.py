@@ -29,7 +29,7 @@ BUSY_UTIL_PCT = 30.0  # a GPU at or above this utilization is busy
 BUSY_LINK_SHARE = 0.10  # a link carrying this share of its capacity is busy
 SATURATED_SHARE = 0.80
 PEER_TRAFFIC_SHARE = 0.25
-NOT_COMPUTING_UTIL = 80.0
+NOT_COMPUTING_UTIL = 70.0
 NOT_COMPUTING_SM = 30.0
 AVG_S = 5.0  # readings are averaged over the last AVG_S seconds of the window
 

@@ -99,6 +99,13 @@ def resample(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float
     vals = values[ok].astype(np.float64)
     sums = np.bincount(cells, weights=vals, minlength=columns)
     counts = np.bincount(cells, minlength=columns)
-    for c in np.nonzero(counts)[0]:
+    filled = np.nonzero(counts)[0]
+    for c in filled:
         out[int(c)] = float(sums[c] / counts[c])
+    # cells narrower than the sampling interval get no sample: carry the last value across such gaps
+    last = None
+    for c in range(int(filled[0]), int(filled[-1]) + 1):
+        if out[c] is None:
+            out[c] = last
+        last = out[c]
     return out

@@ -162,6 +162,11 @@ class NvmlSource:
         numa = st(lambda: nv.nvmlDeviceGetNumaNodeId(h))
         if (numa is None or numa < 0) and self.read_sysfs:
             numa = _sysfs_numa(bus_id)
+        if numa is None or numa < 0:  # nvidia-smi's "NUMA Affinity": the memory affinity node set
+            nodes = st(lambda: nv.nvmlDeviceGetMemoryAffinity(h, 1, 0))  # 0 = NVML_AFFINITY_SCOPE_NODE
+            if nodes is not None and int(nodes[0]):
+                m = int(nodes[0])
+                numa = (m & -m).bit_length() - 1
         gpm = bool(st(lambda: nv.nvmlGpmQueryDeviceSupport(h).isSupportedDevice))
         self._gpm_ok[i] = gpm and self.pcie_mode != "throughput"
         links, version, remotes = [], None, []

@@ -228,6 +228,15 @@ class SimNvml:
             _raise(_real.NVML_ERROR_NOT_SUPPORTED)
         return s.numa_node
 
+    def nvmlDeviceGetMemoryAffinity(self, h: Any, node_set_size: int, scope: int) -> list[int]:
+        s = self._h(h).spec
+        if s.numa_node is None:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        words = [0] * max(node_set_size, 1)
+        if s.numa_node // 64 < len(words):
+            words[s.numa_node // 64] |= 1 << (s.numa_node % 64)
+        return words
+
     def nvmlGpmQueryDeviceSupport(self, h: Any) -> Any:
         return SimpleNamespace(version=1, isSupportedDevice=int(self._h(h).spec.gpm))
 

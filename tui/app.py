@@ -1,0 +1,472 @@
+"""The Textual App: screens, key bindings and the refresh loop. Widgets live in ``gpuscope.widgets``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer, Input, Static
+
+from gpuscope.sources.history import GPU_METRICS, resample
+from gpuscope.sources.recording import RecordingError, open_recording
+from gpuscope.sources.session import Session
+from gpuscope.widgets.findings_panel import FindingsPanel
+from gpuscope.widgets.gpu_panel import GpuPanel
+from gpuscope.widgets.gpu_table import GpuTable
+from gpuscope.widgets.inference_panel import InferencePanel
+from gpuscope.widgets.panels import ViewState
+from gpuscope.widgets.render import DIM, fmt_duration, graph_rows, short_name
+from gpuscope.widgets.status_bar import StatusBar
+from gpuscope.widgets.timeline import Timeline
+from gpuscope.widgets.topology_panel import TopologyPanel
+
+from .feeders import LiveFeeder, ReplayFeeder
+
+WINDOWS = {"1m": 60.0, "10m": 600.0, "1h": 3600.0}
+REFRESH_S = 0.25  # the UI looks for new data this often; it redraws only when there is some
+GRAPH_S = 1.0  # graphs are redrawn about once a second
+
+DETAIL_METRICS = [
+    ("util", "utilization %", 100.0, 1.0), ("sm_clock", "SM clock MHz", None, 1.0), ("power", "power W", None, 1.0),
+    ("temp", "temperature °C", None, 1.0), ("mem_used", "memory used GB", None, 1e9),
+    ("pcie_rx", "PCIe RX GB/s", None, 1e9), ("pcie_tx", "PCIe TX GB/s", None, 1e9),
+    ("nvlink_rx", "NVLink RX GB/s", None, 1e9), ("nvlink_tx", "NVLink TX GB/s", None, 1e9),
+    ("sm_active", "SM active %", 100.0, 1.0), ("tensor", "tensor active %", 100.0, 1.0),
+    ("dram_bw", "DRAM bandwidth %", 100.0, 1.0),
+]
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark,h", "dismiss", "close")]
+    DEFAULT_CSS = "HelpScreen { align: center middle; } #help { width: 80; height: auto; border: round $accent; " \
+                  "padding: 1 2; background: $surface; }"
+
+    def __init__(self, bindings: list[Binding]):
+        super().__init__()
+        self._b = bindings
+
+    def compose(self) -> ComposeResult:
+        t = Text("gpuscope keys\n\n", style="bold")
+        for b in self._b:
+            if b.description:
+                t.append(f"{b.key:<22}", style="bold cyan")
+                t.append(f"{b.description}\n")
+        t.append("\nctrl+p                command palette\n", style="")
+        t.append("Colours: red = over the limit / below max under load, yellow = near it, green = fine.\n"
+                 "Topology: SYS red (across NUMA nodes), PHB/NODE amber, NV# green.", style=DIM)
+        yield Static(t, id="help")
+
+
+class MarkerScreen(ModalScreen[str | None]):
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+    DEFAULT_CSS = "MarkerScreen { align: center middle; } MarkerScreen Input { width: 60; }"
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="marker label (enter to drop, esc to cancel)", id="marker")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value)
+
+
+class GpuDetailScreen(Screen[None]):
+    """Larger graphs of every metric of one GPU over the current window."""
+
+    BINDINGS = [Binding("escape,q,d", "app.pop_screen", "back"), Binding("w", "app.cycle_window", "window")]
+    DEFAULT_CSS = "GpuDetailScreen #detail { padding: 0 1; }"
+
+    def __init__(self, index: int):
+        super().__init__()
+        self.index = index
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        yield VerticalScroll(Static(id="detail"))
+        yield Footer()
+
+    def show(self, v: ViewState) -> None:
+        self.query_one(StatusBar).show(v)
+        dev = v.inventory.devices[self.index]
+        width = max(30, (self.size.width or 100) - 24)
+        out = [Text(f"GPU{self.index} {short_name(dev.name)}  {dev.bus_id}  NUMA {dev.numa_node}  "
+                    f"affinity {dev.cpu_affinity or '–'}  window {fmt_duration(v.window_s)}", style="bold")]
+        r = v.frame.gpus[self.index] if v.frame else None
+        if r is not None and r.processes:
+            out.append(Text("processes: " + ", ".join(f"{p.pid} {p.name or ''} {(p.used_memory_bytes or 0) / 1e9:.1f} GB"
+                                                      for p in r.processes[:6]), style=DIM))
+        for metric, title, maximum, scale in DETAIL_METRICS:
+            times, vals = v.history.window(metric, self.index, v.window_s, v.now or None)
+            cells = resample(times, vals / scale if len(vals) else vals, v.now or 0, v.window_s, width)
+            known = [c for c in cells if c is not None]
+            if not known:
+                continue
+            top = maximum or max(known) or 1.0
+            rows = graph_rows(cells, 3, top)
+            now = known[-1]
+            for k, row in enumerate(rows):
+                label = f"{title:<17}" if k == 0 else (f"now {now:>9.1f}   " if k == 1 else f"max {max(known):>9.1f}   ")
+                t = Text(f"{label:<20}", style="bold" if k == 0 else DIM)
+                t.append(row, style="green")
+                out.append(t)
+        self.query_one("#detail", Static).update(Text("\n").join(out))
+
+
+class GpuscopeApp(App[int]):
+    TITLE = "gpuscope"
+    CSS_PATH = "gpuscope.tcss"
+    ENABLE_COMMAND_PALETTE = True
+    BINDINGS = [
+        Binding("q", "quit", "quit", id="quit"),
+        Binding("p", "pause", "pause/play", id="pause"),
+        Binding("space", "pause", "pause/play", show=False, id="pause2"),
+        Binding("r", "record", "record", id="record"),
+        Binding("m", "marker", "marker", id="marker"),
+        Binding("M", "marker_label", "marker+label", show=False, id="marker_label"),
+        Binding("t", "focus_topology", "topology", id="topology"),
+        Binding("f", "focus_findings", "findings", id="findings"),
+        Binding("g", "focus_gpu", "next GPU", show=False, id="gpu"),
+        Binding("d,enter", "detail", "detail", id="detail"),
+        Binding("1,2,3,4,5,6,7,8", "", "", show=False),
+        Binding("w", "cycle_window", "window", id="window"),
+        Binding("c", "compact", "compact", id="compact"),
+        Binding("question_mark,h", "help", "help", id="help"),
+        Binding("plus,equals_sign", "speed(1)", "faster", show=False, id="faster"),
+        Binding("minus", "speed(-1)", "slower", show=False, id="slower"),
+        Binding("right", "seek(10)", "+10s", show=False, id="fwd"),
+        Binding("left", "seek(-10)", "-10s", show=False, id="back"),
+        Binding("shift+right,L", "seek(60)", "+1m", show=False, id="fwd60"),
+        Binding("shift+left,H", "seek(-60)", "-1m", show=False, id="back60"),
+        Binding("home", "seek_edge(0)", "start", show=False, id="start"),
+        Binding("end", "seek_edge(1)", "end", show=False, id="end"),
+        Binding("n", "jump(1)", "next mark", show=False, id="next"),
+        Binding("N", "jump(0)", "prev mark", show=False, id="prev"),
+    ]
+
+    def __init__(self, session: Session, feeder: Any, *, label: str, interval_s: float, window: str = "1m",
+                 compact: bool | None = None, record_path: str | None = None, origin_note: str = ""):
+        super().__init__()
+        self.session = session
+        self.feeder = feeder
+        self.label = label
+        self.interval_s = interval_s
+        self.window_s = WINDOWS.get(window, 60.0)
+        self.compact = compact
+        self.record_path = record_path
+        self.origin_note = origin_note
+        self.paused = False
+        self._dirty = True
+        self._last_graph = 0.0
+        self._rec_started = 0.0
+        self._ppid = os.getppid()
+        self._replay = isinstance(feeder, ReplayFeeder)
+        self.message_line = ""
+
+    # ----------------------------------------------------------------- layout
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        if self._replay:
+            yield Timeline(id="timeline")
+        yield FindingsPanel(id="findings")
+        with VerticalScroll(id="gpus"):
+            yield GpuTable(id="table")
+            with Grid(id="grid"):
+                for d in self.session.inventory.devices:
+                    yield GpuPanel(d.index, id=f"gpu{d.index}")
+        with Horizontal(id="bottom"):
+            yield TopologyPanel(id="topology")
+            with Vertical(id="side"):
+                yield InferencePanel(id="inference")
+                yield Static(id="message")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._apply_layout()
+        self.set_interval(REFRESH_S, self._tick)
+        self.set_interval(2.0, self._watchdog)
+        try:
+            signal.signal(signal.SIGHUP, lambda *_: self.call_later(self.exit, 0))
+        except (ValueError, OSError):  # not the main thread (tests)
+            pass
+        if self.record_path and not self._replay:
+            self._start_recording(self.record_path)
+        if self.feeder is not None:
+            self.feeder.start()
+        self.refresh_view(force=True)
+
+    def on_resize(self) -> None:
+        self._apply_layout()
+        self._dirty = True
+
+    def _apply_layout(self) -> None:
+        w, h = self.size.width, self.size.height
+        n = len(self.session.inventory.devices)
+        compact = self.compact if self.compact is not None else (w < 100 or h < 8 * min(n, 4) + 14)
+        self.query_one("#table").display = compact
+        self.query_one("#grid").display = not compact
+        grid = self.query_one("#grid", Grid)
+        cols = 2 if (w >= 160 and n > 1) else 1
+        grid.styles.grid_size_columns = cols
+        self.query_one("#bottom").display = h >= 24 and not (compact and h < 30 and n > 4)
+
+    # ----------------------------------------------------------------- refresh
+    def notify_update(self) -> None:
+        """Called from feeder threads: just marks the view dirty (no queue of frames)."""
+        self._dirty = True
+
+    def _tick(self) -> None:
+        if self._dirty and not self.paused:
+            self.refresh_view()
+
+    def build_view(self, graphs: bool) -> ViewState:
+        s = self.session
+        frame = s.last_frame
+        extra: dict[str, object] = {"interval": self.interval_s, "paused": self.paused}
+        rec = s.recorder
+        if rec is not None:
+            extra["recording"] = True
+            extra["rec_elapsed"] = time.monotonic() - self._rec_started
+        if s.record_error:
+            extra["record_error"] = s.record_error
+        if self.origin_note:
+            extra["replay_note"] = self.origin_note
+        return ViewState(inventory=s.inventory, frame=frame, history=s.history, findings=s.findings.active,
+                         window_s=self.window_s, now=frame.t if frame else 0.0, label=self.label, graphs=graphs,
+                         extra=extra)
+
+    def refresh_view(self, force: bool = False) -> None:
+        self._dirty = False
+        now = time.monotonic()
+        graphs = force or now - self._last_graph >= GRAPH_S
+        if graphs:
+            self._last_graph = now
+        lock = getattr(self.feeder, "session_lock", None)
+        if lock is not None:
+            lock.acquire()
+        try:
+            v = self.build_view(graphs)
+            screen = self.screen
+            if isinstance(screen, GpuDetailScreen):
+                screen.show(v)
+                return
+            self.query_one(StatusBar).show(v)
+            self.query_one(FindingsPanel).show(v)
+            if self.query_one("#table").display:
+                self.query_one(GpuTable).show(v)
+            else:
+                for p in self.query(GpuPanel):
+                    p.show(v)
+            if self.query_one("#bottom").display:
+                self.query_one(TopologyPanel).show(v)
+                self.query_one(InferencePanel).show(v)
+            msg = self.message_line
+            err = getattr(self.feeder, "error", None)
+            if err:
+                msg = err
+            self.query_one("#message", Static).update(Text(msg, style="yellow") if msg else "")
+            if self._replay:
+                f = self.feeder
+                self.query_one(Timeline).show_position(f.t0, f.t1, f.position, f.marks(), f.speed, f.playing)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _watchdog(self) -> None:
+        """Exit when the terminal went away (SSH drop): the parent died or stdin is gone."""
+        gone = os.getppid() != self._ppid
+        try:
+            if not gone and sys.__stdin__ is not None and sys.__stdin__.isatty():
+                os.tcgetpgrp(sys.__stdin__.fileno())
+        except OSError:
+            gone = True
+        if gone:
+            self.exit(0)
+
+    # ----------------------------------------------------------------- actions
+    def action_pause(self) -> None:
+        if self._replay:
+            self.feeder.toggle()
+        else:
+            self.paused = not self.paused
+            self.refresh_view(force=True)
+            if self.paused:
+                self.query_one(StatusBar).show(self.build_view(False))
+
+    def _start_recording(self, path: str) -> None:
+        try:
+            self.session.start_recording(path, command=sys.argv[:],
+                                         origin={"host": self.session.inventory.host,
+                                                 "simulated": self.session.inventory.simulated})
+            self._rec_started = time.monotonic()
+            self.message_line = f"recording to {path}"
+        except RecordingError as e:
+            self.message_line = str(e)
+        self._dirty = True
+
+    def action_record(self) -> None:
+        if self._replay:
+            self.message_line = "recording is not available during replay"
+        elif self.session.recorder is not None:
+            rec = self.session.stop_recording()
+            self.message_line = f"recording stopped: {rec.frames} frames in {rec.path}" if rec else ""
+        else:
+            path = self.record_path or time.strftime("gpuscope-%Y%m%d-%H%M%S.jsonl.gz")
+            self._start_recording(path)
+        self.refresh_view(force=True)
+
+    def action_marker(self) -> None:
+        self._marker("")
+
+    def action_marker_label(self) -> None:
+        self.push_screen(MarkerScreen(), lambda label: self._marker(label) if label is not None else None)
+
+    def _marker(self, label: str) -> None:
+        if self._replay:
+            self.message_line = "markers are dropped while watching live or recording"
+        else:
+            ev = self.session.add_marker(label)
+            self.message_line = f"marker dropped at {time.strftime('%H:%M:%S', time.localtime(ev.t))}" + (
+                f": {label}" if label else "") + ("" if self.session.recorder else " (not recording: press r)")
+        self.refresh_view(force=True)
+
+    def action_focus_topology(self) -> None:
+        if self.query_one("#bottom").display:
+            self.query_one(TopologyPanel).focus()
+            self.refresh_view(force=True)
+
+    def action_focus_findings(self) -> None:
+        self.query_one(FindingsPanel).focus()
+        self.refresh_view(force=True)
+
+    def action_focus_gpu(self) -> None:
+        panels = list(self.query(GpuPanel))
+        if not panels or not self.query_one("#grid").display:
+            return
+        cur = self.focused
+        k = panels.index(cur) + 1 if cur in panels else 0
+        panels[k % len(panels)].focus()
+
+    def _detail_index(self) -> int:
+        return self.focused.index if isinstance(self.focused, GpuPanel) else 0
+
+    def action_detail(self) -> None:
+        if isinstance(self.screen, GpuDetailScreen):
+            self.pop_screen()
+        else:
+            self.push_screen(GpuDetailScreen(self._detail_index()))
+            self.call_after_refresh(self.refresh_view, True)
+
+    def on_key(self, event: Any) -> None:
+        if event.key in "12345678" and len(event.key) == 1:
+            i = int(event.key) - 1
+            if i < len(self.session.inventory.devices):
+                if isinstance(self.screen, GpuDetailScreen):
+                    self.pop_screen()
+                self.push_screen(GpuDetailScreen(i))
+                self.call_after_refresh(self.refresh_view, True)
+                event.stop()
+
+    def action_cycle_window(self) -> None:
+        vals = list(WINDOWS.values())
+        self.window_s = vals[(vals.index(self.window_s) + 1) % len(vals)] if self.window_s in vals else 60.0
+        if self._replay:
+            self.feeder.seek(self.feeder.position)
+        self.refresh_view(force=True)
+
+    def action_compact(self) -> None:
+        cur = self.query_one("#table").display
+        self.compact = not cur
+        self._apply_layout()
+        self.refresh_view(force=True)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
+
+    def action_speed(self, d: int) -> None:
+        if self._replay:
+            self.feeder.faster(d > 0)
+
+    def action_seek(self, s: int) -> None:
+        if self._replay:
+            self.feeder.step(s)
+
+    def action_seek_edge(self, end: int) -> None:
+        if self._replay:
+            self.feeder.seek(self.feeder.t1 if end else self.feeder.t0)
+
+    def action_jump(self, forward: int) -> None:
+        if self._replay:
+            self.feeder.jump_mark(bool(forward))
+
+    def on_unmount(self) -> None:
+        if self.feeder is not None:
+            self.feeder.stop()
+        self.session.stop_recording()
+
+
+def _check_terminal() -> None:
+    from .cli import UserError
+
+    if not sys.stdout.isatty():
+        raise UserError("the live view needs a terminal; for a headless run use `gpuscope record -o FILE`")
+
+
+def run_live(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
+    _check_terminal()
+    src = open_source(args.simulate, pcie_mode=args.pcie_source)
+    session = Session(src.inventory, interval_s=args.interval)
+    app = GpuscopeApp(session, None, label=src.label, interval_s=args.interval, window=args.history,
+                      compact=True if args.compact else None, record_path=args.record)
+    app.feeder = LiveFeeder(src, session, args.interval, app.notify_update)
+    app.run()
+    rec_err = session.record_error
+    if rec_err:
+        sys.stderr.write(f"gpuscope: {rec_err}\n")
+    return 0
+
+
+def demo_path() -> Path:
+    base = resources.files("gpuscope.recordings")
+    names = sorted(str(p) for p in base.iterdir() if str(p).endswith(".jsonl.gz"))
+    if not names:
+        from .cli import UserError
+
+        raise UserError("the bundled demo recording is missing from this installation")
+    return Path(names[0])
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    from .cli import UserError
+
+    path = getattr(args, "file", None) or demo_path()
+    try:
+        rec = open_recording(path)
+    except RecordingError as e:
+        raise UserError(str(e)) from None
+    if rec.n_frames == 0:
+        raise UserError(f"{path}: the recording holds no frames" + (f" ({'; '.join(rec.problems)})" if rec.problems
+                                                                    else ""))
+    _check_terminal()
+    interval = float(rec.header.get("interval_s") or 1.0)
+    session = Session(rec.inventory, interval_s=interval, history_s=3600.0)
+    note = "SIMULATED recording" if rec.simulated else "real recording"
+    if rec.problems:
+        note += " — " + "; ".join(rec.problems)
+    app = GpuscopeApp(session, None, label="REPLAY", interval_s=interval, compact=True if args.compact else None,
+                      origin_note=f"{Path(path).name} ({note})")
+    app.feeder = ReplayFeeder(rec, session, app.notify_update, speed=args.speed, window_s=lambda: app.window_s)
+    app.run()
+    return 0
+
+
+_ = GPU_METRICS  # the detail view draws every metric the history keeps

@@ -1,0 +1,45 @@
+"""The findings panel: active findings, severity first, with their numbers and how long they held."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from .panels import ViewState
+from .render import DIM, OK, SEV_MARK, SEV_STYLE, fmt_duration
+
+
+class FindingsPanel(Static):
+    DEFAULT_CSS = """
+    FindingsPanel { height: auto; max-height: 12; border: round $primary-darken-2; padding: 0 1; }
+    FindingsPanel:focus { border: round $accent; height: auto; max-height: 30; }
+    """
+
+    def __init__(self, **kw: object):
+        super().__init__(**kw)
+        self.can_focus = True
+        self.border_title = "Findings"
+
+    def show(self, v: ViewState) -> None:
+        fs = v.findings
+        if not fs:
+            self.border_subtitle = ""
+            self.update(Text("✔ nothing limits this server that gpuscope can see", style=OK))
+            return
+        counts = {s: sum(1 for f in fs if f.severity == s) for s in ("critical", "warning", "info")}
+        self.border_subtitle = " ".join(f"{n} {s}" for s, n in counts.items() if n)
+        limit = 30 if self.has_focus else 8
+        lines = []
+        for f in fs[:limit]:
+            t = Text()
+            if f.id == "bottleneck":
+                t.append("» ", style="bold cyan")
+                t.append(f.message, style="bold cyan")
+            else:
+                t.append(SEV_MARK[f.severity] + " ", style=SEV_STYLE[f.severity])
+                t.append(f.message, style="" if f.severity != "info" else DIM)
+            t.append(f"  {fmt_duration(f.held_s(v.now))}", style=DIM)
+            lines.append(t)
+        if len(fs) > limit:
+            lines.append(Text(f"… {len(fs) - limit} more (f to focus)", style=DIM))
+        self.update(Text("\n").join(lines))

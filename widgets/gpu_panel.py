@@ -1,0 +1,150 @@
+"""The per-GPU panel: clocks, power, memory, PCIe and NVLink against their ceilings, with history."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+from textual.widgets import Static
+
+from gpuscope.sources.history import resample
+from gpuscope.sources.model import DeviceInfo, GpuReading
+from gpuscope.sources.topology import best_link, nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
+
+from .panels import ViewState
+from .render import BAD, DIM, OK, WARN, bar, fmt_num, fmt_rate, level_style, short_name, sparkline
+
+BADGES = {
+    "sw_power_cap": ("PWR CAP", WARN),
+    "hw_slowdown": ("HW SLOW", BAD),
+    "hw_thermal": ("HW THERM", BAD),
+    "sw_thermal": ("THERMAL", WARN),
+    "hw_power_brake": ("PWR BRAKE", BAD),
+    "gpu_idle": ("idle", DIM),
+    "sync_boost": ("sync", DIM),
+    "applications_clocks": ("app clk", DIM),
+}
+
+
+def badges(r: GpuReading) -> Text:
+    t = Text()
+    for name in r.clock_events:
+        label, style = BADGES.get(name, (name, DIM))
+        t.append(f" {label} ", style=f"reverse {style}" if style != DIM else DIM)
+        t.append(" ")
+    return t
+
+
+def link_text(dev: DeviceInfo, r: GpuReading, busy: bool) -> Text:
+    """``Gen1×16`` coloured red when below the best link under load, with the max beside it."""
+    bg, bw = best_link(dev)
+    below = bool((r.pcie_gen and bg and r.pcie_gen < bg) or (r.pcie_width and bw and r.pcie_width < bw))
+    style = (BAD if busy else WARN) if below else OK
+    t = Text(f"Gen{r.pcie_gen or '?'}×{r.pcie_width or '?'}", style=f"bold {style}")
+    if below:
+        t.append(f" max Gen{bg}×{bw}", style=DIM)
+        if not busy:
+            t.append(" (idle)", style=DIM)
+    return t
+
+
+class GpuPanel(Static):
+    """One GPU, several lines. ``index`` is the GPU's NVML index."""
+
+    DEFAULT_CSS = """
+    GpuPanel { height: auto; border: round $primary-darken-2; padding: 0 1; }
+    GpuPanel:focus { border: round $accent; }
+    GpuPanel.lost { border: round red; }
+    """
+
+    def __init__(self, index: int, **kw: object):
+        super().__init__(**kw)
+        self.index = index
+        self.can_focus = True
+        self._graph_cache: dict[str, str] = {}
+
+    def show(self, v: ViewState) -> None:
+        dev = v.inventory.devices[self.index]
+        r = v.frame.gpus[self.index] if v.frame and self.index < len(v.frame.gpus) else None
+        self.border_title = f"GPU{self.index} {short_name(dev.name)}"
+        if r is None:
+            self.update(Text("waiting for the first sample…", style=DIM), layout=False)
+            return
+        if r.lost:
+            self.add_class("lost")
+            self.border_subtitle = "LOST"
+            self.update(Text(f"LOST: fell off the bus ({dev.bus_id}); the other GPUs go on", style="bold red"))
+            return
+        self.remove_class("lost")
+        width = max(20, self.size.width - 4 if self.size.width else 76)
+        cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
+        busy = (r.util_gpu_pct or 0) >= 30 or bool(cap and max(r.pcie_rx_bytes_per_s or 0, r.pcie_tx_bytes_per_s or 0)
+                                                   >= 0.1 * cap)
+        barw = max(8, min(30, width // 4))
+        prefix = 36  # every graph starts at the same column, so their time axes line up
+        graphw = max(8, width - prefix)
+
+        line1 = Text()
+        line1.append(f"util {fmt_num(r.util_gpu_pct, '%'):>4}", style="bold " + level_style((r.util_gpu_pct or 0) / 100, 2, 2))
+        line1.append(f"  P{r.pstate if r.pstate is not None else '?'}", style=DIM)
+        line1.append(f"  {fmt_num(r.temp_gpu_c, '°C')}")
+        if r.temp_mem_c is not None:
+            line1.append(f" mem {fmt_num(r.temp_mem_c, '°C')}", style=DIM)
+        if r.fan_pct is not None:
+            line1.append(f"  fan {r.fan_pct:.0f}%", style=DIM)
+        if r.mem_used_bytes is not None and r.mem_total_bytes:
+            line1.append(f"  mem {r.mem_used_bytes / 2**30:.1f}/{r.mem_total_bytes / 2**30:.0f} GiB")
+        line1.append("  ")
+        line1.append_text(badges(r))
+
+        sm_max = dev.sm_clock_max_mhz
+        line2 = Text("SM  ")
+        line2.append_text(bar(r.sm_clock_mhz, sm_max, barw, style=OK))
+        line2.append(f" {fmt_num(r.sm_clock_mhz)}/{fmt_num(sm_max)} MHz")
+        line2.append(f"   MEM {fmt_num(r.mem_clock_mhz)} MHz", style=DIM)
+        plimit = r.power_limit_w or dev.power_limit_w
+        line3 = Text("PWR ")
+        line3.append_text(bar(r.power_w, plimit, barw))
+        line3.append(f" {fmt_num(r.power_w)}/{fmt_num(plimit)} W")
+        if r.sm_active_pct is not None:
+            line3.append("   SM act ", style=DIM)
+            line3.append(f"{r.sm_active_pct:.0f}%", style="bold")
+            line3.append(f" tensor {fmt_num(r.tensor_active_pct, '%')} DRAM {fmt_num(r.dram_bw_util_pct, '%')}", style=DIM)
+
+        line4 = Text("PCIe ")
+        line4.append_text(link_text(dev, r, busy))
+        lines = [line1, line2, line3, line4]
+        for name, val, metric in (("RX", r.pcie_rx_bytes_per_s, "pcie_rx"), ("TX", r.pcie_tx_bytes_per_s, "pcie_tx")):
+            t = Text(f"  {name} ")
+            share = (val / cap) if (val is not None and cap) else None
+            t.append(f"{fmt_rate(val):>10}", style="bold " + level_style(share))
+            t.append(f" {share * 100:3.0f}%" if share is not None else "    ", style=level_style(share))
+            t.append(" of " + fmt_rate(cap), style=DIM)
+            t.pad_right(prefix - len(t))
+            t.append(self._graph(v, metric, graphw, cap), style=level_style(share))
+            lines.append(t)
+        if dev.nvlinks_active:
+            ncap = nvlink_capacity_bytes_per_s(dev.nvlink_version, dev.nvlinks_active)
+            t = Text(f"NVLink ×{dev.nvlinks_active} ")
+            vals = [x for x in (r.nvlink_rx_bytes_per_s, r.nvlink_tx_bytes_per_s) if x is not None]
+            peak = max(vals) if vals else None
+            share = peak / ncap if (peak is not None and ncap) else None
+            t.append(f"RX {fmt_rate(r.nvlink_rx_bytes_per_s)} TX {fmt_rate(r.nvlink_tx_bytes_per_s)}",
+                     style="bold " + level_style(share))
+            t.append(f" of {fmt_rate(ncap)}", style=DIM)
+            t.truncate(prefix - 1)
+            t.pad_right(prefix - len(t))
+            t.append(self._graph(v, "nvlink_rx", graphw, ncap), style=level_style(share))
+            lines.append(t)
+        t = Text(f"util {fmt_num(r.util_gpu_pct, '%')} over {int(v.window_s // 60)} min", style=DIM)
+        t.pad_right(prefix - len(t))
+        t.append(self._graph(v, "util", graphw, 100.0), style=OK)
+        lines.append(t)
+        self.border_subtitle = ""
+        self.update(Group(*lines))
+
+    def _graph(self, v: ViewState, metric: str, cols: int, maximum: float | None) -> str:
+        if v.graphs or metric not in self._graph_cache or len(self._graph_cache[metric]) != cols:
+            times, vals = v.history.window(metric, self.index, v.window_s, v.now or None)
+            self._graph_cache[metric] = sparkline(resample(times, vals, v.now or (times[-1] if len(times) else 0),
+                                                           v.window_s, cols), maximum)
+        return self._graph_cache[metric]

@@ -1,0 +1,24 @@
+"""Shared state handed to every panel: what to draw, never how to fetch it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpuscope.sources.findings import Finding
+from gpuscope.sources.history import History
+from gpuscope.sources.model import Frame, Inventory
+
+
+@dataclass
+class ViewState:
+    """A snapshot the App builds once per refresh and gives to each panel."""
+
+    inventory: Inventory
+    frame: Frame | None
+    history: History
+    findings: list[Finding]
+    window_s: float = 60.0
+    now: float = 0.0
+    label: str = "LIVE"  # LIVE | SIMULATED | REPLAY | REMOTE
+    graphs: bool = True  # redraw graphs this time (they refresh about once a second)
+    extra: dict[str, object] = field(default_factory=dict)

@@ -1,0 +1,127 @@
+"""Small pure rendering helpers shared by the panels (no widget state, easy to test)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rich.text import Text
+
+SPARK = "▁▂▃▄▅▆▇█"
+BAR_FULL = "█"
+BAR_PARTIAL = " ▏▎▍▌▋▊▉"
+
+# Semantic colours (work in 256 colours).
+OK = "green"
+WARN = "yellow"
+BAD = "red"
+DIM = "bright_black"
+ACCENT = "cyan"
+SEV_STYLE = {"critical": "bold red", "warning": "yellow", "info": "bright_black"}
+SEV_MARK = {"critical": "✖", "warning": "▲", "info": "●"}
+
+
+def level_style(share: float | None, warn: float = 0.8, bad: float = 0.95) -> str:
+    if share is None:
+        return DIM
+    if share >= bad:
+        return BAD
+    if share >= warn:
+        return WARN
+    return OK
+
+
+def bar(value: float | None, maximum: float | None, width: int, style: str | None = None) -> Text:
+    """A horizontal bar of ``width`` cells with eighth-cell resolution; grey when unknown."""
+    if width <= 0:
+        return Text("")
+    if value is None or not maximum or maximum <= 0 or math.isnan(value):
+        return Text("·" * width, style=DIM)
+    share = max(0.0, min(1.0, value / maximum))
+    eighths = int(round(share * width * 8))
+    full, part = divmod(eighths, 8)
+    s = BAR_FULL * full + (BAR_PARTIAL[part] if part and full < width else "")
+    t = Text(s, style=style or level_style(share))
+    t.append("·" * (width - len(s)), style=DIM)
+    return t
+
+
+def sparkline(values: Sequence[float | None], maximum: float | None = None) -> str:
+    """One character per value; blank where no value; scaled to ``maximum`` (or the largest value)."""
+    known = [v for v in values if v is not None and not math.isnan(v)]
+    top = maximum if maximum else (max(known) if known else 0.0)
+    out = []
+    for v in values:
+        if v is None or math.isnan(v):
+            out.append(" ")
+        elif top <= 0:
+            out.append(SPARK[0])
+        else:
+            k = int(round(max(0.0, min(1.0, v / top)) * (len(SPARK) - 1)))
+            out.append(SPARK[k])
+    return "".join(out)
+
+
+def graph_rows(values: Sequence[float | None], height: int, maximum: float | None = None) -> list[str]:
+    """A ``height``-row block graph (top row first), 8 levels per row."""
+    known = [v for v in values if v is not None and not math.isnan(v)]
+    top = maximum if maximum else (max(known) if known else 1.0)
+    top = top or 1.0
+    rows = []
+    for r in range(height - 1, -1, -1):
+        line = []
+        for v in values:
+            if v is None or math.isnan(v):
+                line.append(" ")
+                continue
+            level = max(0.0, min(1.0, v / top)) * height * 8 - r * 8
+            line.append(" " if level <= 0 else (BAR_FULL if level >= 8 else SPARK[max(0, int(level) - 1)]))
+        rows.append("".join(line))
+    return rows
+
+
+def fmt_rate(bytes_per_s: float | None) -> str:
+    """Bytes/s as a short GB/s or MB/s figure (``3.9 GB/s``, ``420 MB/s``, ``–``)."""
+    if bytes_per_s is None:
+        return "–"
+    if bytes_per_s >= 1e9:
+        return f"{bytes_per_s / 1e9:.1f} GB/s"
+    if bytes_per_s >= 1e6:
+        return f"{bytes_per_s / 1e6:.0f} MB/s"
+    return f"{bytes_per_s / 1e3:.0f} KB/s"
+
+
+def fmt_gb(x: float | None) -> str:
+    return "–" if x is None else f"{x / 1e9:.1f}"
+
+
+def fmt_num(x: float | None, unit: str = "", digits: int = 0) -> str:
+    return "–" if x is None else f"{x:.{digits}f}{unit}"
+
+
+def fmt_duration(s: float) -> str:
+    s = max(0, int(s))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    if h:
+        return f"{h}h{m:02d}m"
+    if m:
+        return f"{m}m{sec:02d}s"
+    return f"{sec}s"
+
+
+def short_name(name: str) -> str:
+    return name.replace("NVIDIA ", "").replace("GeForce ", "")
+
+
+def path_style(label: str) -> str:
+    """SYS red, PHB/NODE amber, NV# green, PIX/PXB plain."""
+    if label.startswith("NV"):
+        return "bold green"
+    if label == "SYS":
+        return "bold red"
+    if label in ("PHB", "NODE"):
+        return "yellow"
+    if label == "X":
+        return DIM
+    return ""

@@ -1,0 +1,42 @@
+"""The replay timeline: position, speed, markers and findings along the recording."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from .render import DIM, fmt_duration
+
+
+def timeline_text(width: int, t0: float, t1: float, pos: float, marks: list[tuple[float, str]], speed: float,
+                  playing: bool) -> Text:
+    """A one-line track: ``▶ 1.0× 0m12s/1m49s ━━━━●──|──!──``. ``marks`` are (t, kind) with kind
+    ``marker`` or ``finding``."""
+    span = max(t1 - t0, 1e-9)
+    head = f"{'▶' if playing else '❚❚'} {speed:g}× {fmt_duration(pos - t0)}/{fmt_duration(span)} "
+    w = max(10, width - len(head) - 1)
+    cells = ["─"] * w
+    styles = [DIM] * w
+    for t, kind in marks:
+        k = min(w - 1, max(0, int((t - t0) / span * (w - 1))))
+        cells[k] = "|" if kind == "marker" else "!"
+        styles[k] = "cyan" if kind == "marker" else "yellow"
+    at = min(w - 1, max(0, int((pos - t0) / span * (w - 1))))
+    for k in range(at):
+        if cells[k] == "─":
+            cells[k] = "━"
+            styles[k] = "green"
+    cells[at] = "●"
+    styles[at] = "bold white"
+    t = Text(head, style="bold")
+    for c, s in zip(cells, styles):
+        t.append(c, style=s)
+    return t
+
+
+class Timeline(Static):
+    DEFAULT_CSS = "Timeline { height: 1; }"
+
+    def show_position(self, t0: float, t1: float, pos: float, marks: list[tuple[float, str]], speed: float,
+                      playing: bool) -> None:
+        self.update(timeline_text(max(20, self.size.width or 80), t0, t1, pos, marks, speed, playing))
