@@ -273,22 +273,24 @@ def rule_clock_events(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate
         if r.lost or dev is None or not r.clock_event_reasons:
             continue
         names = r.clock_events
-        for key, sev, what in _CLOCK_RULES:
-            if key not in names:
-                continue
-            lost_mhz = (dev.sm_clock_max_mhz - r.sm_clock_mhz) if dev.sm_clock_max_mhz and r.sm_clock_mhz else None
-            parts = [f"GPU{i} {what}"]
-            if r.power_w is not None and (r.power_limit_w or dev.power_limit_w):
-                parts.append(f"{r.power_w:.0f} of {(r.power_limit_w or dev.power_limit_w):.0f} W")
-            if r.temp_gpu_c is not None and "thermal" in key:
-                parts.append(f"{r.temp_gpu_c:.0f} °C")
-            if lost_mhz is not None:
-                parts.append(f"SM clock {r.sm_clock_mhz} of {dev.sm_clock_max_mhz} MHz (−{max(lost_mhz, 0)} MHz)")
-            out.append(Candidate(f"clocks-{key.replace('_', '-')}:gpu{i}", "clock_events", sev, f"GPU{i}",
-                                 ": ".join(parts[:1]) + (": " + ", ".join(parts[1:]) if len(parts) > 1 else ""),
-                                 {"gpu": i, "reason": key, "sm_clock_mhz": r.sm_clock_mhz,
-                                  "sm_clock_max_mhz": dev.sm_clock_max_mhz, "power_w": r.power_w,
-                                  "temp_gpu_c": r.temp_gpu_c}))
+        hits = [(key, sev, what) for key, sev, what in _CLOCK_RULES if key in names]
+        if not hits:
+            continue
+        sev = min((h[1] for h in hits), key=SEVERITY_RANK.get)
+        lost_mhz = (dev.sm_clock_max_mhz - r.sm_clock_mhz) if dev.sm_clock_max_mhz and r.sm_clock_mhz else None
+        parts = []
+        if r.power_w is not None and (r.power_limit_w or dev.power_limit_w):
+            parts.append(f"{r.power_w:.0f} of {(r.power_limit_w or dev.power_limit_w):.0f} W")
+        if r.temp_gpu_c is not None and any("thermal" in h[0] or "slowdown" in h[0] for h in hits):
+            parts.append(f"{r.temp_gpu_c:.0f} °C")
+        if lost_mhz is not None:
+            parts.append(f"SM clock {r.sm_clock_mhz} of {dev.sm_clock_max_mhz} MHz (−{max(lost_mhz, 0)} MHz)")
+        what = " + ".join(h[2] for h in hits)
+        out.append(Candidate(f"clocks:gpu{i}", "clock_events", sev, f"GPU{i}",
+                             f"GPU{i} {what}" + (": " + ", ".join(parts) if parts else ""),
+                             {"gpu": i, "reasons": [h[0] for h in hits], "sm_clock_mhz": r.sm_clock_mhz,
+                              "sm_clock_max_mhz": dev.sm_clock_max_mhz, "power_w": r.power_w,
+                              "temp_gpu_c": r.temp_gpu_c}))
     return out
 
 

@@ -23,7 +23,7 @@ class VirtualClock:
 
 
 def open_source(simulate: str | None = None, *, pcie_mode: str = "auto", virtual_at: float | None = None,
-                pcie_block_s: float = 0.020) -> NvmlSource:
+                pcie_block_s: float = 0.020, wall0: float | None = None) -> NvmlSource:
     """Open and return an :class:`NvmlSource` whose inventory is read.
 
     ``simulate`` is a shipped scenario name or a file; ``virtual_at`` freezes the simulated clock at
@@ -34,7 +34,7 @@ def open_source(simulate: str | None = None, *, pcie_mode: str = "auto", virtual
         sc = scenario_mod.load(simulate)
         clock = VirtualClock(virtual_at) if virtual_at is not None else None
         fake = SimNvml(sc, clock=clock, pcie_block_s=pcie_block_s)
-        wall0 = time.time()
+        wall0 = time.time() if wall0 is None else wall0
         src = NvmlSource(fake, label="SIMULATED", simulated=True, scenario=sc.name, host=sc.host,
                          pcie_mode=pcie_mode,
                          clock=(lambda: wall0 + fake.clock()) if clock is not None else time.time)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from gpuscope.sources.history import resample
 from rich.text import Text
 from textual.widgets import Static
 
-from gpuscope.sources.history import resample
-
 from .panels import ViewState
-from .render import ACCENT, DIM, BAD, fmt_num, sparkline
+from .render import ACCENT, BAD, DIM, fmt_num, sparkline
 
 
 class InferencePanel(Static):

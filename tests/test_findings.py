@@ -1,0 +1,263 @@
+"""Findings: a table of cases per rule (pure functions), then whole scenarios through the engine."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_frames, sim_source
+from gpuscope.sources.findings import (
+    FindingsEngine,
+    evaluate,
+    is_busy,
+    rule_bottleneck,
+    rule_busy_not_computing,
+    rule_clock_events,
+    rule_gpu_lost,
+    rule_link_saturated,
+    rule_pcie_below_max,
+    rule_pcie_errors,
+    rule_slow_path,
+)
+from gpuscope.sources.model import DeviceInfo, Frame, GpuReading, Inventory, PairLink
+
+
+def dev(i=0, gen_max=4, sys_max=4, width=16, numa=0, nvlinks=0, version=6):
+    return DeviceInfo(index=i, name="NVIDIA T", uuid="", bus_id=f"00000000:{i:02x}:00.0", pcie_gen_gpu_max=gen_max,
+                      pcie_gen_sys_max=sys_max, pcie_width_sys_max=width, numa_node=numa, nvlinks_active=nvlinks,
+                      nvlink_version=version, sm_clock_max_mhz=2100, power_limit_w=300)
+
+
+def inv(devs, pairs=()):
+    return Inventory(host="t", devices=tuple(devs), pairs=tuple(pairs))
+
+
+def frames_of(*readings_per_frame, dt=1.0):
+    return [Frame(t=1000 + k * dt, gpus=tuple(rs)) for k, rs in enumerate(readings_per_frame)]
+
+
+def gpu(i=0, **kw):
+    base = dict(util_gpu_pct=0.0, pcie_gen=4, pcie_width=16, pcie_rx_bytes_per_s=0.0, pcie_tx_bytes_per_s=0.0)
+    base.update(kw)
+    return GpuReading(index=i, **base)
+
+
+@pytest.mark.parametrize("util,traffic,cap,busy", [
+    (95, 0, 31.5e9, True), (0, 0, 31.5e9, False), (5, 3.5e9, 4e9, True), (5, 0.1e9, 31.5e9, False),
+    (None, None, None, False), (30, None, None, True),
+])
+def test_is_busy(util, traffic, cap, busy):
+    assert is_busy(util, traffic, cap) is busy
+
+
+@pytest.mark.parametrize("case,reading,device,expect_id,severity,words", [
+    ("trained low under load", gpu(util_gpu_pct=97, pcie_gen=1, pcie_rx_bytes_per_s=3.9e9), dev(),
+     "pcie-below-max:gpu0", "critical", "GPU0 PCIe Gen1 ×16 under load, GPU supports Gen4 ×16: 4.0 of 31.5 GB/s"),
+    ("low at idle is the power saving", gpu(pcie_gen=1), dev(), "pcie-idle-downshift:gpu0", "info", "power-saving"),
+    ("slot limits the link", gpu(util_gpu_pct=80, pcie_gen=3), dev(sys_max=3), "pcie-slot-limited:gpu0", "warning",
+     "slot limits the link: Gen3 ×16 (GPU supports Gen4): 15.8 of 31.5"),
+    ("slot limits and trained lower still", gpu(util_gpu_pct=80, pcie_gen=1), dev(sys_max=3), "pcie-below-max:gpu0",
+     "critical", "the slot allows only Gen3"),
+    ("width trained low", gpu(util_gpu_pct=90, pcie_width=8), dev(), "pcie-below-max:gpu0", "critical", "Gen4 ×8"),
+    ("gen3 of gen4 busy is a warning", gpu(util_gpu_pct=90, pcie_gen=3), dev(), "pcie-below-max:gpu0", "critical",
+     "15.8 of 31.5"),
+    ("at max: nothing", gpu(util_gpu_pct=99), dev(), None, None, None),
+])
+def test_rule_pcie_below_max(case, reading, device, expect_id, severity, words):
+    out = rule_pcie_below_max(inv([device]), frames_of([reading]))
+    if expect_id is None:
+        assert out == []
+        return
+    (c,) = out
+    assert (c.id, c.severity) == (expect_id, severity), case
+    assert words in c.message
+
+
+@pytest.mark.parametrize("path,nvlinks,busy,severity", [
+    ("SYS", 0, False, "warning"), ("SYS", 0, True, "critical"), ("PHB", 0, False, "info"), ("NODE", 0, True, "warning"),
+    ("SYS", 4, True, None), ("PIX", 0, True, None), ("PXB", 0, True, None),
+])
+def test_rule_slow_path(path, nvlinks, busy, severity):
+    devs = [dev(0, numa=0), dev(1, numa=1)]
+    g = dict(util_gpu_pct=97, pcie_gen=1, pcie_rx_bytes_per_s=3.9e9) if busy else {}
+    out = rule_slow_path(inv(devs, [PairLink(0, 1, path, nvlinks=nvlinks)]), frames_of([gpu(0, **g), gpu(1, **g)]))
+    if severity is None:
+        assert out == []
+        return
+    (c,) = out
+    assert c.severity == severity and c.id == "slow-path:gpu0-gpu1"
+    if path == "SYS":
+        assert "(NUMA 0 ↔ 1)" in c.message and "CPU interconnect" in c.message
+    if busy:
+        assert "at most 4.0 GB/s" in c.message
+
+
+@pytest.mark.parametrize("reading,device,expect", [
+    (gpu(util_gpu_pct=90, pcie_gen=1, pcie_rx_bytes_per_s=3.9e9), dev(), "pcie-saturated:gpu0"),
+    (gpu(util_gpu_pct=90, pcie_rx_bytes_per_s=20e9), dev(), None),
+    (gpu(util_gpu_pct=90, nvlink_tx_bytes_per_s=400e9), dev(nvlinks=18), "nvlink-saturated:gpu0"),
+    (gpu(util_gpu_pct=90, nvlink_tx_bytes_per_s=210e9), dev(nvlinks=18), None),
+])
+def test_rule_link_saturated(reading, device, expect):
+    out = rule_link_saturated(inv([device]), frames_of([reading]))
+    assert [c.id for c in out] == ([expect] if expect else [])
+
+
+@pytest.mark.parametrize("mask,severity,words", [
+    (0x4, "warning", "power capped: 299 of 300 W, SM clock 1500 of 2100 MHz (−600 MHz)"),
+    (0x40, "critical", "hardware thermal slowdown"),
+    (0x8, "critical", "hardware slowdown"),
+    (0x20 | 0x40, "critical", "hardware thermal slowdown + thermal slowdown (driver)"),
+    (0x1, None, None), (0, None, None),
+])
+def test_rule_clock_events(mask, severity, words):
+    r = gpu(util_gpu_pct=99, clock_event_reasons=mask, power_w=299.0, sm_clock_mhz=1500, temp_gpu_c=90.0)
+    out = rule_clock_events(inv([dev()]), frames_of([r]))
+    if severity is None:
+        assert out == []
+        return
+    (c,) = out
+    assert c.severity == severity and words in c.message
+
+
+@pytest.mark.parametrize("before,after,severity", [
+    ((0, 0, 0), (10, 0, 0), "warning"), ((0, 5, 0), (0, 7, 0), "critical"), ((3, 3, 3), (3, 3, 3), None),
+    ((None, None, None), (5, 5, 5), None), ((100, 0, 0), (100, 0, 4), "critical"),
+])
+def test_rule_pcie_errors(before, after, severity):
+    def r(v):
+        return gpu(pcie_replay_count=v[0], pcie_recovery_count=v[1], pcie_error_count=v[2])
+
+    out = rule_pcie_errors(inv([dev()]), frames_of([r(before)], [r(after)], dt=5))
+    assert [c.severity for c in out] == ([severity] if severity else [])
+    if severity:
+        assert "suspect the riser, cable or slot" in out[0].message
+
+
+@pytest.mark.parametrize("util,sm,tensor,fires", [
+    (96, 17, 0.1, True), (96, 90, 85, False), (40, 5, 0, False), (96, None, None, False),
+])
+def test_rule_busy_not_computing(util, sm, tensor, fires):
+    out = rule_busy_not_computing(inv([dev()]), frames_of([gpu(util_gpu_pct=util, sm_active_pct=sm,
+                                                                tensor_active_pct=tensor)]))
+    assert bool(out) is fires
+
+
+def test_rule_gpu_lost():
+    out = rule_gpu_lost(inv([dev(0), dev(1)]), frames_of([gpu(0), GpuReading(index=1, lost=True)]))
+    assert [(c.id, c.severity) for c in out] == [("gpu-lost:gpu1", "critical")]
+
+
+@pytest.mark.parametrize("readings,words", [
+    ([gpu(util_gpu_pct=97, pcie_gen=1, pcie_rx_bytes_per_s=3.9e9, sm_active_pct=22.0)],
+     "looks interconnect-bound: GPU0 PCIe RX 3.9 of 4.0 GB/s at Gen1 (Gen4 would give 31.5), SM activity 22 %"),
+    ([gpu(util_gpu_pct=99, clock_event_reasons=4, power_w=299.0, sm_clock_mhz=1500)], "looks power-bound"),
+    ([gpu(util_gpu_pct=99, sm_active_pct=95.0, tensor_active_pct=92.0)], "looks compute-bound"),
+    ([gpu(util_gpu_pct=60, sm_active_pct=50.0, pcie_rx_bytes_per_s=2e9)], None),  # unclear: say nothing
+    ([gpu(util_gpu_pct=0)], None),
+])
+def test_rule_bottleneck(readings, words):
+    out = rule_bottleneck(inv([dev()]), frames_of(readings))
+    if words is None:
+        assert out == []
+    else:
+        assert words in out[0].message
+
+
+def test_engine_holds_before_raising_and_before_clearing():
+    i = inv([dev()])
+    eng = FindingsEngine(i, hold_s=5)
+    busy_low = gpu(util_gpu_pct=97, pcie_gen=1, pcie_rx_bytes_per_s=1e9)
+    ok = gpu(util_gpu_pct=97)
+    events = []
+    for k in range(12):
+        events += eng.update(Frame(t=100 + k, gpus=(busy_low if k < 8 else ok,)))
+    raised = [e for e in events if e.kind == "finding_raised"]
+    assert [e.t for e in raised] == [105]  # held 5 s first
+    assert not any(e.kind == "finding_cleared" for e in events)  # gone 3 s only: not cleared yet
+    for k in range(12, 16):
+        events += eng.update(Frame(t=100 + k, gpus=(ok,)))
+    cleared = [e for e in events if e.kind == "finding_cleared"]
+    assert [e.t for e in cleared] == [113] and cleared[0].data["id"] == "pcie-below-max:gpu0"
+
+
+def test_engine_ignores_a_blip():
+    eng = FindingsEngine(inv([dev()]), hold_s=5)
+    ev = []
+    for k in range(10):
+        ev += eng.update(Frame(t=k, gpus=(gpu(util_gpu_pct=97, pcie_gen=1 if k in (3, 4) else 4),)))
+    assert ev == [] and eng.active == []
+
+
+# ------------------------------------------------------------------ scenarios through the engine
+def scenario_findings(name, start, end, hold_s=5.0):
+    src = sim_source(name)
+    eng = FindingsEngine(src.inventory, hold_s=hold_s)
+    raised = {}
+    for f in run_frames(src, start, end):
+        for e in eng.update(f):
+            if e.kind == "finding_raised":
+                raised[e.data["id"]] = e
+    return raised, eng.active
+
+
+def test_design_story_raises_below_max_and_slow_path_with_numbers():
+    raised, active = scenario_findings("a6000-tp2-pcie-gen1", 10, 30)
+    ids = {f.id for f in active}
+    assert {"pcie-below-max:gpu0", "pcie-below-max:gpu1", "slow-path:gpu0-gpu1", "bottleneck"} <= ids
+    msg = raised["pcie-below-max:gpu0"].text
+    assert "Gen1 ×16 under load, GPU supports Gen4 ×16: 4.0 of 31.5 GB/s available" in msg
+    assert "SYS (NUMA 0 ↔ 1)" in raised["slow-path:gpu0-gpu1"].text
+    assert active[0].id == "bottleneck" and "interconnect-bound" in active[0].message
+
+
+def test_idle_downshift_raises_no_warning_at_idle_or_under_load():
+    _r, idle = scenario_findings("idle-downshift", 0, 18)
+    assert {f.severity for f in idle} <= {"info"}
+    assert any(f.id == "pcie-idle-downshift:gpu0" for f in idle)
+    _r, load = scenario_findings("idle-downshift", 21, 55)
+    assert [f for f in load if f.severity != "info"] == []
+    assert not any(f.rule == "pcie_below_max" for f in load)
+
+
+def test_mixed_4_flags_only_its_sys_pairs():
+    _r, active = scenario_findings("mixed-4", 0, 20)
+    slow = sorted(f.id for f in active if f.rule == "slow_path")
+    assert slow == ["slow-path:gpu0-gpu2", "slow-path:gpu0-gpu3", "slow-path:gpu1-gpu2", "slow-path:gpu1-gpu3"]
+    assert {f.rule for f in active} == {"slow_path"}
+
+
+def test_riser_errors_raise_pcie_errors_on_gpu1_only():
+    _r, active = scenario_findings("pcie-riser-errors", 0, 20)
+    assert [f.id for f in active if f.rule == "pcie_errors"] == ["pcie-errors:gpu1"]
+
+
+def test_gpu_lost_raises_and_nothing_crashes():
+    raised, active = scenario_findings("gpu-lost", 0, 25)
+    assert "gpu-lost:gpu2" in {f.id for f in active}
+    assert raised["gpu-lost:gpu2"].t == pytest.approx(12 + 1_800_000_000, abs=1.01)
+
+
+def test_h200_nvswitch_heavy_nvlink_says_nothing_about_slow_paths():
+    _r, active = scenario_findings("h200-nvswitch-8", 6, 40)
+    assert active == []
+
+
+@pytest.mark.parametrize("name,rule", [
+    ("power-capped", "clock_events"), ("thermal-slowdown", "clock_events"),
+    ("nccl-busy-not-computing", "busy_not_computing"), ("slot-limited", "pcie_below_max"),
+])
+def test_own_scenarios_raise_their_rule(name, rule):
+    _r, active = scenario_findings(name, 0, 20)
+    assert rule in {f.rule for f in active}
+
+
+def test_healthy_scenario_stays_silent():
+    _r, active = scenario_findings("healthy-gen4", 0, 40)
+    assert active == []
+
+
+def test_evaluate_sorts_bottleneck_then_severity():
+    src = sim_source("a6000-tp2-pcie-gen1")
+    cands = evaluate(src.inventory, run_frames(src, 20, 26))
+    assert cands[0].id == "bottleneck"
+    sev = [c.severity for c in cands[1:]]
+    assert sev == sorted(sev, key=["critical", "warning", "info"].index)

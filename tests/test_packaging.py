@@ -1,0 +1,44 @@
+"""The installed distribution adds only `gpuscope`, and the core never imports Textual."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+
+def test_wheel_adds_only_the_gpuscope_package(tmp_path):
+    """Build the wheel as pip would and look inside: nothing generic lands in site-packages."""
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                          str(tmp_path), str(root)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    (whl,) = tmp_path.glob("gpuscope-*.whl")
+    names = zipfile.ZipFile(whl).namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"gpuscope"}, top
+    for must in ("gpuscope/sources/nvml.py", "gpuscope/widgets/gpu_panel.py", "gpuscope/tui/app.py",
+                 "gpuscope/tui/gpuscope.tcss", "gpuscope/sources/scenarios/a6000-tp2-pcie-gen1.toml",
+                 "gpuscope/recordings/h200-2gpu-load-phases.jsonl.gz"):
+        assert must in names
+    assert not any(n.startswith("gpuscope/tests") for n in names)
+
+
+def test_sources_never_import_textual():
+    code = (
+        "import sys, pkgutil, importlib, gpuscope.sources as s\n"
+        "for m in pkgutil.iter_modules(s.__path__): importlib.import_module('gpuscope.sources.' + m.name)\n"
+        "bad = [m for m in sys.modules if m == 'textual' or m.startswith('textual.')]\n"
+        "print(len(list(pkgutil.iter_modules(s.__path__))))\n"
+        "assert not bad, bad\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) >= 10  # every core module was imported
+
+
+def test_console_script_is_declared():
+    eps = [e for e in metadata.entry_points(group="console_scripts") if e.name == "gpuscope"]
+    assert eps and eps[0].value == "gpuscope.tui.cli:main"
