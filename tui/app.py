@@ -168,8 +168,11 @@ class GpuscopeApp(App[int]):
         self._last_graph = 0.0
         self._rec_started = 0.0
         self._ppid = os.getppid()
-        self._replay = isinstance(feeder, ReplayFeeder)
         self.message_line = ""
+
+    @property
+    def _replay(self) -> bool:
+        return isinstance(self.feeder, ReplayFeeder)
 
     # ----------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -202,10 +205,11 @@ class GpuscopeApp(App[int]):
         if self.feeder is not None:
             self.feeder.start()
         self.refresh_view(force=True)
+        self.call_after_refresh(self.refresh_view, True)
 
     def on_resize(self) -> None:
         self._apply_layout()
-        self._dirty = True
+        self.call_after_refresh(self.refresh_view, True)  # panels size their bars and graphs to the new width
 
     def _apply_layout(self) -> None:
         w, h = self.size.width, self.size.height

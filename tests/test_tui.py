@@ -1,0 +1,179 @@
+"""The TUI: Pilot tests for keys, focus, pause, detail and replay; snapshots; a tmux smoke test."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import run_frames, sim_source
+
+from gpuscope.sources.recording import open_recording
+from gpuscope.sources.session import Session
+from gpuscope.tui.app import GpuDetailScreen, GpuscopeApp, HelpScreen
+from gpuscope.tui.feeders import ReplayFeeder
+from gpuscope.widgets.findings_panel import FindingsPanel
+from gpuscope.widgets.topology_panel import TopologyPanel
+
+
+def make_app(scenario: str, start: float, end: float, compact=None, **kw) -> GpuscopeApp:
+    src = sim_source(scenario)
+    session = Session(src.inventory, interval_s=1.0)
+    for f in run_frames(src, start, end):
+        session.ingest(f)
+    return GpuscopeApp(session, None, label="SIMULATED", interval_s=1.0, compact=compact, **kw)
+
+
+SNAP_CASES = [("a6000-tp2-pcie-gen1", 0, 40), ("h200-nvswitch-8", 0, 30), ("mixed-4", 0, 20), ("gpu-lost", 0, 20)]
+
+
+@pytest.mark.parametrize("scenario,start,end", SNAP_CASES)
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)])
+def test_snapshot(snap_compare, scenario, start, end, size):
+    assert snap_compare(make_app(scenario, start, end), terminal_size=size)
+
+
+async def test_keys_pause_focus_detail_help(tmp_path):
+    app = make_app("mixed-4", 0, 30, record_path=str(tmp_path / "r.jsonl.gz"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.session.recorder is not None  # --record starts recording at once
+        await pilot.press("p")
+        assert app.paused
+        await pilot.press("p")
+        assert not app.paused
+        await pilot.press("t")
+        assert isinstance(app.focused, TopologyPanel)
+        before = app.focused.sel
+        await pilot.press("down")
+        assert app.focused.sel != before
+        await pilot.press("f")
+        assert isinstance(app.focused, FindingsPanel)
+        await pilot.press("2")
+        assert isinstance(app.screen, GpuDetailScreen) and app.screen.index == 1
+        await pilot.press("escape")
+        assert not isinstance(app.screen, GpuDetailScreen)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        w = app.window_s
+        await pilot.press("w")
+        assert app.window_s != w
+        c = app.query_one("#table").display
+        await pilot.press("c")
+        assert app.query_one("#table").display != c
+        await pilot.press("m")
+        assert app.session._pending and app.session._pending[0].kind == "marker"
+        await pilot.press("r")
+        assert app.session.recorder is None
+    rec = open_recording(tmp_path / "r.jsonl.gz")
+    assert rec.complete
+
+
+async def test_compact_mode_fits_8_gpus_at_80x24():
+    app = make_app("h200-nvswitch-8", 0, 12)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.query_one("#table").display
+        text = str(app.query_one("#table").render())
+        for i in range(8):
+            assert f"\n{i} " in "\n" + text
+
+
+async def test_lost_gpu_is_shown_lost():
+    app = make_app("gpu-lost", 0, 20, compact=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        panel = app.query_one("#gpu2")
+        assert "lost" in panel.classes
+        assert "LOST" in str(panel.render())
+
+
+async def test_replay_play_pause_seek_speed(tmp_path):
+    path = tmp_path / "r.jsonl.gz"
+    src = sim_source("a6000-tp2-pcie-gen1")
+    s = Session(src.inventory)
+    s.start_recording(str(path))
+    for k, f in enumerate(run_frames(src, 0, 60)):
+        if k == 30:
+            s.add_marker("half", t=f.t)
+        s.ingest(f)
+    s.stop_recording()
+    rec = open_recording(path)
+    session = Session(rec.inventory)
+    app = GpuscopeApp(session, None, label="REPLAY", interval_s=1.0)
+    app.feeder = ReplayFeeder(rec, session, app.notify_update, speed=1.0, window_s=lambda: app.window_s)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        f = app.feeder
+        await pilot.press("space")
+        assert not f.playing
+        pos = f.position
+        await pilot.press("right")
+        assert f.position == pytest.approx(pos + 10, abs=1.01)
+        await pilot.press("end")
+        assert f.index == rec.n_frames - 1
+        await pilot.press("home")
+        assert f.index == 0
+        await pilot.press("n")
+        first = min(t for t, _k in f.marks() if t > rec.times[0] + 0.01)
+        assert f.position == pytest.approx(first, abs=0.01)
+        while f.position < rec.times[30] - 0.01:
+            await pilot.press("n")
+        assert f.position == pytest.approx(rec.times[30], abs=0.01)  # the marker "half"
+        await pilot.press("plus", "plus", "plus", "plus")
+        assert f.speed == 16.0
+        await pilot.press("minus")
+        assert f.speed == 8.0
+        await pilot.press("space")
+        assert f.playing
+        await pilot.pause(0.5)
+        assert f.index > 30
+        assert "REPLAY" in str(app.query_one("#status").render())
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+def test_tmux_smoke_installed_command(tmp_path):
+    exe = shutil.which("gpuscope") or f"{sys.executable} -m gpuscope"
+    name = f"gs{int(time.time() * 1000) % 100000}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40",
+                    f"{exe} --simulate a6000-tp2-pcie-gen1; echo EXITED $?; sleep 20"], check=True)
+    try:
+        screen = ""
+        for _ in range(40):
+            time.sleep(0.5)
+            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True,
+                                    text=True).stdout
+            if "Gen1×16" in screen and "Findings" in screen:
+                break
+        assert "SIMULATED" in screen and "GPU0 RTX A6000" in screen and "Gen1×16" in screen, screen
+        subprocess.run(["tmux", "send-keys", "-t", name, "q"], check=True)
+        for _ in range(20):
+            time.sleep(0.25)
+            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True,
+                                    text=True).stdout
+            if "EXITED" in screen:
+                break
+        assert "EXITED 0" in screen
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+def test_exits_when_its_terminal_disappears():
+    """An SSH drop: the terminal goes away; gpuscope must exit, not spin."""
+    name = f"gd{int(time.time() * 1000) % 100000}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30",
+                    f"{sys.executable} -m gpuscope --simulate mixed-4"], check=True)
+    time.sleep(3)
+    pid = subprocess.run(["tmux", "list-panes", "-t", name, "-F", "#{pane_pid}"], capture_output=True,
+                         text=True).stdout.strip()
+    subprocess.run(["tmux", "kill-session", "-t", name], check=True)
+    for _ in range(20):
+        time.sleep(0.5)
+        if subprocess.run(["kill", "-0", pid], capture_output=True).returncode != 0:
+            return
+    subprocess.run(["kill", "-9", pid], capture_output=True)
+    pytest.fail("gpuscope kept running after its terminal went away")
