@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -133,43 +134,48 @@ async def test_replay_play_pause_seek_speed(tmp_path):
         assert "REPLAY" in str(app.query_one("#status").render())
 
 
+def tmux(*args, **kw):
+    """tmux on a private server, so other sessions (and their window sizes) cannot interfere."""
+    return subprocess.run(["tmux", "-L", f"gpuscope-test-{os.getpid()}", *args], **kw)
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 def test_tmux_smoke_installed_command(tmp_path):
     exe = shutil.which("gpuscope") or f"{sys.executable} -m gpuscope"
     name = f"gs{int(time.time() * 1000) % 100000}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40",
-                    f"{exe} --simulate a6000-tp2-pcie-gen1; echo EXITED $?; sleep 20"], check=True)
+    tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "40",
+                    f"env -u COLUMNS -u LINES {exe} --simulate a6000-tp2-pcie-gen1; echo EXITED $?; sleep 20", check=True)
     try:
         screen = ""
         for _ in range(40):
             time.sleep(0.5)
-            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True,
+            screen = tmux("capture-pane", "-p", "-t", name, capture_output=True,
                                     text=True).stdout
             if "Gen1×16" in screen and "Findings" in screen:
                 break
         assert "SIMULATED" in screen and "GPU0 RTX A6000" in screen and "Gen1×16" in screen, screen
-        subprocess.run(["tmux", "send-keys", "-t", name, "q"], check=True)
+        tmux("send-keys", "-t", name, "q", check=True)
         for _ in range(20):
             time.sleep(0.25)
-            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True,
+            screen = tmux("capture-pane", "-p", "-t", name, capture_output=True,
                                     text=True).stdout
             if "EXITED" in screen:
                 break
         assert "EXITED 0" in screen
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        tmux("kill-session", "-t", name, capture_output=True)
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 def test_exits_when_its_terminal_disappears():
     """An SSH drop: the terminal goes away; gpuscope must exit, not spin."""
     name = f"gd{int(time.time() * 1000) % 100000}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30",
-                    f"{sys.executable} -m gpuscope --simulate mixed-4"], check=True)
+    tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30",
+                    f"{sys.executable} -m gpuscope --simulate mixed-4", check=True)
     time.sleep(3)
-    pid = subprocess.run(["tmux", "list-panes", "-t", name, "-F", "#{pane_pid}"], capture_output=True,
+    pid = tmux("list-panes", "-t", name, "-F", "#{pane_pid}", capture_output=True,
                          text=True).stdout.strip()
-    subprocess.run(["tmux", "kill-session", "-t", name], check=True)
+    tmux("kill-session", "-t", name, check=True)
     for _ in range(20):
         time.sleep(0.5)
         if subprocess.run(["kill", "-0", pid], capture_output=True).returncode != 0:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
+import termios
 import time
 from collections.abc import Callable
 from importlib import resources
@@ -287,11 +289,14 @@ class GpuscopeApp(App[int]):
     def _watchdog(self) -> None:
         """Exit when the terminal went away (SSH drop): the parent died or stdin is gone."""
         gone = os.getppid() != self._ppid
-        try:
-            if not gone and sys.__stdin__ is not None and sys.__stdin__.isatty():
-                os.tcgetpgrp(sys.__stdin__.fileno())
-        except OSError:
-            gone = True
+        for stream in (sys.__stdin__, sys.__stderr__):
+            try:
+                if not gone and stream is not None:
+                    termios.tcgetattr(stream.fileno())
+            except termios.error as e:
+                gone = gone or e.args[0] == errno.EIO  # the terminal hung up (ENOTTY: not a terminal, fine)
+            except (OSError, ValueError):
+                pass
         if gone:
             self.exit(0)
 
