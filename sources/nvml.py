@@ -81,7 +81,7 @@ class NvmlSource:
 
     def __init__(self, nvml: Any = None, *, label: str = "LIVE", simulated: bool = False, scenario: str | None = None,
                  pcie_mode: str = "auto", read_sysfs: bool | None = None, clock: Callable[[], float] = time.time,
-                 host: str | None = None):
+                 host: str | None = None, slow_interval_s: float = 5.0):
         if nvml is None:
             try:
                 import pynvml as nvml  # noqa: PLC0415
@@ -90,6 +90,9 @@ class NvmlSource:
         self.nvml = nvml
         self.label = label
         self.host = host
+        self.slow_interval_s = slow_interval_s  # health counters, memory temperature, processes
+        self._slow_last: float | None = None
+        self._slow_cache: dict[int, dict[str, Any]] = {}
         self.simulated = simulated
         self.scenario = scenario
         self.pcie_mode = pcie_mode
@@ -250,6 +253,9 @@ class NvmlSource:
         assert self.inventory is not None and self._pool is not None, "open() first"
         nv = self.nvml
         t0 = self.clock()
+        slow = self._slow_last is None or t0 - self._slow_last >= self.slow_interval_s or t0 < self._slow_last
+        if slow:
+            self._slow_last = t0
         futures: dict[tuple[int, str], Future[Any]] = {}
         for i, h in enumerate(self._handles):
             if i in self._lost:
@@ -259,15 +265,17 @@ class NvmlSource:
                     if self.supported(i, key):
                         futures[(i, key)] = self._pool.submit(self._call_safe, i, key, nv.nvmlDeviceGetPcieThroughput,
                                                               h, counter)
-            futures[(i, "fields")] = self._pool.submit(self._call_safe, i, "fields", nv.nvmlDeviceGetFieldValues, h,
-                                                       self._field_ids(i))
+            ids = self._field_ids(i, slow)
+            if ids:
+                futures[(i, "fields")] = self._pool.submit(self._call_safe, i, "fields", nv.nvmlDeviceGetFieldValues,
+                                                           h, ids)
         readings = []
         for i, h in enumerate(self._handles):
             if i in self._lost:
                 readings.append(GpuReading(index=i, lost=True))
                 continue
             try:
-                readings.append(self._basic(i, h))
+                readings.append(self._basic(i, h, slow))
             except _Lost:
                 self._mark_lost(i)
                 readings.append(GpuReading(index=i, lost=True))
@@ -288,11 +296,19 @@ class NvmlSource:
                         lost = True
                     elif v is not None:
                         extra[f"{key}_bytes_per_s"] = float(v) * 1000.0  # KB/s
-            fv = futures[(i, "fields")].result()
+            fut = futures.get((i, "fields"))
+            fv = fut.result() if fut is not None else None
             if fv is _LOST:
                 lost = True
             elif fv is not None:
-                extra.update(self._fields(i, fv, t))
+                fields = self._fields(i, fv, t)
+                if slow:
+                    cache = self._slow_cache.setdefault(i, {})
+                    for k in ("temp_mem_c", "pcie_replay_count", "pcie_recovery_count", "pcie_error_count"):
+                        cache[k] = fields.get(k)
+                extra.update(fields)
+            if not slow:
+                extra.update({k: v for k, v in self._slow_cache.get(i, {}).items() if v is not None and k[0] != "_"})
             if self._gpm_ok.get(i):
                 try:
                     extra.update(self._gpm(i, self._handles[i]))
@@ -320,7 +336,7 @@ class NvmlSource:
             self._pending_events.append(Event(t=self.clock(), kind="gpu_lost", text=f"GPU{i} {name} fell off the bus",
                                               data={"gpu": i}))
 
-    def _basic(self, i: int, h: Any) -> GpuReading:
+    def _basic(self, i: int, h: Any, slow: bool = True) -> GpuReading:
         nv = self.nvml
         c = self._call
         util = c(i, "util", nv.nvmlDeviceGetUtilizationRates, h)
@@ -329,7 +345,11 @@ class NvmlSource:
         limit = c(i, "power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
         energy = c(i, "energy", nv.nvmlDeviceGetTotalEnergyConsumption, h)
         reasons = c(i, "clock_events", nv.nvmlDeviceGetCurrentClocksEventReasons, h)
-        procs = c(i, "procs", nv.nvmlDeviceGetComputeRunningProcesses, h)
+        if slow:
+            procs = c(i, "procs", nv.nvmlDeviceGetComputeRunningProcesses, h)
+            self._slow_cache.setdefault(i, {})["_procs"] = procs
+        else:
+            procs = self._slow_cache.get(i, {}).get("_procs")
         return GpuReading(
             index=i,
             util_gpu_pct=float(util.gpu) if util is not None else None,
@@ -360,8 +380,10 @@ class NvmlSource:
         used = getattr(p, "usedGpuMemory", None)
         return ProcessInfo(pid=pid, used_memory_bytes=int(used) if used is not None else None, name=self._proc_names[pid])
 
-    def _field_ids(self, i: int) -> list[Any]:
-        ids: list[Any] = [FI_MEMORY_TEMP, FI_PCIE_REPLAY, FI_PCIE_RECOVERY, *FI_PCIE_ERRORS]
+    def _field_ids(self, i: int, slow: bool = True) -> list[Any]:
+        """Field values to read: health counters and memory temperature on slow ticks, and the
+        per-link NVLink counters every tick where GPM does not give NVLink rates."""
+        ids: list[Any] = [FI_MEMORY_TEMP, FI_PCIE_REPLAY, FI_PCIE_RECOVERY, *FI_PCIE_ERRORS] if slow else []
         if not self._gpm_ok.get(i):
             for link in self._nvlink_links.get(i, []):
                 ids.append((FI_NVLINK_DATA_TX, link))

@@ -66,6 +66,7 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     r = _Parser(prog="gpuscope record", description="Record headless; with -- CMD, for exactly the command's life.")
     r.add_argument("-o", "--output", required=True, metavar="FILE")
     r.add_argument("--duration", type=float, metavar="SECONDS")
+    r.add_argument("--note", metavar="TEXT", help="provenance to keep in the header (what ran, where)")
     _add_source(r)
     r.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS…")
     p["record"] = r

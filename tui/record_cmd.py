@@ -44,6 +44,10 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
     origin = {"host": src.inventory.host, "simulated": src.inventory.simulated}
     if src.inventory.simulated:
         origin["note"] = f"SIMULATED data from scenario {src.inventory.scenario}, not a real GPU"
+    if getattr(args, "note", None):
+        origin["note"] = (origin.get("note", "") + " " + args.note).strip()
+    origin["gpus"] = sorted({d.name for d in src.inventory.devices})
+    origin["driver"] = src.inventory.driver_version
     try:
         session.start_recording(args.output, command=sys.argv[:], origin=origin)
     except RecordingError as e:
