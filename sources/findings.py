@@ -178,8 +178,9 @@ def rule_slow_path(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     if frames:
         for i in range(len(frames[-1].gpus)):
             states[i] = _gpu_state(inv, frames, i)
+    lost = {r.index for r in frames[-1].gpus if r.lost} if frames else set()
     for p in inv.pairs:
-        if p.nvlinks or p.pcie_path not in ("SYS", "PHB", "NODE"):
+        if p.nvlinks or p.pcie_path not in ("SYS", "PHB", "NODE") or p.a in lost or p.b in lost:
             continue
         da, db = _dev(inv, p.a), _dev(inv, p.b)
         if da is None or db is None:

@@ -22,7 +22,7 @@ from gpuscope.widgets.gpu_panel import GpuPanel
 from gpuscope.widgets.gpu_table import GpuTable
 from gpuscope.widgets.inference_panel import InferencePanel
 from gpuscope.widgets.panels import ViewState
-from gpuscope.widgets.render import DIM, fmt_duration, graph_rows, short_name
+from gpuscope.widgets.render import DIM, fmt_duration, graph_rows, set_content, short_name
 from gpuscope.widgets.status_bar import StatusBar
 from gpuscope.widgets.timeline import Timeline
 from gpuscope.widgets.topology_panel import TopologyPanel
@@ -278,7 +278,7 @@ class GpuscopeApp(App[int]):
             err = getattr(self.feeder, "error", None)
             if err:
                 msg = err
-            self.query_one("#message", Static).update(Text(msg, style="yellow") if msg else "")
+            set_content(self.query_one("#message", Static), Text(msg, style="yellow"))
             if self._replay:
                 f = self.feeder
                 self.query_one(Timeline).show_position(f.t0, f.t1, f.position, f.marks(), f.speed, f.playing)

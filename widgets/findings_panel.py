@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from .panels import ViewState
-from .render import DIM, OK, SEV_MARK, SEV_STYLE, fmt_duration
+from .render import DIM, OK, SEV_MARK, SEV_STYLE, fmt_duration, set_content
 
 
 class FindingsPanel(Static):
@@ -23,11 +23,14 @@ class FindingsPanel(Static):
     def show(self, v: ViewState) -> None:
         fs = v.findings
         if not fs:
-            self.border_subtitle = ""
-            self.update(Text("✔ nothing limits this server that gpuscope can see", style=OK))
+            if self.border_subtitle:
+                self.border_subtitle = ""
+            set_content(self, Text("✔ nothing limits this server that gpuscope can see", style=OK))
             return
         counts = {s: sum(1 for f in fs if f.severity == s) for s in ("critical", "warning", "info")}
-        self.border_subtitle = " ".join(f"{n} {s}" for s, n in counts.items() if n)
+        sub = " ".join(f"{n} {s}" for s, n in counts.items() if n)
+        if self.border_subtitle != sub:
+            self.border_subtitle = sub
         limit = 30 if self.has_focus else 8
         lines = []
         for f in fs[:limit]:
@@ -42,4 +45,4 @@ class FindingsPanel(Static):
             lines.append(t)
         if len(fs) > limit:
             lines.append(Text(f"… {len(fs) - limit} more (f to focus)", style=DIM))
-        self.update(Text("\n").join(lines))
+        set_content(self, Text("\n").join(lines), always_layout=True)  # long lines wrap

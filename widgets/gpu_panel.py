@@ -5,12 +5,23 @@ from __future__ import annotations
 from gpuscope.sources.history import resample
 from gpuscope.sources.model import DeviceInfo, GpuReading
 from gpuscope.sources.topology import best_link, nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
-from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
 from .panels import ViewState
-from .render import BAD, DIM, OK, WARN, bar, fmt_num, fmt_rate, level_style, short_name, sparkline
+from .render import (
+    BAD,
+    DIM,
+    OK,
+    WARN,
+    bar,
+    fmt_num,
+    fmt_rate,
+    level_style,
+    set_content,
+    short_name,
+    sparkline,
+)
 
 BADGES = {
     "sw_power_cap": ("PWR CAP", WARN),
@@ -64,14 +75,17 @@ class GpuPanel(Static):
     def show(self, v: ViewState) -> None:
         dev = v.inventory.devices[self.index]
         r = v.frame.gpus[self.index] if v.frame and self.index < len(v.frame.gpus) else None
-        self.border_title = f"GPU{self.index} {short_name(dev.name)}"
+        title = f"GPU{self.index} {short_name(dev.name)}"
+        if self.border_title != title:
+            self.border_title = title
         if r is None:
-            self.update(Text("waiting for the first sample…", style=DIM), layout=False)
+            set_content(self, Text("waiting for the first sample…", style=DIM))
             return
         if r.lost:
             self.add_class("lost")
-            self.border_subtitle = "LOST"
-            self.update(Text(f"LOST: fell off the bus ({dev.bus_id}); the other GPUs go on", style="bold red"))
+            if self.border_subtitle != "LOST":
+                self.border_subtitle = "LOST"
+            set_content(self, Text(f"LOST: fell off the bus ({dev.bus_id}); the other GPUs go on", style="bold red"))
             return
         self.remove_class("lost")
         width = max(20, self.size.width - 4 if self.size.width else 76)
@@ -123,13 +137,13 @@ class GpuPanel(Static):
             lines.append(t)
         if dev.nvlinks_active:
             ncap = nvlink_capacity_bytes_per_s(dev.nvlink_version, dev.nvlinks_active)
-            t = Text(f"NVLink ×{dev.nvlinks_active} ")
+            t = Text(f"NVL×{dev.nvlinks_active} ")
             vals = [x for x in (r.nvlink_rx_bytes_per_s, r.nvlink_tx_bytes_per_s) if x is not None]
             peak = max(vals) if vals else None
             share = peak / ncap if (peak is not None and ncap) else None
-            t.append(f"RX {fmt_rate(r.nvlink_rx_bytes_per_s)} TX {fmt_rate(r.nvlink_tx_bytes_per_s)}",
+            t.append(f"RX {fmt_gb(r.nvlink_rx_bytes_per_s)} TX {fmt_gb(r.nvlink_tx_bytes_per_s)} GB/s",
                      style="bold " + level_style(share))
-            t.append(f" of {fmt_rate(ncap)}", style=DIM)
+            t.append(f" of {fmt_gb(ncap)}", style=DIM)
             t.truncate(prefix - 1)
             t.pad_right(prefix - len(t))
             t.append(self._graph(v, "nvlink_rx", graphw, ncap), style=level_style(share))
@@ -138,8 +152,9 @@ class GpuPanel(Static):
         t.pad_right(prefix - len(t))
         t.append(self._graph(v, "util", graphw, 100.0), style=OK)
         lines.append(t)
-        self.border_subtitle = ""
-        self.update(Group(*lines))
+        if self.border_subtitle:
+            self.border_subtitle = ""
+        set_content(self, Text("\n").join(lines))
 
     def _graph(self, v: ViewState, metric: str, cols: int, maximum: float | None) -> str:
         if v.graphs or metric not in self._graph_cache or len(self._graph_cache[metric]) != cols:

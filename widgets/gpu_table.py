@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from .panels import ViewState
-from .render import BAD, DIM, OK, WARN, bar, fmt_gb, level_style, short_name, sparkline
+from .render import BAD, DIM, OK, WARN, bar, fmt_gb, level_style, set_content, short_name, sparkline
 
 
 class GpuTable(Static):
@@ -54,4 +54,4 @@ class GpuTable(Static):
                     times, vals = v.history.window("util", dev.index, v.window_s, v.now or None)
                     t.append(" " + sparkline(resample(times, vals, v.now or 0, v.window_s, graphw - 1), 100), style=OK)
             lines.append(t)
-        self.update(Text("\n").join(lines))
+        set_content(self, Text("\n").join(lines))

@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from .panels import ViewState
-from .render import ACCENT, BAD, DIM, fmt_num, sparkline
+from .render import ACCENT, BAD, DIM, fmt_num, set_content, sparkline
 
 
 class InferencePanel(Static):
@@ -20,7 +20,7 @@ class InferencePanel(Static):
     def show(self, v: ViewState) -> None:
         eps = v.frame.endpoints if v.frame else ()
         if not eps:
-            self.update(Text("no inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, llama.cpp, "
+            set_content(self, Text("no inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, llama.cpp, "
                              "TRT-LLM, LMDeploy, Ollama)", style=DIM))
             return
         width = max(20, self.size.width - 4 if self.size.width else 60)
@@ -45,4 +45,4 @@ class InferencePanel(Static):
                 if e.probe:
                     t.append("  (probe)", style=DIM)
             lines.append(t)
-        self.update(Text("\n").join(lines))
+        set_content(self, Text("\n").join(lines))

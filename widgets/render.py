@@ -125,3 +125,19 @@ def path_style(label: str) -> str:
     if label == "X":
         return DIM
     return ""
+
+
+def set_content(widget: object, content: Text, always_layout: bool = False) -> bool:
+    """Update a Static only when its content changed; re-layout only when its line count changed.
+
+    Returns True when the widget was updated. Redrawing unchanged panels and re-running layout on
+    every refresh was most of the TUI's CPU (profiled), so every panel goes through here.
+    """
+    prev = getattr(widget, "_gs_last", None)
+    if prev is not None and prev == content and prev.plain == content.plain:
+        return False
+    lines = content.plain.count("\n")
+    layout = always_layout or prev is None or prev.plain.count("\n") != lines
+    widget._gs_last = content  # type: ignore[attr-defined]
+    widget.update(content, layout=layout)  # type: ignore[attr-defined]
+    return True

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from .panels import ViewState
-from .render import fmt_duration
+from .render import fmt_duration, set_content
 
 LABEL_STYLE = {"LIVE": "bold black on green", "SIMULATED": "bold black on yellow", "REPLAY": "bold black on cyan",
                "REMOTE": "bold black on magenta"}
@@ -36,4 +36,4 @@ class StatusBar(Static):
             t.append(f"  {e['record_error']}", style="bold red")
         clock = time.strftime("%H:%M:%S", time.localtime(v.now)) if v.now else ""
         t.append(f"  {clock}")
-        self.update(t)
+        set_content(self, t)

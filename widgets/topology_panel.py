@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.widgets import Static
 
 from .panels import ViewState
-from .render import BAD, DIM, fmt_gb, path_style
+from .render import BAD, DIM, fmt_gb, path_style, set_content
 
 
 class TopologyPanel(Static):
@@ -86,7 +86,7 @@ class TopologyPanel(Static):
                     t.append("  (t, arrows: other pairs)", style=DIM)
                 lines.append(t)
         lines.append(legend(inv))
-        self.update(Text("\n").join(lines))
+        set_content(self, Text("\n").join(lines))
 
 
 def legend(inv: Inventory) -> Text:
