@@ -15,6 +15,7 @@ from .render import (
     OK,
     WARN,
     bar,
+    fmt_gb,
     fmt_num,
     fmt_rate,
     level_style,
