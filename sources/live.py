@@ -45,3 +45,42 @@ def open_source(simulate: str | None = None, *, pcie_mode: str = "auto", virtual
     except NvmlUnavailable as e:
         raise NvmlUnavailable(f"no NVIDIA driver found: {e}; {NO_DRIVER_HINT}") from None
     return src
+
+
+class WithEndpoints:
+    """A GPU source whose frames also carry the latest readings of inference endpoints."""
+
+    def __init__(self, source: NvmlSource, poller: object):
+        self.source = source
+        self.poller = poller
+        self.inventory = source.inventory
+        self.label = source.label
+        self.nvml = source.nvml
+
+    def sample(self):  # noqa: ANN201
+        from dataclasses import replace
+
+        frame = self.source.sample()
+        return replace(frame, endpoints=self.poller.latest())  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        self.poller.stop()  # type: ignore[attr-defined]
+        self.source.close()
+
+
+def parse_headers(values: list[str], env: dict[str, str]) -> dict[str, str]:
+    """Headers from ``--endpoint-header 'Name: value'`` and the environment (so tokens stay out of
+    the process list): ``GPUSCOPE_ENDPOINT_HEADERS='A: x; B: y'``, ``GPUSCOPE_ENDPOINT_TOKEN`` (Bearer).
+    Raises ValueError on a malformed header."""
+    out: dict[str, str] = {}
+    items = list(values)
+    if env.get("GPUSCOPE_ENDPOINT_HEADERS"):
+        items += [x for x in env["GPUSCOPE_ENDPOINT_HEADERS"].split(";") if x.strip()]
+    for item in items:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip() or any(c.isspace() for c in name.strip()):
+            raise ValueError(f"bad header {item.split(':')[0]!r}: expected 'Name: value'")
+        out[name.strip()] = value.strip()
+    if env.get("GPUSCOPE_ENDPOINT_TOKEN"):
+        out["Authorization"] = "Bearer " + env["GPUSCOPE_ENDPOINT_TOKEN"]
+    return out

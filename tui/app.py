@@ -182,6 +182,7 @@ class GpuscopeApp(App[int]):
         if self._replay:
             yield Timeline(id="timeline")
         yield FindingsPanel(id="findings")
+        yield InferencePanel(id="inference")
         with VerticalScroll(id="gpus"):
             yield GpuTable(id="table")
             with Grid(id="grid"):
@@ -190,7 +191,6 @@ class GpuscopeApp(App[int]):
         with Horizontal(id="bottom"):
             yield TopologyPanel(id="topology")
             with Vertical(id="side"):
-                yield InferencePanel(id="inference")
                 yield Static(id="message")
         yield Footer()
 
@@ -271,14 +271,22 @@ class GpuscopeApp(App[int]):
             else:
                 for p in self.query(GpuPanel):
                     p.show(v)
+            inference = self.query_one(InferencePanel)
+            has_eps = bool(v.frame and v.frame.endpoints)
+            if inference.display != has_eps:
+                inference.display = has_eps
+            if has_eps:
+                inference.show(v)
             if self.query_one("#bottom").display:
                 self.query_one(TopologyPanel).show(v)
-                self.query_one(InferencePanel).show(v)
-            msg = self.message_line
+            msg = self.message_line or ("" if has_eps else
+                                        "No inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, "
+                                        "llama.cpp, TRT-LLM, LMDeploy) to see tok/s on the same time axis.")
             err = getattr(self.feeder, "error", None)
             if err:
                 msg = err
-            set_content(self.query_one("#message", Static), Text(msg, style="yellow"))
+            set_content(self.query_one("#message", Static),
+                        Text(msg, style="yellow" if (self.message_line or err) else DIM))
             if self._replay:
                 f = self.feeder
                 self.query_one(Timeline).show_position(f.t0, f.t1, f.position, f.marks(), f.speed, f.playing)
@@ -431,7 +439,7 @@ def _check_terminal() -> None:
 
 def run_live(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
     _check_terminal()
-    src = open_source(args.simulate, pcie_mode=args.pcie_source)
+    src = open_source(args.simulate, pcie_mode=args.pcie_source, args=args)
     session = Session(src.inventory, interval_s=args.interval)
     app = GpuscopeApp(session, None, label=src.label, interval_s=args.interval, window=args.history,
                       compact=True if args.compact else None, record_path=args.record)

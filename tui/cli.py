@@ -41,6 +41,16 @@ def _add_source(p: argparse.ArgumentParser) -> None:
                    help="seconds between samples (default 1.0, down to 0.1)")
     p.add_argument("--pcie-source", choices=("auto", "gpm", "throughput"), default="auto",
                    help=argparse.SUPPRESS)
+    p.add_argument("--endpoint", action="append", default=[], metavar="URL",
+                   help="an inference server to poll (repeatable); its kind is detected from /metrics")
+    p.add_argument("--endpoint-kind", choices=("vllm", "sglang", "tgi", "llamacpp", "trtllm", "triton", "lmdeploy"),
+                   help="skip detection")
+    p.add_argument("--endpoint-header", action="append", default=[], metavar="'NAME: VALUE'",
+                   help="HTTP header for protected endpoints (prefer GPUSCOPE_ENDPOINT_TOKEN / _HEADERS in the "
+                        "environment: the command line is visible to other users)")
+    p.add_argument("--endpoint-window", type=float, default=10.0, metavar="SECONDS", help="rate window (default 10)")
+    p.add_argument("--endpoint-timeout", type=float, default=2.0, metavar="SECONDS")
+    p.add_argument("--endpoint-insecure", action="store_true", help="do not verify TLS certificates")
 
 
 def build_parser() -> dict[str, argparse.ArgumentParser]:
@@ -122,15 +132,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def _open(simulate: str | None, pcie_mode: str = "auto", virtual_at: float | None = None):  # noqa: ANN202
-    from gpuscope.sources.live import open_source
+def _open(simulate: str | None, pcie_mode: str = "auto", virtual_at: float | None = None,
+          args: argparse.Namespace | None = None):  # noqa: ANN202
+    from gpuscope.sources.live import WithEndpoints, open_source, parse_headers
     from gpuscope.sources.nvml import NvmlUnavailable
     from gpuscope.sources.scenario import ScenarioError
 
+    poller = None
+    if args is not None and getattr(args, "endpoint", None):
+        from gpuscope.sources.endpoint import EndpointPoller
+
+        try:
+            headers = parse_headers(args.endpoint_header, dict(os.environ))
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        for u in args.endpoint:
+            if not u.startswith(("http://", "https://")):
+                raise UserError(f"--endpoint {u!r}: expected http://HOST:PORT or https://…")
+        poller = EndpointPoller(args.endpoint, kind=args.endpoint_kind, interval_s=min(args.interval, 1.0) if
+                                args.interval >= 0.5 else 1.0, timeout_s=args.endpoint_timeout,
+                                window_s=args.endpoint_window, headers=headers, verify=not args.endpoint_insecure)
     try:
-        return open_source(simulate, pcie_mode=pcie_mode, virtual_at=virtual_at)
+        src = open_source(simulate, pcie_mode=pcie_mode, virtual_at=virtual_at)
     except (NvmlUnavailable, ScenarioError) as e:
         raise UserError(str(e)) from None
+    return WithEndpoints(src, poller.start()) if poller is not None else src
 
 
 def _dispatch(cmd: str, args: argparse.Namespace) -> int:

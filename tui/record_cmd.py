@@ -39,7 +39,7 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
         cmd = cmd[1:]
     if args.duration is not None and args.duration <= 0:
         raise UserError("--duration must be positive")
-    src = open_source(args.simulate, pcie_mode=args.pcie_source)
+    src = open_source(args.simulate, pcie_mode=args.pcie_source, args=args)
     session = Session(src.inventory, interval_s=args.interval)
     origin = {"host": src.inventory.host, "simulated": src.inventory.simulated}
     if src.inventory.simulated:

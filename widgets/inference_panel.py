@@ -23,16 +23,19 @@ class InferencePanel(Static):
             set_content(self, Text("no inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, llama.cpp, "
                              "TRT-LLM, LMDeploy, Ollama)", style=DIM))
             return
-        width = max(20, self.size.width - 4 if self.size.width else 60)
+        width = max(40, self.size.width - 4 if self.size.width else 76)
+        prefix = 36  # the graph starts where the GPU panels' graphs start: one time axis
         lines = []
         total = sum(e.gen_tokens_per_s or 0 for e in eps)
         t = Text()
-        t.append(f"{total:,.0f} tok/s ", style=f"bold {ACCENT}")
+        t.append(f"{total:,.0f} tok/s", style=f"bold {ACCENT}")
+        t.append(f"  over {int(v.window_s // 60)} min", style=DIM)
+        t.pad_right(prefix - len(t))
         times, vals = v.history.window("tok_s", None, v.window_s, v.now or None)
-        t.append(sparkline(resample(times, vals, v.now or 0, v.window_s, max(8, width - 16))), style=ACCENT)
+        t.append(sparkline(resample(times, vals, v.now or 0, v.window_s, width - prefix)), style=ACCENT)
         lines.append(t)
         for e in eps:
-            t = Text(f"{(e.kind or '?'):<8} {(e.model or e.url)[:28]:<28} ")
+            t = Text(f"{(e.kind or '?'):<8} {(e.model or e.url)[:30]:<30} ")
             if not e.up:
                 t.append(e.error or "unreachable", style=BAD)
             else:

@@ -1,0 +1,407 @@
+"""Inference endpoints: parse Prometheus `/metrics`, detect the server, turn counters into rates.
+
+Pure parts (tested with tables): :func:`parse_metrics`, :func:`detect_kind`, :func:`counter_rate`,
+:func:`histogram_quantile`, :class:`EndpointTracker`. :class:`EndpointPoller` polls over HTTP with
+httpx on its own thread (timeouts, backoff, headers, TLS verification on), never blocking a UI.
+Metric names per server: ../shared/docs/inference-metrics.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .model import EndpointReading
+
+KINDS = ("vllm", "sglang", "tgi", "llamacpp", "trtllm", "triton", "lmdeploy")
+PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("tgi_", "tgi"), ("llamacpp:", "llamacpp"),
+            ("trtllm_", "trtllm"), ("nv_trt_llm_", "triton"), ("nv_llm_", "triton"), ("nv_inference_", "triton"),
+            ("lmdeploy:", "lmdeploy"))
+MAX_BODY = 8 * 1024 * 1024  # a /metrics larger than this is refused (hostile or broken server)
+
+# What to read per server. Counters are summed over every label set (engines, data-parallel ranks).
+SPEC: dict[str, dict[str, Any]] = {
+    "vllm": {"gen": ["vllm:generation_tokens_total"], "prompt": ["vllm:prompt_tokens_total"],
+             "running": ["vllm:num_requests_running"], "waiting": ["vllm:num_requests_waiting"],
+             "kv": ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"], "kv_fraction": True,
+             "ttft": ["vllm:time_to_first_token_seconds"],
+             "itl": ["vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"],
+             "spec_accepted": ["vllm:spec_decode_num_accepted_tokens_total"],
+             "spec_drafts": ["vllm:spec_decode_num_drafts_total"],
+             "spec_draft_tokens": ["vllm:spec_decode_num_draft_tokens_total"]},
+    "sglang": {"gen": ["sglang:generation_tokens_total"], "prompt": ["sglang:prompt_tokens_total"],
+               "gen_gauge": ["sglang:gen_throughput"],
+               "running": ["sglang:num_running_reqs"], "waiting": ["sglang:num_queue_reqs"],
+               "kv": ["sglang:token_usage"], "kv_fraction": True, "kv_max": True,
+               "ttft": ["sglang:time_to_first_token_seconds"],
+               "itl": ["sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"],
+               "spec_len_gauge": ["sglang:spec_accept_length"], "spec_rate_gauge": ["sglang:spec_accept_rate"]},
+    "tgi": {"gen": ["tgi_request_generated_tokens_sum"], "prompt": ["tgi_request_input_length_sum"],
+            "running": ["tgi_batch_current_size"], "waiting": ["tgi_queue_size"],
+            "itl": ["tgi_request_mean_time_per_token_duration"]},
+    "llamacpp": {"gen": ["llamacpp:tokens_predicted_total"], "prompt": ["llamacpp:prompt_tokens_total"],
+                 "running": ["llamacpp:requests_processing"], "waiting": ["llamacpp:requests_deferred"],
+                 "spec_accepted": ["llamacpp:spec_decode_num_accepted_tokens_total"],
+                 "spec_drafts": ["llamacpp:spec_decode_num_drafts_total"],
+                 "spec_draft_tokens": ["llamacpp:spec_decode_num_draft_tokens_total"]},
+    "trtllm": {"gen": ["trtllm_generation_tokens_total"], "prompt": ["trtllm_prompt_tokens_total"],
+               "running": ["trtllm_num_requests_running"], "waiting": ["trtllm_num_requests_waiting"],
+               "kv": ["trtllm_kv_cache_utilization"], "kv_fraction": True,
+               "ttft": ["trtllm_time_to_first_token_seconds"], "itl": ["trtllm_time_per_output_token_seconds"],
+               "spec_len_gauge": ["trtllm_spec_decode_acceptance_length"],
+               "spec_accepted": ["trtllm_spec_decode_num_accepted_tokens_total"],
+               "spec_draft_tokens": ["trtllm_spec_decode_num_draft_tokens_total"]},
+    "triton": {"gen": ["nv_llm_output_token_len_sum"], "prompt": ["nv_llm_input_token_len_sum"],
+               "running": [("nv_trt_llm_request_metrics", "request_type", "active")],
+               "waiting": [("nv_trt_llm_request_metrics", "request_type", "waiting")],
+               "kv": [("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "fraction")], "kv_fraction": True},
+    "lmdeploy": {"gen": ["lmdeploy:generation_tokens_total"], "prompt": ["lmdeploy:prompt_tokens_total"],
+                 "running": ["lmdeploy:num_requests_running"], "waiting": ["lmdeploy:num_requests_waiting"],
+                 "kv": ["lmdeploy:gpu_cache_usage_perc"], "kv_fraction": True,
+                 "ttft": ["lmdeploy:time_to_first_token_seconds"], "itl": ["lmdeploy:time_per_output_token_seconds"],
+                 "spec_len_gauge": ["lmdeploy:spec_decode_mean_accept_length"],
+                 "spec_accepted": ["lmdeploy:spec_decode_num_accepted_tokens_total"],
+                 "spec_drafts": ["lmdeploy:spec_decode_num_drafts_total"],
+                 "spec_draft_tokens": ["lmdeploy:spec_decode_num_draft_tokens_total"]},
+}
+
+
+class MetricsError(ValueError):
+    """Text that is not Prometheus exposition format."""
+
+
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+def parse_metrics(text: str) -> Samples:
+    """Prometheus text → {sample name: [(labels, value)]} with prometheus_client's parser.
+
+    Sample names keep their suffixes (``_total``, ``_bucket``, ``_sum``); values in any float format
+    (``1.90511e+06``, ``NaN``, ``+Inf``). Raises :class:`MetricsError` on text that does not parse.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: Samples = {}
+    try:
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                out.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
+    except (ValueError, TypeError, IndexError, KeyError) as e:
+        raise MetricsError(f"not Prometheus metrics text ({str(e)[:80]})") from None
+    if not out and text.strip() and not all(line.startswith("#") or not line.strip() for line in text.splitlines()):
+        raise MetricsError("not Prometheus metrics text")
+    return out
+
+
+def detect_kind(names: Iterable[str]) -> str | None:
+    """The server behind a set of metric names, by prefix (vllm:, sglang:, tgi_, llamacpp:, …)."""
+    votes: dict[str, int] = {}
+    for n in names:
+        for prefix, kind in PREFIXES:
+            if n.startswith(prefix):
+                votes[kind] = votes.get(kind, 0) + 1
+                break
+    if not votes:
+        return None
+    return max(votes, key=lambda k: votes[k])
+
+
+def _select(samples: Samples, names: list[Any]) -> list[tuple[dict[str, str], float]]:
+    for n in names:
+        if isinstance(n, tuple):
+            name, label, value = n
+            rows = [(lab, v) for lab, v in samples.get(name, []) if lab.get(label) == value]
+        else:
+            rows = samples.get(n, [])
+        if rows:
+            return rows
+    return []
+
+
+def total(samples: Samples, names: list[Any]) -> float | None:
+    """Sum of the first present metric over all its label sets (engines, ranks); None if absent."""
+    rows = [v for _lab, v in _select(samples, names) if math.isfinite(v)]
+    return sum(rows) if rows else None
+
+
+def buckets(samples: Samples, names: list[str]) -> tuple[dict[float, float], float, float] | None:
+    """Cumulative histogram buckets summed over label sets: ({le: count}, sum, count)."""
+    for n in names:
+        rows = samples.get(n + "_bucket")
+        if not rows:
+            continue
+        b: dict[float, float] = {}
+        for lab, v in rows:
+            try:
+                le = float(lab.get("le", "nan"))
+            except ValueError:
+                continue
+            if not math.isnan(le):
+                b[le] = b.get(le, 0.0) + v
+        s = sum(v for _l, v in samples.get(n + "_sum", []))
+        c = sum(v for _l, v in samples.get(n + "_count", []))
+        return b, s, c
+    return None
+
+
+def counter_rate(points: list[tuple[float, float]]) -> float | None:
+    """Rate of a counter over (t, value) points, Prometheus-style: a drop is a reset (restart), the
+    value after it counts from zero. None with fewer than two points or no elapsed time."""
+    if len(points) < 2:
+        return None
+    dt = points[-1][0] - points[0][0]
+    if dt <= 0:
+        return None
+    inc = 0.0
+    for (_t0, a), (_t1, b) in zip(points, points[1:]):
+        inc += b - a if b >= a else b
+    return inc / dt
+
+
+def histogram_quantile(q: float, cumulative: dict[float, float]) -> float | None:
+    """The q-quantile of cumulative buckets {le: count}, interpolated linearly as Prometheus does."""
+    if not cumulative:
+        return None
+    les = sorted(cumulative)
+    total_n = cumulative[les[-1]]
+    if total_n <= 0:
+        return None
+    rank = q * total_n
+    prev_le, prev_n = 0.0, 0.0
+    for le in les:
+        n = cumulative[le]
+        if n >= rank:
+            if math.isinf(le):
+                return prev_le
+            if n == prev_n:
+                return le
+            return prev_le + (le - prev_le) * (rank - prev_n) / (n - prev_n)
+        prev_le, prev_n = le, n
+    return les[-1] if not math.isinf(les[-1]) else prev_le
+
+
+@dataclass
+class _Snap:
+    t: float
+    counters: dict[str, float]
+    hists: dict[str, tuple[dict[float, float], float, float]]
+
+
+@dataclass
+class EndpointTracker:
+    """Keeps a window of scrapes of one endpoint and turns them into an :class:`EndpointReading`."""
+
+    url: str
+    kind: str | None = None  # forced kind, or detected
+    window_s: float = 10.0
+    snaps: deque[_Snap] = field(default_factory=deque)
+    garbage: int = 0
+    scrapes: int = 0
+    last_error: str | None = None
+    down_since: float | None = None
+    model: str | None = None
+    _last: Samples = field(default_factory=dict)
+
+    def feed(self, t: float, text: str) -> None:
+        """One successful HTTP response body. Garbage is counted, never raised."""
+        try:
+            samples = parse_metrics(text)
+        except MetricsError as e:
+            self.garbage += 1
+            self.last_error = str(e)
+            return
+        kind = self.kind or detect_kind(samples)
+        if kind is None:
+            self.garbage += 1
+            self.last_error = "no known inference-server metrics in the response"
+            return
+        self.kind = kind
+        self.scrapes += 1
+        self.last_error = None
+        self.down_since = None
+        spec = SPEC[kind]
+        counters = {}
+        for key in ("gen", "prompt", "spec_accepted", "spec_drafts", "spec_draft_tokens"):
+            v = total(samples, spec.get(key, []))
+            if v is not None:
+                counters[key] = v
+        hists = {}
+        for key in ("ttft", "itl"):
+            h = buckets(samples, spec.get(key, []))
+            if h is not None:
+                hists[key] = h
+        models = sorted({lab.get("model_name") or lab.get("model") for rows in samples.values() for lab, _v in rows
+                         if lab.get("model_name") or lab.get("model")})
+        if models:
+            self.model = ", ".join(models)[:60]
+        if self.snaps and t < self.snaps[-1].t:
+            self.snaps.clear()
+        self.snaps.append(_Snap(t, counters, hists))
+        while len(self.snaps) > 2 and self.snaps[1].t <= t - self.window_s:
+            self.snaps.popleft()
+        self._last = samples
+
+    def failed(self, t: float, why: str) -> None:
+        if self.down_since is None:
+            self.down_since = t
+        self.last_error = why
+
+    def reading(self) -> EndpointReading:
+        if self.down_since is not None:
+            since = time.strftime("%H:%M:%S", time.localtime(self.down_since))
+            return EndpointReading(url=self.url, kind=self.kind, model=self.model, up=False,
+                                   error=f"unreachable since {since} ({self.last_error})")
+        if not self.snaps:
+            err = f"{self.garbage} bad responses: {self.last_error}" if self.garbage else self.last_error
+            return EndpointReading(url=self.url, kind=self.kind, up=True, error=err or "waiting for the first scrape")
+        spec = SPEC[self.kind or "vllm"]
+        s = self._last
+        pts = list(self.snaps)
+
+        def rate(key: str) -> float | None:
+            p = [(x.t, x.counters[key]) for x in pts if key in x.counters]
+            return counter_rate(p)
+
+        gen = rate("gen")
+        running = total(s, spec.get("running", []))
+        if spec.get("gen_gauge"):
+            g = total(s, spec["gen_gauge"])
+            if g is not None:
+                gen = 0.0 if running == 0 else g  # SGLang's gauge keeps its last value when idle
+        kv = None
+        rows = [v for _l, v in _select(s, spec.get("kv", [])) if math.isfinite(v)]
+        if rows:
+            kv = max(rows) * (100.0 if spec.get("kv_fraction") else 1.0)
+        lat: dict[str, float | None] = {}
+        for key in ("ttft", "itl"):
+            first = next((x.hists[key] for x in pts if key in x.hists), None)
+            last = pts[-1].hists.get(key)
+            mean = p50 = p95 = None
+            if first is not None and last is not None and last[2] >= first[2]:
+                dn = last[2] - first[2]
+                if dn > 0:
+                    mean = (last[1] - first[1]) / dn
+                    delta = {le: last[0].get(le, 0.0) - first[0].get(le, 0.0) for le in last[0]}
+                    p50, p95 = histogram_quantile(0.5, delta), histogram_quantile(0.95, delta)
+            lat[f"{key}_mean_s"], lat[f"{key}_p50_s"], lat[f"{key}_p95_s"] = mean, p50, p95
+        acc, drafts, dtok = rate("spec_accepted"), rate("spec_drafts"), rate("spec_draft_tokens")
+        accept_len = 1 + acc / drafts if acc is not None and drafts else None
+        accept_rate = acc / dtok if acc is not None and dtok else None
+        if accept_len is None and spec.get("spec_len_gauge"):
+            accept_len = total(s, spec["spec_len_gauge"])
+        if accept_rate is None and spec.get("spec_rate_gauge"):
+            accept_rate = total(s, spec["spec_rate_gauge"])
+        return EndpointReading(
+            url=self.url, kind=self.kind, model=self.model, up=True,
+            error=f"{self.garbage} bad responses" + (f": {self.last_error}" if self.last_error else "")
+            if self.garbage else None,
+            gen_tokens_per_s=gen, prompt_tokens_per_s=rate("prompt"),
+            requests_running=running, requests_waiting=total(s, spec.get("waiting", [])), kv_cache_pct=kv,
+            spec_accept_length=accept_len, spec_accept_rate=accept_rate, **lat,
+        )
+
+
+def metrics_url(url: str, kind: str | None) -> str:
+    """The URL to poll: as given when it has a path, else ``/metrics`` (trtllm-serve: /prometheus/metrics)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url if "://" in url else "http://" + url)
+    base = f"{parts.scheme}://{parts.netloc}"
+    if parts.path not in ("", "/"):
+        return base + parts.path + (f"?{parts.query}" if parts.query else "")
+    return base + ("/prometheus/metrics" if kind == "trtllm" else "/metrics")
+
+
+class EndpointPoller:
+    """Polls every endpoint every ``interval_s`` on a background thread (asyncio + httpx).
+
+    Timeouts (default 2 s), exponential backoff after failures (up to 30 s), bodies over 8 MB refused,
+    TLS verification on unless ``verify=False``. :meth:`latest` never blocks.
+    """
+
+    def __init__(self, urls: list[str], *, kind: str | None = None, interval_s: float = 1.0, timeout_s: float = 2.0,
+                 window_s: float = 10.0, headers: dict[str, str] | None = None, verify: bool = True):
+        self.trackers = [EndpointTracker(url=u, kind=kind, window_s=window_s) for u in urls]
+        self.urls = [metrics_url(u, kind) for u in urls]
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.headers = headers or {}
+        self.verify = verify
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpuscope-endpoints", daemon=True)
+
+    def start(self) -> EndpointPoller:
+        self._thread.start()
+        return self
+
+    def latest(self) -> tuple[EndpointReading, ...]:
+        with self._lock:
+            return tuple(t.reading() for t in self.trackers)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.timeout_s + 1)
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        import httpx
+
+        async with httpx.AsyncClient(timeout=self.timeout_s, headers=self.headers, verify=self.verify,
+                                     follow_redirects=True) as client:
+            backoff = [0.0] * len(self.urls)
+            next_at = [0.0] * len(self.urls)
+            while not self._stop.is_set():
+                now = time.monotonic()
+                due = [k for k in range(len(self.urls)) if next_at[k] <= now]
+                results = await asyncio.gather(*(self._poll(client, k) for k in due))
+                for k, ok in zip(due, results):
+                    backoff[k] = 0.0 if ok else min(30.0, max(self.interval_s, backoff[k] * 2 or self.interval_s))
+                    next_at[k] = now + (self.interval_s if ok else backoff[k])
+                wait = max(0.05, min(next_at) - time.monotonic()) if next_at else self.interval_s
+                await asyncio.get_running_loop().run_in_executor(None, self._stop.wait, min(wait, 1.0))
+
+    async def _poll(self, client: Any, k: int) -> bool:
+        import httpx
+
+        tr = self.trackers[k]
+        t = time.time()
+        try:
+            r = await client.get(self.urls[k])
+            if r.status_code != 200:
+                with self._lock:
+                    hint = " (llama.cpp: start it with --metrics)" if "--metrics" in r.text[:500] else ""
+                    tr.failed(t, f"HTTP {r.status_code}{hint}")
+                return False
+            if len(r.content) > MAX_BODY:
+                with self._lock:
+                    tr.garbage += 1
+                    tr.last_error = "response larger than 8 MB refused"
+                return True
+            with self._lock:
+                tr.feed(t, r.text)
+            return True
+        except httpx.TimeoutException:
+            why = f"no answer in {self.timeout_s:g} s"
+        except httpx.ConnectError as e:
+            chain, c = [], e
+            while c is not None and len(chain) < 6:
+                chain.append(c)
+                c = c.__cause__ or c.__context__
+            if any(isinstance(x, ConnectionRefusedError) or "refused" in str(x).lower() for x in chain):
+                why = "connection refused"
+            else:
+                why = f"cannot connect: {str(chain[-1])[:60]}"
+        except httpx.HTTPError as e:
+            why = f"{type(e).__name__}: {str(e)[:60]}"
+        with self._lock:
+            tr.failed(t, why)
+        return False

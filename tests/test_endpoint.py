@@ -1,0 +1,369 @@
+"""Inference endpoints: parsers on real captures, rate logic tables, and real HTTP servers."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuscope.sources.endpoint import (
+    EndpointPoller,
+    EndpointTracker,
+    MetricsError,
+    counter_rate,
+    detect_kind,
+    histogram_quantile,
+    metrics_url,
+    parse_metrics,
+    total,
+)
+from gpuscope.sources.live import parse_headers
+
+FIX = Path(__file__).parent / "fixtures" / "inference"
+
+
+@pytest.mark.parametrize("name,kind", [
+    ("vllm_v0.txt", "vllm"), ("vllm_v1.txt", "vllm"), ("sglang.txt", "sglang"),
+    ("sglang_datadog_fixture_UNVERIFIED.txt", "sglang"), ("tgi.txt", "tgi"), ("triton_tensorrtllm.txt", "triton"),
+    ("llamacpp_b5994.txt", "llamacpp"), ("llamacpp_b8180.txt", "llamacpp"), ("llamacpp_b9383.txt", "llamacpp"),
+    ("llamacpp_b10452.txt", "llamacpp"),
+])
+def test_every_capture_parses_and_is_detected(name, kind):
+    samples = parse_metrics((FIX / name).read_text())
+    assert detect_kind(samples) == kind
+    tr = EndpointTracker(url="http://x")
+    tr.feed(100.0, (FIX / name).read_text())
+    r = tr.reading()
+    assert r.kind == kind and r.up and tr.garbage == 0
+
+
+def test_capture_values():
+    s = parse_metrics((FIX / "sglang.txt").read_text())
+    assert total(s, ["sglang:num_running_reqs"]) == 162.0
+    r = _one("sglang.txt")
+    assert r.gen_tokens_per_s == pytest.approx(86.508, abs=0.01)  # the gauge, with requests running
+    assert r.kv_cache_pct is not None and 0 <= r.kv_cache_pct <= 100
+    t = _one("triton_tensorrtllm.txt")
+    assert t.kv_cache_pct == pytest.approx(48.75) and t.requests_running == 0 and t.requests_waiting == 1
+    v = _one("vllm_v0.txt")
+    assert v.requests_running is not None and v.model
+
+
+def _one(name):
+    tr = EndpointTracker(url="http://x")
+    tr.feed(1.0, (FIX / name).read_text())
+    return tr.reading()
+
+
+def test_llamacpp_exponent_counters():
+    s = parse_metrics((FIX / "llamacpp_b10452.txt").read_text())
+    v = total(s, ["llamacpp:tokens_predicted_total"])
+    assert v is not None and v >= 0
+
+
+@pytest.mark.parametrize("text", ["<html><body>502 Bad Gateway</body></html>", "{\"json\": true}",
+                                  "metric{broken 1\n", "\x00\x01\x02"])
+def test_garbage_is_counted_not_raised(text):
+    tr = EndpointTracker(url="http://x")
+    tr.feed(1.0, text)
+    assert tr.garbage == 1 and tr.reading().error
+    with pytest.raises(MetricsError):
+        s = parse_metrics(text)
+        if not s:
+            raise MetricsError("empty")
+
+
+@pytest.mark.parametrize("points,rate", [
+    ([(0, 0), (10, 100)], 10.0),
+    ([(0, 100), (5, 150), (10, 20)], (50 + 20) / 10),  # restart at t=10: the counter began again from 0
+    ([(0, 5)], None),
+    ([(0, 5), (0, 9)], None),
+    ([(0, 1.90511e06), (2, 1.90531e06)], 100.0),  # llama.cpp's 6-digit exponent counters
+    ([(0, 0), (1, 0), (2, 0)], 0.0),
+])
+def test_counter_rate(points, rate):
+    r = counter_rate(points)
+    assert (r is None and rate is None) or r == pytest.approx(rate)
+
+
+@pytest.mark.parametrize("q,buckets,expect", [
+    (0.5, {0.1: 0, 0.2: 10, 0.5: 20, float("inf"): 20}, 0.2),
+    (0.95, {0.1: 0, 0.2: 10, 0.5: 20, float("inf"): 20}, 0.2 + 0.3 * 9 / 10),
+    (0.5, {1.0: 0, float("inf"): 0}, None),
+    (0.99, {0.1: 5, float("inf"): 10}, 0.1),  # in the +Inf bucket: the largest finite bound
+])
+def test_histogram_quantile(q, buckets, expect):
+    r = histogram_quantile(q, buckets)
+    assert (r is None and expect is None) or r == pytest.approx(expect)
+
+
+def _vllm(gen, engines=("0", "1"), running=3):
+    lines = ["# TYPE vllm:generation_tokens_total counter"]
+    for e in engines:
+        lines.append(f'vllm:generation_tokens_total{{engine="{e}",model_name="m"}} {gen / len(engines)}')
+    lines += ["# TYPE vllm:num_requests_running gauge", f'vllm:num_requests_running{{model_name="m"}} {running}']
+    return "\n".join(lines) + "\n"
+
+
+def test_several_engines_are_summed_and_a_restart_is_a_reset():
+    tr = EndpointTracker(url="http://x", window_s=100)
+    tr.feed(0, _vllm(1000))
+    tr.feed(10, _vllm(3000))
+    assert tr.reading().gen_tokens_per_s == pytest.approx(200.0)
+    tr.feed(20, _vllm(500))  # restarted: counts from zero again
+    assert tr.reading().gen_tokens_per_s == pytest.approx((2000 + 500) / 20)
+
+
+def test_sglang_sticky_gauge_reads_zero_when_idle():
+    text = ("# TYPE sglang:gen_throughput gauge\nsglang:gen_throughput 812.5\n"
+            "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs {}\n")
+    tr = EndpointTracker(url="http://x")
+    tr.feed(1, text.format(4))
+    assert tr.reading().gen_tokens_per_s == 812.5
+    tr.feed(2, text.format(0))
+    assert tr.reading().gen_tokens_per_s == 0.0
+
+
+def test_latency_from_histogram_deltas_and_spec_decode():
+    def text(n, s, acc, drafts, dtok):
+        return ("# TYPE vllm:time_to_first_token_seconds histogram\n"
+                f'vllm:time_to_first_token_seconds_bucket{{le="0.1"}} {n // 2}\n'
+                f'vllm:time_to_first_token_seconds_bucket{{le="0.5"}} {n}\n'
+                f'vllm:time_to_first_token_seconds_bucket{{le="+Inf"}} {n}\n'
+                f"vllm:time_to_first_token_seconds_sum {s}\nvllm:time_to_first_token_seconds_count {n}\n"
+                "# TYPE vllm:spec_decode_num_accepted_tokens_total counter\n"
+                f"vllm:spec_decode_num_accepted_tokens_total {acc}\n"
+                "# TYPE vllm:spec_decode_num_drafts_total counter\n"
+                f"vllm:spec_decode_num_drafts_total {drafts}\n"
+                "# TYPE vllm:spec_decode_num_draft_tokens_total counter\n"
+                f"vllm:spec_decode_num_draft_tokens_total {dtok}\n")
+
+    tr = EndpointTracker(url="http://x")
+    tr.feed(0, text(100, 20.0, 0, 0, 0))
+    tr.feed(5, text(200, 40.0, 300, 100, 400))
+    r = tr.reading()
+    assert r.ttft_mean_s == pytest.approx(0.2)
+    assert r.ttft_p50_s == pytest.approx(0.1)
+    assert r.spec_accept_length == pytest.approx(4.0) and r.spec_accept_rate == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize("url,kind,expect", [
+    ("http://h:8000", None, "http://h:8000/metrics"), ("http://h:8000/", "trtllm", "http://h:8000/prometheus/metrics"),
+    ("https://h/custom/path", None, "https://h/custom/path"),
+])
+def test_metrics_url(url, kind, expect):
+    assert metrics_url(url, kind) == expect
+
+
+def test_headers_from_flags_and_environment():
+    h = parse_headers(["X-A: 1"], {"GPUSCOPE_ENDPOINT_HEADERS": "X-B: two; X-C:3", "GPUSCOPE_ENDPOINT_TOKEN": "s3"})
+    assert h == {"X-A": "1", "X-B": "two", "X-C": "3", "Authorization": "Bearer s3"}
+    with pytest.raises(ValueError):
+        parse_headers(["no colon"], {})
+
+
+# ------------------------------------------------------------------ real HTTP servers
+class _Server:
+    def __init__(self, handler):
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _exposition_server(kind: str, rate: float, t0: float):
+    """A prometheus_client exposition whose token counter advances at ``rate`` tokens/s."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    class Collector:
+        def collect(self):
+            n = rate * (time.time() - t0)
+            if kind == "vllm":
+                c = CounterMetricFamily("vllm:generation_tokens", "gen", labels=["model_name", "engine"])
+                c.add_metric(["m", "0"], n * 0.25)
+                c.add_metric(["m", "1"], n * 0.75)
+                yield c
+                g = GaugeMetricFamily("vllm:num_requests_running", "r", labels=["model_name"])
+                g.add_metric(["m"], 7)
+                yield g
+            else:  # sglang counter (bursty in reality; here smooth)
+                c = CounterMetricFamily("sglang:generation_tokens", "gen", labels=["model_name"])
+                c.add_metric(["m"], n)
+                yield c
+
+    reg = CollectorRegistry()
+    reg.register(Collector())
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = generate_latest(reg)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    return _Server(H)
+
+
+def _llamacpp_server(rate: float, t0: float):
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            n = 1_000_000 + rate * (time.time() - t0)
+            body = ("# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.\n"
+                    "# TYPE llamacpp:tokens_predicted_total counter\n"
+                    f"llamacpp:tokens_predicted_total {n:g}\n"  # C++ default: 6 significant digits
+                    "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 2\n").encode()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    return _Server(H)
+
+
+def _poll_until(poller, cond, timeout=12.0):
+    end = time.time() + timeout
+    r = None
+    while time.time() < end:
+        r = poller.latest()[0]
+        if cond(r):
+            return r
+        time.sleep(0.2)
+    return r
+
+
+@pytest.mark.parametrize("kind,rate", [("vllm", 1234.0), ("sglang", 250.0)])
+def test_reports_the_served_rate_within_2_percent(kind, rate):
+    srv = _exposition_server(kind, rate, time.time())
+    p = EndpointPoller([srv.url], interval_s=0.25, window_s=4.0).start()
+    try:
+        time.sleep(4.5)
+        r = p.latest()[0]
+        assert r.kind == kind and r.up
+        assert r.gen_tokens_per_s == pytest.approx(rate, rel=0.02)
+    finally:
+        p.stop()
+        srv.close()
+
+
+def test_llamacpp_six_digit_counter_rate_over_a_long_window():
+    rate = 500.0  # 6 significant digits of ~1e6 = 10-token steps: a long window keeps the error small
+    srv = _llamacpp_server(rate, time.time())
+    p = EndpointPoller([srv.url], interval_s=0.25, window_s=5.0).start()
+    try:
+        time.sleep(5.5)
+        r = p.latest()[0]
+        assert r.kind == "llamacpp" and r.requests_running == 2
+        assert r.gen_tokens_per_s == pytest.approx(rate, rel=0.02)
+    finally:
+        p.stop()
+        srv.close()
+
+
+def test_hanging_endpoint_times_out_and_says_since_when():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)  # accepts connections, never answers
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    p = EndpointPoller([url], interval_s=0.2, timeout_s=0.5).start()
+    try:
+        r = _poll_until(p, lambda r: not r.up)
+        assert not r.up and "unreachable since" in r.error and "no answer in 0.5 s" in r.error
+    finally:
+        p.stop()
+        sock.close()
+
+
+def test_refused_connection():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    p = EndpointPoller([f"http://127.0.0.1:{port}"], interval_s=0.2).start()
+    try:
+        r = _poll_until(p, lambda r: not r.up)
+        assert "connection refused" in r.error
+    finally:
+        p.stop()
+
+
+def test_html_and_dropping_endpoints():
+    class Html(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<html><body>login</body></html>")
+
+        def log_message(self, *a):
+            pass
+
+    class Drop(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+        def log_message(self, *a):
+            pass
+
+    html, drop = _Server(Html), _Server(Drop)
+    p = EndpointPoller([html.url, drop.url], interval_s=0.2).start()
+    try:
+        time.sleep(1.5)
+        a, b = p.latest()
+        assert a.up is True and "bad responses" in (a.error or "") and p.trackers[0].garbage >= 2
+        assert not b.up and "unreachable since" in b.error
+    finally:
+        p.stop()
+        html.close()
+        drop.close()
+
+
+def test_record_with_an_endpoint_keeps_tok_s_in_recording_summary_and_export(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    srv = _exposition_server("vllm", 800.0, time.time())
+    out = tmp_path / "r.jsonl.gz"
+    try:
+        p = subprocess.run([sys.executable, "-m", "gpuscope", "record", "-o", str(out), "--simulate", "mixed-4",
+                            "--interval", "0.5", "--duration", "6", "--endpoint", srv.url, "--endpoint-window", "3"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+    finally:
+        srv.close()
+    s = json.loads(subprocess.run([sys.executable, "-m", "gpuscope", "summary", str(out), "--json"],
+                                  capture_output=True, text=True).stdout)
+    (ep,) = s["endpoints"]
+    assert ep["kind"] == "vllm" and ep["stats"]["gen_tokens_per_s"]["p50"] == pytest.approx(800, rel=0.05)
+    csv_out = tmp_path / "r.csv"
+    subprocess.run([sys.executable, "-m", "gpuscope", "export", str(out), "--csv", str(csv_out)], check=True,
+                   capture_output=True)
+    last = csv_out.read_text().splitlines()[-1].split(",")
+    assert float(last[-1]) == pytest.approx(800, rel=0.05)
+
+
+def test_bad_endpoint_flags_are_one_line_errors():
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "gpuscope", "record", "-o", "/tmp/x.gz", "--simulate", "mixed-4",
+                        "--endpoint", "localhost:8000"], capture_output=True, text=True)
+    assert p.returncode == 1 and "expected http://HOST:PORT" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([sys.executable, "-m", "gpuscope", "record", "-o", "/tmp/x.gz", "--simulate", "mixed-4",
+                        "--endpoint", "http://h:1", "--endpoint-header", "nocolon"], capture_output=True, text=True)
+    assert p.returncode == 1 and "bad header" in p.stderr and p.stderr.count("\n") == 1
