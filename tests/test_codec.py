@@ -3,6 +3,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gpuscope.sources.codec import (
     CodecError,
     frame_from_dict,
@@ -22,8 +25,6 @@ from gpuscope.sources.model import (
     PairLink,
     ProcessInfo,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 # floats that survive the codec's rounding exactly (3 decimals, or whole numbers from 1000 up)
 small = st.integers(-10**6, 10**6).map(lambda k: k / 8)

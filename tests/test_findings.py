@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import run_frames, sim_source
+
 from gpuscope.sources.findings import (
     FindingsEngine,
     evaluate,

@@ -12,10 +12,11 @@ import time
 
 import pytest
 from conftest import run_frames, sim_source
-from gpuscope.sources.recording import Recorder, RecordingError, open_recording
-from gpuscope.sources.session import Session
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from gpuscope.sources.recording import Recorder, RecordingError, open_recording
+from gpuscope.sources.session import Session
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from gpuscope.sources.model import DeviceInfo, Inventory, PairLink
 from gpuscope.sources.topology import (
     compress_ranges,

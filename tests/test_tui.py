@@ -10,6 +10,7 @@ import time
 
 import pytest
 from conftest import run_frames, sim_source
+
 from gpuscope.sources.recording import open_recording
 from gpuscope.sources.session import Session
 from gpuscope.tui.app import GpuDetailScreen, GpuscopeApp, HelpScreen

@@ -9,6 +9,7 @@ import json
 import sys
 
 import numpy as np
+
 from gpuscope.sources.recording import open_recording
 
 FIELDS = (("util %", "util_gpu_pct", 1), ("SM act %", "sm_active_pct", 1), ("tensor %", "tensor_active_pct", 1),

@@ -14,6 +14,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer, Input, Static
+
 from gpuscope.sources.history import GPU_METRICS, resample
 from gpuscope.sources.recording import RecordingError, open_recording
 from gpuscope.sources.session import Session
@@ -26,12 +33,6 @@ from gpuscope.widgets.render import DIM, fmt_duration, graph_rows, set_content, 
 from gpuscope.widgets.status_bar import StatusBar
 from gpuscope.widgets.timeline import Timeline
 from gpuscope.widgets.topology_panel import TopologyPanel
-from rich.text import Text
-from textual.app import App, ComposeResult
-from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Input, Static
 
 from .feeders import LiveFeeder, ReplayFeeder
 

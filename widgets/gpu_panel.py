@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from rich.text import Text
+from textual.widgets import Static
+
 from gpuscope.sources.history import resample
 from gpuscope.sources.model import DeviceInfo, GpuReading
 from gpuscope.sources.topology import best_link, nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
-from rich.text import Text
-from textual.widgets import Static
 
 from .panels import ViewState
 from .render import (

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from gpuscope.sources.history import resample
-from gpuscope.sources.topology import best_link, pcie_capacity_bytes_per_s
 from rich.text import Text
 from textual.widgets import Static
+
+from gpuscope.sources.history import resample
+from gpuscope.sources.topology import best_link, pcie_capacity_bytes_per_s
 
 from .panels import ViewState
 from .render import BAD, DIM, OK, WARN, bar, fmt_gb, level_style, set_content, short_name, sparkline

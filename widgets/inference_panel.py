@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from gpuscope.sources.history import resample
 from rich.text import Text
 from textual.widgets import Static
+
+from gpuscope.sources.history import resample
 
 from .panels import ViewState
 from .render import ACCENT, BAD, DIM, fmt_num, set_content, sparkline

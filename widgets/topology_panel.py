@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from gpuscope.sources.model import Inventory
-from gpuscope.sources.topology import PATH_MEANING, best_link, link_row, matrix, pair_bandwidth_bytes_per_s
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Static
+
+from gpuscope.sources.model import Inventory
+from gpuscope.sources.topology import PATH_MEANING, best_link, link_row, matrix, pair_bandwidth_bytes_per_s
 
 from .panels import ViewState
 from .render import BAD, DIM, fmt_gb, path_style, set_content
