@@ -42,6 +42,8 @@ GPM_PCIE_TX, GPM_PCIE_RX = 20, 21
 GPM_NVLINK_RX, GPM_NVLINK_TX = 60, 61
 _GPM_METRICS = (GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW, GPM_PCIE_TX, GPM_PCIE_RX, GPM_NVLINK_RX, GPM_NVLINK_TX)
 _MIB = 1024 * 1024
+ENERGY_INTERVAL_S = 30.0
+_GPM_SLOTS = 1024  # room for every metric id a newer NVML might write (nvidia-ml-py's own size varies)
 
 # Field ids (nvmlFieldValue ids).
 FI_MEMORY_TEMP = 82
@@ -343,11 +345,14 @@ class NvmlSource:
         mem = c(i, "mem", nv.nvmlDeviceGetMemoryInfo, h)
         power = c(i, "power", nv.nvmlDeviceGetPowerUsage, h)
         limit = c(i, "power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
-        if slow:  # ~4 ms of CPU per call on H200 (measured): read with the other slow counters
+        cache = self._slow_cache.setdefault(i, {})
+        now = self.clock()
+        if slow and now - cache.get("_energy_t", -1e18) >= ENERGY_INTERVAL_S:
+            # ~4 ms of CPU per call on H200 (measured): the energy counter is read every 30 s
             energy = c(i, "energy", nv.nvmlDeviceGetTotalEnergyConsumption, h)
-            self._slow_cache.setdefault(i, {})["_energy"] = energy
+            cache["_energy"], cache["_energy_t"] = energy, now
         else:
-            energy = self._slow_cache.get(i, {}).get("_energy")
+            energy = cache.get("_energy")
         reasons = c(i, "clock_events", nv.nvmlDeviceGetCurrentClocksEventReasons, h)
         if slow:
             procs = c(i, "procs", nv.nvmlDeviceGetComputeRunningProcesses, h)
@@ -450,7 +455,7 @@ class NvmlSource:
         if prev is None:
             return {}
         try:
-            mg = nv.c_nvmlGpmMetricsGet_t()
+            mg = self._gpm_struct()
             mg.version = nv.NVML_GPM_METRICS_GET_VERSION
             mg.numMetrics = len(_GPM_METRICS)
             mg.sample1 = prev
@@ -480,6 +485,32 @@ class NvmlSource:
             out.pop("nvlink_tx_bytes_per_s", None)
             out.pop("nvlink_rx_bytes_per_s", None)
         return out
+
+    def _gpm_struct(self) -> Any:
+        """A metrics-get struct with room for :data:`_GPM_SLOTS` metrics.
+
+        nvidia-ml-py sizes ``c_nvmlGpmMetricsGet_t.metrics`` with its own ``NVML_GPM_METRIC_MAX``
+        (333 in 13.610, 477 in 13.615); a driver built with a larger maximum writes past a smaller
+        array. On real H200s with nvidia-ml-py 13.610 that corrupted the heap ("free(): invalid next
+        size"), so the struct is rebuilt here with the binding's own field types and a larger array.
+        """
+        cls = getattr(self, "_gpm_cls", None)
+        if cls is None:
+            nv = self.nvml
+            metric_t = getattr(nv, "c_nvmlGpmMetric_t", None)
+            sample_t = getattr(nv, "c_nvmlGpmSample_t", None)
+            if metric_t is None or sample_t is None:  # the simulated NVML: its own plain object
+                cls = nv.c_nvmlGpmMetricsGet_t
+            else:
+                import ctypes
+
+                class MetricsGet(ctypes.Structure):
+                    _fields_ = [("version", ctypes.c_uint), ("numMetrics", ctypes.c_uint), ("sample1", sample_t),
+                                ("sample2", sample_t), ("metrics", metric_t * _GPM_SLOTS)]
+
+                cls = MetricsGet
+            self._gpm_cls = cls
+        return cls()
 
     def close(self) -> None:
         if self._pool is not None:

@@ -18,6 +18,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 
@@ -37,7 +38,7 @@ from gpuscope.widgets.topology_panel import TopologyPanel
 from .feeders import LiveFeeder, ReplayFeeder
 
 WINDOWS = {"1m": 60.0, "10m": 600.0, "1h": 3600.0}
-REFRESH_S = 0.25  # the UI looks for new data this often; it redraws only when there is some
+MIN_REDRAW_S = 0.25  # at most 4 redraws a second, whatever the sampling rate
 GRAPH_S = 1.0  # graphs are redrawn about once a second
 
 DETAIL_METRICS = [
@@ -167,8 +168,9 @@ class GpuscopeApp(App[int]):
         self.record_path = record_path
         self.origin_note = origin_note
         self.paused = False
-        self._dirty = True
+        self._dirty = False
         self._last_graph = 0.0
+        self._last_redraw = 0.0
         self._rec_started = 0.0
         self._ppid = os.getppid()
         self.message_line = ""
@@ -197,7 +199,6 @@ class GpuscopeApp(App[int]):
 
     def on_mount(self) -> None:
         self._apply_layout()
-        self.set_interval(REFRESH_S, self._tick)
         self.set_interval(2.0, self._watchdog)
         try:
             signal.signal(signal.SIGHUP, lambda *_: self.call_later(self.exit, 0))
@@ -226,13 +227,29 @@ class GpuscopeApp(App[int]):
         self.query_one("#bottom").display = h >= 24 and not (compact and h < 30 and n > 4)
 
     # ----------------------------------------------------------------- refresh
-    def notify_update(self) -> None:
-        """Called from feeder threads: just marks the view dirty (no queue of frames)."""
-        self._dirty = True
+    class DataReady(Message):
+        """New data is in the session. At most one is ever pending: frames are never queued."""
 
-    def _tick(self) -> None:
+    def notify_update(self) -> None:
+        """Called from feeder threads (thread-safe): wake the UI unless a wake-up is already pending.
+
+        No polling timer: an idle or paused UI costs nothing between frames."""
+        if not self._dirty:
+            self._dirty = True
+            self.post_message(self.DataReady())
+
+    def on_gpuscope_app_data_ready(self, _msg: DataReady) -> None:
+        wait = MIN_REDRAW_S - (time.monotonic() - self._last_redraw)
+        if wait > 0:
+            self.set_timer(wait, self._redraw_if_dirty)
+        else:
+            self._redraw_if_dirty()
+
+    def _redraw_if_dirty(self) -> None:
         if self._dirty and not self.paused:
             self.refresh_view()
+        elif self.paused:
+            self._dirty = False
 
     def build_view(self, graphs: bool) -> ViewState:
         s = self.session
@@ -253,6 +270,7 @@ class GpuscopeApp(App[int]):
     def refresh_view(self, force: bool = False) -> None:
         self._dirty = False
         now = time.monotonic()
+        self._last_redraw = now
         graphs = force or now - self._last_graph >= GRAPH_S
         if graphs:
             self._last_graph = now
@@ -328,7 +346,6 @@ class GpuscopeApp(App[int]):
             self.message_line = f"recording to {path}"
         except RecordingError as e:
             self.message_line = str(e)
-        self._dirty = True
 
     def action_record(self) -> None:
         if self._replay:

@@ -41,8 +41,18 @@ class FindingsPanel(Static):
             else:
                 t.append(SEV_MARK[f.severity] + " ", style=SEV_STYLE[f.severity])
                 t.append(f.message, style="" if f.severity != "info" else DIM)
-            t.append(f"  {fmt_duration(f.held_s(v.now))}", style=DIM)
+            t.append(f"  {held(f.started_at, v.now)}", style=DIM)
             lines.append(t)
         if len(fs) > limit:
             lines.append(Text(f"… {len(fs) - limit} more (f to focus)", style=DIM))
-        set_content(self, Text("\n").join(lines), always_layout=True)  # long lines wrap
+        set_content(self, Text("\n").join(lines), wrap_width=max(20, self.size.width - 4))
+
+
+def held(started_at: float, now: float) -> str:
+    """``since 20:19:02 (4m)``: the start to the second, the length to the minute, so the panel's
+    text changes once a minute rather than every second (each change costs a redraw and a layout)."""
+    import time
+
+    mins = int(max(0.0, now - started_at) // 60)
+    length = "<1m" if mins < 1 else fmt_duration(mins * 60).replace("m00s", "m")
+    return f"since {time.strftime('%H:%M:%S', time.localtime(started_at))} ({length})"

@@ -127,7 +127,17 @@ def path_style(label: str) -> str:
     return ""
 
 
-def set_content(widget: object, content: Text, always_layout: bool = False) -> bool:
+def rows_of(text: str, wrap_width: int | None) -> int:
+    """Screen rows a text takes: its lines, each wrapped at ``wrap_width`` cells."""
+    from rich.cells import cell_len
+
+    lines = text.split("\n")
+    if not wrap_width:
+        return len(lines)
+    return sum(max(1, -(-cell_len(line) // wrap_width)) for line in lines)
+
+
+def set_content(widget: object, content: Text, always_layout: bool = False, wrap_width: int | None = None) -> bool:
     """Update a Static only when its content changed; re-layout only when its line count changed.
 
     Returns True when the widget was updated. Redrawing unchanged panels and re-running layout on
@@ -136,8 +146,9 @@ def set_content(widget: object, content: Text, always_layout: bool = False) -> b
     prev = getattr(widget, "_gs_last", None)
     if prev is not None and prev == content and prev.plain == content.plain:
         return False
-    lines = content.plain.count("\n")
-    layout = always_layout or prev is None or prev.plain.count("\n") != lines
+    rows = rows_of(content.plain, wrap_width)
+    layout = always_layout or prev is None or getattr(widget, "_gs_rows", None) != rows
+    widget._gs_rows = rows  # type: ignore[attr-defined]
     widget._gs_last = content  # type: ignore[attr-defined]
     widget.update(content, layout=layout)  # type: ignore[attr-defined]
     return True
