@@ -267,10 +267,11 @@ class NvmlSource:
                     if self.supported(i, key):
                         futures[(i, key)] = self._pool.submit(self._call_safe, i, key, nv.nvmlDeviceGetPcieThroughput,
                                                               h, counter)
-            ids = self._field_ids(i, slow)
-            if ids:
-                futures[(i, "fields")] = self._pool.submit(self._call_safe, i, "fields", nv.nvmlDeviceGetFieldValues,
-                                                           h, ids)
+            # health counters and per-link NVLink counters go in separate calls: mixed in one call they
+            # corrupted the heap on H200 / driver 580 (tools/crash_probe3.py)
+            for key, ids in (("fields", self._field_ids(i, slow)), ("nvlink_fields", self._nvlink_field_ids(i))):
+                if ids:
+                    futures[(i, key)] = self._pool.submit(self._call_safe, i, key, nv.nvmlDeviceGetFieldValues, h, ids)
         readings = []
         for i, h in enumerate(self._handles):
             if i in self._lost:
@@ -298,11 +299,15 @@ class NvmlSource:
                         lost = True
                     elif v is not None:
                         extra[f"{key}_bytes_per_s"] = float(v) * 1000.0  # KB/s
-            fut = futures.get((i, "fields"))
-            fv = fut.result() if fut is not None else None
-            if fv is _LOST:
-                lost = True
-            elif fv is not None:
+            fv = []
+            for key in ("fields", "nvlink_fields"):
+                fut = futures.get((i, key))
+                got = fut.result() if fut is not None else None
+                if got is _LOST:
+                    lost = True
+                elif got is not None:
+                    fv.extend(got)
+            if fv:
                 fields = self._fields(i, fv, t)
                 if slow:
                     cache = self._slow_cache.setdefault(i, {})
@@ -390,14 +395,14 @@ class NvmlSource:
         return ProcessInfo(pid=pid, used_memory_bytes=int(used) if used is not None else None, name=self._proc_names[pid])
 
     def _field_ids(self, i: int, slow: bool = True) -> list[Any]:
-        """Field values to read: health counters and memory temperature on slow ticks, and the
-        per-link NVLink counters every tick where GPM does not give NVLink rates."""
-        ids: list[Any] = [FI_MEMORY_TEMP, FI_PCIE_REPLAY, FI_PCIE_RECOVERY, *FI_PCIE_ERRORS] if slow else []
-        if not self._gpm_ok.get(i):
-            for link in self._nvlink_links.get(i, []):
-                ids.append((FI_NVLINK_DATA_TX, link))
-                ids.append((FI_NVLINK_DATA_RX, link))
-        return ids
+        """Health counters and memory temperature, on slow ticks."""
+        return [FI_MEMORY_TEMP, FI_PCIE_REPLAY, FI_PCIE_RECOVERY, *FI_PCIE_ERRORS] if slow else []
+
+    def _nvlink_field_ids(self, i: int) -> list[Any]:
+        """Per-link NVLink data counters (KiB), every tick, where GPM does not give NVLink rates."""
+        if self._gpm_ok.get(i):
+            return []
+        return [(fid, link) for link in self._nvlink_links.get(i, []) for fid in (FI_NVLINK_DATA_TX, FI_NVLINK_DATA_RX)]
 
     def _fields(self, i: int, values: Any, t: float) -> dict[str, Any]:
         out: dict[str, Any] = {}
