@@ -269,7 +269,8 @@ class NvmlSource:
                                                               h, counter)
             # health counters and per-link NVLink counters go in separate calls: mixed in one call they
             # corrupted the heap on H200 / driver 580 (tools/crash_probe3.py)
-            for key, ids in (("fields", self._field_ids(i, slow)), ("nvlink_fields", self._nvlink_field_ids(i))):
+            for key, ids in (("fields", self._field_ids(i, slow)),
+                             ("nvlink_fields", self._nvlink_field_ids(i) if slow else [])):
                 if ids:
                     futures[(i, key)] = self._pool.submit(self._call_safe, i, key, nv.nvmlDeviceGetFieldValues, h, ids)
         readings = []
@@ -311,7 +312,8 @@ class NvmlSource:
                 fields = self._fields(i, fv, t)
                 if slow:
                     cache = self._slow_cache.setdefault(i, {})
-                    for k in ("temp_mem_c", "pcie_replay_count", "pcie_recovery_count", "pcie_error_count"):
+                    for k in ("temp_mem_c", "pcie_replay_count", "pcie_recovery_count", "pcie_error_count",
+                              "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"):
                         cache[k] = fields.get(k)
                 extra.update(fields)
             if not slow:
@@ -399,7 +401,9 @@ class NvmlSource:
         return [FI_MEMORY_TEMP, FI_PCIE_REPLAY, FI_PCIE_RECOVERY, *FI_PCIE_ERRORS] if slow else []
 
     def _nvlink_field_ids(self, i: int) -> list[Any]:
-        """Per-link NVLink data counters (KiB), every tick, where GPM does not give NVLink rates."""
+        """Per-link NVLink data counters (KiB) where GPM does not give NVLink rates. Read on slow ticks
+        only: 36 per-link fields cost ~50 ms of CPU a GPU on H200 (measured), so the NVLink rate on
+        GPUs without GPM is an average over the slow interval (5 s), carried between reads."""
         if self._gpm_ok.get(i):
             return []
         return [(fid, link) for link in self._nvlink_links.get(i, []) for fid in (FI_NVLINK_DATA_TX, FI_NVLINK_DATA_RX)]

@@ -73,8 +73,11 @@ def test_gpm_path_gives_activity_and_nvlink():
 
 def test_nvlink_from_per_link_counters_without_gpm():
     src = sim_source("mixed-4", at=20)
-    f = run_frames(src, 20, 22)[-1]
-    assert f.gpus[0].nvlink_rx_bytes_per_s == pytest.approx(30e9, rel=0.01)  # summed over the 4 links
+    frames = run_frames(src, 20, 27)
+    # read on slow ticks (every 5 s): a 5 s average, carried between reads
+    assert frames[1].gpus[0].nvlink_rx_bytes_per_s is None
+    for f in frames[5:]:
+        assert f.gpus[0].nvlink_rx_bytes_per_s == pytest.approx(30e9, rel=0.01)  # summed over the 4 links
 
 
 class CountingNvml(SimNvml):
