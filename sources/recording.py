@@ -228,6 +228,37 @@ def _inflate(data: bytes) -> tuple[bytes, str | None]:
     return b"".join(out), None if d.eof else "cut off"
 
 
+def _members(raw: bytes, problems: list[str]) -> Iterator[tuple[int, int, bytes]]:
+    """(start, end, text) of each gzip member, decompressed one at a time (memory stays at one
+    member's text, ~256 KB, not the whole file's). Damage or a cut ends the series with a note."""
+    pos = 0
+    while pos < len(raw):
+        d = zlib.decompressobj(31)
+        parts = []
+        start = pos
+        try:
+            while pos < len(raw) and not d.eof:
+                step = raw[pos:pos + (1 << 18)]
+                parts.append(d.decompress(step))
+                pos += len(step)
+            if d.eof:
+                pos -= len(d.unused_data)
+            else:
+                parts.append(d.flush())
+                problems.append("the file ends mid-stream (cut off); the last partial second is lost")
+        except zlib.error as e:
+            try:
+                parts.append(d.flush())
+            except zlib.error:
+                pass
+            problems.append(f"damaged data at byte ~{pos}: {e}; frames after it are lost")
+            yield start, pos, b"".join(parts)
+            return
+        yield start, pos, b"".join(parts)
+        if not d.eof:
+            return
+
+
 def open_recording(path: str | os.PathLike[str]) -> Recording:
     """Open and index a recording. Raises :class:`RecordingError` with a one-line reason.
 
@@ -253,33 +284,7 @@ def open_recording(path: str | os.PathLike[str]) -> Recording:
         else:
             raise RecordingError(f"{p}: not a gpuscope recording (not gzip-compressed JSON lines)")
     else:
-        members_text = []
-        pos = 0
-        while pos < len(raw):
-            d = zlib.decompressobj(31)
-            parts = []
-            start = pos
-            try:
-                while pos < len(raw) and not d.eof:
-                    step = raw[pos:pos + (1 << 18)]
-                    parts.append(d.decompress(step))
-                    pos += len(step)
-                if d.eof:
-                    pos -= len(d.unused_data)
-                else:
-                    parts.append(d.flush())
-                    problems.append("the file ends mid-stream (cut off); the last partial second is lost")
-            except zlib.error as e:
-                try:
-                    parts.append(d.flush())
-                except zlib.error:
-                    pass
-                problems.append(f"damaged data at byte ~{pos}: {e}; frames after it are lost")
-                members_text.append((start, pos, b"".join(parts)))
-                break
-            members_text.append((start, pos, b"".join(parts)))
-            if not d.eof:
-                break
+        members_text = _members(raw, problems)
         text = b""
     header: dict[str, Any] | None = None
     times: list[float] = []

@@ -367,3 +367,44 @@ def test_bad_endpoint_flags_are_one_line_errors():
     p = subprocess.run([sys.executable, "-m", "gpuscope", "record", "-o", "/tmp/x.gz", "--simulate", "mixed-4",
                         "--endpoint", "http://h:1", "--endpoint-header", "nocolon"], capture_output=True, text=True)
     assert p.returncode == 1 and "bad header" in p.stderr and p.stderr.count("\n") == 1
+
+
+def _reference(text):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((dict(s.labels), s.value))
+    return out
+
+
+def _norm(d):
+    import math
+
+    # prometheus_client appends _total to counters that lack it; servers (TGI, Triton) emit them bare
+    return {k.removesuffix("_total"): sorted((tuple(sorted(lab.items())), "nan" if math.isnan(v) else v)
+                                             for lab, v in rows) for k, rows in d.items()}
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIX.glob("*.txt") if "sse" not in p.name))
+def test_fast_parser_agrees_with_prometheus_client(name):
+    text = (FIX / name).read_text()
+    if name.startswith("ollama"):
+        with pytest.raises(MetricsError):
+            parse_metrics(text)
+        return
+    assert _norm(parse_metrics(text)) == _norm(_reference(text))
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_parser_never_crashes_on_garbage(text):
+    try:
+        parse_metrics(text)
+    except MetricsError:
+        pass

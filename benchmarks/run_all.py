@@ -1,0 +1,81 @@
+"""Run every benchmark and print one table (and write it as JSON).
+
+    python benchmarks/run_all.py [--quick] [--json benchmarks.json]
+
+Covers: NVML source tick cost per GPU count (simulated; add --real on a GPU machine), the TUI under a
+real pty at 1 and 10 Hz, recorder cost and size, opening and seeking a 24-hour 8-GPU recording, and
+/metrics parsing and polling. The side-by-side run against nvitop and nvidia-smi needs GPUs:
+`python benchmarks/bench_peers.py` (docs/performance.md has the figures from 2× H200).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(script: str, *args: str) -> object:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        out = f.name
+    subprocess.run([sys.executable, os.path.join(HERE, script), *args, "--json", out], check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        data = json.load(f)
+    os.unlink(out)
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="shorter runs (1-hour recording, 15 s TUI)")
+    ap.add_argument("--real", action="store_true", help="also the NVML source on this machine's GPUs")
+    ap.add_argument("--json", metavar="FILE", default="benchmarks.json")
+    a = ap.parse_args(argv)
+    rows: list[tuple[str, str, str]] = []
+    nvml = run("bench_nvml.py", "--ticks", "15")
+    for r in nvml:
+        if r["gpus"] in (1, 8):
+            rows.append((f"NVML tick, {r['pcie_path']}, {r['gpus']} simulated GPUs",
+                         f"{r['cpu_ms_per_gpu']:.2f} ms CPU/GPU, {r['wall_ms_p50']:.1f} ms wall",
+                         "wall ≤ 30 ms at 8 GPUs (fallback)"))
+    if a.real:
+        for r in run("bench_nvml.py", "--real", "--ticks", "20"):
+            rows.append((f"NVML tick, {r['pcie_path']}, {r['gpus']} real GPUs",
+                         f"{r['cpu_ms_per_gpu']:.2f} ms CPU/GPU, {r['wall_ms_p50']:.1f} ms wall", ""))
+    tui = run("bench_tui.py", "--seconds", "15" if a.quick else "60")
+    for r in tui:
+        hz = "1 Hz" if "1 Hz" in r["case"] else "10 Hz"
+        target = "≤ 3 %, ≤ 15 KB/s" if hz == "1 Hz" else "≤ 15 %"
+        rows.append((f"TUI, 8 simulated GPUs, 120×40 pty, {hz}", f"{r['cpu_pct']:.2f} % CPU, {r['kb_per_s']:.1f} KB/s, "
+                     f"RSS +{r['rss_growth_mb']:.1f} MB", target))
+    rec = run("bench_recording.py", "--hours", "1" if a.quick else "24")
+    w, r = rec["write"], rec["read"]  # type: ignore[index]
+    rows += [("recorder CPU per 8-GPU frame", f"{w['cpu_ms_per_frame']:.3f} ms", "≤ 0.5 ms"),
+             ("recording size per GPU-hour, 1 Hz", f"{w['kb_per_gpu_hour']:.0f} KB", "≤ 250 KB"),
+             (f"open {w['frames'] // 3600} h × 8 GPU recording", f"{r['open_s']:.2f} s, {r['max_rss_mb']:.0f} MB",
+              "≤ 2 s, ≤ 300 MB"),
+             ("seek in it (p50 / max)", f"{r['seek_ms_p50']:.1f} / {r['seek_ms_max']:.1f} ms", "≤ 100 ms")]
+    ep = run("bench_endpoint.py", "--seconds", "10" if a.quick else "30")
+    rows += [("parse a 2,000-line /metrics", f"{ep['parse_2000_lines_ms_p50']:.2f} ms", "≤ 5 ms"),  # type: ignore[index]
+             ("poll a 2,000-line /metrics at 1 Hz", f"{ep['poll_1hz_cpu_pct_2000_lines']:.2f} % CPU", "≤ 1 %"),  # type: ignore[index]
+             ("poll a real vLLM /metrics at 1 Hz", f"{ep['poll_1hz_cpu_pct_vllm_capture']:.2f} % CPU", "≤ 1 %")]  # type: ignore[index]
+    w1 = max(len(x[0]) for x in rows)
+    w2 = max(len(x[1]) for x in rows)
+    print(f"{'benchmark':<{w1}}  {'result':<{w2}}  target")
+    print("-" * (w1 + w2 + 30))
+    for name, res, tgt in rows:
+        print(f"{name:<{w1}}  {res:<{w2}}  {tgt}")
+    with open(a.json, "w") as f:
+        json.dump({"rows": [{"benchmark": n, "result": r, "target": t} for n, r, t in rows],
+                   "raw": {"nvml": nvml, "tui": tui, "recording": rec, "endpoint": ep}}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
