@@ -129,6 +129,7 @@ class GpuscopeApp(App[int]):
     TITLE = "gpuscope"
     CSS_PATH = "gpuscope.tcss"
     ENABLE_COMMAND_PALETTE = True
+    AUTO_FOCUS = None  # nothing focused at start: panels look the same however fast the terminal is
     BINDINGS = [
         Binding("q", "quit", "quit", id="quit"),
         Binding("p", "pause", "pause/play", id="pause"),
