@@ -408,13 +408,18 @@ class EndpointPoller:
     """
 
     def __init__(self, urls: list[str], *, kind: str | None = None, interval_s: float = 1.0, timeout_s: float = 2.0,
-                 window_s: float = 10.0, headers: dict[str, str] | None = None, verify: bool = True):
+                 window_s: float = 10.0, headers: dict[str, str] | None = None, verify: bool = True,
+                 probe_every_s: float | None = None, probe_model: str | None = None):
         self.trackers = [EndpointTracker(url=u, kind=kind, window_s=window_s) for u in urls]
         self.urls = [metrics_url(u, kind) for u in urls]
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.headers = headers or {}
         self.verify = verify
+        self.probe_every_s = probe_every_s
+        self.probe_model = probe_model
+        self.probes: list[ProbeResult | None] = [None] * len(urls)
+        self._bases = [metrics_url(u, kind).rsplit("/", 1)[0].replace("/prometheus", "") for u in urls]
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpuscope-endpoints", daemon=True)
@@ -424,8 +429,26 @@ class EndpointPoller:
         return self
 
     def latest(self) -> tuple[EndpointReading, ...]:
+        """The newest reading of every endpoint; with --probe, the probe's TTFT and single-stream
+        decode tok/s fill what the server's metrics lack (an Ollama, a server without /metrics)."""
         with self._lock:
-            return tuple(t.reading() for t in self.trackers)
+            out = []
+            for t, pr in zip(self.trackers, self.probes):
+                r = t.reading()
+                if pr is not None and pr.error is None:
+                    from dataclasses import replace
+
+                    missing_metrics = not r.up or r.kind is None
+                    r = replace(r, up=True, probe=True, kind=r.kind or "probe",
+                                error=None if missing_metrics else r.error,
+                                ttft_p50_s=r.ttft_p50_s if r.ttft_p50_s is not None else pr.ttft_s,
+                                gen_tokens_per_s=r.gen_tokens_per_s if not missing_metrics else pr.decode_tokens_per_s)
+                elif pr is not None and r.kind is None:
+                    from dataclasses import replace
+
+                    r = replace(r, error=pr.error)
+                out.append(r)
+            return tuple(out)
 
     def stop(self) -> None:
         self._stop.set()
@@ -441,6 +464,8 @@ class EndpointPoller:
                                      follow_redirects=True) as client:
             backoff = [0.0] * len(self.urls)
             next_at = [0.0] * len(self.urls)
+            if self.probe_every_s:
+                asyncio.get_running_loop().create_task(self._probe_loop(client))
             while not self._stop.is_set():
                 now = time.monotonic()
                 due = [k for k in range(len(self.urls)) if next_at[k] <= now]
@@ -450,6 +475,14 @@ class EndpointPoller:
                     next_at[k] = now + (self.interval_s if ok else backoff[k])
                 wait = max(0.05, min(next_at) - time.monotonic()) if next_at else self.interval_s
                 await asyncio.get_running_loop().run_in_executor(None, self._stop.wait, min(wait, 1.0))
+
+    async def _probe_loop(self, client: Any) -> None:
+        while not self._stop.is_set():
+            for k, base in enumerate(self._bases):
+                res = await probe_chat(client, base, self.probe_model)
+                with self._lock:
+                    self.probes[k] = res
+            await asyncio.sleep(self.probe_every_s or 10.0)
 
     async def _poll(self, client: Any, k: int) -> bool:
         import httpx
@@ -488,3 +521,82 @@ class EndpointPoller:
         with self._lock:
             tr.failed(t, why)
         return False
+
+
+# ------------------------------------------------------------------ active probe (--probe)
+@dataclass
+class ProbeResult:
+    """One streamed chat completion, measured the way vLLM's benchmark does."""
+
+    ttft_s: float | None = None
+    decode_tokens_per_s: float | None = None
+    completion_tokens: int | None = None
+    error: str | None = None
+
+
+def sse_events(lines: Iterable[str]) -> Iterable[dict[str, Any]]:
+    """JSON objects from Server-Sent-Events lines: ``data:`` lines, ``:`` pings skipped, up to [DONE]."""
+    import json
+
+    for line in lines:
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            yield obj
+
+
+def measure_stream(events: Iterable[tuple[float, dict[str, Any]]], t_start: float) -> ProbeResult:
+    """TTFT = first chunk that carries content; decode tok/s = (completion_tokens − 1) / (t_last − t_first).
+
+    ``completion_tokens`` comes from ``usage`` (include_usage) or llama.cpp's ``timings.predicted_n``;
+    chunks are never counted as tokens (one chunk may carry several)."""
+    t_first = t_last = None
+    tokens = None
+    for t, ev in events:
+        for ch in ev.get("choices") or []:
+            delta = ch.get("delta") or {}
+            if delta.get("content") or delta.get("reasoning_content"):
+                if t_first is None:
+                    t_first = t
+                t_last = t
+        usage = ev.get("usage")
+        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+            tokens = usage["completion_tokens"]
+        timings = ev.get("timings")
+        if tokens is None and isinstance(timings, dict) and isinstance(timings.get("predicted_n"), int):
+            tokens = timings["predicted_n"]
+    if t_first is None:
+        return ProbeResult(error="the stream carried no tokens")
+    rate = (tokens - 1) / (t_last - t_first) if tokens and tokens > 1 and t_last and t_last > t_first else None
+    return ProbeResult(ttft_s=t_first - t_start, decode_tokens_per_s=rate, completion_tokens=tokens)
+
+
+async def probe_chat(client: Any, base_url: str, model: str | None = None, max_tokens: int = 64) -> ProbeResult:
+    """POST a streamed OpenAI-compatible chat completion with ``include_usage`` and time it."""
+    import httpx
+
+    try:
+        if model is None:
+            r = await client.get(base_url + "/v1/models")
+            data = r.json().get("data") if r.status_code == 200 else None
+            model = data[0]["id"] if data else "default"
+        body = {"model": model, "stream": True, "stream_options": {"include_usage": True}, "max_tokens": max_tokens,
+                "temperature": 0, "messages": [{"role": "user", "content": "Count from 1 to 100, one number per line."}]}
+        t0 = time.perf_counter()
+        got: list[tuple[float, dict[str, Any]]] = []
+        async with client.stream("POST", base_url + "/v1/chat/completions", json=body) as resp:
+            if resp.status_code != 200:
+                return ProbeResult(error=f"probe: HTTP {resp.status_code}")
+            async for line in resp.aiter_lines():
+                for ev in sse_events([line]):
+                    got.append((time.perf_counter(), ev))
+        return measure_stream(got, t0)
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as e:
+        return ProbeResult(error=f"probe failed: {type(e).__name__}")

@@ -408,3 +408,97 @@ def test_parser_never_crashes_on_garbage(text):
         parse_metrics(text)
     except MetricsError:
         pass
+
+
+# ------------------------------------------------------------------ the active probe
+def test_measure_stream_on_the_llamacpp_capture():
+    from gpuscope.sources.endpoint import measure_stream, sse_events
+
+    lines = (FIX / "llamacpp_sse_chat_stream_b10452.txt").read_text().splitlines()
+    events = list(sse_events(lines))
+    timed = [(1.0 + 0.01 * k, ev) for k, ev in enumerate(events)]
+    r = measure_stream(timed, t_start=0.5)
+    assert r.completion_tokens == 7  # from llama.cpp's timings.predicted_n (no usage in this stream)
+    assert r.ttft_s == pytest.approx(0.51)  # the role-only first chunk is not a token
+    assert r.decode_tokens_per_s is not None and r.decode_tokens_per_s > 0
+
+
+def _sse_server(first_delay: float, n: int, gap: float):
+    import json as _json
+
+    class H(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            if self.path == "/v1/models":
+                body = b'{"data": [{"id": "tiny"}]}'
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            else:
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+
+            def send(obj):
+                self.wfile.write(b"data: " + _json.dumps(obj).encode() + b"\n\n")
+                self.wfile.flush()
+
+            send({"choices": [{"delta": {"role": "assistant", "content": None}}]})
+            time.sleep(first_delay)
+            for k in range(n):
+                if k:
+                    time.sleep(gap)
+                send({"choices": [{"delta": {"content": f"{k} "}}]})
+            send({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": n}})
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+            self.close_connection = True
+
+        def log_message(self, *a):
+            pass
+
+    return _Server(H)
+
+
+def test_probe_against_a_real_streaming_server():
+    import asyncio
+
+    import httpx
+
+    from gpuscope.sources.endpoint import probe_chat
+
+    srv = _sse_server(first_delay=0.15, n=21, gap=0.02)
+
+    async def go():
+        async with httpx.AsyncClient(timeout=5) as c:
+            return await probe_chat(c, srv.url)
+
+    try:
+        r = asyncio.run(go())
+    finally:
+        srv.close()
+    assert r.error is None and r.completion_tokens == 21
+    assert r.ttft_s == pytest.approx(0.15, abs=0.06)
+    assert r.decode_tokens_per_s == pytest.approx(20 / 0.4, rel=0.2)  # 50 tok/s
+
+
+def test_probe_fills_in_for_a_server_without_metrics():
+    srv = _sse_server(first_delay=0.05, n=11, gap=0.02)
+    p = EndpointPoller([srv.url], interval_s=0.5, probe_every_s=0.5).start()
+    try:
+        r = _poll_until(p, lambda r: r.probe)
+        assert r.probe and r.up and r.kind == "probe"
+        assert r.gen_tokens_per_s == pytest.approx(10 / 0.2, rel=0.3)
+        assert r.ttft_p50_s is not None
+    finally:
+        p.stop()
+        srv.close()

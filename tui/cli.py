@@ -51,6 +51,10 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--endpoint-window", type=float, default=10.0, metavar="SECONDS", help="rate window (default 10)")
     p.add_argument("--endpoint-timeout", type=float, default=2.0, metavar="SECONDS")
     p.add_argument("--endpoint-insecure", action="store_true", help="do not verify TLS certificates")
+    p.add_argument("--probe", type=float, nargs="?", const=10.0, default=None, metavar="SECONDS",
+                   help="also send a small streamed chat completion every SECONDS (default 10) to measure TTFT "
+                        "and decode tok/s (adds load; off by default; for Ollama and servers without metrics)")
+    p.add_argument("--probe-model", metavar="NAME", help="model for the probe (default: the first of /v1/models)")
 
 
 def build_parser() -> dict[str, argparse.ArgumentParser]:
@@ -139,6 +143,8 @@ def _open(simulate: str | None, pcie_mode: str = "auto", virtual_at: float | Non
     from gpuscope.sources.scenario import ScenarioError
 
     poller = None
+    if args is not None and getattr(args, "probe", None) is not None and not getattr(args, "endpoint", None):
+        raise UserError("--probe needs --endpoint URL")
     if args is not None and getattr(args, "endpoint", None):
         from gpuscope.sources.endpoint import EndpointPoller
 
@@ -151,7 +157,8 @@ def _open(simulate: str | None, pcie_mode: str = "auto", virtual_at: float | Non
                 raise UserError(f"--endpoint {u!r}: expected http://HOST:PORT or https://…")
         poller = EndpointPoller(args.endpoint, kind=args.endpoint_kind, interval_s=min(args.interval, 1.0) if
                                 args.interval >= 0.5 else 1.0, timeout_s=args.endpoint_timeout,
-                                window_s=args.endpoint_window, headers=headers, verify=not args.endpoint_insecure)
+                                window_s=args.endpoint_window, headers=headers, verify=not args.endpoint_insecure,
+                                probe_every_s=args.probe, probe_model=args.probe_model)
     try:
         src = open_source(simulate, pcie_mode=pcie_mode, virtual_at=virtual_at)
     except (NvmlUnavailable, ScenarioError) as e:
