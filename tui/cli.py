@@ -10,7 +10,7 @@ from typing import NoReturn
 
 from gpuscope import __version__
 
-COMMANDS = ("topo", "scenarios", "record", "replay", "demo", "summary", "export", "compare")
+COMMANDS = ("topo", "scenarios", "record", "replay", "demo", "summary", "export", "compare", "agent")
 EXIT_USAGE = 2
 EXIT_FAIL = 1
 
@@ -57,6 +57,18 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe-model", metavar="NAME", help="model for the probe (default: the first of /v1/models)")
 
 
+def _add_broker(p: argparse.ArgumentParser, required: bool = False) -> None:
+    p.add_argument("--broker", required=required, metavar="URL", help="mqtt://HOST[:PORT] or mqtts://HOST[:PORT]")
+    p.add_argument("--topic-prefix", default="gpuscope", metavar="P")
+    p.add_argument("--qos", type=int, default=0, choices=(0, 1, 2))
+    p.add_argument("--username", metavar="NAME")
+    p.add_argument("--password-file", metavar="FILE",
+                   help="the broker password (or GPUSCOPE_MQTT_PASSWORD; never on the command line)")
+    p.add_argument("--tls-ca", metavar="FILE", help="CA certificate to verify the broker (implies TLS)")
+    p.add_argument("--tls-cert", metavar="FILE", help="client certificate")
+    p.add_argument("--tls-key", metavar="FILE", help="client key")
+
+
 def build_parser() -> dict[str, argparse.ArgumentParser]:
     main = _Parser(prog="gpuscope", description="Terminal monitor for GPU servers running LLM inference. "
                    f"Commands: {', '.join(COMMANDS)} (each takes --help).")
@@ -65,7 +77,15 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     main.add_argument("--record", metavar="FILE", help="record while watching (.jsonl.gz)")
     main.add_argument("--history", choices=("1m", "10m", "1h"), default="1m", help="graph window at start")
     main.add_argument("--compact", action="store_true", help="one line per GPU")
+    _add_broker(main)
+    main.add_argument("--host", metavar="HOST", help="with --broker: open this host directly")
     p = {"": main}
+
+    ag = _Parser(prog="gpuscope agent", description="Publish this machine's frames, findings and inventory to an "
+                 "MQTT broker (topics: docs/mqtt.md).")
+    _add_source(ag)
+    _add_broker(ag, required=True)
+    p["agent"] = ag
 
     t = _Parser(prog="gpuscope topo", description="The nvidia-smi topo -m matrix, PCIe link table and topology "
                 "findings.")
@@ -79,6 +99,8 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
 
     r = _Parser(prog="gpuscope record", description="Record headless; with -- CMD, for exactly the command's life.")
     r.add_argument("-o", "--output", required=True, metavar="FILE")
+    _add_broker(r)
+    r.add_argument("--host", metavar="HOST", help="with --broker: record this remote host")
     r.add_argument("--duration", type=float, metavar="SECONDS")
     r.add_argument("--note", metavar="TEXT", help="provenance to keep in the header (what ran, where)")
     _add_source(r)
@@ -185,9 +207,19 @@ def _dispatch(cmd: str, args: argparse.Namespace) -> int:
         finally:
             src.close()
     if cmd == "record":
+        if args.broker:
+            from gpuscope.tui.fleet_cmd import run_remote_record
+
+            if not args.host:
+                raise UserError("record --broker needs --host HOST")
+            return run_remote_record(args)
         from gpuscope.tui.record_cmd import run_record
 
         return run_record(args, _open)
+    if cmd == "agent":
+        from gpuscope.tui.fleet_cmd import run_agent
+
+        return run_agent(args, _open)
     if cmd in ("summary", "compare", "export"):
         from gpuscope.tui import report_cmd
 
@@ -196,6 +228,10 @@ def _dispatch(cmd: str, args: argparse.Namespace) -> int:
         from gpuscope.tui.app import run_replay
 
         return run_replay(args)
+    if args.broker:
+        from gpuscope.tui.fleet_cmd import run_fleet
+
+        return run_fleet(args)
     from gpuscope.tui.app import run_live
 
     return run_live(args, _open)

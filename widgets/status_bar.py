@@ -24,6 +24,8 @@ class StatusBar(Static):
         t.append(f" {v.label} ", style=LABEL_STYLE.get(v.label, "reverse"))
         if v.inventory.scenario and v.label == "SIMULATED":
             t.append(f" {v.inventory.scenario}", style="yellow")
+        elif v.inventory.simulated:
+            t.append(f" SIMULATED {v.inventory.scenario or ''}", style="bold yellow")
         if e.get("replay_note"):
             t.append(f" {e['replay_note']}", style="cyan")
         t.append(f"  {v.inventory.host}  {len(v.inventory.devices)} GPU  driver {v.inventory.driver_version or '?'}")

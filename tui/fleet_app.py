@@ -1,0 +1,56 @@
+"""The fleet screen: every host publishing to the broker; enter opens one in the full view."""
+
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer, Static
+
+from gpuscope.sources.mqtt import BrokerConfig, Subscriber
+from gpuscope.widgets.fleet_table import FleetTable
+
+
+class FleetApp(App[str | None]):
+    TITLE = "gpuscope fleet"
+    AUTO_FOCUS = None
+    BINDINGS = [
+        Binding("q", "quit_fleet", "quit", id="quit"),
+        Binding("up,k", "move(-1)", "up", id="up"),
+        Binding("down,j", "move(1)", "down", id="down"),
+        Binding("enter", "open", "open host", id="open"),
+    ]
+
+    def __init__(self, sub: Subscriber, cfg: BrokerConfig):
+        super().__init__()
+        self.sub, self.cfg = sub, cfg
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="fleet-status")
+        yield FleetTable(id="fleet")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self.refresh_fleet)
+        self.refresh_fleet()
+
+    def refresh_fleet(self) -> None:
+        s = self.sub
+        state = "connected" if s.connected else f"connecting… {s.last_error or ''}"
+        self.query_one("#fleet-status", Static).update(
+            f" gpuscope  FLEET  {'mqtts' if self.cfg.tls else 'mqtt'}://{self.cfg.host}:{self.cfg.port}  {state}  "
+            f"{len(s.hosts)} hosts  {s.dropped} bad messages dropped")
+        self.query_one(FleetTable).show(s.snapshot())
+
+    def action_move(self, d: int) -> None:
+        t = self.query_one(FleetTable)
+        if t.order:
+            t.selected = (t.selected + d) % len(t.order)
+            self.refresh_fleet()
+
+    def action_open(self) -> None:
+        t = self.query_one(FleetTable)
+        if t.order:
+            self.exit(t.order[t.selected])
+
+    def action_quit_fleet(self) -> None:
+        self.exit(None)
