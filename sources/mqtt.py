@@ -188,7 +188,7 @@ class RemoteHost:
     online: bool = False
     last_seen: float | None = None
     frames: int = 0
-    recent: deque[Frame] = field(default_factory=lambda: deque(maxlen=64))
+    recent: deque[Frame] = field(default_factory=lambda: deque(maxlen=2))  # bounded: flat memory with many hosts
     findings: dict[str, tuple[str, str]] = field(default_factory=dict)  # id → (severity, message)
 
     def worst(self) -> tuple[int, str]:
