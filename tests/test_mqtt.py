@@ -132,17 +132,17 @@ def test_malformed_and_oversized_messages_are_dropped_and_counted(broker):
 
     async def hostile():
         async with aiomqtt.Client("127.0.0.1", broker.port) as c:
-            await c.publish("gpuscope/v1/evil/frame", b"not json")
-            await c.publish("gpuscope/v1/evil/frame", json.dumps({"t": "x", "gpus": 3}).encode())
-            await c.publish("gpuscope/v1/evil/inventory", json.dumps([1, 2]).encode())
-            await c.publish("gpuscope/v1/evil/frame", b"[" * 100_000 + b"]" * 100_000)
-            await c.publish("gpuscope/v1/evil/frame", b"x" * 1_200_000)
-            await c.publish("gpuscope/v1/evil/status", b'{"state": "pwned"}')
-            await c.publish("gpuscope/v1/evil/unknown", b"{}")
-            await c.publish("gpuscope/v1/ok-host/frame", json.dumps({"t": 1.0, "gpus": [{"index": 0}]}).encode())
+            await c.publish("gpuscope/v1/evil/frame", b"not json", qos=1)
+            await c.publish("gpuscope/v1/evil/frame", json.dumps({"t": "x", "gpus": 3}).encode(), qos=1)
+            await c.publish("gpuscope/v1/evil/inventory", json.dumps([1, 2]).encode(), qos=1)
+            await c.publish("gpuscope/v1/evil/frame", b"[" * 100_000 + b"]" * 100_000, qos=1)
+            await c.publish("gpuscope/v1/evil/frame", b"x" * 1_200_000, qos=1)
+            await c.publish("gpuscope/v1/evil/status", b'{"state": "pwned"}', qos=1)
+            await c.publish("gpuscope/v1/evil/unknown", b"{}", qos=1)
+            await c.publish("gpuscope/v1/ok-host/frame", json.dumps({"t": 1.0, "gpus": [{"index": 0}]}).encode(), qos=1)
 
-    asyncio.run(hostile())
-    assert until(lambda: sub.dropped >= 7)
+    asyncio.run(hostile())  # QoS 1: every message reaches the broker before the client leaves
+    assert until(lambda: sub.dropped >= 7, 20)
     assert host_of(sub, "ok-host") is not None and host_of(sub, "ok-host").frames == 1
     sub.stop()
 
