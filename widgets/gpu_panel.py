@@ -89,7 +89,8 @@ class GpuPanel(Static):
                 self.border_subtitle = "LOST"
             set_content(self, Text(f"LOST: fell off the bus ({dev.bus_id}); the other GPUs go on", style="bold red"))
             return
-        self.remove_class("lost")
+        if self.has_class("lost"):
+            self.remove_class("lost")
         width = max(20, self.size.width - 4 if self.size.width else 76)
         cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
         busy = (r.util_gpu_pct or 0) >= 30 or bool(cap and max(r.pcie_rx_bytes_per_s or 0, r.pcie_tx_bytes_per_s or 0)
