@@ -270,6 +270,8 @@ class GpuscopeApp(App[int]):
 
     def refresh_view(self, force: bool = False) -> None:
         self._dirty = False
+        if not self.is_running or not self.screen_stack:
+            return  # a late wake-up from a feeder thread while the app shuts down
         now = time.monotonic()
         self._last_redraw = now
         graphs = force or now - self._last_graph >= GRAPH_S
