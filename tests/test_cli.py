@@ -130,3 +130,14 @@ def test_record_duration_summary_export_compare(tmp_path):
 
 def test_record_to_unwritable_place_is_one_line():
     one_line_error(gs("record", "-o", "/proc/nope/x.gz", "--simulate", "mixed-4", "--duration", "1"), "cannot write")
+
+
+def test_export_parquet(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    rec = tmp_path / "r.jsonl.gz"
+    assert gs("record", "-o", str(rec), "--simulate", "mixed-4", "--interval", "0.5", "--duration", "2").returncode == 0
+    out = tmp_path / "r.parquet"
+    p = gs("export", str(rec), "--parquet", str(out))
+    assert p.returncode == 0, p.stderr
+    t = pq.read_table(out)
+    assert t.num_rows % 4 == 0 and t.num_rows >= 8 and "pcie_rx_bytes_per_s" in t.column_names

@@ -183,3 +183,38 @@ def test_exits_when_its_terminal_disappears():
             return
     subprocess.run(["kill", "-9", pid], capture_output=True)
     pytest.fail("gpuscope kept running after its terminal went away")
+
+
+async def test_click_on_a_gpu_panel_opens_its_detail():
+    app = make_app("a6000-tp2-pcie-gen1", 0, 20, compact=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        await pilot.click("#gpu1")
+        await pilot.pause()
+        assert isinstance(app.screen, GpuDetailScreen) and app.screen.index == 1
+
+
+async def test_fleet_screen_lists_hosts_worst_first_and_opens_one():
+    import json as _json
+
+    from gpuscope.sources.codec import frame_to_dict, inventory_to_dict
+    from gpuscope.sources.mqtt import Subscriber, parse_broker
+    from gpuscope.tui.fleet_app import FleetApp
+
+    sub = Subscriber(parse_broker("mqtt://127.0.0.1:1", env={}))  # fed by hand: no broker needed
+    for scenario, host, at in (("healthy-gen4", "sim-healthy", 30), ("gpu-lost", "sim-a100-4", 20)):
+        src = sim_source(scenario)
+        s = Session(src.inventory)
+        for f in run_frames(src, 0, at):
+            f = s.ingest(f)
+            sub.handle(f"gpuscope/v1/{host}/frame", _json.dumps(frame_to_dict(f)).encode())
+        sub.handle(f"gpuscope/v1/{host}/inventory", _json.dumps(inventory_to_dict(src.inventory)).encode())
+    app = FleetApp(sub, sub.cfg)
+    async with app.run_test(size=(140, 20)) as pilot:
+        await pilot.pause()
+        table = app.query_one("#fleet")
+        assert table.order == ["sim-a100-4", "sim-healthy"]  # the host with a lost GPU first
+        text = str(table.render())
+        assert "(1 lost)" in text and "GPU2 NVIDIA A100" in text  # the worst finding, cut to the width
+        await pilot.press("down", "enter")
+    assert app.return_value == "sim-healthy"

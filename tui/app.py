@@ -413,6 +413,12 @@ class GpuscopeApp(App[int]):
                 self.call_after_refresh(self.refresh_view, True)
                 event.stop()
 
+    def on_gpu_panel_opened(self, msg: GpuPanel.Opened) -> None:
+        """A click on a GPU panel opens its detail view (mouse, where natural)."""
+        if not isinstance(self.screen, GpuDetailScreen):
+            self.push_screen(GpuDetailScreen(msg.index))
+            self.call_after_refresh(self.refresh_view, True)
+
     def action_cycle_window(self) -> None:
         vals = list(WINDOWS.values())
         self.window_s = vals[(vals.index(self.window_s) + 1) % len(vals)] if self.window_s in vals else 60.0

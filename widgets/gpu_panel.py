@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.message import Message
 from textual.widgets import Static
 
 from gpuscope.sources.history import resample
@@ -73,6 +74,16 @@ class GpuPanel(Static):
         self.index = index
         self.can_focus = True
         self._graph_cache: dict[str, str] = {}
+
+    class Opened(Message):
+        """The user clicked the panel: open this GPU's detail view."""
+
+        def __init__(self, index: int):
+            super().__init__()
+            self.index = index
+
+    def on_click(self) -> None:
+        self.post_message(self.Opened(self.index))
 
     def show(self, v: ViewState) -> None:
         dev = v.inventory.devices[self.index]
