@@ -250,8 +250,19 @@ def histogram_quantile(q: float, cumulative: dict[float, float]) -> float | None
 @dataclass
 class _Snap:
     t: float
-    counters: dict[str, float]
-    hists: dict[str, tuple[dict[float, float], float, float]]
+    counters: dict[str | None, dict[str, float]]  # model → counter key → value
+    hists: dict[str | None, dict[str, tuple[dict[float, float], float, float]]]
+
+
+def model_of(labels: dict[str, str]) -> str | None:
+    return labels.get("model_name") or labels.get("model")
+
+
+def only_model(samples: Samples, model: str | None) -> Samples:
+    """The samples of one model (all of them when ``model`` is None)."""
+    if model is None:
+        return samples
+    return {name: [(lab, v) for lab, v in rows if model_of(lab) == model] for name, rows in samples.items()}
 
 
 @dataclass
@@ -267,6 +278,7 @@ class EndpointTracker:
     last_error: str | None = None
     down_since: float | None = None
     model: str | None = None
+    models: list[str | None] = field(default_factory=lambda: [None])
     _last: Samples = field(default_factory=dict)
     _wanted_names: set[str] | None = None
 
@@ -293,20 +305,23 @@ class EndpointTracker:
         self.last_error = None
         self.down_since = None
         spec = SPEC[kind]
-        counters = {}
-        for key in ("gen", "prompt", "spec_accepted", "spec_drafts", "spec_draft_tokens"):
-            v = total(samples, spec.get(key, []))
-            if v is not None:
-                counters[key] = v
-        hists = {}
-        for key in ("ttft", "itl"):
-            h = buckets(samples, spec.get(key, []))
-            if h is not None:
-                hists[key] = h
-        models = sorted({lab.get("model_name") or lab.get("model") for rows in samples.values() for lab, _v in rows
-                         if lab.get("model_name") or lab.get("model")})
-        if models:
-            self.model = ", ".join(models)[:60]
+        models = sorted({m for rows in samples.values() for lab, _v in rows if (m := model_of(lab))})
+        self.models = models if len(models) > 1 else [None]  # one model: no need to split
+        self.model = models[0][:60] if len(models) == 1 else None
+        counters: dict[str | None, dict[str, float]] = {}
+        hists: dict[str | None, dict[str, tuple[dict[float, float], float, float]]] = {}
+        for m in self.models:
+            sm = only_model(samples, m)
+            c = counters.setdefault(m, {})
+            for key in ("gen", "prompt", "spec_accepted", "spec_drafts", "spec_draft_tokens"):
+                v = total(sm, spec.get(key, []))
+                if v is not None:
+                    c[key] = v
+            hh = hists.setdefault(m, {})
+            for key in ("ttft", "itl"):
+                b = buckets(sm, spec.get(key, []))
+                if b is not None:
+                    hh[key] = b
         if self.snaps and t < self.snaps[-1].t:
             self.snaps.clear()
         self.snaps.append(_Snap(t, counters, hists))
@@ -334,7 +349,13 @@ class EndpointTracker:
             self.down_since = t
         self.last_error = why
 
-    def reading(self) -> EndpointReading:
+    def readings(self) -> list[EndpointReading]:
+        """One reading per model the server serves (one in all when it serves one)."""
+        if self.down_since is not None or not self.snaps:
+            return [self.reading()]
+        return [self.reading(m) for m in self.models]
+
+    def reading(self, model: str | None = None) -> EndpointReading:
         if self.down_since is not None:
             since = time.strftime("%H:%M:%S", time.localtime(self.down_since))
             return EndpointReading(url=self.url, kind=self.kind, model=self.model, up=False,
@@ -343,11 +364,11 @@ class EndpointTracker:
             err = f"{self.garbage} bad responses: {self.last_error}" if self.garbage else self.last_error
             return EndpointReading(url=self.url, kind=self.kind, up=True, error=err or "waiting for the first scrape")
         spec = SPEC[self.kind or "vllm"]
-        s = self._last
+        s = only_model(self._last, model)
         pts = list(self.snaps)
 
         def rate(key: str) -> float | None:
-            p = [(x.t, x.counters[key]) for x in pts if key in x.counters]
+            p = [(x.t, x.counters[model][key]) for x in pts if key in x.counters.get(model, {})]
             return counter_rate(p)
 
         gen = rate("gen")
@@ -362,8 +383,8 @@ class EndpointTracker:
             kv = max(rows) * (100.0 if spec.get("kv_fraction") else 1.0)
         lat: dict[str, float | None] = {}
         for key in ("ttft", "itl"):
-            first = next((x.hists[key] for x in pts if key in x.hists), None)
-            last = pts[-1].hists.get(key)
+            first = next((x.hists[model][key] for x in pts if key in x.hists.get(model, {})), None)
+            last = pts[-1].hists.get(model, {}).get(key)
             mean = p50 = p95 = None
             if first is not None and last is not None and last[2] >= first[2]:
                 dn = last[2] - first[2]
@@ -380,7 +401,7 @@ class EndpointTracker:
         if accept_rate is None and spec.get("spec_rate_gauge"):
             accept_rate = total(s, spec["spec_rate_gauge"])
         return EndpointReading(
-            url=self.url, kind=self.kind, model=self.model, up=True,
+            url=self.url, kind=self.kind, model=model or self.model, up=True,
             error=f"{self.garbage} bad responses" + (f": {self.last_error}" if self.last_error else "")
             if self.garbage else None,
             gen_tokens_per_s=gen, prompt_tokens_per_s=rate("prompt"),
@@ -434,21 +455,23 @@ class EndpointPoller:
         with self._lock:
             out = []
             for t, pr in zip(self.trackers, self.probes):
-                r = t.reading()
-                if pr is not None and pr.error is None:
-                    from dataclasses import replace
-
-                    missing_metrics = not r.up or r.kind is None
-                    r = replace(r, up=True, probe=True, kind=r.kind or "probe",
-                                error=None if missing_metrics else r.error,
-                                ttft_p50_s=r.ttft_p50_s if r.ttft_p50_s is not None else pr.ttft_s,
-                                gen_tokens_per_s=r.gen_tokens_per_s if not missing_metrics else pr.decode_tokens_per_s)
-                elif pr is not None and r.kind is None:
-                    from dataclasses import replace
-
-                    r = replace(r, error=pr.error)
-                out.append(r)
+                for r in t.readings():
+                    out.append(self._with_probe(r, pr))
             return tuple(out)
+
+    @staticmethod
+    def _with_probe(r: EndpointReading, pr: ProbeResult | None) -> EndpointReading:
+        """Fill what the server's metrics lack (no /metrics, Ollama) from the probe's measurement."""
+        from dataclasses import replace
+
+        if pr is not None and pr.error is None:
+            missing_metrics = not r.up or r.kind is None
+            return replace(r, up=True, probe=True, kind=r.kind or "probe", error=None if missing_metrics else r.error,
+                           ttft_p50_s=r.ttft_p50_s if r.ttft_p50_s is not None else pr.ttft_s,
+                           gen_tokens_per_s=r.gen_tokens_per_s if not missing_metrics else pr.decode_tokens_per_s)
+        if pr is not None and r.kind is None:
+            return replace(r, error=pr.error)
+        return r
 
     def stop(self) -> None:
         self._stop.set()

@@ -91,7 +91,7 @@ def summarize(rec: Recording) -> dict[str, Any]:
                 key = f"Gen{r.pcie_gen} x{r.pcie_width}"
                 links_busy[r.index][key] = links_busy[r.index].get(key, 0) + 1
         for e in f.endpoints:
-            d = ep.setdefault(e.url, {m: [] for m in ENDPOINT_METRICS})
+            d = ep.setdefault((e.url, e.model), {m: [] for m in ENDPOINT_METRICS})
             d.setdefault("_kind", []).append(e.kind or "")  # type: ignore[arg-type]
             for m in ENDPOINT_METRICS:
                 v = getattr(e, m)
@@ -108,10 +108,15 @@ def summarize(rec: Recording) -> dict[str, Any]:
             "pcie_links_while_busy": links_busy[i],
             "pcie_gen_max": d.pcie_gen_gpu_max or d.pcie_gen_sys_max,
         })
+    for (url, model) in list(ep):  # readings from before the model was known join the only model
+        named = [k for k in ep if k[0] == url and k[1] is not None]
+        if model is None and len(named) == 1:
+            for m, vals in ep.pop((url, None)).items():
+                ep[named[0]].setdefault(m, []).extend(vals)  # type: ignore[arg-type]
     endpoints = []
-    for url, d in ep.items():
+    for (url, model), d in ep.items():
         kinds = [k for k in d.pop("_kind", []) if k]  # type: ignore[arg-type]
-        endpoints.append({"url": url, "kind": kinds[-1] if kinds else None,
+        endpoints.append({"url": url, "model": model, "kind": kinds[-1] if kinds else None,
                           "stats": {m: describe(d[m]) for m in ENDPOINT_METRICS}})
     return {
         "schema": SUMMARY_SCHEMA, "file": str(rec.path), "host": inv.host, "simulated": rec.simulated,

@@ -502,3 +502,21 @@ def test_probe_fills_in_for_a_server_without_metrics():
     finally:
         p.stop()
         srv.close()
+
+
+def test_several_models_get_a_reading_each():
+    def text(a, b):
+        return ("# TYPE vllm:generation_tokens_total counter\n"
+                f'vllm:generation_tokens_total{{model_name="big",engine="0"}} {a}\n'
+                f'vllm:generation_tokens_total{{model_name="big",engine="1"}} {a}\n'
+                f'vllm:generation_tokens_total{{model_name="small",engine="0"}} {b}\n'
+                "# TYPE vllm:num_requests_running gauge\n"
+                'vllm:num_requests_running{model_name="big"} 7\nvllm:num_requests_running{model_name="small"} 2\n')
+
+    tr = EndpointTracker(url="http://x")
+    tr.feed(0, text(0, 0))
+    tr.feed(10, text(500, 300))
+    by = {r.model: r for r in tr.readings()}
+    assert set(by) == {"big", "small"}
+    assert by["big"].gen_tokens_per_s == pytest.approx(100.0) and by["big"].requests_running == 7
+    assert by["small"].gen_tokens_per_s == pytest.approx(30.0) and by["small"].requests_running == 2
