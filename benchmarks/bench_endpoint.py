@@ -9,10 +9,13 @@ process, so only the poller's CPU is counted.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import write_json  # noqa: E402
 
 SERVER = r"""
 import http.server, sys, time
@@ -99,9 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'parse + rates + quantiles (p50)':<40} {rows['feed_and_reading_ms_p50']:>8.2f} ms")
     print(f"{'polling 2,000 lines at 1 Hz (CPU)':<40} {rows['poll_1hz_cpu_pct_2000_lines']:>8.2f} %   ≤ 1 %")
     print(f"{'polling a real vLLM capture at 1 Hz':<40} {rows['poll_1hz_cpu_pct_vllm_capture']:>8.2f} %   ≤ 1 %")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=2)
+    write_json(a.json, rows)
     return 0
 
 

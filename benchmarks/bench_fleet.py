@@ -21,6 +21,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import write_json  # noqa: E402
+
 VIEWER = r"""
 import json, sys, time, resource
 from gpuscope.sources.mqtt import Subscriber, parse_broker
@@ -108,9 +111,7 @@ def main(argv: list[str] | None = None) -> int:
           f" (the publisher runs {a.seconds + 3:.0f} s, the viewer counts {a.seconds:.0f} s)")
     print(f"  hosts seen            {v['hosts']}, bad messages {v['dropped']}")
     print(f"  viewer memory         {v['rss_start_mb']:.0f} MB → {v['rss_end_mb']:.0f} MB")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=2)
+    write_json(a.json, rows)
     return 0
 
 

@@ -10,9 +10,12 @@ path's wall time is meaningful: it must stay near 20 ms, not grow as 40 ms × GP
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import write_json  # noqa: E402
 
 from gpuscope.sources import scenario as sc_mod
 from gpuscope.sources.nvml import NvmlSource
@@ -79,9 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     rows = run(a.real, a.ticks)
     print(table(rows))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=2)
+    write_json(a.json, rows)
     return 0
 
 

@@ -11,7 +11,6 @@ of monitoring and peak RSS, and the ratios to gpuscope.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -20,6 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
+from common import write_json  # noqa: E402
 from ptyrun import run_under_pty  # noqa: E402
 
 LOAD = """
@@ -63,9 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         r["cpu_ratio_to_gpuscope_tui"] = round(r["cpu_s_per_min"] / base, 2)
         print(f"{r['tool']:<34} {r['cpu_s_per_min']:>10} {r['cpu_pct']:>7} {r['peak_rss_mb']:>12} "
               f"{r['cpu_ratio_to_gpuscope_tui']:>15}x")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=2)
+    write_json(a.json, rows)
     return 0
 
 

@@ -14,11 +14,13 @@ import argparse
 import dataclasses
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import write_json  # noqa: E402
 
 
 def make(path: str, hours: float, n_gpus: int) -> dict[str, float]:
@@ -89,10 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'measure':<32} {'result':<28} target")
     for m, v, t in rows:
         print(f"{m:<32} {v:<28} {t}")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"write": w, "read": r}, f, indent=2)
-    _ = resource
+    write_json(a.json, {"write": w, "read": r})
     return 0
 
 

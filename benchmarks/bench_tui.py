@@ -9,11 +9,11 @@ Targets (issue 3): at 1 Hz ≤ 3 % of a core and ≤ 15 KB/s; at 10 Hz ≤ 15 %;
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
+from common import write_json  # noqa: E402
 from ptyrun import run_under_pty  # noqa: E402
 
 
@@ -41,9 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r['case']:<40} {r['seconds']:>6} {r['cpu_pct']:>7} {r['kb_per_s']:>7} {r['rss_mb']:>7} "
               f"{r['rss_growth_mb']:>14}")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=2)
+    write_json(a.json, rows)
     return 0
 
 

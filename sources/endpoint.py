@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .model import EndpointReading
@@ -462,8 +462,6 @@ class EndpointPoller:
     @staticmethod
     def _with_probe(r: EndpointReading, pr: ProbeResult | None) -> EndpointReading:
         """Fill what the server's metrics lack (no /metrics, Ollama) from the probe's measurement."""
-        from dataclasses import replace
-
         if pr is not None and pr.error is None:
             missing_metrics = not r.up or r.kind is None
             return replace(r, up=True, probe=True, kind=r.kind or "probe", error=None if missing_metrics else r.error,

@@ -9,6 +9,7 @@ not flap; it emits ``finding_raised`` / ``finding_cleared`` events for recording
 from __future__ import annotations
 
 import math
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -105,8 +106,25 @@ def _dev(inv: Inventory, i: int) -> DeviceInfo | None:
     return inv.devices[i] if 0 <= i < len(inv.devices) else None
 
 
+_memo = threading.local()
+
+
 def _gpu_state(inv: Inventory, frames: Sequence[Frame], i: int) -> dict[str, Any] | None:
-    """Averaged readings of GPU ``i`` over the last few seconds, plus its current link."""
+    """Averaged readings of GPU ``i`` over the last few seconds, plus its current link.
+
+    Several rules ask for the same GPU on the same window: the answer is kept until the window
+    changes (keyed by its newest frame and length), so each evaluation averages once per GPU.
+    """
+    key = (inv, frames[-1] if frames else None, len(frames))  # held, so compared by identity safely
+    old = getattr(_memo, "key", None)
+    if old is None or old[0] is not key[0] or old[1] is not key[1] or old[2] != key[2]:
+        _memo.key, _memo.states = key, {}
+    if i not in _memo.states:
+        _memo.states[i] = _compute_gpu_state(frames, i)
+    return _memo.states[i]
+
+
+def _compute_gpu_state(frames: Sequence[Frame], i: int) -> dict[str, Any] | None:
     win = recent(frames)
     now = frames[-1].gpus[i] if frames and i < len(frames[-1].gpus) else None
     if now is None or now.lost:

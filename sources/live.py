@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import scenario as scenario_mod
 from .nvml import NvmlSource, NvmlUnavailable
@@ -58,8 +58,6 @@ class WithEndpoints:
         self.nvml = source.nvml
 
     def sample(self):  # noqa: ANN201
-        from dataclasses import replace
-
         frame = self.source.sample()
         return replace(frame, endpoints=self.poller.latest())  # type: ignore[attr-defined]
 

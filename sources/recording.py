@@ -165,7 +165,7 @@ class Recording:
             if len(self._cache) > 8:
                 self._cache.pop(next(iter(self._cache)))
             mem = self.members[m]
-            text = _inflate(self._raw_bytes(mem.offset, mem.end))[0]
+            text = next(_members(self._raw_bytes(mem.offset, mem.end), []), (0, 0, b""))[2]
             lines = [ln for ln in text.split(b"\n") if ln.startswith(b'{"t":')]
             self._cache[m] = lines[: mem.count]
         return self._cache[m]
@@ -213,19 +213,6 @@ def _member_of(members: list[_Member], i: int) -> int:
         else:
             hi = mid - 1
     return lo
-
-
-def _inflate(data: bytes) -> tuple[bytes, str | None]:
-    """Decompress one gzip member, keeping whatever precedes a cut or damage: (text, problem)."""
-    d = zlib.decompressobj(31)
-    out = []
-    try:
-        for k in range(0, len(data), 1 << 16):
-            out.append(d.decompress(data[k:k + (1 << 16)]))
-        out.append(d.flush())
-    except zlib.error as e:
-        return b"".join(out), str(e)
-    return b"".join(out), None if d.eof else "cut off"
 
 
 def _members(raw: bytes, problems: list[str]) -> Iterator[tuple[int, int, bytes]]:

@@ -22,8 +22,8 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 
-from gpuscope.sources.history import GPU_METRICS, resample
-from gpuscope.sources.recording import RecordingError, open_recording
+from gpuscope.sources.history import resample
+from gpuscope.sources.recording import RecordingError
 from gpuscope.sources.session import Session
 from gpuscope.widgets.findings_panel import FindingsPanel
 from gpuscope.widgets.gpu_panel import GpuPanel
@@ -489,16 +489,11 @@ def demo_path() -> Path:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    from .cli import UserError
+
+    from .report_cmd import open_or_fail
 
     path = getattr(args, "file", None) or demo_path()
-    try:
-        rec = open_recording(path)
-    except RecordingError as e:
-        raise UserError(str(e)) from None
-    if rec.n_frames == 0:
-        raise UserError(f"{path}: the recording holds no frames" + (f" ({'; '.join(rec.problems)})" if rec.problems
-                                                                    else ""))
+    rec = open_or_fail(path)
     _check_terminal()
     interval = float(rec.header.get("interval_s") or 1.0)
     session = Session(rec.inventory, interval_s=interval, history_s=3600.0)
@@ -511,5 +506,3 @@ def run_replay(args: argparse.Namespace) -> int:
     app.run()
     return 0
 
-
-_ = GPU_METRICS  # the detail view draws every metric the history keeps

@@ -16,7 +16,8 @@ from gpuscope.sources.stats import EXPORT_COLUMNS, export_rows, summarize
 from .record_cmd import human_duration
 
 
-def _open(path: str) -> Any:
+def open_or_fail(path: Any) -> Any:
+    """Open a recording for a command; a bad or empty file is a one-line UserError."""
     from .cli import UserError
 
     try:
@@ -24,7 +25,8 @@ def _open(path: str) -> Any:
     except RecordingError as e:
         raise UserError(str(e)) from None
     if rec.n_frames == 0:
-        raise UserError(f"{path}: the recording holds no frames")
+        raise UserError(f"{path}: the recording holds no frames" + (f" ({'; '.join(rec.problems)})" if rec.problems
+                                                                    else ""))
     return rec
 
 
@@ -83,7 +85,7 @@ def render_summary(doc: dict[str, Any]) -> str:
 
 
 def run_summary(args: argparse.Namespace) -> int:
-    doc = summarize(_open(args.file))
+    doc = summarize(open_or_fail(args.file))
     print(json.dumps(doc, indent=2, ensure_ascii=False) if args.json else render_summary(doc))
     return 0
 
@@ -127,7 +129,7 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    a, b = summarize(_open(args.a)), summarize(_open(args.b))
+    a, b = summarize(open_or_fail(args.a)), summarize(open_or_fail(args.b))
     doc = compare_docs(a, b)
     if args.json:
         print(json.dumps(doc, indent=2, ensure_ascii=False))
@@ -155,7 +157,7 @@ def run_compare(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     from .cli import UserError
 
-    rec = _open(args.file)
+    rec = open_or_fail(args.file)
     out = args.csv or args.parquet
     rows = export_rows(rec.frames())
     n = 0

@@ -16,12 +16,12 @@ from gpuscope.sources.topology import (
     matrix,
     pair_bandwidth_bytes_per_s,
 )
+from gpuscope.widgets.render import SEV_MARK
 
 TOPO_SCHEMA = "gpuscope.topo/1"
 
 _COLORS = {"red": "\x1b[31m", "amber": "\x1b[33m", "green": "\x1b[32m", "dim": "\x1b[2m", "bold": "\x1b[1m",
            "reset": "\x1b[0m"}
-SEV_MARK = {"critical": "✖", "warning": "▲", "info": "●"}
 
 
 def label_color(label: str) -> str | None:

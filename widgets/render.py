@@ -137,7 +137,7 @@ def rows_of(text: str, wrap_width: int | None) -> int:
     return sum(max(1, -(-cell_len(line) // wrap_width)) for line in lines)
 
 
-def set_content(widget: object, content: Text, always_layout: bool = False, wrap_width: int | None = None) -> bool:
+def set_content(widget: object, content: Text, wrap_width: int | None = None) -> bool:
     """Update a Static only when its content changed; re-layout only when its line count changed.
 
     Returns True when the widget was updated. Redrawing unchanged panels and re-running layout on
@@ -147,7 +147,7 @@ def set_content(widget: object, content: Text, always_layout: bool = False, wrap
     if prev is not None and prev == content and prev.plain == content.plain:
         return False
     rows = rows_of(content.plain, wrap_width)
-    layout = always_layout or prev is None or getattr(widget, "_gs_rows", None) != rows
+    layout = prev is None or getattr(widget, "_gs_rows", None) != rows
     widget._gs_rows = rows  # type: ignore[attr-defined]
     widget._gs_last = content  # type: ignore[attr-defined]
     widget.update(content, layout=layout)  # type: ignore[attr-defined]
