@@ -62,6 +62,7 @@ def test_topo_idle_downshift_is_only_info():
 
 @pytest.mark.parametrize("args,words", [
     (["--bogus"], ["unrecognized arguments: --bogus"]),
+    (["--simulat", "mixed-4"], ["unrecognized arguments: --simulat"]),  # no guessing from abbreviations
     (["topo", "--simulate", "nope"], ["unknown scenario 'nope'"]),
     (["--interval", "0.01", "--simulate", "mixed-4"], ["--interval", "between 0.1 and 3600"]),
     (["summary", "/no/such/file.jsonl.gz"], ["no such file"]),

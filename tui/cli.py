@@ -20,6 +20,12 @@ class UserError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    """One-line errors; no abbreviated flags (a typo like --simulat is an error, not a guess)."""
+
+    def __init__(self, *a: object, **kw: object) -> None:
+        kw.setdefault("allow_abbrev", False)
+        super().__init__(*a, **kw)  # type: ignore[arg-type]
+
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"gpuscope: error: {message} (see `{self.prog} --help`)\n")
         raise SystemExit(EXIT_USAGE)
