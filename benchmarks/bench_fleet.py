@@ -50,7 +50,7 @@ PUBLISHER = r"""
 import asyncio, json, sys, time, dataclasses
 import aiomqtt
 from gpuscope.sources.live import open_source
-from gpuscope.sources.codec import frame_to_dict, inventory_to_dict
+from gpuscope.core.codec import frame_to_dict, inventory_to_dict
 port, n, gpus, seconds = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 src = open_source("h200-nvswitch-8", virtual_at=30.0, pcie_block_s=0.0)
 base = src.sample(); src.nvml.clock.now = 31; base = src.sample()

@@ -1,3 +1,3 @@
-from gpuscope.tui.cli import main
+from gpuscope.cli.main import main
 
 raise SystemExit(main())

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .model import EndpointReading
+from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.model import EndpointReading
 
 KINDS = ("vllm", "sglang", "tgi", "llamacpp", "trtllm", "triton", "lmdeploy")
 PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("tgi_", "tgi"), ("llamacpp:", "llamacpp"),
@@ -73,7 +74,7 @@ SPEC: dict[str, dict[str, Any]] = {
 }
 
 
-class MetricsError(ValueError):
+class MetricsError(GpuscopeError, ValueError):
     """Text that is not Prometheus exposition format."""
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from . import scenario as scenario_mod
-from .nvml import NvmlSource, NvmlUnavailable
-from .simnvml import SimNvml
+from gpuscope.sources import scenario as scenario_mod
+from gpuscope.sources.nvml import NvmlSource, NvmlUnavailable
+from gpuscope.sources.simnvml import SimNvml
 
 NO_DRIVER_HINT = "try `gpuscope --simulate a6000-tp2-pcie-gen1` or `gpuscope demo`"
 

@@ -25,8 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from .codec import CodecError, frame_from_dict, frame_to_dict, inventory_from_dict, inventory_to_dict
-from .model import Frame, Inventory
+from gpuscope.core.codec import (
+    CodecError,
+    frame_from_dict,
+    frame_to_dict,
+    inventory_from_dict,
+    inventory_to_dict,
+)
+from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.model import Frame, Inventory
 
 TOPIC_VERSION = "v1"
 MAX_PAYLOAD = 1_000_000  # bytes; larger messages are dropped
@@ -34,7 +41,7 @@ MAX_HOSTS = 10_000
 HOST_RE = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")
 
 
-class BrokerError(ValueError):
+class BrokerError(GpuscopeError, ValueError):
     """A broker URL or credentials that cannot be used (one line for the user)."""
 
 
@@ -257,6 +264,7 @@ class Subscriber:
             try:
                 if kind == "inventory":
                     h.inventory = inventory_from_dict(doc)
+                    self._cond.notify_all()
                 elif kind == "status":
                     if not isinstance(doc, dict) or doc.get("state") not in ("online", "offline"):
                         return self._drop_locked()
@@ -300,6 +308,14 @@ class Subscriber:
                                 timeout=timeout)
             h = self.hosts.get(host)
             return h.frame if h is not None and h.frames > after else None
+
+    def wait_inventory(self, host: str, timeout: float) -> Inventory | None:
+        """Block until ``host``'s retained inventory has arrived; None after ``timeout`` seconds."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.hosts.get(host) is not None and self.hosts[host].inventory is not None,
+                                timeout=timeout)
+            h = self.hosts.get(host)
+            return h.inventory if h is not None else None
 
     async def _main(self) -> None:
         import aiomqtt

@@ -25,11 +25,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from .model import DeviceInfo, Event, Frame, GpuReading, Inventory, PairLink, ProcessInfo
-from .topology import cpu_list, normalize_bus_id, nvlink_count, topology_label
+from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory, PairLink, ProcessInfo
+from gpuscope.core.topology import cpu_list, normalize_bus_id, nvlink_count, topology_label
 
 
-class NvmlUnavailable(RuntimeError):
+class NvmlUnavailable(GpuscopeError, RuntimeError):
     """NVML (the NVIDIA driver's library) cannot be used on this machine."""
 
 

@@ -22,15 +22,22 @@ from typing import Any
 
 import numpy as np
 
-from .codec import CodecError, frame_from_dict, frame_to_dict, inventory_from_dict, inventory_to_dict
-from .model import Event, Frame, Inventory
+from gpuscope.core.codec import (
+    CodecError,
+    frame_from_dict,
+    frame_to_dict,
+    inventory_from_dict,
+    inventory_to_dict,
+)
+from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.model import Event, Frame, Inventory
 
 FORMAT = "gpuscope-recording"
 FORMAT_VERSION = 1
 MEMBER_BYTES = 256 * 1024
 
 
-class RecordingError(Exception):
+class RecordingError(GpuscopeError):
     """A file that cannot be opened as a recording; the message is one line for the user."""
 
 

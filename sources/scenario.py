@@ -12,13 +12,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from gpuscope.core.errors import GpuscopeError
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
 
-class ScenarioError(ValueError):
+class ScenarioError(GpuscopeError, ValueError):
     """A scenario that cannot be found or read; the message is one line for the user."""
 
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import pynvml as _real
 
-from .model import CLOCK_EVENT_BITS
-from .scenario import GpuSpec, Scenario
-from .topology import pcie_capacity_bytes_per_s
+from gpuscope.core.model import CLOCK_EVENT_BITS
+from gpuscope.core.topology import pcie_capacity_bytes_per_s
+from gpuscope.sources.scenario import GpuSpec, Scenario
 
 _PATH_LEVEL = {"PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
 _ARCH_ID = {"kepler": 2, "maxwell": 3, "pascal": 4, "volta": 5, "turing": 6, "ampere": 7, "ada": 8, "hopper": 9,

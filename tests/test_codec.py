@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscope.sources.codec import (
+from gpuscope.core.codec import (
     CodecError,
     frame_from_dict,
     frame_to_dict,
@@ -15,7 +15,7 @@ from gpuscope.sources.codec import (
     inventory_to_dict,
     to_dict,
 )
-from gpuscope.sources.model import (
+from gpuscope.core.model import (
     DeviceInfo,
     EndpointReading,
     Event,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import run_frames, sim_source
 
-from gpuscope.sources.findings import (
+from gpuscope.core.findings import (
     FindingsEngine,
     evaluate,
     is_busy,
@@ -18,7 +18,7 @@ from gpuscope.sources.findings import (
     rule_pcie_errors,
     rule_slow_path,
 )
-from gpuscope.sources.model import DeviceInfo, Frame, GpuReading, Inventory, PairLink
+from gpuscope.core.model import DeviceInfo, Frame, GpuReading, Inventory, PairLink
 
 
 def dev(i=0, gen_max=4, sys_max=4, width=16, numa=0, nvlinks=0, version=6):

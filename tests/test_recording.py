@@ -15,8 +15,8 @@ from conftest import run_frames, sim_source
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpuscope.core.session import Session
 from gpuscope.sources.recording import Recorder, RecordingError, open_recording
-from gpuscope.sources.session import Session
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def recorded(tmp_path_factory):
     path = tmp_path_factory.mktemp("rec") / "run.jsonl.gz"
     src = sim_source("a6000-tp2-pcie-gen1")
     s = Session(src.inventory, interval_s=1.0)
-    s.start_recording(str(path), command=["test"])
+    s.start_recording(Recorder(str(path), src.inventory, command=["test"], interval_s=1.0))
     frames = []
     for k, f in enumerate(run_frames(src, 0, 40)):
         if k == 12:

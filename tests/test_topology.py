@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuscope.sources.model import DeviceInfo, Inventory, PairLink
-from gpuscope.sources.topology import (
+from gpuscope.core.model import DeviceInfo, Inventory, PairLink
+from gpuscope.core.topology import (
     compress_ranges,
     cpu_list,
     link_row,

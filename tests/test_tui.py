@@ -11,8 +11,8 @@ import time
 import pytest
 from conftest import run_frames, sim_source
 
-from gpuscope.sources.recording import open_recording
-from gpuscope.sources.session import Session
+from gpuscope.core.session import Session
+from gpuscope.sources.recording import Recorder, open_recording
 from gpuscope.tui.app import GpuDetailScreen, GpuscopeApp, HelpScreen
 from gpuscope.tui.feeders import ReplayFeeder
 from gpuscope.widgets.findings_panel import FindingsPanel
@@ -96,7 +96,7 @@ async def test_replay_play_pause_seek_speed(tmp_path):
     path = tmp_path / "r.jsonl.gz"
     src = sim_source("a6000-tp2-pcie-gen1")
     s = Session(src.inventory)
-    s.start_recording(str(path))
+    s.start_recording(Recorder(str(path), src.inventory))
     for k, f in enumerate(run_frames(src, 0, 60)):
         if k == 30:
             s.add_marker("half", t=f.t)
@@ -197,7 +197,7 @@ async def test_click_on_a_gpu_panel_opens_its_detail():
 async def test_fleet_screen_lists_hosts_worst_first_and_opens_one():
     import json as _json
 
-    from gpuscope.sources.codec import frame_to_dict, inventory_to_dict
+    from gpuscope.core.codec import frame_to_dict, inventory_to_dict
     from gpuscope.sources.mqtt import Subscriber, parse_broker
     from gpuscope.tui.fleet_app import FleetApp
 

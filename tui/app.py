@@ -19,111 +19,26 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Footer, Static
 
-from gpuscope.sources.history import resample
-from gpuscope.sources.recording import RecordingError
-from gpuscope.sources.session import Session
+from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.session import Session
+from gpuscope.core.view import ViewState
+from gpuscope.sources.recording import Recorder, RecordingError
+from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
+from gpuscope.tui.screens import GpuDetailScreen, HelpScreen, MarkerScreen
 from gpuscope.widgets.findings_panel import FindingsPanel
 from gpuscope.widgets.gpu_panel import GpuPanel
 from gpuscope.widgets.gpu_table import GpuTable
 from gpuscope.widgets.inference_panel import InferencePanel
-from gpuscope.widgets.panels import ViewState
-from gpuscope.widgets.render import DIM, fmt_duration, graph_rows, set_content, short_name
 from gpuscope.widgets.status_bar import StatusBar
+from gpuscope.widgets.style import DIM, set_content
 from gpuscope.widgets.timeline import Timeline
 from gpuscope.widgets.topology_panel import TopologyPanel
-
-from .feeders import LiveFeeder, ReplayFeeder
 
 WINDOWS = {"1m": 60.0, "10m": 600.0, "1h": 3600.0}
 MIN_REDRAW_S = 0.25  # at most 4 redraws a second, whatever the sampling rate
 GRAPH_S = 1.0  # graphs are redrawn about once a second
-
-DETAIL_METRICS = [
-    ("util", "utilization %", 100.0, 1.0), ("sm_clock", "SM clock MHz", None, 1.0), ("power", "power W", None, 1.0),
-    ("temp", "temperature °C", None, 1.0), ("mem_used", "memory used GB", None, 1e9),
-    ("pcie_rx", "PCIe RX GB/s", None, 1e9), ("pcie_tx", "PCIe TX GB/s", None, 1e9),
-    ("nvlink_rx", "NVLink RX GB/s", None, 1e9), ("nvlink_tx", "NVLink TX GB/s", None, 1e9),
-    ("sm_active", "SM active %", 100.0, 1.0), ("tensor", "tensor active %", 100.0, 1.0),
-    ("dram_bw", "DRAM bandwidth %", 100.0, 1.0),
-]
-
-
-class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark,h", "dismiss", "close")]
-    DEFAULT_CSS = "HelpScreen { align: center middle; } #help { width: 80; height: auto; border: round $accent; " \
-                  "padding: 1 2; background: $surface; }"
-
-    def __init__(self, bindings: list[Binding]):
-        super().__init__()
-        self._b = bindings
-
-    def compose(self) -> ComposeResult:
-        t = Text("gpuscope keys\n\n", style="bold")
-        for b in self._b:
-            if b.description:
-                t.append(f"{b.key:<22}", style="bold cyan")
-                t.append(f"{b.description}\n")
-        t.append("\nctrl+p                command palette\n", style="")
-        t.append("Colours: red = over the limit / below max under load, yellow = near it, green = fine.\n"
-                 "Topology: SYS red (across NUMA nodes), PHB/NODE amber, NV# green.", style=DIM)
-        yield Static(t, id="help")
-
-
-class MarkerScreen(ModalScreen[str | None]):
-    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
-    DEFAULT_CSS = "MarkerScreen { align: center middle; } MarkerScreen Input { width: 60; }"
-
-    def compose(self) -> ComposeResult:
-        yield Input(placeholder="marker label (enter to drop, esc to cancel)", id="marker")
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value)
-
-
-class GpuDetailScreen(Screen[None]):
-    """Larger graphs of every metric of one GPU over the current window."""
-
-    BINDINGS = [Binding("escape,q,d", "app.pop_screen", "back"), Binding("w", "app.cycle_window", "window")]
-    DEFAULT_CSS = "GpuDetailScreen #detail { padding: 0 1; }"
-
-    def __init__(self, index: int):
-        super().__init__()
-        self.index = index
-
-    def compose(self) -> ComposeResult:
-        yield StatusBar(id="status")
-        yield VerticalScroll(Static(id="detail"))
-        yield Footer()
-
-    def show(self, v: ViewState) -> None:
-        self.query_one(StatusBar).show(v)
-        dev = v.inventory.devices[self.index]
-        width = max(30, (self.size.width or 100) - 24)
-        out = [Text(f"GPU{self.index} {short_name(dev.name)}  {dev.bus_id}  NUMA {dev.numa_node}  "
-                    f"affinity {dev.cpu_affinity or '–'}  window {fmt_duration(v.window_s)}", style="bold")]
-        r = v.frame.gpus[self.index] if v.frame else None
-        if r is not None and r.processes:
-            out.append(Text("processes: " + ", ".join(f"{p.pid} {p.name or ''} {(p.used_memory_bytes or 0) / 1e9:.1f} GB"
-                                                      for p in r.processes[:6]), style=DIM))
-        for metric, title, maximum, scale in DETAIL_METRICS:
-            times, vals = v.history.window(metric, self.index, v.window_s, v.now or None)
-            cells = resample(times, vals / scale if len(vals) else vals, v.now or 0, v.window_s, width)
-            known = [c for c in cells if c is not None]
-            if not known:
-                continue
-            top = maximum or max(known) or 1.0
-            rows = graph_rows(cells, 3, top)
-            now = known[-1]
-            for k, row in enumerate(rows):
-                label = f"{title:<17}" if k == 0 else (f"now {now:>9.1f}   " if k == 1 else f"max {max(known):>9.1f}   ")
-                t = Text(f"{label:<20}", style="bold" if k == 0 else DIM)
-                t.append(row, style="green")
-                out.append(t)
-        self.query_one("#detail", Static).update(Text("\n").join(out))
-
 
 class GpuscopeApp(App[int]):
     TITLE = "gpuscope"
@@ -342,9 +257,9 @@ class GpuscopeApp(App[int]):
 
     def _start_recording(self, path: str) -> None:
         try:
-            self.session.start_recording(path, command=sys.argv[:],
-                                         origin={"host": self.session.inventory.host,
-                                                 "simulated": self.session.inventory.simulated})
+            inv = self.session.inventory
+            self.session.start_recording(Recorder(path, inv, command=sys.argv[:], interval_s=self.session.interval_s,
+                                                  origin={"host": inv.host, "simulated": inv.simulated}))
             self._rec_started = time.monotonic()
             self.message_line = f"recording to {path}"
         except RecordingError as e:
@@ -457,15 +372,14 @@ class GpuscopeApp(App[int]):
         self.session.stop_recording()
 
 
-def _check_terminal() -> None:
-    from .cli import UserError
+def check_terminal() -> None:
 
     if not sys.stdout.isatty():
-        raise UserError("the live view needs a terminal; for a headless run use `gpuscope record -o FILE`")
+        raise GpuscopeError("the live view needs a terminal; for a headless run use `gpuscope record -o FILE`")
 
 
 def run_live(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
-    _check_terminal()
+    check_terminal()
     src = open_source(args.simulate, pcie_mode=args.pcie_source, args=args)
     session = Session(src.inventory, interval_s=args.interval)
     app = GpuscopeApp(session, None, label=src.label, interval_s=args.interval, window=args.history,
@@ -482,19 +396,18 @@ def demo_path() -> Path:
     base = resources.files("gpuscope.recordings")
     names = sorted(str(p) for p in base.iterdir() if str(p).endswith(".jsonl.gz"))
     if not names:
-        from .cli import UserError
 
-        raise UserError("the bundled demo recording is missing from this installation")
+        raise GpuscopeError("the bundled demo recording is missing from this installation")
     return Path(names[0])
 
 
 def run_replay(args: argparse.Namespace) -> int:
 
-    from .report_cmd import open_or_fail
+    from gpuscope.cli.report import open_or_fail
 
     path = getattr(args, "file", None) or demo_path()
     rec = open_or_fail(path)
-    _check_terminal()
+    check_terminal()
     interval = float(rec.header.get("interval_s") or 1.0)
     session = Session(rec.inventory, interval_s=interval, history_s=3600.0)
     note = "SIMULATED recording" if rec.simulated else "real recording"

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpuscope.core.session import Session, run_ticks
 from gpuscope.sources.recording import Recording
-from gpuscope.sources.session import Session, run_ticks
 
 
 class LiveFeeder:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from .panels import ViewState
-from .render import DIM, OK, SEV_MARK, SEV_STYLE, fmt_duration, set_content
+from gpuscope.core.view import ViewState
+from gpuscope.widgets.style import DIM, OK, SEV_MARK, SEV_STYLE, fmt_duration, set_content
 
 
 class FindingsPanel(Static):

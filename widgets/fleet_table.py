@@ -8,8 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from gpuscope.sources.mqtt import RemoteHost
-
-from .render import BAD, DIM, OK, SEV_STYLE, set_content
+from gpuscope.widgets.style import BAD, DIM, OK, SEV_STYLE, set_content
 
 _SEV = {0: "critical", 1: "warning", 2: "info"}
 

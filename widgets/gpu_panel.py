@@ -6,12 +6,11 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Static
 
-from gpuscope.sources.history import resample
-from gpuscope.sources.model import DeviceInfo, GpuReading
-from gpuscope.sources.topology import best_link, nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
-
-from .panels import ViewState
-from .render import (
+from gpuscope.core.history import resample
+from gpuscope.core.model import DeviceInfo, GpuReading
+from gpuscope.core.topology import best_link, nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
+from gpuscope.core.view import ViewState
+from gpuscope.widgets.style import (
     BAD,
     DIM,
     OK,

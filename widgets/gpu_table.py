@@ -5,11 +5,21 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from gpuscope.sources.history import resample
-from gpuscope.sources.topology import best_link, pcie_capacity_bytes_per_s
-
-from .panels import ViewState
-from .render import BAD, DIM, OK, WARN, bar, fmt_gb, level_style, set_content, short_name, sparkline
+from gpuscope.core.history import resample
+from gpuscope.core.topology import best_link, pcie_capacity_bytes_per_s
+from gpuscope.core.view import ViewState
+from gpuscope.widgets.style import (
+    BAD,
+    DIM,
+    OK,
+    WARN,
+    bar,
+    fmt_gb,
+    level_style,
+    set_content,
+    short_name,
+    sparkline,
+)
 
 
 class GpuTable(Static):

@@ -5,10 +5,9 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from gpuscope.sources.history import resample
-
-from .panels import ViewState
-from .render import ACCENT, BAD, DIM, fmt_num, set_content, sparkline
+from gpuscope.core.history import resample
+from gpuscope.core.view import ViewState
+from gpuscope.widgets.style import ACCENT, BAD, DIM, fmt_num, set_content, sparkline
 
 
 class InferencePanel(Static):

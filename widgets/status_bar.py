@@ -7,8 +7,8 @@ import time
 from rich.text import Text
 from textual.widgets import Static
 
-from .panels import ViewState
-from .render import fmt_duration, set_content
+from gpuscope.core.view import ViewState
+from gpuscope.widgets.style import fmt_duration, set_content
 
 LABEL_STYLE = {"LIVE": "bold black on green", "SIMULATED": "bold black on yellow", "REPLAY": "bold black on cyan",
                "REMOTE": "bold black on magenta"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from .render import DIM, fmt_duration
+from gpuscope.widgets.style import DIM, fmt_duration
 
 
 def timeline_text(width: int, t0: float, t1: float, pos: float, marks: list[tuple[float, str]], speed: float,

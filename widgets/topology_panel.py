@@ -6,11 +6,10 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Static
 
-from gpuscope.sources.model import Inventory
-from gpuscope.sources.topology import PATH_MEANING, best_link, link_row, matrix, pair_bandwidth_bytes_per_s
-
-from .panels import ViewState
-from .render import BAD, DIM, fmt_gb, path_style, set_content
+from gpuscope.core.model import Inventory
+from gpuscope.core.topology import PATH_MEANING, best_link, link_row, matrix, pair_bandwidth_bytes_per_s
+from gpuscope.core.view import ViewState
+from gpuscope.widgets.style import BAD, DIM, fmt_gb, path_style, set_content
 
 
 class TopologyPanel(Static):

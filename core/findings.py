@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .model import DeviceInfo, Event, Frame, GpuReading, Inventory
-from .topology import (
+from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory
+from gpuscope.core.topology import (
     PATH_MEANING,
     best_link,
     nvlink_capacity_bytes_per_s,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuscope.sources.findings import Finding
-from gpuscope.sources.history import History
-from gpuscope.sources.model import Frame, Inventory
+from gpuscope.core.findings import Finding
+from gpuscope.core.history import History
+from gpuscope.core.model import Frame, Inventory
 
 
 @dataclass

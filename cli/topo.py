@@ -8,15 +8,15 @@ import sys
 import time
 from typing import Any
 
-from gpuscope.sources.findings import Candidate, evaluate
-from gpuscope.sources.model import Frame, Inventory
-from gpuscope.sources.topology import (
+from gpuscope.core.findings import Candidate, evaluate
+from gpuscope.core.model import Frame, Inventory
+from gpuscope.core.topology import (
     PATH_MEANING,
     link_row,
     matrix,
     pair_bandwidth_bytes_per_s,
 )
-from gpuscope.widgets.render import SEV_MARK
+from gpuscope.core.vocab import SEV_MARK
 
 TOPO_SCHEMA = "gpuscope.topo/1"
 

@@ -10,22 +10,21 @@ import sys
 import time
 from typing import Any
 
+from gpuscope.cli.record import human_duration
+from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.stats import EXPORT_COLUMNS, export_rows, summarize
 from gpuscope.sources.recording import RecordingError, open_recording
-from gpuscope.sources.stats import EXPORT_COLUMNS, export_rows, summarize
-
-from .record_cmd import human_duration
 
 
 def open_or_fail(path: Any) -> Any:
-    """Open a recording for a command; a bad or empty file is a one-line UserError."""
-    from .cli import UserError
+    """Open a recording for a command; a bad or empty file is a one-line GpuscopeError."""
 
     try:
         rec = open_recording(path)
     except RecordingError as e:
-        raise UserError(str(e)) from None
+        raise GpuscopeError(str(e)) from None
     if rec.n_frames == 0:
-        raise UserError(f"{path}: the recording holds no frames" + (f" ({'; '.join(rec.problems)})" if rec.problems
+        raise GpuscopeError(f"{path}: the recording holds no frames" + (f" ({'; '.join(rec.problems)})" if rec.problems
                                                                     else ""))
     return rec
 
@@ -155,7 +154,6 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from .cli import UserError
 
     rec = open_or_fail(args.file)
     out = args.csv or args.parquet
@@ -178,13 +176,13 @@ def run_export(args: argparse.Namespace) -> int:
                 import pyarrow as pa
                 import pyarrow.parquet as pq
             except ImportError:
-                raise UserError("--parquet needs pyarrow: pip install 'gpuscope[parquet]'") from None
+                raise GpuscopeError("--parquet needs pyarrow: pip install 'gpuscope[parquet]'") from None
             data = list(rows)
             n = len(data)
             table = pa.table({c: [r[k] for r in data] for k, c in enumerate(EXPORT_COLUMNS)})
             pq.write_table(table, out)
     except OSError as e:
-        raise UserError(f"cannot write {out}: {e.strerror or e}") from None
+        raise GpuscopeError(f"cannot write {out}: {e.strerror or e}") from None
     if out != "-":
         sys.stderr.write(f"gpuscope: wrote {n} rows ({len(rec.inventory.devices)} GPUs × {rec.n_frames} frames) "
                          f"to {out} ({os.path.getsize(out)} bytes)\n")

@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpuscope.sources.recording import RecordingError
-from gpuscope.sources.session import Session, run_ticks
+from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.session import Session, run_ticks
+from gpuscope.sources.recording import Recorder
 
 
 def human_bytes(n: float) -> str:
@@ -32,13 +33,12 @@ def human_duration(s: float) -> str:
 
 
 def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
-    from gpuscope.tui.cli import UserError
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if args.duration is not None and args.duration <= 0:
-        raise UserError("--duration must be positive")
+        raise GpuscopeError("--duration must be positive")
     src = open_source(args.simulate, pcie_mode=args.pcie_source, args=args)
     session = Session(src.inventory, interval_s=args.interval)
     origin = {"host": src.inventory.host, "simulated": src.inventory.simulated}
@@ -49,10 +49,11 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
     origin["gpus"] = sorted({d.name for d in src.inventory.devices})
     origin["driver"] = src.inventory.driver_version
     try:
-        session.start_recording(args.output, command=sys.argv[:], origin=origin)
-    except RecordingError as e:
+        session.start_recording(Recorder(args.output, src.inventory, command=sys.argv[:], origin=origin,
+                                         interval_s=args.interval))
+    except GpuscopeError:
         src.close()
-        raise UserError(str(e)) from None
+        raise
     stop = threading.Event()
     proc: subprocess.Popen[bytes] | None = None
     status = 0
@@ -90,7 +91,7 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
                 proc = subprocess.Popen(cmd, env=env)
             except OSError as e:
                 session.stop_recording()
-                raise UserError(f"cannot run {cmd[0]}: {e.strerror or e}") from None
+                raise GpuscopeError(f"cannot run {cmd[0]}: {e.strerror or e}") from None
         run_ticks(src.sample, on_frame, args.interval, stop)
         if proc is not None:
             status = proc.wait()

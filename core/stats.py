@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
 
 import numpy as np
 
-from .findings import is_busy
-from .model import Frame
-from .recording import Recording
-from .topology import pcie_capacity_bytes_per_s
+from gpuscope.core.findings import is_busy
+from gpuscope.core.model import Frame, Inventory
+from gpuscope.core.topology import pcie_capacity_bytes_per_s
 
 SUMMARY_SCHEMA = "gpuscope.summary/1"
 STAT_METRICS = {
@@ -61,7 +60,21 @@ def finding_durations(events: Iterable[Any], t_end: float) -> list[dict[str, Any
     return sorted(out, key=lambda f: f["raised_at"])
 
 
-def summarize(rec: Recording) -> dict[str, Any]:
+class FrameFile(Protocol):
+    """What a summary reads: an inventory, the frames in file order, and what the reader noticed."""
+
+    inventory: Inventory
+    path: Any
+    times: Any  # numpy array of frame times, file order
+    n_frames: int
+    simulated: bool
+    complete: bool
+    problems: list[str]
+
+    def frames(self, start: int = 0, stop: int | None = None) -> Iterator[Frame]: ...
+
+
+def summarize(rec: FrameFile) -> dict[str, Any]:
     """The summary document (schema ``gpuscope.summary/1``)."""
     inv = rec.inventory
     n = len(inv.devices)

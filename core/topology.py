@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import DeviceInfo, Inventory, PairLink
+from gpuscope.core.model import DeviceInfo, Inventory, PairLink
 
 # NVML_TOPOLOGY_* levels (nvmlGpuTopologyLevel_t) → nvidia-smi labels.
 TOPOLOGY_LEVEL_LABELS: dict[int, str] = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model import Frame
+from gpuscope.core.model import Frame
 
 # metric name → GpuReading attribute
 GPU_METRICS: dict[str, str] = {

@@ -10,12 +10,23 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Protocol
 
-from .findings import FindingsEngine
-from .history import History
-from .model import Event, Frame, Inventory
-from .recording import Recorder
+from gpuscope.core.findings import FindingsEngine
+from gpuscope.core.history import History
+from gpuscope.core.model import Event, Frame, Inventory
+
+
+class FrameSink(Protocol):
+    """Where recorded frames go (``gpuscope.sources.recording.Recorder``); ``write`` never raises, it sets
+    ``error`` and stops."""
+
+    error: str | None
+    frames: int
+
+    def write(self, frame: Frame) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Session:
@@ -25,7 +36,7 @@ class Session:
         self.interval_s = interval_s
         self.history = History(len(inventory.devices), int(history_s / max(interval_s, 0.05)) + 16)
         self.findings = FindingsEngine(inventory, hold_s=hold_s)
-        self.recorder: Recorder | None = None
+        self.recorder: FrameSink | None = None
         self.record_error: str | None = None
         self.last_frame: Frame | None = None
         self.frames_seen = 0
@@ -62,15 +73,14 @@ class Session:
                 self.recorder = None
         return frame
 
-    def start_recording(self, path: str, *, command: list[str] | None = None, origin: dict[str, Any] | None = None
-                        ) -> Recorder:
-        """Start writing frames to ``path`` (raises RecordingError when the file cannot be created)."""
+    def start_recording(self, sink: FrameSink) -> FrameSink:
+        """Send every frame from now on to ``sink`` (an opened recorder), ending any earlier one."""
         self.stop_recording()
         self.record_error = None
-        self.recorder = Recorder(path, self.inventory, command=command, origin=origin, interval_s=self.interval_s)
-        return self.recorder
+        self.recorder = sink
+        return sink
 
-    def stop_recording(self) -> Recorder | None:
+    def stop_recording(self) -> FrameSink | None:
         rec, self.recorder = self.recorder, None
         if rec is not None:
             rec.close()

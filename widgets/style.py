@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
+from gpuscope.core.vocab import SEV_MARK  # noqa: F401 - re-exported for the panels
+
 SPARK = "▁▂▃▄▅▆▇█"
 BAR_FULL = "█"
 BAR_PARTIAL = " ▏▎▍▌▋▊▉"
@@ -18,7 +20,6 @@ BAD = "red"
 DIM = "bright_black"
 ACCENT = "cyan"
 SEV_STYLE = {"critical": "bold red", "warning": "yellow", "info": "bright_black"}
-SEV_MARK = {"critical": "✖", "warning": "▲", "info": "●"}
 
 
 def level_style(share: float | None, warn: float = 0.8, bad: float = 0.95) -> str:

@@ -13,7 +13,8 @@ import types
 import typing
 from typing import Any, TypeVar, Union
 
-from .model import (
+from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.model import (
     DeviceInfo,
     EndpointReading,
     Event,
@@ -28,7 +29,7 @@ CODEC_VERSION = 1
 T = TypeVar("T")
 
 
-class CodecError(ValueError):
+class CodecError(GpuscopeError, ValueError):
     """A dict that does not decode to the record asked for (the message names the field)."""
 
 

@@ -9,14 +9,11 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from gpuscope import __version__
+from gpuscope.core.errors import GpuscopeError
 
 COMMANDS = ("topo", "scenarios", "record", "replay", "demo", "summary", "export", "compare", "agent")
 EXIT_USAGE = 2
 EXIT_FAIL = 1
-
-
-class UserError(Exception):
-    """An error to show as one line (no traceback)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -151,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parsers[cmd].parse_args(argv[1:] if cmd else argv)
     try:
         return _dispatch(cmd, args)
-    except UserError as e:
+    except GpuscopeError as e:
         sys.stderr.write(f"gpuscope: error: {e}\n")
         return EXIT_FAIL
     except KeyboardInterrupt:
@@ -167,30 +164,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _open(simulate: str | None, pcie_mode: str = "auto", virtual_at: float | None = None,
           args: argparse.Namespace | None = None):  # noqa: ANN202
     from gpuscope.sources.live import WithEndpoints, open_source, parse_headers
-    from gpuscope.sources.nvml import NvmlUnavailable
-    from gpuscope.sources.scenario import ScenarioError
 
     poller = None
     if args is not None and getattr(args, "probe", None) is not None and not getattr(args, "endpoint", None):
-        raise UserError("--probe needs --endpoint URL")
+        raise GpuscopeError("--probe needs --endpoint URL")
     if args is not None and getattr(args, "endpoint", None):
         from gpuscope.sources.endpoint import EndpointPoller
 
         try:
             headers = parse_headers(args.endpoint_header, dict(os.environ))
         except ValueError as e:
-            raise UserError(str(e)) from None
+            raise GpuscopeError(str(e)) from None
         for u in args.endpoint:
             if not u.startswith(("http://", "https://")):
-                raise UserError(f"--endpoint {u!r}: expected http://HOST:PORT or https://…")
+                raise GpuscopeError(f"--endpoint {u!r}: expected http://HOST:PORT or https://…")
         poller = EndpointPoller(args.endpoint, kind=args.endpoint_kind, interval_s=min(args.interval, 1.0) if
                                 args.interval >= 0.5 else 1.0, timeout_s=args.endpoint_timeout,
                                 window_s=args.endpoint_window, headers=headers, verify=not args.endpoint_insecure,
                                 probe_every_s=args.probe, probe_model=args.probe_model)
-    try:
-        src = open_source(simulate, pcie_mode=pcie_mode, virtual_at=virtual_at)
-    except (NvmlUnavailable, ScenarioError) as e:
-        raise UserError(str(e)) from None
+    src = open_source(simulate, pcie_mode=pcie_mode, virtual_at=virtual_at)
     return WithEndpoints(src, poller.start()) if poller is not None else src
 
 
@@ -203,10 +195,10 @@ def _dispatch(cmd: str, args: argparse.Namespace) -> int:
             print(f"{name:<22} {len(sc.gpus)} GPU{'s' if len(sc.gpus) > 1 else ' '}  {sc.description}")
         return 0
     if cmd == "topo":
-        from gpuscope.tui.topo_cmd import run_topo
+        from gpuscope.cli.topo import run_topo
 
         if args.at is not None and not args.simulate:
-            raise UserError("--at needs --simulate")
+            raise GpuscopeError("--at needs --simulate")
         src = _open(args.simulate, virtual_at=(args.at or 0.0) if args.simulate else None)
         try:
             return run_topo(src, args.json)
@@ -214,20 +206,20 @@ def _dispatch(cmd: str, args: argparse.Namespace) -> int:
             src.close()
     if cmd == "record":
         if args.broker:
-            from gpuscope.tui.fleet_cmd import run_remote_record
+            from gpuscope.cli.agent import run_remote_record
 
             if not args.host:
-                raise UserError("record --broker needs --host HOST")
+                raise GpuscopeError("record --broker needs --host HOST")
             return run_remote_record(args)
-        from gpuscope.tui.record_cmd import run_record
+        from gpuscope.cli.record import run_record
 
         return run_record(args, _open)
     if cmd == "agent":
-        from gpuscope.tui.fleet_cmd import run_agent
+        from gpuscope.cli.agent import run_agent
 
         return run_agent(args, _open)
     if cmd in ("summary", "compare", "export"):
-        from gpuscope.tui import report_cmd
+        from gpuscope.cli import report as report_cmd
 
         return getattr(report_cmd, f"run_{cmd}")(args)
     if cmd in ("replay", "demo"):
@@ -235,7 +227,7 @@ def _dispatch(cmd: str, args: argparse.Namespace) -> int:
 
         return run_replay(args)
     if args.broker:
-        from gpuscope.tui.fleet_cmd import run_fleet
+        from gpuscope.tui.fleet import run_fleet
 
         return run_fleet(args)
     from gpuscope.tui.app import run_live
