@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.vocab import CLOCK_EVENT_NAMES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -25,8 +26,7 @@ class ScenarioError(GpuscopeError, ValueError):
 
 
 PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS")
-CLOCK_EVENT_NAMES = ("gpu_idle", "applications_clocks", "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal",
-                     "hw_thermal", "hw_power_brake", "display_clocks")
+
 
 # field → (type, default). Types: int, float, str, bool, "gen", "width", "pct", list types.
 GPU_FIELDS: dict[str, tuple[Any, Any]] = {
