@@ -270,8 +270,9 @@ def rule_link_saturated(inv: Inventory, frames: Sequence[Frame]) -> list[Candida
     return out
 
 
-# (name, severity, words) of the clock events that are findings, from the one list in vocab
-_CLOCK_RULES = tuple((e.name, e.severity, e.meaning) for e in CLOCK_EVENTS if e.severity)
+# (name, severity, words) of the clock events that are findings, from the one list in vocab; worst first
+_CLOCK_RULES = tuple(sorted(((e.name, e.severity, e.meaning) for e in CLOCK_EVENTS if e.severity),
+                            key=lambda h: SEVERITY_RANK.get(h[1] or "", len(SEVERITIES))))
 
 
 def rule_clock_events(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
