@@ -20,8 +20,8 @@ class History:
         self.n_gpus = n_gpus
         self.capacity = max(2, capacity)
         self.times = np.full(self.capacity, np.nan, dtype=np.float64)
-        self._gpu = [(m.key, m) for m in catalogue.metrics("gpu", history=True) if m.key is not None]
-        self._ep = [(m.key, m) for m in catalogue.metrics("endpoint", history=True) if m.key is not None]
+        self._gpu = [(m.key, m.getter()) for m in catalogue.metrics("gpu", history=True) if m.key is not None]
+        self._ep = [(m.key, m.getter()) for m in catalogue.metrics("endpoint", history=True) if m.key is not None]
         self.data = {key: np.full((self.capacity, n_gpus), np.nan, dtype=np.float32) for key, _ in self._gpu}
         self.endpoint_data = {key: np.full(self.capacity, np.nan, dtype=np.float32) for key, _ in self._ep}
         self.count = 0  # total samples ever added
@@ -41,16 +41,16 @@ class History:
     def add(self, frame: Frame) -> None:
         k = self.count % self.capacity
         self.times[k] = frame.t
-        for key, m in self._gpu:
+        for key, get in self._gpu:
             row = self.data[key][k]
             row[:] = np.nan
             for r in frame.gpus:
                 if r.index < self.n_gpus and not r.lost:
-                    v = m.value(r)
+                    v = get(r)
                     if v is not None:
                         row[r.index] = v
-        for key, m in self._ep:
-            vals = [v for v in (m.value(e) for e in frame.endpoints) if v is not None]
+        for key, get in self._ep:
+            vals = [v for e in frame.endpoints if (v := get(e)) is not None]
             self.endpoint_data[key][k] = sum(vals) if vals else np.nan
         self.count += 1
 
