@@ -4,6 +4,7 @@ flags, and end to end against a real Prometheus and promtool (skipped, with the 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
@@ -576,3 +577,26 @@ def test_agent_exporter_survives_a_flood_without_delaying_ticks():
         assert not errors
     finally:
         stop(p)
+
+
+@pytest.mark.skipif(shutil.which("mosquitto") is None and not os.path.exists("/usr/sbin/mosquitto"),
+                    reason="mosquitto not installed (.ci/run installs it)")
+def test_agent_serves_prometheus_beside_the_broker(tmp_path):
+    from test_mqtt import Broker
+
+    from gpuscope.sources.mqtt import Subscriber, parse_broker
+
+    b = Broker(tmp_path)
+    sub = Subscriber(parse_broker(b.url, env={})).start()
+    p, url = start_agent("--broker", b.url)
+    try:
+        poll(lambda: any(h.host == "sim-mixed-4" and h.frames >= 3 for h in sub.snapshot()), 30, "frames over MQTT")
+        got = poll(lambda: (g := parse(_get(url)[2].decode())).get("gpuscope_mqtt_frames_dropped_total") and g, 20,
+                   "the MQTT health series")
+        assert got["gpuscope_mqtt_frames_dropped_total"][0][1] == 0
+        assert len(got["DCGM_FI_DEV_POWER_USAGE"]) == 4
+    finally:
+        err = stop(p)
+        sub.stop()
+        b.stop()
+    assert "frames sent" in err and "scrapes served" in err
