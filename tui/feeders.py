@@ -6,11 +6,14 @@ queue frames for the UI: the UI redraws from the session's latest state when it 
 
 from __future__ import annotations
 
+import json
+import math
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from gpuscope.core.history import GPU_METRICS
 from gpuscope.core.session import Session, run_ticks
 from gpuscope.sources.recording import Recording
 
@@ -69,6 +72,10 @@ class ReplayFeeder:
         self.window_s = window_s
         self.playing = True
         self.index = -1
+        self.seeks = 0  # seeks done: the UI redraws its graphs when this changes
+        self._seek_to: float | None = None  # a seek asked for by the UI, done on the replay thread
+        self._mark_t: float | None = None  # the marker last jumped to, while the position has not moved
+        self._mark_index = -1
         self.error: str | None = None
         self.session_lock = threading.RLock()
         self._wake = threading.Event()
@@ -92,8 +99,29 @@ class ReplayFeeder:
             self.seek(self.t0)
         self._thread.start()
 
+    @property
+    def target(self) -> float:
+        """Where the replay is or is about to be (a pending seek counts): the base of the next step."""
+        pending = self._seek_to
+        return pending if pending is not None else self.position
+
+    def request_seek(self, t: float) -> None:
+        """Ask for a seek to ``t`` without blocking: the replay thread rebuilds; repeated requests before
+        it gets to them collapse into the last one."""
+        self._seek_to = min(max(t, self.t0), self.t1)
+        self._wake.set()
+
+    def _do_pending_seek(self) -> bool:
+        t, self._seek_to = self._seek_to, None
+        if t is None:
+            return False
+        self.seek(t)
+        return True
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            if self._do_pending_seek():
+                continue
             if not self.playing or self.index >= self.rec.n_frames - 1:
                 if self.index >= self.rec.n_frames - 1 and self.playing:
                     self.playing = False
@@ -121,16 +149,30 @@ class ReplayFeeder:
             self.session.ingest(f)
         self.index = i
 
+    REBUILD_FRAMES = 600  # at most this many frames fill the graphs' window on a seek (a stride beyond)
+    FINDINGS_S = 30.0  # findings are re-run over this much before the target (they average 5 s, hold 5 s)
+
     def seek(self, t: float) -> None:
-        """Jump to time ``t``: the history and findings are rebuilt from the window before it."""
+        """Jump to time ``t`` (synchronously; the UI calls :meth:`request_seek`).
+
+        Rebuilds only what the window shows: the history of the window before ``t`` from at most
+        ``REBUILD_FRAMES`` frames (every k-th frame of a long window, read straight from the file's
+        JSON into the history: the file's own frames, no validation), then the last ``FINDINGS_S``
+        seconds through the full decode and the findings, as live frames go."""
         with self.session_lock:
             target = self.rec.index_at(t)
-            start = self.rec.index_at(float(self.rec.times[target]) - self.window_s())
+            t_target = float(self.rec.times[target])
+            start = self.rec.index_at(t_target - self.window_s())
+            exact = max(start, self.rec.index_at(t_target - self.FINDINGS_S))
             self.session.history.clear()
             self.session.findings.reset()
-            for f in self.rec.frames(start, target + 1):
+            stride = max(1, -(-(exact - start) // self.REBUILD_FRAMES))
+            for i in range(start, exact, stride):
+                _history_from_json(self.session.history, self.rec, i)
+            for f in self.rec.frames(exact, target + 1):
                 self.session.ingest(f)
             self.index = target
+            self.seeks += 1
         self._wake.set()
         self.on_update()
 
@@ -155,13 +197,43 @@ class ReplayFeeder:
                 if e.kind in ("marker", "finding_raised", "gpu_lost")]
 
     def jump_mark(self, forward: bool) -> None:
+        """Seek to the next (previous) marker or finding. A mark between two frames lands on the frame
+        before it, so the mark last jumped to, not the position, is the base of the next jump."""
         ts = sorted({t for t, _k in self.marks()})
-        pos = self.position
-        cands = [t for t in ts if t > pos + 0.01] if forward else [t for t in ts if t < pos - 0.01]
+        base = self._mark_t if (self._mark_t is not None and self._mark_index == self.index
+                                and self._seek_to is None) else self.target
+        cands = [t for t in ts if t > base + 1e-6] if forward else [t for t in ts if t < base - 1e-6]
         if cands:
-            self.seek(cands[0] if forward else cands[-1])
+            t = cands[0] if forward else cands[-1]
+            self._mark_t = t
+            self._mark_index = self.rec.index_at(t)
+            self.request_seek(t)
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=2)
+
+
+def _history_from_json(history: Any, rec: Recording, i: int) -> None:
+    """Add frame ``i`` to ``history`` straight from the recording's JSON line (no Frame object): the
+    seek's fast path for the file's own frames; a line that does not parse is skipped."""
+    try:
+        d = json.loads(rec.raw_line(i))
+        gpus = d.get("gpus") or []
+        t = float(d["t"])
+    except (ValueError, AttributeError, IndexError, KeyError, TypeError):
+        return
+    k = history.count % history.capacity
+    history.times[k] = t
+    for m, attr in GPU_METRICS.items():
+        row = history.data[m][k]
+        row[:] = math.nan
+        for g in gpus:
+            idx = g.get("index")
+            v = g.get(attr)
+            if isinstance(idx, int) and 0 <= idx < history.n_gpus and not g.get("lost") and isinstance(v, (int, float)):
+                row[idx] = v
+    tok = [x for x in (e.get("gen_tokens_per_s") for e in d.get("endpoints") or []) if isinstance(x, (int, float))]
+    history.tok_s[k] = sum(tok) if tok else math.nan
+    history.count += 1

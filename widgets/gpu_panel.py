@@ -10,16 +10,18 @@ from gpuscope.core.history import resample
 from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.topology import best_link, nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
+from gpuscope.widgets.fit import fit_words
 from gpuscope.widgets.style import (
     BAD,
     DIM,
     OK,
     WARN,
     bar,
-    fmt_gb,
     fmt_num,
     fmt_rate,
+    graph_rows,
     level_style,
+    link_style,
     set_content,
     short_name,
     sparkline,
@@ -47,15 +49,26 @@ def badges(r: GpuReading) -> Text:
 
 
 def link_text(dev: DeviceInfo, r: GpuReading, busy: bool) -> Text:
-    """``Gen1×16`` coloured red when below the best link under load, with the max beside it."""
+    """``Gen1×16`` with the max beside it when below; red only under load, grey when idle (``link_style``)."""
     bg, bw = best_link(dev)
     below = bool((r.pcie_gen and bg and r.pcie_gen < bg) or (r.pcie_width and bw and r.pcie_width < bw))
-    style = (BAD if busy else WARN) if below else OK
+    style = link_style(below, busy)
     t = Text(f"Gen{r.pcie_gen or '?'}×{r.pcie_width or '?'}", style=f"bold {style}")
     if below:
         t.append(f" max Gen{bg}×{bw}", style=DIM)
         if not busy:
             t.append(" (idle)", style=DIM)
+    return t
+
+
+def rate_line(label: str, val: float | None, cap: float | None) -> Text:
+    """``  RX  398.5 GB/s  88% of 450.0 GB/s`` (at most 35 cells: the graphs start at column 36)."""
+    t = Text(f"{label:<5}")
+    share = (val / cap) if (val is not None and cap) else None
+    t.append(f"{fmt_rate(val):>10}", style="bold " + level_style(share))
+    t.append(f" {share * 100:3.0f}%" if share is not None else "     ", style=level_style(share))
+    if cap:
+        t.append(" of " + fmt_rate(cap), style=DIM)
     return t
 
 
@@ -138,33 +151,36 @@ class GpuPanel(Static):
 
         line4 = Text("PCIe ")
         line4.append_text(link_text(dev, r, busy))
-        lines = [line1, line2, line3, line4]
-        for name, val, metric in (("RX", r.pcie_rx_bytes_per_s, "pcie_rx"), ("TX", r.pcie_tx_bytes_per_s, "pcie_tx")):
-            t = Text(f"  {name} ")
-            share = (val / cap) if (val is not None and cap) else None
-            t.append(f"{fmt_rate(val):>10}", style="bold " + level_style(share))
-            t.append(f" {share * 100:3.0f}%" if share is not None else "    ", style=level_style(share))
-            t.append(" of " + fmt_rate(cap), style=DIM)
-            t.pad_right(prefix - len(t))
-            t.append(self._graph(v, metric, graphw, cap), style=level_style(share))
-            lines.append(t)
+        if dev.nvlinks_active:
+            line4.append(f"  NVLink ×{dev.nvlinks_active}", style=DIM)
+        lines = [line1, line2, line3, fit_words(line4, width)]
+        rates = [("  RX", r.pcie_rx_bytes_per_s, "pcie_rx", cap), ("  TX", r.pcie_tx_bytes_per_s, "pcie_tx", cap)]
         if dev.nvlinks_active:
             ncap = nvlink_capacity_bytes_per_s(dev.nvlink_version, dev.nvlinks_active)
-            t = Text(f"NVL×{dev.nvlinks_active} ")
-            vals = [x for x in (r.nvlink_rx_bytes_per_s, r.nvlink_tx_bytes_per_s) if x is not None]
-            peak = max(vals) if vals else None
-            share = peak / ncap if (peak is not None and ncap) else None
-            t.append(f"RX {fmt_gb(r.nvlink_rx_bytes_per_s)} TX {fmt_gb(r.nvlink_tx_bytes_per_s)} GB/s",
-                     style="bold " + level_style(share))
-            t.append(f" of {fmt_gb(ncap)}", style=DIM)
-            t.truncate(prefix - 1)
-            t.pad_right(prefix - len(t))
-            t.append(self._graph(v, "nvlink_rx", graphw, ncap), style=level_style(share))
+            rates += [("NV RX", r.nvlink_rx_bytes_per_s, "nvlink_rx", ncap),
+                      ("NV TX", r.nvlink_tx_bytes_per_s, "nvlink_tx", ncap)]
+        for name, val, metric, c in rates:
+            t = rate_line(name, val, c)
+            share = (val / c) if (val is not None and c) else None
+            t.pad_right(prefix - t.cell_len)
+            t.append(self._graph(v, metric, graphw, c), style=level_style(share))
             lines.append(t)
-        t = Text(f"util {fmt_num(r.util_gpu_pct, '%')} over {int(v.window_s // 60)} min", style=DIM)
-        t.pad_right(prefix - len(t))
-        t.append(self._graph(v, "util", graphw, 100.0), style=OK)
-        lines.append(t)
+        head = Text(f"util {fmt_num(r.util_gpu_pct, '%')} over {int(v.window_s // 60)} min", style=DIM)
+        # spare rows (the panel is taller than its lines) go to a taller utilisation graph
+        spare = max(0, (self.size.height - 2 if self.size.height else 0) - len(lines) - 1)
+        if spare:
+            times, vals = v.history.window("util", self.index, v.window_s, v.now or None)
+            cells = resample(times, vals, v.now or 0, v.window_s, graphw)
+            for k, row in enumerate(graph_rows(cells, spare + 1, 100.0)):
+                t = head.copy() if k == 0 else Text("")
+                t.pad_right(prefix - t.cell_len)
+                t.append(row, style=OK)
+                lines.append(t)
+        else:
+            head.pad_right(prefix - head.cell_len)
+            head.append(self._graph(v, "util", graphw, 100.0), style=OK)
+            lines.append(head)
+        lines = [ln if ln.cell_len <= width else fit_words(ln, width) for ln in lines]
         if self.border_subtitle:
             self.border_subtitle = ""
         set_content(self, Text("\n").join(lines))

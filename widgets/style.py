@@ -153,3 +153,11 @@ def set_content(widget: object, content: Text, wrap_width: int | None = None) ->
     widget._gs_last = content  # type: ignore[attr-defined]
     widget.update(content, layout=layout)  # type: ignore[attr-defined]
     return True
+
+
+def link_style(below: bool, busy: bool) -> str:
+    """A PCIe link's colour, the same in every panel: green at its max; below its max red only under
+    load (a real limit), grey when idle (GPUs drop the link speed when idle to save power)."""
+    if not below:
+        return OK
+    return BAD if busy else DIM
