@@ -39,7 +39,7 @@ from gpuscope.widgets.keybar import KeyBar
 from gpuscope.widgets.status_bar import StatusBar
 from gpuscope.widgets.style import DIM, set_content
 from gpuscope.widgets.timeline import Timeline
-from gpuscope.widgets.topology_panel import TopologyPanel, matrix_columns, topology_lines
+from gpuscope.widgets.topology_panel import TopologyPanel, legend_lines, matrix_columns, topology_lines
 
 WINDOWS = {"1m": 60.0, "10m": 600.0, "1h": 3600.0}
 MIN_REDRAW_S = 0.25  # at most 4 redraws a second, whatever the sampling rate
@@ -66,7 +66,7 @@ class GpuscopeApp(App[int]):
         Binding("w", "cycle_window", "window", id="window"),
         Binding("c", "compact", "compact", id="compact"),
         Binding("question_mark,h", "help", "help", id="help"),
-        Binding("a", "toggle_legend", "topology legend", show=False, id="legend"),
+        Binding("a", "toggle_legend", "topology legend on/off", show=False, id="legend"),
         Binding("plus,equals_sign", "speed(1)", "faster", show=False, id="faster"),
         Binding("minus", "speed(-1)", "slower", show=False, id="slower"),
         Binding("right", "seek(10)", "+10s", show=False, id="fwd"),
@@ -91,7 +91,7 @@ class GpuscopeApp(App[int]):
         self.record_path = record_path
         self.origin_note = origin_note
         self.paused = False
-        self._legend = False  # the topology legend asked for with `a`
+        self._legend_off = False  # the topology legend hidden with `a` (else shown where rows are left)
         self._plan: Plan | None = None
         self._n_findings = -1
         self._important = False
@@ -174,7 +174,7 @@ class GpuscopeApp(App[int]):
         any_nvlink = any(d.nvlinks_active for d in self.session.inventory.devices)
         plan = plan_layout(w, h, n, len(v.findings), topo_lines=need, chrome=chrome, compact=self.compact,
                            panel_rows=11 if any_nvlink else 9, findings_focused=findings.has_focus,
-                           topo_focused=topo.has_focus)
+                           topo_focused=topo.has_focus, legend_lines=len(legend_lines(cw)))
         self._plan = plan
         self._n_findings = len(v.findings)
         self.query_one("#table").display = plan.compact
@@ -189,7 +189,7 @@ class GpuscopeApp(App[int]):
         self.query_one("#bottom").display = plan.topology >= 0
         if plan.topology >= 0:
             topo.form = forms[plan.topology]
-            topo.legend = plan.legend or self._legend
+            topo.legend = plan.legend and not self._legend_off
         content_w = max((ln.cell_len for ln in topology_lines(v, cw, legend_on=topo.legend, form=topo.form)), default=0)
         topo.avail_width = cw
         topo.styles.width = content_w + 4
@@ -367,7 +367,7 @@ class GpuscopeApp(App[int]):
             self.refresh_view(force=True)
 
     def action_toggle_legend(self) -> None:
-        self._legend = not self._legend
+        self._legend_off = not self._legend_off
         self._apply_layout()
         self.refresh_view(force=True)
 

@@ -28,7 +28,7 @@ class Plan:
 def plan_layout(width: int, height: int, n_gpus: int, n_findings: int, *, topo_lines: tuple[int, ...] = (),
                 chrome: int = 2,
                 compact: bool | None = None, panel_rows: int = PANEL_ROWS, findings_focused: bool = False,
-                topo_focused: bool = False) -> Plan:
+                topo_focused: bool = False, legend_lines: int = 1) -> Plan:
     """Share ``height`` rows out by priority.
 
     ``topo_lines``: lines each form of the topology panel needs at this width, best form first
@@ -39,7 +39,7 @@ def plan_layout(width: int, height: int, n_gpus: int, n_findings: int, *, topo_l
     3. the topology panel (its first form that fits whole: matrix, else pair list);
     4. more findings lines, up to ``FINDINGS_MAX`` (all spare rows when the panel is focused);
     5. full GPU panels instead of the table when they fit (``compact`` None; True/False forces it);
-    6. the topology legend (always when the topology panel is focused);
+    6. the topology legend (``legend_lines``) when the panel is focused or rows are left;
     whatever is left goes to the GPU area's graphs.
     """
     rest = height - chrome - (n_gpus + 1)
@@ -64,5 +64,5 @@ def plan_layout(width: int, height: int, n_gpus: int, n_findings: int, *, topo_l
         compact = width < 100 or full_need > rest
     if not compact:
         rest -= full_need
-    legend = topo >= 0 and (topo_focused or rest >= 1)
+    legend = topo >= 0 and rest >= legend_lines  # never at the cost of a GPU row
     return Plan(compact=compact, cols=cols, findings_lines=f_lines, topology=topo, legend=legend)

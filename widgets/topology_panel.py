@@ -51,9 +51,7 @@ class TopologyPanel(Static):
 
     def show(self, v: ViewState) -> None:
         self._last = v
-        width = self.avail_width or 76
-        if self.size.width:
-            width = min(width, self.size.width - 4)
+        width = self.avail_width or max(20, self.size.width - 4 if self.size.width else 76)
         lines = topology_lines(v, width, self.sel if self.has_focus else None, legend_on=self.legend, form=self.form)
         set_content(self, Text("\n").join(lines))
 
