@@ -129,7 +129,7 @@ class GpuTable(Static):
         n = len(v.inventory.devices)
         if spare < n + 1 or not v.frame:
             return []
-        metrics = [("util", "util %", 100.0)]
+        metrics: list[tuple[str, str, float | None]] = [("util", "util %", 100.0)]
         if spare >= 2 * n + 1:
             metrics.append(("pcie_rx", "PCIe↓", None))
         if spare >= 3 * n + 1:

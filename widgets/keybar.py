@@ -3,6 +3,8 @@ which cuts hints off at 80 columns."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -26,7 +28,7 @@ def key_hints(hints: list[tuple[str, str]], width: int) -> Text:
 class KeyBar(Static):
     DEFAULT_CSS = "KeyBar { height: 1; dock: bottom; background: $panel; }"
 
-    def __init__(self, hints: list[tuple[str, str]], **kw: object):
+    def __init__(self, hints: list[tuple[str, str]], **kw: Any):
         super().__init__(**kw)
         self.hints = hints
 
