@@ -195,6 +195,11 @@ class Recording:
         except (ValueError, CodecError) as e:
             raise RecordingError(f"{self.path}: frame {i} is damaged ({e})") from None
 
+    def raw_line(self, i: int) -> bytes:
+        """Frame ``i``'s JSON line as stored (not validated): for fast paths that read a few fields."""
+        m = _member_of(self.members, i)
+        return self._member_lines(m)[i - self.members[m].first]
+
     def index_at(self, t: float) -> int:
         """The last frame at or before time ``t`` (clamped to the recording)."""
         i = int(np.searchsorted(self.times, t, side="right")) - 1

@@ -189,7 +189,7 @@ async def test_gpu_panel_compact_table_topology_topo_and_summary_agree():
     expected = {0: "below_max_busy", 1: "below_max_idle"}
     for i, state in expected.items():
         colour = LEVEL_STYLE[LINK_LEVEL[state]]
-        # the GPU panel: Gen1×16, red when busy, amber (and "(idle)") when not
+        # the GPU panel: Gen1×16, red when busy, grey (and "(idle)") when not
         assert colour in _style_at(text_panel[i], "Gen1×16")
         assert ("(idle)" in text_panel[i].plain) is (state == "below_max_idle")
         # the compact table: the short label, same colour
@@ -199,13 +199,13 @@ async def test_gpu_panel_compact_table_topology_topo_and_summary_agree():
         at = start + row.index("G1×16▼")
         assert colour in " ".join(str(s.style) for s in text_table.spans if s.start <= at < s.end)
         # the topology panel's link column
-        trow = next(r for r in topo_rows if r.startswith(f"GPU{i} "))
+        trow = next(r for r in topo_rows if r.startswith(f"GPU{i} PCIe"))
         start = sum(len(r) + 1 for r in topo_rows[:topo_rows.index(trow)])
         at = start + trow.index("Gen1×16 < Gen4×16")
         assert colour in " ".join(str(s.style) for s in text_topo.spans if s.start <= at <= s.end)
         # topo: the state in JSON, the label and its colour in text
         assert doc["gpus"][i]["pcie"]["state"] == state
-        code = {"red": "\x1b[31m", "amber": "\x1b[33m"}[LEVEL_COLOR[LINK_LEVEL[state]]]
+        code = {"red": "\x1b[31m", "amber": "\x1b[33m", "dim": "\x1b[2m"}[LEVEL_COLOR[LINK_LEVEL[state]]]
         assert any(line.startswith(f"GPU{i} ") and f"{code}Gen1×16" in line for line in ansi.split("\n")), ansi
         # summary: the link counted as "while busy" only when busy, under the same label
         links = summary["gpus"][i]["pcie_links_while_busy"]
