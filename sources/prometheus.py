@@ -170,8 +170,12 @@ GPU_DERIVED = (Family("gpuscope_pcie_link_capacity_bytes_per_second", "gauge", "
                       ((lambda r: pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width), 1.0, False, ""),)),)
 
 
-def _samples(fam: Family, rows: Iterable[tuple[str, Any]]) -> list[str]:
+def _samples(fam: Family, rows: Sequence[tuple[str, Any]]) -> list[str]:
     """``fam``'s sample lines for (label set, reading) rows; None values are left out (absent, not 0)."""
+    name = fam.name
+    if len(fam.members) == 1 and fam.members[0][1:] == (1.0, False, ""):  # most families: the value as it is
+        get = fam.members[0][0]
+        return [f"{name}{lab} {fmt(v)}\n" for lab, obj in rows if (v := get(obj)) is not None]
     out = []
     for lab, obj in rows:
         for get, scale, integer, extra in fam.members:
@@ -182,7 +186,7 @@ def _samples(fam: Family, rows: Iterable[tuple[str, Any]]) -> list[str]:
                 v = v / scale
             if integer:
                 v = round(v)
-            out.append(f"{fam.name}{lab[:-1] + extra + '}' if extra else lab} {fmt(v)}\n")
+            out.append(f"{name}{lab[:-1] + extra + '}' if extra else lab} {fmt(v)}\n")
     return out
 
 
@@ -271,14 +275,15 @@ class Renderer:
         o.parts.append(self.static)
         gpus = [r for r in (frame.gpus if frame else ()) if r.index in self.devs]
         live = [r for r in gpus if not r.lost]
+        dcgm_rows = [(self.dcgm_labels[r.index], r) for r in live]
+        gpm_rows = [(lab, r) for lab, r in dcgm_rows if self.devs[r.index].gpm_supported]
         for fam in self.dcgm_families:
-            lab = self.dcgm_labels
-            o.family(fam.name, fam.type, fam.help, _samples(fam, ((lab[r.index], r) for r in live if not fam.gpm
-                                                                  or self.devs[r.index].gpm_supported)))
+            o.family(fam.name, fam.type, fam.help, _samples(fam, gpm_rows if fam.gpm else dcgm_rows))
         o.family("gpuscope_gpu_lost", "gauge", "1 when the GPU stopped answering (fell off the bus).",
                  [f"gpuscope_gpu_lost{self.gpu_labels[r.index]} {fmt(r.lost)}\n" for r in gpus])
+        gpu_rows = [(self.gpu_labels[r.index], r) for r in live]
         for fam in self.gpu_families:
-            o.family(fam.name, fam.type, fam.help, _samples(fam, ((self.gpu_labels[r.index], r) for r in live)))
+            o.family(fam.name, fam.type, fam.help, _samples(fam, gpu_rows))
         ce: list[str] = []
         for r in live:
             mask = r.clock_event_reasons
@@ -317,8 +322,9 @@ class Renderer:
         lab = [labels([("endpoint", e.url), ("model", e.model or ""), ("kind", e.kind or "")]) for e in eps]
         o.family("gpuscope_endpoint_up", "gauge", "1 when the last poll of the inference server succeeded.",
                  [f"gpuscope_endpoint_up{lab[k]} {fmt(e.up)}\n" for k, e in enumerate(eps)])
+        rows = [(lab[k], e) for k, e in enumerate(eps) if e.up]
         for fam in fams:
-            o.family(fam.name, fam.type, fam.help, _samples(fam, ((lab[k], e) for k, e in enumerate(eps) if e.up)))
+            o.family(fam.name, fam.type, fam.help, _samples(fam, rows))
 
     @staticmethod
     def _health(o: _Out, frame: Frame | None, h: SamplerHealth | None) -> None:
