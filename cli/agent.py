@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpuscope.cli.record import human_bytes
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session, run_ticks
 from gpuscope.sources.mqtt import BrokerConfig, Publisher, Subscriber, parse_broker, safe_host
@@ -46,17 +47,17 @@ def run_agent(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
                              f"{pub.dropped} frames dropped so far\n")
 
     try:
-        run_ticks(src.sample, on_frame, args.interval, stop)
+        run_ticks(src.sample, on_frame, args.interval, stop, on_error=session.tick_failed)
     finally:
         pub.stop()
         src.close()
-    sys.stderr.write(f"gpuscope agent: stopped; {pub.sent} frames sent, {pub.dropped} dropped\n")
+    errs = session.tick_errors
+    sys.stderr.write(f"gpuscope agent: stopped; {pub.sent} frames sent, {pub.dropped} dropped"
+                     f"{'; ' + errs.text() if errs.count else ''}\n")
     return 0
 
 
 def run_remote_record(args: argparse.Namespace) -> int:
-    from gpuscope.cli.record import human_bytes
-
     cfg = broker_config(args)
     host = safe_host(args.host)
     sub = Subscriber(cfg, only_host=host).start()
@@ -81,7 +82,10 @@ def run_remote_record(args: argparse.Namespace) -> int:
             f = sub.wait_frame(host, seen, 1.0)
             if f is not None:
                 seen = next(x.frames for x in sub.snapshot() if x.host == host)
-                session.ingest(f)
+                try:
+                    session.ingest(f)
+                except Exception as e:  # noqa: BLE001 - logged and counted; recording goes on
+                    session.tick_failed(e)
     finally:
         rec = session.stop_recording()
         sub.stop()

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 from gpuscope import __version__
-from gpuscope.core.errors import GpuscopeError
+from gpuscope.cli import logs
+from gpuscope.core.errors import SHOWN, GpuscopeError, one_line
 
 COMMANDS = ("topo", "scenarios", "record", "replay", "demo", "summary", "export", "compare", "agent")
+TUI_COMMANDS = ("", "replay", "demo")  # these draw on the terminal: nothing else may write to it meanwhile
+log = logging.getLogger("gpuscope.cli")
 EXIT_USAGE = 2
 EXIT_FAIL = 1
 
@@ -138,17 +142,40 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     c.add_argument("b")
     c.add_argument("--json", action="store_true")
     p["compare"] = c
+    for parser in p.values():
+        parser.add_argument("--log-file", metavar="PATH",
+                            help="log to this file (or GPUSCOPE_LOG=PATH[:LEVEL]; level also GPUSCOPE_LOG_LEVEL)")
     return p
 
 
+def _global_log_file(argv: list[str]) -> str | None:
+    """Take a ``--log-file PATH`` given before the command word (``gpuscope --log-file x record …``)."""
+    path = None
+    while argv and (argv[0] == "--log-file" or argv[0].startswith("--log-file=")):
+        if argv[0] == "--log-file":
+            if len(argv) < 2:
+                return path
+            path = argv[1]
+            del argv[:2]
+        else:
+            path = argv.pop(0).split("=", 1)[1]
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. A GpuscopeError is one line on stderr; any other exception is logged with its
+    traceback (to the log file, if any) and shown as one ``internal error`` line; both exit 1."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    early_log = _global_log_file(argv)
     parsers = build_parser()
     cmd = argv[0] if argv and argv[0] in COMMANDS else ""
     args = parsers[cmd].parse_args(argv[1:] if cmd else argv)
     try:
+        logs.configure(logs.env_config(args.log_file or early_log), terminal=cmd not in TUI_COMMANDS)
+        log.info("gpuscope %s: %s", __version__, cmd or "live view")  # not argv: it may hold a header's token
         return _dispatch(cmd, args)
     except GpuscopeError as e:
+        log.info("error: %s", e)
         sys.stderr.write(f"gpuscope: error: {e}\n")
         return EXIT_FAIL
     except KeyboardInterrupt:
@@ -159,6 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return 0
+    except Exception as e:  # noqa: BLE001 - a bug: one line for the user, the traceback for the log
+        log.error("internal error: %s", one_line(e), exc_info=e, extra=SHOWN)
+        path = logs.file_of()
+        where = f"details in {path}" if path else "rerun with --log-file PATH for details"
+        sys.stderr.write(f"gpuscope: internal error: {one_line(e)} ({where})\n")
+        return EXIT_FAIL
 
 
 def _open(simulate: str | None, pcie_mode: str = "auto", virtual_at: float | None = None,

@@ -21,12 +21,14 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Footer, Static
 
+from gpuscope.cli.report import open_or_fail
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session
-from gpuscope.core.view import ViewState
+from gpuscope.core.view import RecordingStatus, StatusInfo, ViewState
 from gpuscope.sources.recording import Recorder, RecordingError
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
 from gpuscope.tui.screens import GpuDetailScreen, HelpScreen, MarkerScreen
+from gpuscope.tui.workers import Worker
 from gpuscope.widgets.findings_panel import FindingsPanel
 from gpuscope.widgets.gpu_panel import GpuPanel
 from gpuscope.widgets.gpu_table import GpuTable
@@ -72,7 +74,7 @@ class GpuscopeApp(App[int]):
         Binding("N", "jump(0)", "prev mark", show=False, id="prev"),
     ]
 
-    def __init__(self, session: Session, feeder: Any, *, label: str, interval_s: float, window: str = "1m",
+    def __init__(self, session: Session, feeder: Worker | None, *, label: str, interval_s: float, window: str = "1m",
                  compact: bool | None = None, record_path: str | None = None, origin_note: str = ""):
         super().__init__()
         self.session = session
@@ -94,6 +96,10 @@ class GpuscopeApp(App[int]):
     @property
     def _replay(self) -> bool:
         return isinstance(self.feeder, ReplayFeeder)
+
+    @property
+    def _replayer(self) -> ReplayFeeder | None:
+        return self.feeder if isinstance(self.feeder, ReplayFeeder) else None
 
     # ----------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -168,20 +174,23 @@ class GpuscopeApp(App[int]):
             self._dirty = False
 
     def build_view(self, graphs: bool) -> ViewState:
+        """The view of this instant, read under the session lock (history, findings and frame agree)."""
         s = self.session
-        frame = s.last_frame
-        extra: dict[str, object] = {"interval": self.interval_s, "paused": self.paused}
-        rec = s.recorder
-        if rec is not None:
-            extra["recording"] = True
-            extra["rec_elapsed"] = time.monotonic() - self._rec_started
-        if s.record_error:
-            extra["record_error"] = s.record_error
-        if self.origin_note:
-            extra["replay_note"] = self.origin_note
-        return ViewState(inventory=s.inventory, frame=frame, history=s.history, findings=s.findings.active,
-                         window_s=self.window_s, now=frame.t if frame else 0.0, label=self.label, graphs=graphs,
-                         extra=extra)
+        with s.lock:
+            frame = s.last_frame
+            rec = s.recorder
+            recording = None
+            if rec is not None:
+                recording = RecordingStatus(path=str(getattr(rec, "path", "")),
+                                            elapsed_s=time.monotonic() - self._rec_started,
+                                            frames=rec.frames, dropped=rec.dropped)
+            status = StatusInfo(interval_s=self.interval_s, paused=self.paused, recording=recording,
+                                record_error=s.record_error, origin_note=self.origin_note,
+                                tick_errors=s.tick_errors)
+            replay = self.feeder.status() if isinstance(self.feeder, ReplayFeeder) else None
+            return ViewState(inventory=s.inventory, frame=frame, history=s.history, findings=s.findings.active,
+                             window_s=self.window_s, now=frame.t if frame else 0.0, label=self.label,
+                             graphs=graphs, status=status, replay=replay)
 
     def refresh_view(self, force: bool = False) -> None:
         self._dirty = False
@@ -192,10 +201,7 @@ class GpuscopeApp(App[int]):
         graphs = force or now - self._last_graph >= GRAPH_S
         if graphs:
             self._last_graph = now
-        lock = getattr(self.feeder, "session_lock", None)
-        if lock is not None:
-            lock.acquire()
-        try:
+        with self.session.lock:  # the one lock: the feeder cannot change what the panels are reading
             v = self.build_view(graphs)
             screen = self.screen
             if isinstance(screen, GpuDetailScreen):
@@ -219,17 +225,14 @@ class GpuscopeApp(App[int]):
             msg = self.message_line or ("" if has_eps else
                                         "No inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, "
                                         "llama.cpp, TRT-LLM, LMDeploy) to see tok/s on the same time axis.")
-            err = getattr(self.feeder, "error", None)
+            err = self.feeder.error if self.feeder is not None else None
             if err:
                 msg = err
             set_content(self.query_one("#message", Static),
                         Text(msg, style="yellow" if (self.message_line or err) else DIM))
-            if self._replay:
-                f = self.feeder
-                self.query_one(Timeline).show_position(f.t0, f.t1, f.position, f.marks(), f.speed, f.playing)
-        finally:
-            if lock is not None:
-                lock.release()
+            if v.replay is not None:
+                r = v.replay
+                self.query_one(Timeline).show_position(r.t0, r.t1, r.position, list(r.marks), r.speed, r.playing)
 
     def _watchdog(self) -> None:
         """Exit when the terminal went away (SSH drop): the parent died or stdin is gone."""
@@ -247,8 +250,8 @@ class GpuscopeApp(App[int]):
 
     # ----------------------------------------------------------------- actions
     def action_pause(self) -> None:
-        if self._replay:
-            self.feeder.toggle()
+        if (r := self._replayer) is not None:
+            r.toggle()
         else:
             self.paused = not self.paused
             self.refresh_view(force=True)
@@ -270,7 +273,7 @@ class GpuscopeApp(App[int]):
             self.message_line = "recording is not available during replay"
         elif self.session.recorder is not None:
             rec = self.session.stop_recording()
-            self.message_line = f"recording stopped: {rec.frames} frames in {rec.path}" if rec else ""
+            self.message_line = f"recording stopped: {rec.frames} frames in {getattr(rec, 'path', '?')}" if rec else ""
         else:
             path = self.record_path or time.strftime("gpuscope-%Y%m%d-%H%M%S.jsonl.gz")
             self._start_recording(path)
@@ -337,8 +340,8 @@ class GpuscopeApp(App[int]):
     def action_cycle_window(self) -> None:
         vals = list(WINDOWS.values())
         self.window_s = vals[(vals.index(self.window_s) + 1) % len(vals)] if self.window_s in vals else 60.0
-        if self._replay:
-            self.feeder.seek(self.feeder.position)
+        if (r := self._replayer) is not None:
+            r.seek(r.position)
         self.refresh_view(force=True)
 
     def action_compact(self) -> None:
@@ -351,22 +354,24 @@ class GpuscopeApp(App[int]):
         self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
 
     def action_speed(self, d: int) -> None:
-        if self._replay:
-            self.feeder.faster(d > 0)
+        if (r := self._replayer) is not None:
+            r.faster(d > 0)
 
     def action_seek(self, s: int) -> None:
-        if self._replay:
-            self.feeder.step(s)
+        if (r := self._replayer) is not None:
+            r.step(s)
 
     def action_seek_edge(self, end: int) -> None:
-        if self._replay:
-            self.feeder.seek(self.feeder.t1 if end else self.feeder.t0)
+        if (r := self._replayer) is not None:
+            r.seek(r.t1 if end else r.t0)
 
     def action_jump(self, forward: int) -> None:
-        if self._replay:
-            self.feeder.jump_mark(bool(forward))
+        if (r := self._replayer) is not None:
+            r.jump_mark(bool(forward))
 
     def on_unmount(self) -> None:
+        """The App owns its feeder thread: stop it (which closes the source and its threads), then end
+        the recording (the recorder's writer drains and joins)."""
         if self.feeder is not None:
             self.feeder.stop()
         self.session.stop_recording()
@@ -402,9 +407,6 @@ def demo_path() -> Path:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-
-    from gpuscope.cli.report import open_or_fail
-
     path = getattr(args, "file", None) or demo_path()
     rec = open_or_fail(path)
     check_terminal()
