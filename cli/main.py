@@ -86,7 +86,7 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     main.add_argument("--compact", action="store_true", help="one line per GPU")
     _add_broker(main)
     main.add_argument("--host", metavar="HOST", help="with --broker: open this host directly")
-    p = {"": main}
+    p: dict[str, argparse.ArgumentParser] = {"": main}
 
     ag = _Parser(prog="gpuscope agent", description="Publish this machine's frames, findings and inventory to an "
                  "MQTT broker (topics: docs/mqtt.md).")

@@ -151,22 +151,23 @@ class Recorder:
             except queue.Empty:
                 if self._unflushed:
                     self._emit(b"", force_flush=True)  # an idle recorder still reaches the disk within flush_s
+                if self._f is None:
+                    return
                 continue
-            if frame is None:
-                break
-            if self._f is None:
-                continue  # stopped on an error: the rest is discarded (error says so)
+            if frame is None or self._f is None:
+                break  # closing, or stopped on an error (the rest is discarded: error says so)
             try:
                 line = _dumps(frame_to_dict(frame))
             except Exception as e:  # noqa: BLE001 - a bug must stop the recording visibly, not kill it silently
                 log.exception("cannot encode frame at t=%s", frame.t)
                 self._fail(f"recording stopped: cannot encode a frame ({type(e).__name__}: {e}); frames up to "
                            "then are kept")
-                continue
+                return
             self._t_last = frame.t
             self._emit(line)
-            if self._f is not None:
-                self.frames += 1
+            if self._f is None:
+                return  # a write error: error is set, the file closed
+            self.frames += 1
         if self._f is not None:
             end: dict[str, Any] = {"type": "end", "t": self._t_last, "frames": self.frames}
             if self.dropped:

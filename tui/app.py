@@ -92,6 +92,19 @@ class GpuscopeApp(App[int]):
         self._rec_started = 0.0
         self._ppid = os.getppid()
         self.message_line = ""
+        self.crash: Exception | None = None
+
+    # ----------------------------------------------------------------- errors
+    def _handle_exception(self, error: Exception) -> None:
+        """Textual's hook for an exception a handler let escape: the app exits as before, but the error
+        is kept in :attr:`crash` for :func:`run_app` to re-raise (``main`` logs the traceback and shows
+        one line) instead of Textual printing a traceback with local variables on the terminal."""
+        if self.crash is None:
+            self.crash = error
+        super()._handle_exception(error)
+
+    def _fatal_error(self) -> None:
+        self._close_messages_no_wait()  # Textual's version also queues a Rich traceback for the terminal
 
     @property
     def _replay(self) -> bool:
@@ -377,8 +390,14 @@ class GpuscopeApp(App[int]):
         self.session.stop_recording()
 
 
-def check_terminal() -> None:
+def run_app(app: GpuscopeApp) -> None:
+    """Run the App; an exception that escaped one of its handlers is raised again once it has closed."""
+    app.run()
+    if app.crash is not None:
+        raise app.crash
 
+
+def check_terminal() -> None:
     if not sys.stdout.isatty():
         raise GpuscopeError("the live view needs a terminal; for a headless run use `gpuscope record -o FILE`")
 
@@ -390,7 +409,7 @@ def run_live(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
     app = GpuscopeApp(session, None, label=src.label, interval_s=args.interval, window=args.history,
                       compact=True if args.compact else None, record_path=args.record)
     app.feeder = LiveFeeder(src, session, args.interval, app.notify_update)
-    app.run()
+    run_app(app)
     rec_err = session.record_error
     if rec_err:
         sys.stderr.write(f"gpuscope: {rec_err}\n")
@@ -418,6 +437,6 @@ def run_replay(args: argparse.Namespace) -> int:
     app = GpuscopeApp(session, None, label="REPLAY", interval_s=interval, compact=True if args.compact else None,
                       origin_note=f"{Path(path).name} ({note})")
     app.feeder = ReplayFeeder(rec, session, app.notify_update, speed=args.speed, window_s=lambda: app.window_s)
-    app.run()
+    run_app(app)
     return 0
 

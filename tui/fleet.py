@@ -9,7 +9,7 @@ from gpuscope.cli.agent import broker_config
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session
 from gpuscope.sources.mqtt import Subscriber
-from gpuscope.tui.app import GpuscopeApp, check_terminal
+from gpuscope.tui.app import GpuscopeApp, check_terminal, run_app
 from gpuscope.tui.fleet_app import FleetApp
 from gpuscope.tui.workers import Worker
 
@@ -60,7 +60,7 @@ def run_fleet(args: argparse.Namespace) -> int:
             session = Session(inv, interval_s=args.interval)
             app = GpuscopeApp(session, None, label="REMOTE", interval_s=args.interval)
             app.feeder = RemoteFeeder(sub, host, session, app.notify_update)
-            app.run()
+            run_app(app)
             if args.host:
                 return 0
             host = None
