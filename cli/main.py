@@ -220,6 +220,8 @@ def _open(simulate: str | None, pcie_mode: str = "auto", virtual_at: float | Non
 
 
 def _dispatch(cmd: str, args: argparse.Namespace) -> int:
+    # Each command imports what it needs here, not at module level: `gpuscope topo` need not load NVML's
+    # pool, MQTT or HTTP, and no headless command may load Textual (tests/test_layout.py).
     if cmd == "scenarios":
         from gpuscope.sources.scenario import load, shipped
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -131,8 +132,6 @@ class MarkerPipe:
     becomes a marker (``echo "phase: decode" > "$GPUSCOPE_MARKERS"``)."""
 
     def __init__(self, add: Callable[[str], Any]):
-        import tempfile
-
         self.add = add
         self._dir = tempfile.mkdtemp(prefix="gpuscope-")
         self.path: str | None = os.path.join(self._dir, "markers")

@@ -402,3 +402,30 @@ async def test_an_exception_in_the_ui_is_kept_for_main_not_printed(capsys):
     assert isinstance(app.crash, ValueError)  # run_app raises it again; main logs it and prints one line
     err = capsys.readouterr().err
     assert "Traceback" not in err and "ui boom" not in err  # Textual printed no traceback on the terminal
+
+
+def test_replay_skips_a_damaged_frame_and_counts_it(tmp_path, monkeypatch):
+    from gpuscope.sources.recording import RecordingError
+    from gpuscope.tui.feeders import ReplayFeeder
+
+    src = sim_source("mixed-4")
+    path = tmp_path / "r.jsonl.gz"
+    rec = Recorder(path, src.inventory, fsync=False)
+    for f in run_frames(src, 0, 9):
+        rec.write(f, wait=True)
+    rec.close()
+    r = open_recording(path)
+    real = r.frames
+
+    def frames(a=0, b=None):
+        if a == 4:
+            raise RecordingError(f"{path}: frame 4 is damaged (test)")
+        return real(a, b)
+
+    monkeypatch.setattr(r, "frames", frames)
+    session = Session(r.inventory)
+    feeder = ReplayFeeder(r, session, lambda: None)
+    for i in range(r.n_frames):
+        feeder._ingest(i)
+    assert feeder.index == r.n_frames - 1 and session.frames_seen == r.n_frames - 1
+    assert session.tick_errors.count == 1 and "frame 4 is damaged" in session.tick_errors.last
