@@ -53,7 +53,7 @@ class FrameSink(Protocol):
 
     def write(self, frame: Frame) -> None: ...
 
-    def close(self) -> None: ...
+    def close(self, wait: bool = True) -> None: ...
 
 
 class Session:
@@ -133,15 +133,18 @@ class Session:
         log.info("recording to %s", getattr(sink, "path", sink))
         return sink
 
-    def stop_recording(self) -> FrameSink | None:
-        """Detach the recorder (under the lock) and close it (outside: closing drains its queue to disk)."""
+    def stop_recording(self, wait: bool = True) -> FrameSink | None:
+        """Detach the recorder (under the lock) and close it (outside: closing drains its queue to disk).
+
+        ``wait=False`` returns at once and lets the recorder's writer finish the file on its own (a UI
+        must not wait for a slow disk); the default waits, as a command or an exiting App must."""
         with self.lock:
             rec, self.recorder = self.recorder, None
         if rec is not None:
-            rec.close()
+            rec.close(wait=wait)
             if rec.error and not self.record_error:
                 self.record_error = rec.error
-            log.info("recording stopped: %d frames", rec.frames)
+            log.info("recording stopped%s: %d frames written", "" if wait else " (finishing)", rec.frames)
         return rec
 
 

@@ -71,6 +71,7 @@ class Recorder:
         self.error: str | None = None
         self.frames = 0  # frames written (by the writer thread)
         self.dropped = 0  # frames refused because the queue was full
+        self.accepted = 0  # frames queued (written, or to be written, unless an error stops the writer)
         self.bytes_raw = 0
         self._member_raw = 0
         self._unflushed = False
@@ -115,29 +116,37 @@ class Recorder:
                 self._q.put(frame)
             else:
                 self._q.put_nowait(frame)
+            self.accepted += 1
         except queue.Full:
             self.dropped += 1
             if self.dropped == 1 or self.dropped % 100 == 0:
                 log.warning("recorder queue full (the disk is slow or stalled): %d frames dropped from %s",
                             self.dropped, self.path)
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         """Drain the queue, end the recording cleanly (end line, gzip trailer) and join the writer.
 
         If the disk does not take the queued frames within ``close_timeout_s``, gives up waiting and
-        sets :attr:`error` (the writer thread is a daemon and cannot hold the process)."""
-        if self._closing:
-            return
+        sets :attr:`error` (the writer thread is a daemon and cannot hold the process). With
+        ``wait=False`` (a UI stopping a recording) it returns at once and the writer finishes on its
+        own; a later ``close()`` waits for that."""
+        first = not self._closing
         self._closing = True
         if not self._thread.is_alive():
             self._abandon()
             return
         deadline = time.monotonic() + self.close_timeout_s
-        try:
-            self._q.put(None, timeout=self.close_timeout_s)
-            self._thread.join(max(0.0, deadline - time.monotonic()))
-        except queue.Full:
-            pass
+        if first:
+            try:
+                if wait:
+                    self._q.put(None, timeout=self.close_timeout_s)
+                else:
+                    self._q.put_nowait(None)
+            except queue.Full:
+                pass  # the writer also stops once it has drained the queue and sees _closing
+        if not wait:
+            return
+        self._thread.join(max(0.0, deadline - time.monotonic()))
         if self._thread.is_alive():
             self.error = self.error or (f"recording of {self.path} did not finish: the disk did not take the last "
                                         f"frames within {self.close_timeout_s:g} s")
@@ -153,6 +162,8 @@ class Recorder:
                     self._emit(b"", force_flush=True)  # an idle recorder still reaches the disk within flush_s
                 if self._f is None:
                     return
+                if self._closing:
+                    break  # closed without waiting, and everything queued is written
                 continue
             if frame is None or self._f is None:
                 break  # closing, or stopped on an error (the rest is discarded: error says so)

@@ -429,3 +429,25 @@ def test_replay_skips_a_damaged_frame_and_counts_it(tmp_path, monkeypatch):
         feeder._ingest(i)
     assert feeder.index == r.n_frames - 1 and session.frames_seen == r.n_frames - 1
     assert session.tick_errors.count == 1 and "frame 4 is damaged" in session.tick_errors.last
+
+
+def test_stopping_without_waiting_returns_at_once_and_the_writer_finishes(tmp_path, monkeypatch):
+    disk = Disk(monkeypatch)
+    src = sim_source("mixed-4")
+    frames = run_frames(src, 0, 5)
+    session = Session(src.inventory)
+    path = tmp_path / "r.jsonl.gz"
+    rec = Recorder(path, src.inventory, flush_s=0.0)
+    session.start_recording(rec)
+    disk.open.clear()
+    for f in frames:
+        session.ingest(f)
+    assert disk.waiting.wait(10)
+    t0 = time.monotonic()
+    assert session.stop_recording(wait=False) is rec  # what the UI does on r: no wait for the stalled disk
+    assert time.monotonic() - t0 < 1.0 and rec._thread.is_alive() and rec.accepted == 6
+    disk.open.set()
+    rec.close()  # what the App does at exit: wait for the writer to finish
+    assert not rec._thread.is_alive() and rec.frames == 6
+    r = open_recording(path)
+    assert r.complete and r.n_frames == 6

@@ -23,7 +23,7 @@ from textual.widgets import Footer, Static
 
 from gpuscope.cli.report import open_or_fail
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.session import Session
+from gpuscope.core.session import FrameSink, Session
 from gpuscope.core.view import RecordingStatus, StatusInfo, ViewState
 from gpuscope.sources.recording import Recorder, RecordingError
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
@@ -93,6 +93,7 @@ class GpuscopeApp(App[int]):
         self._ppid = os.getppid()
         self.message_line = ""
         self.crash: Exception | None = None
+        self._finishing: list[FrameSink] = []  # recordings stopped with r whose writer may still be busy
 
     # ----------------------------------------------------------------- errors
     def _handle_exception(self, error: Exception) -> None:
@@ -285,8 +286,11 @@ class GpuscopeApp(App[int]):
         if self._replay:
             self.message_line = "recording is not available during replay"
         elif self.session.recorder is not None:
-            rec = self.session.stop_recording()
-            self.message_line = f"recording stopped: {rec.frames} frames in {getattr(rec, 'path', '?')}" if rec else ""
+            rec = self.session.stop_recording(wait=False)  # the writer finishes the file; the UI goes on
+            if rec is not None:
+                self._finishing.append(rec)
+                n = getattr(rec, "accepted", rec.frames)
+                self.message_line = f"recording stopped: {n} frames in {getattr(rec, 'path', '?')}"
         else:
             path = self.record_path or time.strftime("gpuscope-%Y%m%d-%H%M%S.jsonl.gz")
             self._start_recording(path)
@@ -384,10 +388,12 @@ class GpuscopeApp(App[int]):
 
     def on_unmount(self) -> None:
         """The App owns its feeder thread: stop it (which closes the source and its threads), then end
-        the recording (the recorder's writer drains and joins)."""
+        every recording (their writers drain and join)."""
         if self.feeder is not None:
             self.feeder.stop()
         self.session.stop_recording()
+        for rec in self._finishing:
+            rec.close()  # waits for a writer still finishing a recording stopped with r
 
 
 def run_app(app: GpuscopeApp) -> None:
