@@ -22,14 +22,16 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from gpuscope.cli.report import open_or_fail
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.session import Session
-from gpuscope.core.view import ViewState
+from gpuscope.core.session import FrameSink, Session
+from gpuscope.core.view import RecordingStatus, StatusInfo, ViewState
 from gpuscope.sources.recording import Recorder, RecordingError
 from gpuscope.tui.commands import GpuscopeCommands
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
 from gpuscope.tui.layout import Plan, plan_layout
 from gpuscope.tui.screens import FindingsScreen, GpuDetailScreen, HelpScreen, MarkerScreen
+from gpuscope.tui.workers import Worker
 from gpuscope.widgets.findings_panel import FindingsPanel
 from gpuscope.widgets.fit import fit_words
 from gpuscope.widgets.gpu_panel import GpuPanel
@@ -79,7 +81,7 @@ class GpuscopeApp(App[int]):
         Binding("N", "jump(0)", "prev mark", show=False, id="prev"),
     ]
 
-    def __init__(self, session: Session, feeder: Any, *, label: str, interval_s: float, window: str = "1m",
+    def __init__(self, session: Session, feeder: Worker | None, *, label: str, interval_s: float, window: str = "1m",
                  compact: bool | None = None, record_path: str | None = None, origin_note: str = ""):
         super().__init__()
         self.session = session
@@ -102,10 +104,28 @@ class GpuscopeApp(App[int]):
         self._rec_started = 0.0
         self._ppid = os.getppid()
         self.message_line = ""
+        self.crash: Exception | None = None
+        self._finishing: list[FrameSink] = []  # recordings stopped with r whose writer may still be busy
+
+    # ----------------------------------------------------------------- errors
+    def _handle_exception(self, error: Exception) -> None:
+        """Textual's hook for an exception a handler let escape: the app exits as before, but the error
+        is kept in :attr:`crash` for :func:`run_app` to re-raise (``main`` logs the traceback and shows
+        one line) instead of Textual printing a traceback with local variables on the terminal."""
+        if self.crash is None:
+            self.crash = error
+        super()._handle_exception(error)
+
+    def _fatal_error(self) -> None:
+        self._close_messages_no_wait()  # Textual's version also queues a Rich traceback for the terminal
 
     @property
     def _replay(self) -> bool:
         return isinstance(self.feeder, ReplayFeeder)
+
+    @property
+    def _replayer(self) -> ReplayFeeder | None:
+        return self.feeder if isinstance(self.feeder, ReplayFeeder) else None
 
     # ----------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -223,20 +243,23 @@ class GpuscopeApp(App[int]):
             self._dirty = False
 
     def build_view(self, graphs: bool) -> ViewState:
+        """The view of this instant, read under the session lock (history, findings and frame agree)."""
         s = self.session
-        frame = s.last_frame
-        extra: dict[str, object] = {"interval": self.interval_s, "paused": self.paused}
-        rec = s.recorder
-        if rec is not None:
-            extra["recording"] = True
-            extra["rec_elapsed"] = time.monotonic() - self._rec_started
-        if s.record_error:
-            extra["record_error"] = s.record_error
-        if self.origin_note:
-            extra["replay_note"] = self.origin_note
-        return ViewState(inventory=s.inventory, frame=frame, history=s.history, findings=s.findings.active,
-                         window_s=self.window_s, now=frame.t if frame else 0.0, label=self.label, graphs=graphs,
-                         extra=extra)
+        with s.lock:
+            frame = s.last_frame
+            rec = s.recorder
+            recording = None
+            if rec is not None:
+                recording = RecordingStatus(path=str(getattr(rec, "path", "")),
+                                            elapsed_s=time.monotonic() - self._rec_started,
+                                            frames=rec.frames, dropped=rec.dropped)
+            status = StatusInfo(interval_s=self.interval_s, paused=self.paused, recording=recording,
+                                record_error=s.record_error, origin_note=self.origin_note,
+                                tick_errors=s.tick_errors)
+            replay = self.feeder.status() if isinstance(self.feeder, ReplayFeeder) else None
+            return ViewState(inventory=s.inventory, frame=frame, history=s.history, findings=s.findings.active,
+                             window_s=self.window_s, now=frame.t if frame else 0.0, label=self.label,
+                             graphs=graphs, status=status, replay=replay)
 
     def refresh_view(self, force: bool = False) -> None:
         self._dirty = False
@@ -249,10 +272,7 @@ class GpuscopeApp(App[int]):
         self._seek_gen = seek_gen
         if graphs:
             self._last_graph = now
-        lock = getattr(self.feeder, "session_lock", None)
-        if lock is not None:
-            lock.acquire()
-        try:
+        with self.session.lock:  # the one lock: the feeder cannot change what the panels are reading
             v = self.build_view(graphs)
             screen = self.screen
             if isinstance(screen, GpuDetailScreen):
@@ -279,7 +299,7 @@ class GpuscopeApp(App[int]):
             msg = self.message_line or ("" if has_eps else
                                         "No inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, "
                                         "llama.cpp, TRT-LLM, LMDeploy) to see tok/s on the same time axis.")
-            err = getattr(self.feeder, "error", None)
+            err = self.feeder.error if self.feeder is not None else None
             if err:
                 msg = err
             set_content(self.query_one("#message", Static),
@@ -289,12 +309,9 @@ class GpuscopeApp(App[int]):
                 self._apply_layout()
             if note.display:
                 set_content(note, fit_words(Text(f" {msg}", style="yellow"), max(10, self.size.width)))
-            if self._replay:
-                f = self.feeder
-                self.query_one(Timeline).show_position(f.t0, f.t1, f.position, f.marks(), f.speed, f.playing)
-        finally:
-            if lock is not None:
-                lock.release()
+            if v.replay is not None:
+                r = v.replay
+                self.query_one(Timeline).show_position(r.t0, r.t1, r.position, list(r.marks), r.speed, r.playing)
 
     def _watchdog(self) -> None:
         """Exit when the terminal went away (SSH drop): the parent died or stdin is gone."""
@@ -312,8 +329,8 @@ class GpuscopeApp(App[int]):
 
     # ----------------------------------------------------------------- actions
     def action_pause(self) -> None:
-        if self._replay:
-            self.feeder.toggle()
+        if (r := self._replayer) is not None:
+            r.toggle()
         else:
             self.paused = not self.paused
             self.refresh_view(force=True)
@@ -334,8 +351,11 @@ class GpuscopeApp(App[int]):
         if self._replay:
             self.message_line = "recording is not available during replay"
         elif self.session.recorder is not None:
-            rec = self.session.stop_recording()
-            self.message_line = f"recording stopped: {rec.frames} frames in {rec.path}" if rec else ""
+            rec = self.session.stop_recording(wait=False)  # the writer finishes the file; the UI goes on
+            if rec is not None:
+                self._finishing.append(rec)
+                n = getattr(rec, "accepted", rec.frames)
+                self.message_line = f"recording stopped: {n} frames in {getattr(rec, 'path', '?')}"
         else:
             path = self.record_path or time.strftime("gpuscope-%Y%m%d-%H%M%S.jsonl.gz")
             self._start_recording(path)
@@ -375,13 +395,7 @@ class GpuscopeApp(App[int]):
         """Every finding with its full text, on its own screen (the panel shows one line each)."""
         from gpuscope.widgets.findings_panel import findings_text
 
-        lock = getattr(self.feeder, "session_lock", None)
-        if lock is not None:
-            with lock:
-                v = self.build_view(False)
-        else:
-            v = self.build_view(False)
-        self.push_screen(FindingsScreen(findings_text(v)))
+        self.push_screen(FindingsScreen(findings_text(self.build_view(False))))  # build_view takes the lock
 
     def action_focus_gpu(self) -> None:
         panels = list(self.query(GpuPanel))
@@ -424,8 +438,8 @@ class GpuscopeApp(App[int]):
     def action_cycle_window(self) -> None:
         vals = list(WINDOWS.values())
         self.window_s = vals[(vals.index(self.window_s) + 1) % len(vals)] if self.window_s in vals else 60.0
-        if self._replay:
-            self.feeder.request_seek(self.feeder.target)
+        if (r := self._replayer) is not None:
+            r.request_seek(r.target)
         self.refresh_view(force=True)
 
     def action_compact(self) -> None:
@@ -451,29 +465,39 @@ class GpuscopeApp(App[int]):
             self.call_after_refresh(self.refresh_view, True)
 
     def action_speed(self, d: int) -> None:
-        if self._replay:
-            self.feeder.faster(d > 0)
+        if (r := self._replayer) is not None:
+            r.faster(d > 0)
 
     def action_seek(self, s: int) -> None:
-        if self._replay:
-            self.feeder.request_seek(self.feeder.target + s)  # decoded on the replay thread, never here
+        if (r := self._replayer) is not None:
+            r.request_seek(r.target + s)  # decoded on the replay thread, never here
 
     def action_seek_edge(self, end: int) -> None:
-        if self._replay:
-            self.feeder.request_seek(self.feeder.t1 if end else self.feeder.t0)
+        if (r := self._replayer) is not None:
+            r.request_seek(r.t1 if end else r.t0)
 
     def action_jump(self, forward: int) -> None:
-        if self._replay:
-            self.feeder.jump_mark(bool(forward))
+        if (r := self._replayer) is not None:
+            r.jump_mark(bool(forward))
 
     def on_unmount(self) -> None:
+        """The App owns its feeder thread: stop it (which closes the source and its threads), then end
+        every recording (their writers drain and join)."""
         if self.feeder is not None:
             self.feeder.stop()
         self.session.stop_recording()
+        for rec in self._finishing:
+            rec.close()  # waits for a writer still finishing a recording stopped with r
+
+
+def run_app(app: GpuscopeApp) -> None:
+    """Run the App; an exception that escaped one of its handlers is raised again once it has closed."""
+    app.run()
+    if app.crash is not None:
+        raise app.crash
 
 
 def check_terminal() -> None:
-
     if not sys.stdout.isatty():
         raise GpuscopeError("the live view needs a terminal; for a headless run use `gpuscope record -o FILE`")
 
@@ -485,7 +509,7 @@ def run_live(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
     app = GpuscopeApp(session, None, label=src.label, interval_s=args.interval, window=args.history,
                       compact=True if args.compact else None, record_path=args.record)
     app.feeder = LiveFeeder(src, session, args.interval, app.notify_update)
-    app.run()
+    run_app(app)
     rec_err = session.record_error
     if rec_err:
         sys.stderr.write(f"gpuscope: {rec_err}\n")
@@ -502,9 +526,6 @@ def demo_path() -> Path:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-
-    from gpuscope.cli.report import open_or_fail
-
     path = getattr(args, "file", None) or demo_path()
     rec = open_or_fail(path)
     check_terminal()
@@ -516,6 +537,6 @@ def run_replay(args: argparse.Namespace) -> int:
     app = GpuscopeApp(session, None, label="REPLAY", interval_s=interval, compact=True if args.compact else None,
                       origin_note=f"{Path(path).name} ({note})")
     app.feeder = ReplayFeeder(rec, session, app.notify_update, speed=args.speed, window_s=lambda: app.window_s)
-    app.run()
+    run_app(app)
     return 0
 

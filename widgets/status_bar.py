@@ -1,4 +1,4 @@
-"""The header line: host, source label, interval, recording, window, clock."""
+"""The header line: host, source label, sampling errors, interval, recording, window, clock."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class StatusBar(Static):
     DEFAULT_CSS = "StatusBar { height: 1; background: $panel; }"
 
     def show(self, v: ViewState) -> None:
-        e = v.extra
+        st = v.status
         segs: list[tuple[Text, int]] = []  # (text, priority): 0 always shown, higher dropped first to fit
 
         def seg(text: str, style: str = "", prio: int = 0) -> None:
@@ -31,19 +31,23 @@ class StatusBar(Static):
             seg(v.inventory.scenario, "yellow", 2)
         elif v.inventory.simulated:
             seg(f"SIMULATED {v.inventory.scenario or ''}".strip(), "bold yellow", 0)
-        if e.get("replay_note"):
-            seg(str(e["replay_note"]), "cyan", 3)
+        if st.tick_errors.count:  # a high priority: a narrow terminal must still show it
+            seg(st.tick_errors.text(), "bold red", 1)
+        if st.origin_note:
+            seg(st.origin_note, "cyan", 3)
         seg(v.inventory.host, "", 3)
         seg(f"{len(v.inventory.devices)} GPU", "", 4)
         seg(f"driver {v.inventory.driver_version or '?'}", "", 5)
-        seg(f"every {e.get('interval', 1.0):g}s", "", 4)
+        seg(f"every {st.interval_s:g}s", "", 4)
         seg(f"window {fmt_duration(v.window_s)}", "", 0)
-        if e.get("paused"):
+        if st.paused:
             seg("❚❚ PAUSED", "bold yellow", 0)
-        if e.get("recording"):
-            seg(f"● REC {fmt_duration(float(e.get('rec_elapsed', 0)))}", "bold red", 0)
-        if e.get("record_error"):
-            seg(str(e["record_error"]), "bold red", 1)
+        if st.recording is not None:
+            seg(f"● REC {fmt_duration(st.recording.elapsed_s)}", "bold red", 0)
+            if st.recording.dropped:
+                seg(f"{st.recording.dropped} frames dropped: disk too slow", "bold red", 1)
+        if st.record_error:
+            seg(st.record_error, "bold red", 1)
         clock = time.strftime("%H:%M:%S", time.localtime(v.now)) if v.now else ""
         if clock:
             seg(clock, "", 0)
