@@ -688,8 +688,8 @@ class EndpointPoller:
             tr.feed(t, body)
             self._publish(k)
             return True
-        except (httpx.TimeoutException, asyncio.TimeoutError):
-            why = f"no complete answer in {self.timeout_s:g} s"
+        except (httpx.TimeoutException, asyncio.TimeoutError):  # the deadline covers the whole response
+            why = f"no answer in {self.timeout_s:g} s"
         except httpx.ConnectError as e:
             chain, c = [], e
             while c is not None and len(chain) < 6:
