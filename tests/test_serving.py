@@ -295,3 +295,77 @@ def test_labels_name_what_a_number_is():
         tr.feed(t, _counter_text(100.0 * t))
     r = tr.reading()
     assert r.rate_window_s == pytest.approx(10.0)  # the span the rate is over, shown as "10 s rate"
+
+
+# ------------------------------------------------------------------ what the panel and the findings say
+def _full_reading(**kw):
+    from gpuscope.core.model import EndpointReading
+
+    base = dict(url="http://gpu-server-01.example:8000", kind="vllm", model="meta-llama/Llama-3.1-70B-Instruct",
+                gen_tokens_per_s=12345.6, prompt_tokens_per_s=98765.4, prompt_computed_tokens_per_s=5234.0,
+                prompt_cached_tokens_per_s=93531.4, prefix_cache_hit_pct=94.7, preemptions_per_min=1234.0,
+                requests_running=256.0, requests_waiting=1024.0, kv_cache_pct=99.9, ttft_mean_s=12.345,
+                queue_mean_s=11.234, prefill_mean_s=1.111, itl_mean_s=0.0137, itl_p50_bounds_s=(0.01, 0.025),
+                rate_window_s=10.0, spec_accept_length=2.53, probe_ttft_s=0.052, probe_decode_tokens_per_s=49.3,
+                models_dropped=4992)
+    base.update(kw)
+    return EndpointReading(**base)
+
+
+@pytest.mark.parametrize("bounds,value,expect", [
+    ((0.01, 0.025), None, "p50 10–25 ms"), ((0.0, 0.01), None, "p50 0–10 ms"), ((5.0, 7.5), None, "p50 5–7.5 s"),
+    ((0.5, 2.5), None, "p50 500 ms–2.5 s"), ((80.0,), None, "p50 > 80 s"), (None, None, ""),
+    ((1.0, 1.1), 1.05, "p50 1,050 ms"),
+])
+def test_quantile_labels(bounds, value, expect):
+    from gpuscope.widgets.inference_panel import fmt_bounds
+
+    assert fmt_bounds("p50", value, bounds) == expect
+
+
+def test_panel_lines_fit_80_columns_and_keep_every_number():
+    from gpuscope.widgets.inference_panel import endpoint_lines
+
+    r = _full_reading()
+    lines = [x.plain for x in endpoint_lines(r)]
+    assert all(len(x) <= 76 for x in lines), [(len(x), x) for x in lines]  # 80 columns minus border and padding
+    text = "\n".join(lines)
+    for number in ("12346", "98765", "5234", "93531", "95%", "1234/min", "256", "1024", "99.9%", "12,345 ms",
+                   "11,234 ms", "1,111 ms", "13.7 ms", "p50 10–25 ms", "rates over 10 s", "probe", "52.0 ms", "49",
+                   "+4992 models"):
+        assert number in text, number
+
+
+@pytest.mark.parametrize("eps,expect", [
+    ([], ("– tok/s", "  waiting for two scrapes")),
+    ([dict(up=False, gen_tokens_per_s=None, rate_window_s=None)], ("– tok/s", "  unreachable")),  # never "0 tok/s"
+    ([dict(gen_tokens_per_s=None, rate_window_s=None)], ("– tok/s", "  waiting for two scrapes")),
+    ([dict(gen_tokens_per_s=357.0)], ("357 tok/s", "  10 s rate")),
+    ([dict(gen_tokens_per_s=0.0)], ("0 tok/s", "  10 s rate")),  # idle is a real 0
+    ([dict(gen_tokens_per_s=50.0, rate_window_s=None, probe_fields=("gen_tokens_per_s",))],
+     ("50 tok/s", "  (probe)")),
+])
+def test_header_says_unknown_not_zero_and_names_the_window(eps, expect):
+    from gpuscope.widgets.inference_panel import header_line
+
+    assert header_line([_full_reading(**kw) for kw in eps]) == expect
+
+
+@pytest.mark.parametrize("rates,kv,expect", [
+    ([0.0, 0.0], 99.0, None),
+    ([None, None], 99.0, None),
+    ([12.0, 12.0], 98.0, ("warning", "KV cache pressure: 12 preemptions/min, KV 98 %")),
+    ([3.0, 5.0], 60.0, ("info", "KV cache pressure: 4 preemptions/min, KV 60 %")),
+])
+def test_kv_pressure_finding(rates, kv, expect):
+    from gpuscope.core.findings import rule_kv_pressure
+    from gpuscope.core.model import Frame, Inventory
+
+    inv = Inventory(host="h", devices=())
+    frames = [Frame(t=float(i), gpus=(), endpoints=(_full_reading(preemptions_per_min=r, kv_cache_pct=kv),))
+              for i, r in enumerate(rates)]
+    got = rule_kv_pressure(inv, frames)
+    if expect is None:
+        assert got == []
+    else:
+        assert len(got) == 1 and got[0].severity == expect[0] and got[0].message.startswith(expect[1])
