@@ -95,6 +95,21 @@ def _ms(s: float | None) -> str:
     return "–" if s is None else f"{s * 1000:,.1f}" if s < 0.1 else f"{s * 1000:,.0f}"
 
 
+SERVING_TEXT = (("gen_tokens_per_s", "gen {} tok/s", 1, 1), ("prompt_tokens_per_s", "prompt {} tok/s", 1, 1),
+                ("prompt_computed_tokens_per_s", "computed {} tok/s", 1, 1),
+                ("prompt_cached_tokens_per_s", "cached {} tok/s", 1, 1), ("prefix_cache_hit_pct", "cache hit {} %", 1, 0),
+                ("requests_running", "running {}", 1, 1), ("requests_waiting", "waiting {}", 1, 1),
+                ("kv_cache_pct", "KV {} %", 1, 0), ("ttft_mean_s", "TTFT mean {} ms", 1e-3, 0),
+                ("queue_mean_s", "queue mean {} ms", 1e-3, 0), ("prefill_mean_s", "prefill mean {} ms", 1e-3, 0),
+                ("itl_mean_s", "ITL mean {} ms", 1e-3, 1), ("preemptions_per_min", "preemptions {}/min", 1, 1))
+
+
+def _serving_parts(e: dict[str, Any]) -> list[str]:
+    """The known serving numbers of one endpoint/model in a span (unknown ones left out, never 0)."""
+    parts = [fmt.format(_fmt(e[key], scale, digits)) for key, fmt, scale, digits in SERVING_TEXT if e.get(key) is not None]
+    return parts or ["no readings (unreachable or no rate yet)"]
+
+
 def render_phases(doc: dict[str, Any]) -> str:
     """The per-phase report: a block per marker span with its GPUs, endpoints/models and findings."""
     out = []
@@ -115,13 +130,7 @@ def render_phases(doc: dict[str, Any]) -> str:
                        f"{_fmt(g['nvlink_rx_bytes_per_s'], 1e9, 1):>8}{_fmt(g['nvlink_tx_bytes_per_s'], 1e9, 1):>8}")
         for e in s["endpoints"]:
             name = e["model"] or e["url"]
-            out.append(f"  {e['kind'] or '?'} {name[:40]}: gen {_fmt(e['gen_tokens_per_s'], 1, 1)} tok/s, prompt "
-                       f"{_fmt(e['prompt_tokens_per_s'], 1, 1)} tok/s (computed {_fmt(e['prompt_computed_tokens_per_s'], 1, 1)},"
-                       f" cached {_fmt(e['prompt_cached_tokens_per_s'], 1, 1)}), cache hit {_fmt(e['prefix_cache_hit_pct'])} %")
-            out.append(f"    running {_fmt(e['requests_running'], 1, 1)}, waiting {_fmt(e['requests_waiting'], 1, 1)}, "
-                       f"KV {_fmt(e['kv_cache_pct'])} %, TTFT mean {_ms(e['ttft_mean_s'])} ms (queue "
-                       f"{_ms(e['queue_mean_s'])}, prefill {_ms(e['prefill_mean_s'])}), ITL mean {_ms(e['itl_mean_s'])} ms, "
-                       f"preemptions {_fmt(e['preemptions_per_min'], 1, 1)}/min")
+            out.append(f"  {e['kind'] or '?'} {name[:50]}: " + ", ".join(_serving_parts(e)))
         for f in s["findings"]:
             out.append(f"  {f['severity']:<8} {f['message']}")
     out.append("")

@@ -242,6 +242,9 @@ def span_stats(frames: Iterable[Frame], spans: list[dict[str, Any]], n_gpus: int
     for s, a in zip(spans, acc):
         eps = [{"url": url, "model": model, "kind": d["kind"], **{m: _mean(d[m]) for m in SERVING_FIELDS}}
                for (url, model), d in a["eps"].items()]
+        # a row with no reading at all (before the first scrape) is dropped where the endpoint has another
+        eps = [e for e in eps if any(e[m] is not None for m in SERVING_FIELDS)
+               or sum(x["url"] == e["url"] for x in eps) == 1]
         active = [f for f in findings
                   if f["raised_at"] < s["end"] and (f["cleared_at"] is None or f["cleared_at"] > s["start"])]
         out.append({**s, "duration_s": s["end"] - s["start"], "frames": a["frames"],
