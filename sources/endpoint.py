@@ -484,8 +484,8 @@ class EndpointTracker:
         else:  # every model together
             s = {}
             for part in self._last.values():
-                for name, rows in part.items():
-                    s.setdefault(name, []).extend(rows)
+                for name, part_rows in part.items():
+                    s.setdefault(name, []).extend(part_rows)
         pts = list(self.snaps)
         span = pts[-1].t - pts[0].t if len(pts) >= 2 else None
 
