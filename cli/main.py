@@ -85,9 +85,15 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     p = {"": main}
 
     ag = _Parser(prog="gpuscope agent", description="Publish this machine's frames, findings and inventory to an "
-                 "MQTT broker (topics: docs/mqtt.md).")
+                 "MQTT broker (topics: docs/mqtt.md), serve them to Prometheus (docs/prometheus.md), or both.")
     _add_source(ag)
-    _add_broker(ag, required=True)
+    _add_broker(ag)
+    ag.add_argument("--prometheus", nargs="?", const="19400", metavar="[HOST:]PORT",
+                    help="serve /metrics for Prometheus (default port 19400, bound to 127.0.0.1 unless a host is "
+                         "given; 0.0.0.0:PORT or :PORT for every interface)")
+    ag.add_argument("--prometheus-hostname-label", default="Hostname", metavar="NAME",
+                    help="the hostname label's key on the DCGM-compatible series (default Hostname, as dcgm-exporter "
+                         "releases write it)")
     p["agent"] = ag
 
     t = _Parser(prog="gpuscope topo", description="The nvidia-smi topo -m matrix, PCIe link table and topology "
