@@ -91,14 +91,17 @@ def frames_beside_hostile(duration: int) -> tuple[int, int]:
 def rss_for_huge_body(mb: int = 200) -> int:
     srv = huge_body_server(mb)
     script = textwrap.dedent(f"""
-        import resource, time
+        import time
         from gpuscope.sources.endpoint import EndpointPoller
+        def hwm():  # this process's peak RSS in MB (VmHWM: unlike ru_maxrss, not inherited from the forking parent)
+            line = next(x for x in open("/proc/self/status") if x.startswith("VmHWM:"))
+            return int(line.split()[1]) // 1024
         p = EndpointPoller([{srv.url!r}], interval_s=0.3, timeout_s=20).start()
         end = time.time() + 30
         while time.time() < end and p.trackers[0].garbage < 3:
             time.sleep(0.05)
         p.stop()
-        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+        print(hwm())
     """)
     try:
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
