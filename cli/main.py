@@ -135,6 +135,8 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     s = _Parser(prog="gpuscope summary", description="Statistics of a recording.")
     s.add_argument("file")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--by-marker", action="store_true",
+                   help="one row per marker span (and per `record -- CMD` run): GPUs, serving, findings")
     p["summary"] = s
 
     e = _Parser(prog="gpuscope export", description="One row per GPU per frame.")
@@ -142,12 +144,15 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     g = e.add_mutually_exclusive_group(required=True)
     g.add_argument("--csv", metavar="OUT")
     g.add_argument("--parquet", metavar="OUT")
+    e.add_argument("--serving", metavar="OUT2", help="also write the serving readings, one row per endpoint and "
+                   "model per frame (same format as OUT)")
     p["export"] = e
 
     c = _Parser(prog="gpuscope compare", description="Two recordings side by side.")
     c.add_argument("a")
     c.add_argument("b")
     c.add_argument("--json", action="store_true")
+    c.add_argument("--by-marker", action="store_true", help="line the phases up by marker label")
     p["compare"] = c
     for parser in p.values():
         parser.add_argument("--log-file", metavar="PATH",

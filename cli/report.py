@@ -12,7 +12,14 @@ from typing import Any
 
 from gpuscope.core import catalogue
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.stats import export_rows, summarize
+from gpuscope.core.stats import (
+    SERVING_EXPORT_COLUMNS,
+    compare_phases,
+    export_rows,
+    export_serving_rows,
+    summarize,
+    summarize_by_marker,
+)
 from gpuscope.core.units import duration as human_duration
 from gpuscope.core.units import fmt_num
 from gpuscope.sources.recording import open_recording
@@ -83,7 +90,58 @@ def render_summary(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _ms(s: float | None) -> str:
+    return "–" if s is None else f"{s * 1000:,.1f}" if s < 0.1 else f"{s * 1000:,.0f}"
+
+
+SERVING_TEXT = (("gen_tokens_per_s", "gen {} tok/s", 1, 1), ("prompt_tokens_per_s", "prompt {} tok/s", 1, 1),
+                ("prompt_computed_tokens_per_s", "computed {} tok/s", 1, 1),
+                ("prompt_cached_tokens_per_s", "cached {} tok/s", 1, 1), ("prefix_cache_hit_pct", "cache hit {} %", 1, 0),
+                ("requests_running", "running {}", 1, 1), ("requests_waiting", "waiting {}", 1, 1),
+                ("kv_cache_pct", "KV {} %", 1, 0), ("ttft_mean_s", "TTFT mean {} ms", 1e-3, 0),
+                ("queue_mean_s", "queue mean {} ms", 1e-3, 0), ("prefill_mean_s", "prefill mean {} ms", 1e-3, 0),
+                ("itl_mean_s", "ITL mean {} ms", 1e-3, 1), ("preemptions_per_min", "preemptions {}/min", 1, 1))
+
+
+def _serving_parts(e: dict[str, Any]) -> list[str]:
+    """The known serving numbers of one endpoint/model in a span (unknown ones left out, never 0)."""
+    parts = [fmt.format(_fmt(e[key], scale, digits)) for key, fmt, scale, digits in SERVING_TEXT if e.get(key) is not None]
+    return parts or ["no readings (unreachable or no rate yet)"]
+
+
+def render_phases(doc: dict[str, Any]) -> str:
+    """The per-phase report: a block per marker span with its GPUs, endpoints/models and findings."""
+    out = []
+    sim = "  SIMULATED" if doc["simulated"] else ""
+    out.append(f"{doc['file']}: {doc['host']}{sim}, {len(doc['spans'])} phases by marker")
+    for s in doc["spans"]:
+        out.append("")
+        kind = "" if s["kind"] == "phase" else f"  [{s['kind']}]"
+        out.append(f"{s['label'][:70]}{kind}  +{human_duration(s['start'] - doc['start'])}, "
+                   f"{human_duration(s['duration_s'])}, {s['frames']} frames")
+        if not s["frames"]:
+            continue
+        out.append(f"  {'GPU':<4}{'util %':>7}{'power W':>9}{'SM MHz':>8}{'PCIe RX':>9}{'PCIe TX':>9}"
+                   f"{'NVL RX':>8}{'NVL TX':>8}  (GB/s)")
+        for g in s["gpus"]:
+            out.append(f"  {g['index']:<4}{_fmt(g['util_gpu_pct']):>7}{_fmt(g['power_w']):>9}{_fmt(g['sm_clock_mhz']):>8}"
+                       f"{_fmt(g['pcie_rx_bytes_per_s'], 1e9, 2):>9}{_fmt(g['pcie_tx_bytes_per_s'], 1e9, 2):>9}"
+                       f"{_fmt(g['nvlink_rx_bytes_per_s'], 1e9, 1):>8}{_fmt(g['nvlink_tx_bytes_per_s'], 1e9, 1):>8}")
+        for e in s["endpoints"]:
+            name = e["model"] or e["url"]
+            out.append(f"  {e['kind'] or '?'} {name[:50]}: " + ", ".join(_serving_parts(e)))
+        for f in s["findings"]:
+            out.append(f"  {f['severity']:<8} {f['message']}")
+    out.append("")
+    out.append("means over each span's frames; tok/s and latency means are the endpoint's rates over its rate window")
+    return "\n".join(out)
+
+
 def run_summary(args: argparse.Namespace) -> int:
+    if getattr(args, "by_marker", False):
+        pdoc = summarize_by_marker(open_or_fail(args.file))
+        print(json.dumps(pdoc, indent=2, ensure_ascii=False) if args.json else render_phases(pdoc))
+        return 0
     doc = summarize(open_or_fail(args.file))
     print(json.dumps(doc, indent=2, ensure_ascii=False) if args.json else render_summary(doc))
     return 0
@@ -127,7 +185,35 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             "gpu_count": [len(a["gpus"]), len(b["gpus"])]}
 
 
+PHASE_ROWS = (("gen_tokens_per_s", "gen tok/s", 1, 1), ("prompt_tokens_per_s", "prompt tok/s", 1, 1),
+              ("requests_waiting", "waiting", 1, 1), ("ttft_mean_s", "TTFT mean ms", 1e-3, 0),
+              ("itl_mean_s", "ITL mean ms", 1e-3, 1), ("util_gpu_pct", "GPU util %", 1, 0), ("power_w", "power W", 1, 0))
+
+
+def run_compare_phases(args: argparse.Namespace) -> int:
+    a, b = summarize_by_marker(open_or_fail(args.a)), summarize_by_marker(open_or_fail(args.b))
+    rows = compare_phases(a, b)
+    if args.json:
+        print(json.dumps({"schema": "gpuscope.compare-phases/1", "a": a["file"], "b": b["file"], "phases": rows},
+                         indent=2, ensure_ascii=False))
+        return 0
+    print(f"A: {a['file']}\nB: {b['file']}")
+    for r in rows:
+        print("")
+        missing = " (only in A)" if r["b"] is None else " (only in B)" if r["a"] is None else ""
+        print(f"{r['label'][:70]}{missing}")
+        for key, label, scale, digits in PHASE_ROWS:
+            va = r["a"][key] if r["a"] else None
+            vb = r["b"][key] if r["b"] else None
+            if va is None and vb is None:
+                continue
+            print(f"  {label:<14}{_fmt(va, scale, digits):>10}{_fmt(vb, scale, digits):>10}  {_pct(va, vb)}")
+    return 0
+
+
 def run_compare(args: argparse.Namespace) -> int:
+    if getattr(args, "by_marker", False):
+        return run_compare_phases(args)
     a, b = summarize(open_or_fail(args.a)), summarize(open_or_fail(args.b))
     doc = compare_docs(a, b)
     if args.json:
@@ -153,8 +239,57 @@ def run_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_table(out: str, columns: list[str], rows: Any, parquet: bool) -> int:
+    """Write rows as CSV (``-`` for stdout) or Parquet; returns the row count. Raises OSError."""
+    n = 0
+    if not parquet:
+        f = sys.stdout if out == "-" else open(out, "w", newline="")  # noqa: SIM115
+        try:
+            w = csv.writer(f)
+            w.writerow(columns)
+            for row in rows:
+                w.writerow(["" if v is None else v for v in row])
+                n += 1
+        finally:
+            if f is not sys.stdout:
+                f.close()
+        return n
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise GpuscopeError("--parquet needs pyarrow: pip install 'gpuscope[parquet]'") from None
+    data = list(rows)
+    pq.write_table(pa.table({c: [r[k] for r in data] for k, c in enumerate(columns)}), out)
+    return len(data)
+
+
+def check_serving_path(args: argparse.Namespace) -> None:
+    """``--serving OUT2`` must be a path of its own, and an existing file is never overwritten."""
+    out, main_out = args.serving, args.csv or args.parquet
+    if out == main_out and out != "-":
+        raise GpuscopeError("--serving needs a path of its own (not the same as the GPU table's)")
+    if out == "-" and main_out == "-":
+        raise GpuscopeError("only one of the two tables can go to stdout")
+    if out != "-" and os.path.exists(out) and not getattr(args, "force", False):
+        raise GpuscopeError(f"{out} exists: not overwritten (choose another name)")
+
+
+def run_export_serving(args: argparse.Namespace, rec: Any) -> None:
+    """``export --serving OUT2``: the serving readings, one row per endpoint and model per frame."""
+    out = args.serving
+    try:
+        n = _write_table(out, SERVING_EXPORT_COLUMNS, export_serving_rows(rec.frames()), bool(args.parquet))
+    except OSError as e:
+        raise GpuscopeError(f"cannot write {out}: {e.strerror or e}") from None
+    if out != "-":
+        sys.stderr.write(f"gpuscope: wrote {n} serving rows (endpoint × model × frame) to {out}\n")
+
+
 def run_export(args: argparse.Namespace) -> int:
 
+    if getattr(args, "serving", None):
+        check_serving_path(args)
     rec = open_or_fail(args.file)
     out = args.csv or args.parquet
     columns = catalogue.export_columns()
@@ -187,4 +322,6 @@ def run_export(args: argparse.Namespace) -> int:
     if out != "-":
         sys.stderr.write(f"gpuscope: wrote {n} rows ({len(rec.inventory.devices)} GPUs × {rec.n_frames} frames) "
                          f"to {out} ({os.path.getsize(out)} bytes)\n")
+    if getattr(args, "serving", None):
+        run_export_serving(args, rec)
     return 0

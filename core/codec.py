@@ -45,14 +45,15 @@ for _cls in _RECORDS:
 
 
 def _round(x: float) -> float | int:
-    """Keep 4 significant digits past the point for small values, whole numbers for big ones."""
+    """Keep 4 significant digits for small values (0.003712 → 0.003712, 45.678 → 45.68), whole
+    numbers from 1000 up (counters such as energy keep every joule)."""
     if not math.isfinite(x):
         return x
     if x == int(x) and abs(x) < 2**53:
         return int(x)
     if abs(x) >= 1000:
         return round(x)
-    return round(x, 3)
+    return float(f"{x:.4g}")
 
 
 def to_dict(rec: Any) -> Any:

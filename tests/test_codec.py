@@ -26,8 +26,8 @@ from gpuscope.core.model import (
     ProcessInfo,
 )
 
-# floats that survive the codec's rounding exactly (3 decimals, or whole numbers from 1000 up)
-small = st.integers(-10**6, 10**6).map(lambda k: k / 8)
+# floats that survive the codec's rounding exactly (4 significant digits, or whole numbers from 1000 up)
+small = st.tuples(st.integers(-9999, 9999), st.integers(0, 6)).map(lambda ke: ke[0] / 10 ** ke[1])
 nice_float = st.one_of(st.integers(0, 10**12).map(float), small.filter(lambda x: abs(x) < 1000))
 opt = lambda s: st.none() | s  # noqa: E731
 
@@ -108,6 +108,7 @@ def test_garbage_never_crashes_the_decoder(garbage):
 
 
 def test_to_dict_rounds_floats_compactly():
-    assert to_dict(GpuReading(index=0, power_w=123.456789))["power_w"] == 123.457
+    assert to_dict(GpuReading(index=0, power_w=123.456789))["power_w"] == 123.5  # 4 significant digits
+    assert to_dict(EndpointReading(url="u", itl_mean_s=0.00371249))["itl_mean_s"] == 0.003712
     assert to_dict(GpuReading(index=0, pcie_rx_bytes_per_s=3.9e9 + 0.4))["pcie_rx_bytes_per_s"] == 3_900_000_000
     assert from_dict(GpuReading, {"index": 1}).index == 1
