@@ -50,7 +50,7 @@ class Recorder:
 
     def __init__(self, path: str | os.PathLike[str], inventory: Inventory, *, command: list[str] | None = None,
                  origin: dict[str, Any] | None = None, interval_s: float | None = None, flush_s: float = 1.0,
-                 fsync: bool = True):
+                 fsync: bool = True, force: bool = False):
         self.path = Path(path)
         self.flush_s = flush_s
         self.fsync = fsync
@@ -60,8 +60,10 @@ class Recorder:
         self._member_raw = 0
         self._last_flush = time.monotonic()
         self._t_last: float | None = None
-        try:
-            self._f = open(self.path, "wb")  # noqa: SIM115 - owned by the recorder
+        try:  # never overwrite: an existing file is refused unless force (`--force`)
+            self._f = open(self.path, "wb" if force else "xb")  # noqa: SIM115 - owned by the recorder
+        except FileExistsError:
+            raise RecordingError(f"{self.path} exists; refusing to overwrite it (use --force)") from None
         except OSError as e:
             raise RecordingError(f"cannot write {self.path}: {e.strerror or e}") from None
         from gpuscope import __version__
