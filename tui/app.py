@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import signal
 import sys
-import termios
 import time
 from collections.abc import Callable
 from importlib import resources
@@ -26,6 +24,7 @@ from gpuscope.core.session import Session
 from gpuscope.core.view import ViewState
 from gpuscope.sources.recording import Recorder, RecordingError
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
+from gpuscope.tui.hangup import terminal_gone
 from gpuscope.tui.screens import GpuDetailScreen, HelpScreen, MarkerScreen
 from gpuscope.widgets.findings_panel import FindingsPanel
 from gpuscope.widgets.gpu_panel import GpuPanel
@@ -90,6 +89,8 @@ class GpuscopeApp(App[int]):
         self._rec_started = 0.0
         self._ppid = os.getppid()
         self.message_line = ""
+        self.record_force = False  # --force: the first recording may replace an existing --record FILE
+        self.hung_up = False  # the terminal went away (SIGHUP or the watchdog): callers must not start another app
 
     @property
     def _replay(self) -> bool:
@@ -117,7 +118,7 @@ class GpuscopeApp(App[int]):
         self._apply_layout()
         self.set_interval(2.0, self._watchdog)
         try:
-            signal.signal(signal.SIGHUP, lambda *_: self.call_later(self.exit, 0))
+            signal.signal(signal.SIGHUP, lambda *_: self._hang_up())
         except (ValueError, OSError):  # not the main thread (tests)
             pass
         if self.record_path and not self._replay:
@@ -233,17 +234,12 @@ class GpuscopeApp(App[int]):
 
     def _watchdog(self) -> None:
         """Exit when the terminal went away (SSH drop): the parent died or stdin is gone."""
-        gone = os.getppid() != self._ppid
-        for stream in (sys.__stdin__, sys.__stderr__):
-            try:
-                if not gone and stream is not None:
-                    termios.tcgetattr(stream.fileno())
-            except termios.error as e:
-                gone = gone or e.args[0] == errno.EIO  # the terminal hung up (ENOTTY: not a terminal, fine)
-            except (OSError, ValueError):
-                pass
-        if gone:
-            self.exit(0)
+        if terminal_gone(self._ppid):
+            self._hang_up()
+
+    def _hang_up(self) -> None:
+        self.hung_up = True
+        self.call_later(self.exit, 0)
 
     # ----------------------------------------------------------------- actions
     def action_pause(self) -> None:
@@ -258,7 +254,10 @@ class GpuscopeApp(App[int]):
     def _start_recording(self, path: str) -> None:
         try:
             inv = self.session.inventory
+            force = self.record_force and path == self.record_path and self.session.recorder is None
+            self.record_force = False
             self.session.start_recording(Recorder(path, inv, command=sys.argv[:], interval_s=self.session.interval_s,
+                                                  force=force,
                                                   origin={"host": inv.host, "simulated": inv.simulated}))
             self._rec_started = time.monotonic()
             self.message_line = f"recording to {path}"
@@ -272,7 +271,7 @@ class GpuscopeApp(App[int]):
             rec = self.session.stop_recording()
             self.message_line = f"recording stopped: {rec.frames} frames in {rec.path}" if rec else ""
         else:
-            path = self.record_path or time.strftime("gpuscope-%Y%m%d-%H%M%S.jsonl.gz")
+            path = self.record_path if self.record_path and not os.path.lexists(self.record_path) else fresh_name()
             self._start_recording(path)
         self.refresh_view(force=True)
 
@@ -372,6 +371,17 @@ class GpuscopeApp(App[int]):
         self.session.stop_recording()
 
 
+def fresh_name(directory: str = ".", now: float | None = None) -> str:
+    """A recording name that does not exist yet: ``gpuscope-YYYYmmdd-HHMMSS.jsonl.gz``, with ``-2``, ``-3``…
+    appended when that second's name is taken (``r`` never overwrites)."""
+    stamp = time.strftime("gpuscope-%Y%m%d-%H%M%S", time.localtime(now))
+    for k in range(1, 10000):
+        name = os.path.join(directory, f"{stamp}{'' if k == 1 else f'-{k}'}.jsonl.gz")
+        if not os.path.lexists(name):
+            return name if directory != "." else os.path.basename(name)
+    raise GpuscopeError("cannot find a free name for the recording")  # pragma: no cover
+
+
 def check_terminal() -> None:
 
     if not sys.stdout.isatty():
@@ -380,10 +390,13 @@ def check_terminal() -> None:
 
 def run_live(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
     check_terminal()
+    if args.record and not getattr(args, "force", False) and os.path.lexists(args.record):
+        raise GpuscopeError(f"{args.record} exists; refusing to overwrite it (use --force)")
     src = open_source(args.simulate, pcie_mode=args.pcie_source, args=args)
     session = Session(src.inventory, interval_s=args.interval)
     app = GpuscopeApp(session, None, label=src.label, interval_s=args.interval, window=args.history,
                       compact=True if args.compact else None, record_path=args.record)
+    app.record_force = bool(getattr(args, "force", False))
     app.feeder = LiveFeeder(src, session, args.interval, app.notify_update)
     app.run()
     rec_err = session.record_error

@@ -60,8 +60,9 @@ def run_fleet(args: argparse.Namespace) -> int:
         host = args.host
         while True:
             if host is None:
-                host = FleetApp(sub, cfg).run()
-                if not host:
+                fleet = FleetApp(sub, cfg)
+                host = fleet.run()
+                if not host or fleet.hung_up:
                     return 0
             inv = sub.wait_inventory(host, 5.0)
             if inv is None:
@@ -70,7 +71,7 @@ def run_fleet(args: argparse.Namespace) -> int:
             app = GpuscopeApp(session, None, label="REMOTE", interval_s=args.interval)
             app.feeder = RemoteFeeder(sub, host, session, app.notify_update)
             app.run()
-            if args.host:
+            if args.host or app.hung_up:  # the terminal went away: never start another app without one
                 return 0
             host = None
     finally:
