@@ -21,6 +21,7 @@ from textual.widgets import Footer, Static
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session
+from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
 from gpuscope.sources.recording import Recorder, RecordingError
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
@@ -224,7 +225,7 @@ class GpuscopeApp(App[int]):
             if err:
                 msg = err
             set_content(self.query_one("#message", Static),
-                        Text(msg, style="yellow" if (self.message_line or err) else DIM))
+                        Text(clean(msg, 500), style="yellow" if (self.message_line or err) else DIM))
             if self._replay:
                 f = self.feeder
                 self.query_one(Timeline).show_position(f.t0, f.t1, f.position, f.marks(), f.speed, f.playing)

@@ -10,6 +10,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 
 from gpuscope.core.history import resample
+from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.status_bar import StatusBar
 from gpuscope.widgets.style import DIM, fmt_duration, graph_rows, short_name
@@ -75,11 +76,11 @@ class GpuDetailScreen(Screen[None]):
         self.query_one(StatusBar).show(v)
         dev = v.inventory.devices[self.index]
         width = max(30, (self.size.width or 100) - 24)
-        out = [Text(f"GPU{self.index} {short_name(dev.name)}  {dev.bus_id}  NUMA {dev.numa_node}  "
+        out = [Text(f"GPU{self.index} {short_name(dev.name)}  {clean(dev.bus_id, 20)}  NUMA {dev.numa_node}  "
                     f"affinity {dev.cpu_affinity or '–'}  window {fmt_duration(v.window_s)}", style="bold")]
         r = v.frame.gpus[self.index] if v.frame else None
         if r is not None and r.processes:
-            out.append(Text("processes: " + ", ".join(f"{p.pid} {p.name or ''} {(p.used_memory_bytes or 0) / 1e9:.1f} GB"
+            out.append(Text("processes: " + ", ".join(f"{p.pid} {clean(p.name, 60)} {(p.used_memory_bytes or 0) / 1e9:.1f} GB"
                                                       for p in r.processes[:6]), style=DIM))
         for metric, title, maximum, scale in DETAIL_METRICS:
             times, vals = v.history.window(metric, self.index, v.window_s, v.now or None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.style import DIM, OK, SEV_MARK, SEV_STYLE, fmt_duration, set_content
 
@@ -37,10 +38,10 @@ class FindingsPanel(Static):
             t = Text()
             if f.id == "bottleneck":
                 t.append("» ", style="bold cyan")
-                t.append(f.message, style="bold cyan")
+                t.append(clean(f.message, 300), style="bold cyan")
             else:
                 t.append(SEV_MARK[f.severity] + " ", style=SEV_STYLE[f.severity])
-                t.append(f.message, style="" if f.severity != "info" else DIM)
+                t.append(clean(f.message, 300), style="" if f.severity != "info" else DIM)
             t.append(f"  {held(f.started_at, v.now)}", style=DIM)
             lines.append(t)
         if len(fs) > limit:

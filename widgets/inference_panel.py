@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from gpuscope.core.history import resample
+from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.style import ACCENT, BAD, DIM, fmt_num, set_content, sparkline
 
@@ -35,9 +36,9 @@ class InferencePanel(Static):
         t.append(sparkline(resample(times, vals, v.now or 0, v.window_s, width - prefix)), style=ACCENT)
         lines.append(t)
         for e in eps:
-            t = Text(f"{(e.kind or '?'):<8} {(e.model or e.url)[:30]:<30} ")
+            t = Text(f"{clean(e.kind or '?', 8):<8} {clean(e.model or e.url, 30):<30} ")
             if not e.up:
-                t.append(e.error or "unreachable", style=BAD)
+                t.append(clean(e.error or "unreachable", 200), style=BAD)
             else:
                 t.append(f"gen {fmt_num(e.gen_tokens_per_s)} prompt {fmt_num(e.prompt_tokens_per_s)} tok/s  "
                          f"run {fmt_num(e.requests_running)} wait {fmt_num(e.requests_waiting)}  "

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
+from gpuscope.core.text import clean
 from gpuscope.core.vocab import SEV_MARK  # noqa: F401 - re-exported for the panels
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -112,7 +113,8 @@ def fmt_duration(s: float) -> str:
 
 
 def short_name(name: str) -> str:
-    return name.replace("NVIDIA ", "").replace("GeForce ", "")
+    """A GPU name for a panel title, terminal-safe (names can come from recordings and brokers)."""
+    return clean(name, 60).replace("NVIDIA ", "").replace("GeForce ", "")
 
 
 def path_style(label: str) -> str:
