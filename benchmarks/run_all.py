@@ -4,7 +4,7 @@
 
 Covers: NVML source tick cost per GPU count (simulated; add --real on a GPU machine), the TUI under a
 real pty at 1 and 10 Hz, recorder cost and size, opening and seeking a 24-hour 8-GPU recording, and
-/metrics parsing and polling. The side-by-side run against nvitop and nvidia-smi needs GPUs:
+/metrics parsing and polling, and the Prometheus exporter's scrape cost. The side-by-side run against nvitop and nvidia-smi needs GPUs:
 `python benchmarks/bench_peers.py` (docs/performance.md has the figures from 2× H200).
 """
 
@@ -65,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     rows += [("parse a 2,000-line /metrics", f"{ep['parse_2000_lines_ms_p50']:.2f} ms", "≤ 5 ms"),  # type: ignore[index]
              ("poll a 2,000-line /metrics at 1 Hz", f"{ep['poll_1hz_cpu_pct_2000_lines']:.2f} % CPU", "≤ 1 %"),  # type: ignore[index]
              ("poll a real vLLM /metrics at 1 Hz", f"{ep['poll_1hz_cpu_pct_vllm_capture']:.2f} % CPU", "≤ 1 %")]  # type: ignore[index]
+    pr: dict = run("bench_prometheus.py", "--scrapes", "100" if a.quick else "300")  # type: ignore[assignment]
+    rows += [("Prometheus scrape, 8 GPUs + 2 endpoints, new frame each",
+              f"{pr['fresh']['cpu_ms_per_scrape']:.2f} ms CPU", "≤ 2 ms"),
+             ("Prometheus scrape, cached frame", f"{pr['cached']['cpu_ms_per_scrape']:.2f} ms CPU", "≤ 2 ms"),
+             ("Prometheus, 16 concurrent scrapers", f"{pr['cached']['concurrent_scrapes_per_s']:.0f} scrapes/s", "")]
     w1 = max(len(x[0]) for x in rows)
     w2 = max(len(x[1]) for x in rows)
     print(f"{'benchmark':<{w1}}  {'result':<{w2}}  target")
@@ -73,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<{w1}}  {res:<{w2}}  {tgt}")
     with open(a.json, "w") as f:
         json.dump({"rows": [{"benchmark": n, "result": r, "target": t} for n, r, t in rows],
-                   "raw": {"nvml": nvml, "tui": tui, "recording": rec, "endpoint": ep}}, f, indent=2)
+                   "raw": {"nvml": nvml, "tui": tui, "recording": rec, "endpoint": ep,
+                           "prometheus": pr}}, f, indent=2)
     return 0
 
 

@@ -25,37 +25,105 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
 
 
 def run_agent(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
-    cfg = broker_config(args)
+    """Sample every ``--interval``; publish to ``--broker``, serve ``--prometheus``, or both."""
+    prom_spec = getattr(args, "prometheus", None)
+    if not args.broker and prom_spec is None:
+        raise GpuscopeError("agent needs --broker URL, --prometheus [HOST:]PORT, or both")
+    cfg = broker_config(args) if args.broker else None
+    listen = None
+    if prom_spec is not None:
+        from gpuscope.sources.prometheus import parse_listen
+
+        listen = parse_listen(prom_spec)
     src = open_source(args.simulate, pcie_mode=args.pcie_source, args=args)
     session = Session(src.inventory, interval_s=args.interval, history_s=60)
-    pub = Publisher(cfg, src.inventory).start()
+    pub = exporter = None
+    try:
+        if listen is not None:
+            from gpuscope.sources.prometheus import PrometheusExporter
+
+            exporter = PrometheusExporter(listen, src.inventory,
+                                          hostname_label=getattr(args, "prometheus_hostname_label", "Hostname")).start()
+        if cfg is not None:
+            pub = Publisher(cfg, src.inventory).start()
+    except BaseException:
+        if exporter is not None:
+            exporter.stop()
+        src.close()
+        raise
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     sim = " (SIMULATED)" if src.inventory.simulated else ""
-    sys.stderr.write(f"gpuscope agent: publishing {len(src.inventory.devices)} GPUs of {pub.host}{sim} to "
-                     f"{'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port} under {cfg.prefix}/v1/{pub.host}/ "
-                     f"every {args.interval:g} s\n")
+    what = []
+    if pub is not None and cfg is not None:
+        what.append(f"publishing to {'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port} under "
+                    f"{cfg.prefix}/v1/{pub.host}/")
+    if exporter is not None:
+        what.append(f"serving {exporter.url}")
+    sys.stderr.write(f"gpuscope agent: {len(src.inventory.devices)} GPUs of {src.inventory.host}{sim}: "
+                     f"{'; '.join(what)}; every {args.interval:g} s\n")
     last_note = [0.0]
+    tick = _TickClock(args.interval)
+
+    def sample() -> Any:
+        tick.begin()
+        return src.sample()
 
     def on_frame(frame: Any) -> None:
-        pub.publish_frame(session.ingest(frame))
-        if not pub.connected and time.monotonic() - last_note[0] > 30:
-            last_note[0] = time.monotonic()
-            sys.stderr.write(f"gpuscope agent: broker unreachable ({pub.last_error or 'connecting'}); sampling on, "
-                             f"{pub.dropped} frames dropped so far\n")
+        frame = session.ingest(frame)
+        if pub is not None:
+            pub.publish_frame(frame)
+            if not pub.connected and time.monotonic() - last_note[0] > 30:
+                last_note[0] = time.monotonic()
+                sys.stderr.write(f"gpuscope agent: broker unreachable ({pub.last_error or 'connecting'}); sampling "
+                                 f"on, {pub.dropped} frames dropped so far\n")
+        if exporter is not None:
+            exporter.update(frame, session.findings.active,
+                            tick.end(mqtt_dropped=pub.dropped if pub is not None else None))
 
     try:
-        run_ticks(src.sample, on_frame, args.interval, stop)
+        run_ticks(sample, on_frame, args.interval, stop)
     finally:
-        pub.stop()
+        if pub is not None:
+            pub.stop()
+        if exporter is not None:
+            exporter.stop()
         src.close()
-    sys.stderr.write(f"gpuscope agent: stopped; {pub.sent} frames sent, {pub.dropped} dropped\n")
+    sent = f"; {pub.sent} frames sent, {pub.dropped} dropped" if pub is not None else ""
+    served = f"; {exporter.scrapes} scrapes served" if exporter is not None else ""
+    sys.stderr.write(f"gpuscope agent: stopped{sent}{served}\n")
     return 0
 
 
+class _TickClock:
+    """Times each tick (sample to hand-over) and counts ticks skipped by overruns, for the exporter."""
+
+    def __init__(self, interval_s: float, clock: Callable[[], float] = time.monotonic):
+        self.interval_s = interval_s
+        self.clock = clock
+        self.ticks = 0
+        self.skipped = 0
+        self._start: float | None = None
+
+    def begin(self) -> None:
+        from gpuscope.sources.prometheus import skipped_ticks
+
+        now = self.clock()
+        self.skipped += skipped_ticks(self._start, now, self.interval_s)
+        self._start = now
+
+    def end(self, mqtt_dropped: int | None = None) -> Any:
+        from gpuscope.sources.prometheus import SamplerHealth
+
+        self.ticks += 1
+        took = self.clock() - self._start if self._start is not None else None
+        return SamplerHealth(ticks=self.ticks, skipped=self.skipped, last_tick_s=took, interval_s=self.interval_s,
+                             mqtt_dropped=mqtt_dropped)
+
+
 def run_remote_record(args: argparse.Namespace) -> int:
-    from gpuscope.cli.record import human_bytes
+    from gpuscope.core.units import human_bytes
 
     cfg = broker_config(args)
     host = safe_host(args.host)

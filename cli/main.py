@@ -12,6 +12,7 @@ from gpuscope import __version__
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.text import clean
 from gpuscope.core.validate import finite_float
+from gpuscope.core.vocab import SERVER_KINDS
 
 COMMANDS = ("topo", "scenarios", "record", "replay", "demo", "summary", "export", "compare", "agent")
 EXIT_USAGE = 2
@@ -48,7 +49,7 @@ def _add_source(p: argparse.ArgumentParser) -> None:
                    help=argparse.SUPPRESS)
     p.add_argument("--endpoint", action="append", default=[], metavar="URL",
                    help="an inference server to poll (repeatable); its kind is detected from /metrics")
-    p.add_argument("--endpoint-kind", choices=("vllm", "sglang", "tgi", "llamacpp", "trtllm", "triton", "lmdeploy"),
+    p.add_argument("--endpoint-kind", choices=SERVER_KINDS,
                    help="skip detection")
     p.add_argument("--endpoint-header", action="append", default=[], metavar="'NAME: VALUE'",
                    help="HTTP header for protected endpoints (prefer GPUSCOPE_ENDPOINT_TOKEN / _HEADERS in the "
@@ -88,9 +89,15 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     p = {"": main}
 
     ag = _Parser(prog="gpuscope agent", description="Publish this machine's frames, findings and inventory to an "
-                 "MQTT broker (topics: docs/mqtt.md).")
+                 "MQTT broker (topics: docs/mqtt.md), serve them to Prometheus (docs/prometheus.md), or both.")
     _add_source(ag)
-    _add_broker(ag, required=True)
+    _add_broker(ag)
+    ag.add_argument("--prometheus", nargs="?", const="19400", metavar="[HOST:]PORT",
+                    help="serve /metrics for Prometheus (default port 19400, bound to 127.0.0.1 unless a host is "
+                         "given; 0.0.0.0:PORT or :PORT for every interface)")
+    ag.add_argument("--prometheus-hostname-label", default="Hostname", metavar="NAME",
+                    help="the hostname label's key on the DCGM-compatible series (default Hostname, as dcgm-exporter "
+                         "releases write it)")
     p["agent"] = ag
 
     t = _Parser(prog="gpuscope topo", description="The nvidia-smi topo -m matrix, PCIe link table and topology "

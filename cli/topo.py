@@ -11,12 +11,21 @@ from gpuscope.core.findings import Candidate, evaluate
 from gpuscope.core.model import Frame, Inventory
 from gpuscope.core.topology import (
     PATH_MEANING,
+    best_link,
     link_row,
     matrix,
     pair_bandwidth_bytes_per_s,
 )
 from gpuscope.core.validate import dumps_out
-from gpuscope.core.vocab import SEV_MARK
+from gpuscope.core.vocab import (
+    LINK_LEVEL,
+    SEV_LEVEL,
+    SEV_MARK,
+    link_label,
+    link_state,
+    path_level,
+    reading_busy,
+)
 
 TOPO_SCHEMA = "gpuscope.topo/1"
 
@@ -24,15 +33,13 @@ _COLORS = {"red": "\x1b[31m", "amber": "\x1b[33m", "green": "\x1b[32m", "dim": "
            "reset": "\x1b[0m"}
 
 
+# The ANSI colour of each semantic level of core/vocab.py (the TUI maps the same levels in widgets/style.py).
+LEVEL_COLOR: dict[str, str | None] = {"bad": "red", "warn": "amber", "ok": "green", "dim": "dim", "plain": None}
+
+
 def label_color(label: str) -> str | None:
-    """SYS red, PHB/NODE amber, NV# green (the same scheme as the TUI)."""
-    if label.startswith("NV"):
-        return "green"
-    if label == "SYS":
-        return "red"
-    if label in ("PHB", "NODE"):
-        return "amber"
-    return None
+    """SYS red, PHB/NODE amber, NV# green, X dim (the TUI's scheme: :func:`gpuscope.core.vocab.path_level`)."""
+    return LEVEL_COLOR[path_level(label)]
 
 
 def read_topology(src: Any, settle_s: float = 0.5) -> tuple[Inventory, list[Frame]]:
@@ -52,6 +59,7 @@ def topo_json(inv: Inventory, frame: Frame, findings: list[Candidate]) -> dict[s
     for d in inv.devices:
         r = frame.gpus[d.index] if d.index < len(frame.gpus) else None
         row = link_row(d, r.pcie_gen if r else None, r.pcie_width if r else None)
+        busy = r is not None and not r.lost and reading_busy(r, row.capacity_current_bytes_per_s)
         gpus.append({
             "index": d.index, "name": d.name, "bus_id": d.bus_id, "uuid": d.uuid,
             "numa_node": d.numa_node, "cpu_affinity": d.cpu_affinity, "lost": bool(r and r.lost),
@@ -60,6 +68,7 @@ def topo_json(inv: Inventory, frame: Frame, findings: list[Candidate]) -> dict[s
                 "gen_current": row.gen_current, "width_current": row.width_current,
                 "gen_gpu_max": row.gen_gpu_max, "gen_sys_max": row.gen_sys_max,
                 "width_max": d.pcie_width_sys_max, "below_max": row.below_max,
+                "state": link_state(row.gen_current, row.width_current, *best_link(row), busy),
                 "capacity_current_gb_per_s": _gbs(row.capacity_current_bytes_per_s),
                 "capacity_max_gb_per_s": _gbs(row.capacity_max_bytes_per_s),
             },
@@ -111,12 +120,13 @@ def render_text(doc: dict[str, Any], color: bool) -> str:
         if g["lost"]:
             lines.append(f"{name:<28}" + c("lost", "red"))
             continue
-        now = f"Gen{p['gen_current'] or '?'} ×{p['width_current'] or '?'}"
-        now_s = c(f"{now:<11}", "red" if p["below_max"] else None)
+        now = link_label(p["gen_current"], p["width_current"])
+        state = p["state"]
+        now_s = c(f"{now:<11}", LEVEL_COLOR[LINK_LEVEL[state]] if state != "at_max" else None)
         cap_now = p["capacity_current_gb_per_s"]
         cap_max = p["capacity_max_gb_per_s"]
         lines.append(f"{name:<28}{now_s}{'Gen' + str(p['gen_gpu_max'] or '?'):<9}"
-                     f"{'Gen' + str(p['gen_sys_max'] or '?') + ' ×' + str(p['width_max'] or '?'):<12}"
+                     f"{link_label(p['gen_sys_max'], p['width_max']):<12}"
                      f"{_fmt(cap_now)} / {_fmt(cap_max)} GB/s")
     if doc["pairs"]:
         lines.append("")
@@ -132,7 +142,7 @@ def render_text(doc: dict[str, Any], color: bool) -> str:
         lines.append(c("Findings", "bold"))
         for f in doc["findings"]:
             sev = f["severity"]
-            col = {"critical": "red", "warning": "amber", "info": "dim"}[sev]
+            col = LEVEL_COLOR[SEV_LEVEL[sev]]
             lines.append(f"  {c(SEV_MARK[sev] + ' ' + sev, col):<10} {f['message']}")
     else:
         lines.append(c("Findings: none", "green"))

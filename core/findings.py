@@ -22,12 +22,16 @@ from gpuscope.core.topology import (
     nvlink_capacity_bytes_per_s,
     pcie_capacity_bytes_per_s,
 )
+from gpuscope.core.vocab import (  # noqa: F401 - severities and busy are defined once, in vocab
+    BUSY_LINK_SHARE,
+    BUSY_UTIL_PCT,
+    CLOCK_EVENTS,
+    SEVERITIES,
+    is_busy,
+    link_label,
+)
+from gpuscope.core.vocab import SEV_RANK as SEVERITY_RANK
 
-SEVERITIES = ("critical", "warning", "info")
-SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
-
-BUSY_UTIL_PCT = 30.0  # a GPU at or above this utilization is busy
-BUSY_LINK_SHARE = 0.10  # a link carrying this share of its capacity is busy
 SATURATED_SHARE = 0.80
 PEER_TRAFFIC_SHARE = 0.25
 NOT_COMPUTING_UTIL = 70.0
@@ -69,7 +73,7 @@ def gb(x: float | None) -> str:
 
 
 def link_str(gen: int | None, width: int | None) -> str:
-    return f"Gen{gen or '?'} ×{width or '?'}"
+    return link_label(gen, width)
 
 
 # ------------------------------------------------------------------ window helpers
@@ -93,13 +97,6 @@ def mean_of(frames: Sequence[Frame], i: int, attr: str) -> float | None:
 
 def link_capacity(r: GpuReading) -> float | None:
     return pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
-
-
-def is_busy(util_pct: float | None, pcie_bytes_per_s: float | None, capacity: float | None) -> bool:
-    """A GPU is busy when it computes (utilization ≥ 30 %) or its link carries ≥ 10 % of capacity."""
-    if util_pct is not None and util_pct >= BUSY_UTIL_PCT:
-        return True
-    return bool(pcie_bytes_per_s and capacity and pcie_bytes_per_s >= BUSY_LINK_SHARE * capacity)
 
 
 def _dev(inv: Inventory, i: int) -> DeviceInfo | None:
@@ -179,7 +176,7 @@ def rule_pcie_below_max(inv: Inventory, frames: Sequence[Frame]) -> list[Candida
                 msg += " (trained low: GPU and slot both allow more; check BIOS link speed, riser, seating)"
             out.append(Candidate(f"pcie-below-max:gpu{i}", "pcie_below_max", sev, f"GPU{i}", msg, ev))
         elif slot_limited and s["busy"]:
-            msg = (f"GPU{i} slot limits the link: Gen{dev.pcie_gen_sys_max} ×{width} (GPU supports Gen{gpu_gen}): "
+            msg = (f"GPU{i} slot limits the link: {link_str(dev.pcie_gen_sys_max, width)} (GPU supports Gen{gpu_gen}): "
                    f"{gb(cap_now)} of {gb(cap_gpu)} GB/s available; move the GPU to a Gen{gpu_gen} slot")
             out.append(Candidate(f"pcie-slot-limited:gpu{i}", "pcie_below_max", "warning", f"GPU{i}", msg, ev))
         elif trained_low:
@@ -273,13 +270,9 @@ def rule_link_saturated(inv: Inventory, frames: Sequence[Frame]) -> list[Candida
     return out
 
 
-_CLOCK_RULES = (
-    ("sw_power_cap", "warning", "power capped"),
-    ("hw_power_brake", "critical", "hardware power brake (external power signal)"),
-    ("hw_slowdown", "critical", "hardware slowdown (power or temperature over the hardware limit)"),
-    ("hw_thermal", "critical", "hardware thermal slowdown"),
-    ("sw_thermal", "warning", "thermal slowdown (driver)"),
-)
+# (name, severity, words) of the clock events that are findings, from the one list in vocab; worst first
+_CLOCK_RULES = tuple(sorted(((e.name, e.severity, e.meaning) for e in CLOCK_EVENTS if e.severity),
+                            key=lambda h: SEVERITY_RANK.get(h[1] or "", len(SEVERITIES))))
 
 
 def rule_clock_events(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:

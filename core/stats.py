@@ -8,24 +8,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gpuscope.core.findings import is_busy
+from gpuscope.core import catalogue
 from gpuscope.core.model import Frame, Inventory
 from gpuscope.core.topology import pcie_capacity_bytes_per_s
+from gpuscope.core.vocab import link_label, reading_busy
 
 SUMMARY_SCHEMA = "gpuscope.summary/1"
-STAT_METRICS = {
-    "util_gpu_pct": "utilization %",
-    "power_w": "power W",
-    "sm_clock_mhz": "SM clock MHz",
-    "pcie_tx_bytes_per_s": "PCIe TX B/s",
-    "pcie_rx_bytes_per_s": "PCIe RX B/s",
-    "nvlink_tx_bytes_per_s": "NVLink TX B/s",
-    "nvlink_rx_bytes_per_s": "NVLink RX B/s",
-    "sm_active_pct": "SM active %",
-    "tensor_active_pct": "tensor active %",
-}
-ENDPOINT_METRICS = ("gen_tokens_per_s", "prompt_tokens_per_s", "requests_running", "kv_cache_pct", "ttft_p50_s",
-                    "itl_p50_s")
+
 
 
 def describe(values: Iterable[float]) -> dict[str, float] | None:
@@ -78,7 +67,9 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
     """The summary document (schema ``gpuscope.summary/1``)."""
     inv = rec.inventory
     n = len(inv.devices)
-    cols: dict[str, list[list[float]]] = {m: [[] for _ in range(n)] for m in STAT_METRICS}
+    gpu_metrics = catalogue.metrics("gpu", summary=True)
+    ep_metrics = catalogue.metrics("endpoint", summary=True)
+    cols: dict[str, list[list[float]]] = {m.name: [[] for _ in range(n)] for m in gpu_metrics}
     links_busy: list[dict[str, int]] = [{} for _ in range(n)]
     lost_at: list[float | None] = [None] * n
     ep: dict[str, dict[str, list[float]]] = {}
@@ -94,22 +85,21 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
                 if lost_at[r.index] is None:
                     lost_at[r.index] = f.t
                 continue
-            for m in STAT_METRICS:
-                v = getattr(r, m)
+            for m in gpu_metrics:
+                v = m.value(r)
                 if v is not None:
-                    cols[m][r.index].append(float(v))
+                    cols[m.name][r.index].append(float(v))
             cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
-            peak = max(r.pcie_tx_bytes_per_s or 0.0, r.pcie_rx_bytes_per_s or 0.0)
-            if r.pcie_gen and is_busy(r.util_gpu_pct, peak, cap):
-                key = f"Gen{r.pcie_gen} x{r.pcie_width}"
+            if r.pcie_gen and reading_busy(r, cap):
+                key = link_label(r.pcie_gen, r.pcie_width)
                 links_busy[r.index][key] = links_busy[r.index].get(key, 0) + 1
         for e in f.endpoints:
-            d = ep.setdefault((e.url, e.model), {m: [] for m in ENDPOINT_METRICS})
+            d = ep.setdefault((e.url, e.model), {m.name: [] for m in ep_metrics})
             d.setdefault("_kind", []).append(e.kind or "")  # type: ignore[arg-type]
-            for m in ENDPOINT_METRICS:
-                v = getattr(e, m)
+            for m in ep_metrics:
+                v = m.value(e)
                 if v is not None:
-                    d[m].append(float(v))
+                    d[m.name].append(float(v))
     t0 = float(rec.times.min()) if rec.n_frames else 0.0  # frames keep file order; a clock step back is allowed
     t1 = float(rec.times.max()) if rec.n_frames else 0.0
     tally = getattr(rec, "tally", None)
@@ -119,7 +109,7 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
         i = d.index
         gpus.append({
             "index": i, "name": d.name, "lost_at": lost_at[i],
-            "stats": {m: describe(cols[m][i]) for m in STAT_METRICS},
+            "stats": {m.name: describe(cols[m.name][i]) for m in gpu_metrics},
             "pcie_links_while_busy": links_busy[i],
             "pcie_gen_max": d.pcie_gen_gpu_max or d.pcie_gen_sys_max,
         })
@@ -132,7 +122,7 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
     for (url, model), d in ep.items():
         kinds = [k for k in d.pop("_kind", []) if k]  # type: ignore[arg-type]
         endpoints.append({"url": url, "model": model, "kind": kinds[-1] if kinds else None,
-                          "stats": {m: describe(d[m]) for m in ENDPOINT_METRICS}})
+                          "stats": {m.name: describe(d.get(m.name, [])) for m in ep_metrics}})
     return {
         "schema": SUMMARY_SCHEMA, "file": str(rec.path), "host": inv.host, "simulated": rec.simulated,
         "scenario": inv.scenario, "start": t0, "end": t1, "duration_s": t1 - t0, "frames": frames,
@@ -142,21 +132,17 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
     }
 
 
-EXPORT_COLUMNS = ["t", "gpu", "lost", "util_gpu_pct", "util_mem_pct", "mem_used_bytes", "mem_total_bytes",
-                  "sm_clock_mhz", "mem_clock_mhz", "graphics_clock_mhz", "power_w", "power_limit_w", "energy_j",
-                  "temp_gpu_c", "temp_mem_c", "fan_pct", "pstate", "clock_event_reasons", "pcie_gen", "pcie_width",
-                  "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "pcie_replay_count", "pcie_recovery_count",
-                  "pcie_error_count", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "sm_active_pct",
-                  "sm_occupancy_pct", "tensor_active_pct", "dram_bw_util_pct", "gen_tokens_per_s"]
-
-
 def export_rows(frames: Iterable[Frame]) -> Iterable[list[Any]]:
-    """One row per GPU per frame, in :data:`EXPORT_COLUMNS` order (missing readings are None)."""
+    """One row per GPU per frame, in :func:`gpuscope.core.catalogue.export_columns` order (missing: None).
+
+    Endpoint metrics are summed over the frame's endpoints (None when no endpoint reports one).
+    """
+    gpu_metrics = catalogue.metrics("gpu", export=True)
+    ep_metrics = catalogue.metrics("endpoint", export=True)
     for f in frames:
-        tok = [e.gen_tokens_per_s for e in f.endpoints if e.gen_tokens_per_s is not None]
-        tok_s = sum(tok) if tok else None
+        tail = []
+        for m in ep_metrics:
+            vals = [v for v in (m.value(e) for e in f.endpoints) if v is not None]
+            tail.append(sum(vals) if vals else None)
         for r in f.gpus:
-            row: list[Any] = [f.t, r.index, r.lost]
-            row += [getattr(r, c) for c in EXPORT_COLUMNS[3:-1]]
-            row.append(tok_s)
-            yield row
+            yield [f.t, r.index, r.lost, *(m.value(r) for m in gpu_metrics), *tail]

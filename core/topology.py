@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuscope.core.model import DeviceInfo, Inventory, PairLink
+from gpuscope.core.vocab import link_below_max
 
 # NVML_TOPOLOGY_* levels (nvmlGpuTopologyLevel_t) → nvidia-smi labels.
 TOPOLOGY_LEVEL_LABELS: dict[int, str] = {
@@ -133,11 +134,7 @@ class LinkRow:
 
     @property
     def below_max(self) -> bool:
-        best_gen, best_width = best_link(self)
-        return bool(
-            (self.gen_current and best_gen and self.gen_current < best_gen)
-            or (self.width_current and best_width and self.width_current < best_width)
-        )
+        return link_below_max(self.gen_current, self.width_current, *best_link(self))
 
 
 def best_link(row: LinkRow | DeviceInfo) -> tuple[int | None, int | None]:

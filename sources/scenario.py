@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.text import clean
+from gpuscope.core.vocab import CLOCK_EVENT_NAMES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,8 +28,7 @@ class ScenarioError(GpuscopeError, ValueError):
 
 
 PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS")
-CLOCK_EVENT_NAMES = ("gpu_idle", "applications_clocks", "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal",
-                     "hw_thermal", "hw_power_brake", "display_clocks")
+
 
 # field → (type, default). Types: int, float, str, bool, "gen", "width", "pct", list types.
 GPU_FIELDS: dict[str, tuple[Any, Any]] = {

@@ -51,13 +51,13 @@ def test_is_busy(util, traffic, cap, busy):
 
 @pytest.mark.parametrize("case,reading,device,expect_id,severity,words", [
     ("trained low under load", gpu(util_gpu_pct=97, pcie_gen=1, pcie_rx_bytes_per_s=3.9e9), dev(),
-     "pcie-below-max:gpu0", "critical", "GPU0 PCIe Gen1 ×16 under load, GPU supports Gen4 ×16: 4.0 of 31.5 GB/s"),
+     "pcie-below-max:gpu0", "critical", "GPU0 PCIe Gen1×16 under load, GPU supports Gen4×16: 4.0 of 31.5 GB/s"),
     ("low at idle is the power saving", gpu(pcie_gen=1), dev(), "pcie-idle-downshift:gpu0", "info", "power-saving"),
     ("slot limits the link", gpu(util_gpu_pct=80, pcie_gen=3), dev(sys_max=3), "pcie-slot-limited:gpu0", "warning",
-     "slot limits the link: Gen3 ×16 (GPU supports Gen4): 15.8 of 31.5"),
+     "slot limits the link: Gen3×16 (GPU supports Gen4): 15.8 of 31.5"),
     ("slot limits and trained lower still", gpu(util_gpu_pct=80, pcie_gen=1), dev(sys_max=3), "pcie-below-max:gpu0",
      "critical", "the slot allows only Gen3"),
-    ("width trained low", gpu(util_gpu_pct=90, pcie_width=8), dev(), "pcie-below-max:gpu0", "critical", "Gen4 ×8"),
+    ("width trained low", gpu(util_gpu_pct=90, pcie_width=8), dev(), "pcie-below-max:gpu0", "critical", "Gen4×8"),
     ("gen3 of gen4 busy is a warning", gpu(util_gpu_pct=90, pcie_gen=3), dev(), "pcie-below-max:gpu0", "critical",
      "15.8 of 31.5"),
     ("at max: nothing", gpu(util_gpu_pct=99), dev(), None, None, None),
@@ -205,7 +205,7 @@ def test_design_story_raises_below_max_and_slow_path_with_numbers():
     ids = {f.id for f in active}
     assert {"pcie-below-max:gpu0", "pcie-below-max:gpu1", "slow-path:gpu0-gpu1", "bottleneck"} <= ids
     msg = raised["pcie-below-max:gpu0"].text
-    assert "Gen1 ×16 under load, GPU supports Gen4 ×16: 4.0 of 31.5 GB/s available" in msg
+    assert "Gen1×16 under load, GPU supports Gen4×16: 4.0 of 31.5 GB/s available" in msg
     assert "SYS (NUMA 0 ↔ 1)" in raised["slow-path:gpu0-gpu1"].text
     assert active[0].id == "bottleneck" and "interconnect-bound" in active[0].message
 

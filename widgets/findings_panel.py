@@ -7,6 +7,7 @@ from textual.widgets import Static
 
 from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
+from gpuscope.core.vocab import SEVERITIES
 from gpuscope.widgets.style import DIM, OK, SEV_MARK, SEV_STYLE, fmt_duration, set_content
 
 
@@ -28,7 +29,7 @@ class FindingsPanel(Static):
                 self.border_subtitle = ""
             set_content(self, Text("✔ nothing limits this server that gpuscope can see", style=OK))
             return
-        counts = {s: sum(1 for f in fs if f.severity == s) for s in ("critical", "warning", "info")}
+        counts = {s: sum(1 for f in fs if f.severity == s) for s in SEVERITIES}
         sub = " ".join(f"{n} {s}" for s, n in counts.items() if n)
         if self.border_subtitle != sub:
             self.border_subtitle = sub

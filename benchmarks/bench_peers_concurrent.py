@@ -1,0 +1,115 @@
+"""gpuscope beside nvitop and nvidia-smi dmon, all at once, on a machine with GPUs.
+
+    python benchmarks/bench_peers_concurrent.py [--idle 30] [--load 60] [--json out.json]
+
+Every monitor runs at the same time, at a 1 s interval, so that whatever else the machine does hits all
+of them alike (measuring them in turn, as bench_peers.py does, lets noise favour one): gpuscope's TUI at
+120×40 and at 80×24, nvitop at 120×40 and at 80×24 (TUIs under real ptys whose output is drained like a
+terminal), headless `gpuscope record`, and `nvidia-smi dmon -s puct -d 1`. Two phases: idle (no load:
+bytes/s to the terminal), then a bf16 matmul load on every GPU. Prints CPU seconds per minute, % of a
+core, peak RSS, bytes/s to the terminal and the ratio to nvitop at the same size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import write_json  # noqa: E402
+from ptyrun import RunCost, run_under_pty  # noqa: E402
+
+LOAD = """
+import torch, time
+xs = [(torch.randn(8192, 8192, dtype=torch.bfloat16, device=f'cuda:{i}'),) * 2 for i in range(torch.cuda.device_count())]
+while True:
+    for a, b in xs:
+        torch.matmul(a, b)
+    time.sleep(0.002)
+"""
+
+
+def _cases(out: str) -> list[tuple[str, list[str], int, int, bool]]:
+    gs = [sys.executable, "-m", "gpuscope"]
+    cases = [("gpuscope TUI 120x40", gs + ["--interval", "1"], 120, 40, True),
+             ("gpuscope TUI 80x24", gs + ["--interval", "1"], 80, 24, True),
+             ("gpuscope record", gs + ["record", "-o", os.path.join(out, f"r{time.time_ns()}.jsonl.gz"),
+                                       "--interval", "1"], 120, 40, False)]
+    import importlib.util
+
+    if importlib.util.find_spec("nvitop") is not None:
+        nv = [sys.executable, "-m", "nvitop", "--interval", "1"]
+        cases += [("nvitop 120x40", nv, 120, 40, True), ("nvitop 80x24", nv, 80, 24, True)]
+    if shutil.which("nvidia-smi"):
+        cases.append(("nvidia-smi dmon -s puct -d 1", ["nvidia-smi", "dmon", "-s", "puct", "-d", "1"], 120, 40, False))
+    return cases
+
+
+def run_phase(seconds: float, out: str) -> list[dict[str, object]]:
+    """Start every monitor at once, measure each for the same ``seconds``, return one row each."""
+    results: dict[str, RunCost] = {}
+    threads = []
+    for name, cmd, cols, rows, tui in _cases(out):
+        def one(name: str = name, cmd: list[str] = cmd, cols: int = cols, rows: int = rows, tui: bool = tui) -> None:
+            results[name] = run_under_pty(cmd, seconds, cols=cols, rows=rows, quit_keys=b"q" if tui else b"",
+                                          warmup_s=6.0)
+        t = threading.Thread(target=one, name=name)
+        t.start()
+        threads.append((name, t))
+    for _name, t in threads:
+        t.join()
+    table = []
+    for name, _t in threads:
+        c = results.get(name)
+        if c is None:
+            continue
+        table.append({"tool": name, "cpu_s_per_min": round(c.cpu_s * 60 / c.seconds, 3), "cpu_pct": round(c.cpu_pct, 2),
+                      "peak_rss_mb": round(c.peak_rss_mb, 1), "bytes_per_s": round(c.bytes_per_s)})
+    return table
+
+
+def _print(title: str, rows: list[dict[str, object]]) -> None:
+    by = {r["tool"]: r for r in rows}
+    print(f"\n{title}")
+    print(f"{'tool':<32} {'CPU s/min':>10} {'CPU %':>7} {'peak RSS MB':>12} {'term B/s':>9} {'vs nvitop':>10}")
+    for r in rows:
+        ref = by.get("nvitop 80x24" if "80x24" in str(r["tool"]) else "nvitop 120x40")
+        ratio = (f"{float(r['cpu_s_per_min']) / float(ref['cpu_s_per_min']):.2f}x"  # type: ignore[arg-type]
+                 if ref and float(ref["cpu_s_per_min"]) > 0 else "–")  # type: ignore[arg-type]
+        r["cpu_ratio_to_nvitop_same_size"] = ratio
+        print(f"{r['tool']:<32} {r['cpu_s_per_min']:>10} {r['cpu_pct']:>7} {r['peak_rss_mb']:>12} "
+              f"{r['bytes_per_s']:>9} {ratio:>10}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--idle", type=float, default=30)
+    ap.add_argument("--load", type=float, default=60)
+    ap.add_argument("--json", metavar="FILE")
+    a = ap.parse_args(argv)
+    out = tempfile.mkdtemp()
+    doc: dict[str, object] = {}
+    if a.idle > 0:
+        doc["idle"] = run_phase(a.idle, out)
+        _print(f"idle, {a.idle:g} s, all monitors at once", doc["idle"])  # type: ignore[arg-type]
+    if a.load > 0:
+        load = subprocess.Popen([sys.executable, "-c", LOAD])
+        try:
+            time.sleep(8)
+            doc["load"] = run_phase(a.load, out)
+        finally:
+            load.terminate()
+            load.wait()
+        _print(f"bf16 matmul on every GPU, {a.load:g} s, all monitors at once", doc["load"])  # type: ignore[arg-type]
+    write_json(a.json, doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

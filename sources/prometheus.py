@@ -1,0 +1,512 @@
+"""The Prometheus exporter: a sink that serves the session's last frame and findings at ``/metrics``.
+
+Two groups of series (docs/prometheus.md lists them all):
+
+* **DCGM-compatible** series with dcgm-exporter's names, types, units and labels (``gpu``, ``UUID``,
+  ``pci_bus_id``, ``device``, ``modelName``, ``Hostname``), so dashboards built on dcgm-exporter (Grafana
+  12239) work unchanged on hosts without DCGM. A series is absent, never 0, where the GPU cannot read it.
+* **gpuscope's own** series (``gpuscope_`` prefix, base units in the names): PCIe link against its
+  maxima, NVLink capacity, pair paths, clock-event reasons, active findings, endpoint serving metrics and
+  the sampler's health.
+
+The exposition is written here, not with prometheus_client (which renames series: ``_total``, unit
+suffixes). The tick thread only hands over references (:meth:`PrometheusExporter.update`, O(1)); the
+text is rendered at most once per frame, by the first scrape after it, and later scrapes of the same
+frame are served the cached bytes. The exporter never calls NVML.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from gpuscope import __version__
+from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.model import CLOCK_EVENT_REASONS, DeviceInfo, EndpointReading, Frame, GpuReading, Inventory
+from gpuscope.core.topology import best_link, nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
+from gpuscope.core.vocab import SEVERITIES
+
+# The Prometheus wiki's default-port list has 9100-9999 fully allocated (9400 is dcgm-exporter's), so
+# gpuscope takes a port outside it: dcgm-exporter's 9400 plus 10000, below Linux's ephemeral range.
+DEFAULT_PORT = 19400
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+MIB = 1024 * 1024
+
+
+class PrometheusError(GpuscopeError):
+    """A bad ``--prometheus`` value or a port that cannot be bound."""
+
+
+def parse_listen(spec: str) -> tuple[str, int]:
+    """``[HOST:]PORT`` → (host, port); the host defaults to 127.0.0.1 (loopback only).
+
+    ``PORT``, ``HOST:PORT``, ``[IPv6]:PORT`` and ``:PORT`` (all interfaces, like dcgm-exporter's ``:9400``)
+    are accepted; port 0 takes any free port (the agent prints the URL). Raises :class:`PrometheusError` with a one-line message otherwise.
+    """
+    s = spec.strip()
+    host, port_s = "127.0.0.1", s
+    if s.startswith("["):
+        end = s.find("]")
+        if end < 0 or s[end + 1:end + 2] != ":":
+            raise PrometheusError(f"--prometheus {spec!r}: expected [HOST:]PORT, e.g. 19400 or 0.0.0.0:19400")
+        host, port_s = s[1:end], s[end + 2:]
+    elif ":" in s:
+        host, _, port_s = s.rpartition(":")
+        if ":" in host:
+            raise PrometheusError(f"--prometheus {spec!r}: write an IPv6 host in brackets, e.g. [::1]:19400")
+        host = host or "0.0.0.0"
+    if not port_s.isdigit() or not 0 <= int(port_s) < 65536:
+        raise PrometheusError(f"--prometheus {spec!r}: the port must be a number from 0 (any free port) to 65535")
+    if not host:
+        raise PrometheusError(f"--prometheus {spec!r}: empty host")
+    return host, int(port_s)
+
+
+def escape_label(value: str) -> str:
+    """A label value as the text format wants it: backslash, double quote and newline escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def escape_help(text: str) -> str:
+    """HELP text: backslash and newline escaped (quotes stay)."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def labels(pairs: Iterable[tuple[str, object]]) -> str:
+    """``{a="x",b="y"}`` (empty string for no labels); values are escaped."""
+    body = ",".join(f'{k}="{escape_label(str(v))}"' for k, v in pairs)
+    return "{" + body + "}" if body else ""
+
+
+def fmt(v: float) -> str:
+    """A sample value: integers without a fraction, NaN and ±Inf as the format spells them."""
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, int):
+        return str(v)
+    if v != v:
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    if v.is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    return repr(v)
+
+
+@dataclass(frozen=True, slots=True)
+class SamplerHealth:
+    """How the sampling loop is doing (filled by the agent, one per tick)."""
+
+    ticks: int = 0  # frames sampled since start
+    skipped: int = 0  # ticks missed because a tick overran its interval
+    last_tick_s: float | None = None  # sample + findings + hand-over of the last tick, seconds
+    interval_s: float = 1.0
+    mqtt_dropped: int | None = None  # frames the MQTT publisher dropped (None: no broker)
+
+
+def skipped_ticks(prev_start: float | None, start: float, interval_s: float) -> int:
+    """Ticks missed between two tick starts (monotonic seconds): 0 on schedule, n when n were skipped."""
+    if prev_start is None or interval_s <= 0:
+        return 0
+    return max(0, round((start - prev_start) / interval_s) - 1)
+
+
+# ---- DCGM-compatible families: (name, type, help as dcgm-exporter writes it, value of a reading) ----
+
+def _ratio(pct: float | None) -> float | None:
+    return None if pct is None else pct / 100.0
+
+
+def _fb_free(r: GpuReading) -> float | None:
+    if r.mem_total_bytes is None or r.mem_used_bytes is None:
+        return None
+    return round((r.mem_total_bytes - r.mem_used_bytes) / MIB)
+
+
+Getter = Callable[[GpuReading], "float | int | None"]
+
+DCGM_FAMILIES: tuple[tuple[str, str, str, Getter, bool], ...] = (
+    # name, type, help, getter, needs GPM (DCGM_FI_PROF_* are profiling fields)
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", lambda r: r.sm_clock_mhz, False),
+    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", lambda r: r.mem_clock_mhz, False),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).", lambda r: r.temp_mem_c, False),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda r: r.temp_gpu_c, False),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", lambda r: r.power_w, False),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ).",
+     lambda r: None if r.energy_j is None else round(r.energy_j * 1000.0), False),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.",
+     lambda r: r.pcie_replay_count, False),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", lambda r: r.util_gpu_pct, False),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", lambda r: r.util_mem_pct, False),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", _fb_free, False),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
+     lambda r: None if r.mem_used_bytes is None else round(r.mem_used_bytes / MIB), False),
+    ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", "Current clock throttle reasons (bitmask of "
+     "DCGM_CLOCKS_THROTTLE_REASON_*).", lambda r: r.clock_event_reasons, False),
+    ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned.",
+     lambda r: _ratio(r.sm_active_pct), True),
+    ("DCGM_FI_PROF_SM_OCCUPANCY", "gauge", "The ratio of number of warps resident on an SM.",
+     lambda r: _ratio(r.sm_occupancy_pct), True),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active.",
+     lambda r: _ratio(r.tensor_active_pct), True),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active sending or "
+     "receiving data.", lambda r: _ratio(r.dram_bw_util_pct), True),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "The rate of data transmitted over the PCIe bus - including both "
+     "protocol headers and data payloads - in bytes per second.", lambda r: r.pcie_tx_bytes_per_s, True),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "The rate of data received over the PCIe bus - including both "
+     "protocol headers and data payloads - in bytes per second.", lambda r: r.pcie_rx_bytes_per_s, True),
+    ("DCGM_FI_PROF_NVLINK_TX_BYTES", "gauge", "The rate of data transmitted over NVLink, not including protocol "
+     "headers, in bytes per second.", lambda r: r.nvlink_tx_bytes_per_s, True),
+    ("DCGM_FI_PROF_NVLINK_RX_BYTES", "gauge", "The rate of data received over NVLink, not including protocol "
+     "headers, in bytes per second.", lambda r: r.nvlink_rx_bytes_per_s, True),
+)
+
+# ---- gpuscope's per-GPU families whose value comes from the reading alone ----
+GPU_FAMILIES: tuple[tuple[str, str, str, Getter], ...] = (
+    ("gpuscope_pcie_link_generation", "gauge", "PCIe link generation now.", lambda r: r.pcie_gen),
+    ("gpuscope_pcie_link_width_lanes", "gauge", "PCIe link width now, in lanes.", lambda r: r.pcie_width),
+    ("gpuscope_pcie_link_capacity_bytes_per_second", "gauge", "Usable bandwidth of the PCIe link as it runs now, "
+     "one direction, after line encoding.", lambda r: pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)),
+    ("gpuscope_pcie_tx_bytes_per_second", "gauge", "PCIe transmit rate (GPM where the GPU has it, else NVML's "
+     "PCIe throughput counter).", lambda r: r.pcie_tx_bytes_per_s),
+    ("gpuscope_pcie_rx_bytes_per_second", "gauge", "PCIe receive rate (GPM where the GPU has it, else NVML's "
+     "PCIe throughput counter).", lambda r: r.pcie_rx_bytes_per_s),
+    ("gpuscope_pcie_replays_total", "counter", "PCIe replays since the driver loaded.",
+     lambda r: r.pcie_replay_count),
+    ("gpuscope_pcie_recoveries_total", "counter", "PCIe link recoveries since the driver loaded.",
+     lambda r: r.pcie_recovery_count),
+    ("gpuscope_pcie_errors_total", "counter", "PCIe correctable errors since the driver loaded.",
+     lambda r: r.pcie_error_count),
+    ("gpuscope_nvlink_tx_bytes_per_second", "gauge", "NVLink transmit rate, all links.",
+     lambda r: r.nvlink_tx_bytes_per_s),
+    ("gpuscope_nvlink_rx_bytes_per_second", "gauge", "NVLink receive rate, all links.",
+     lambda r: r.nvlink_rx_bytes_per_s),
+    ("gpuscope_power_limit_watts", "gauge", "Enforced power limit.", lambda r: r.power_limit_w),
+    ("gpuscope_memory_total_bytes", "gauge", "Framebuffer size.", lambda r: r.mem_total_bytes),
+    ("gpuscope_memory_used_bytes", "gauge", "Framebuffer used.", lambda r: r.mem_used_bytes),
+)
+
+# ---- per-endpoint-and-model families ----
+EpGetter = Callable[[EndpointReading], "float | None"]
+ENDPOINT_FAMILIES: tuple[tuple[str, str, EpGetter], ...] = (
+    ("gpuscope_endpoint_generation_tokens_per_second", "Generated tokens per second over the poll window "
+     "(a rate: the poller keeps no cumulative total).", lambda e: e.gen_tokens_per_s),
+    ("gpuscope_endpoint_prompt_tokens_per_second", "Prompt tokens per second over the poll window.",
+     lambda e: e.prompt_tokens_per_s),
+    ("gpuscope_endpoint_requests_running", "Requests being served.", lambda e: e.requests_running),
+    ("gpuscope_endpoint_requests_waiting", "Requests queued.", lambda e: e.requests_waiting),
+    ("gpuscope_endpoint_kv_cache_usage_ratio", "KV-cache use, 0-1.", lambda e: _ratio(e.kv_cache_pct)),
+    ("gpuscope_endpoint_spec_decode_accept_length", "Speculative decoding: mean tokens accepted per step.",
+     lambda e: e.spec_accept_length),
+    ("gpuscope_endpoint_spec_decode_accept_ratio", "Speculative decoding: accepted share of drafted tokens.",
+     lambda e: e.spec_accept_rate),
+)
+LATENCY_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("gpuscope_endpoint_time_to_first_token_seconds", "Time to first token over the poll window "
+     "(stat: mean, p50, p95 from the server's histogram).", "ttft"),
+    ("gpuscope_endpoint_inter_token_latency_seconds", "Inter-token latency over the poll window "
+     "(stat: mean, p50, p95 from the server's histogram).", "itl"),
+)
+
+
+def _gpu_of(subject: str) -> tuple[str, str]:
+    """A finding's subject → (gpu, pair) label values: ``GPU3`` → ("3", ""), ``GPU0-GPU1`` → ("", "0-1")."""
+    parts = subject.split("-")
+    if len(parts) == 2 and all(p.startswith("GPU") and p[3:].isdigit() for p in parts):
+        return "", f"{parts[0][3:]}-{parts[1][3:]}"
+    if subject.startswith("GPU") and subject[3:].isdigit():
+        return subject[3:], ""
+    return "", ""
+
+
+class _Out:
+    """Collects families; HELP/TYPE are written only for families that have samples."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def family(self, name: str, typ: str, help_: str, samples: list[str]) -> None:
+        if samples:
+            self.parts.append(f"# HELP {name} {escape_help(help_)}\n# TYPE {name} {typ}\n")
+            self.parts.extend(samples)
+
+
+class Renderer:
+    """Renders frames of one inventory; the per-GPU label sets are built once."""
+
+    def __init__(self, inv: Inventory, *, hostname_label: str = "Hostname", hostname: str | None = None):
+        if not _valid_label_name(hostname_label):
+            raise PrometheusError(f"--prometheus-hostname-label {hostname_label!r}: not a valid Prometheus label name")
+        if hostname_label in ("gpu", "UUID", "pci_bus_id", "device", "modelName"):
+            raise PrometheusError(f"--prometheus-hostname-label {hostname_label!r}: that is another DCGM label's key")
+        self.inv = inv
+        host = hostname if hostname is not None else inv.host
+        self.devs: dict[int, DeviceInfo] = {d.index: d for d in inv.devices}
+        # dcgm-exporter's label set, in its order
+        self.dcgm_labels = {d.index: labels([("gpu", d.index), ("UUID", d.uuid), ("pci_bus_id", d.bus_id),
+                                             ("device", f"nvidia{d.index}"), ("modelName", d.name),
+                                             (hostname_label, host)]) for d in inv.devices}
+        self.gpu_labels = {d.index: labels([("gpu", d.index)]) for d in inv.devices}
+        self.static = self._static()
+
+    def _static(self) -> str:
+        """Series that never change for this inventory (info, maxima, topology)."""
+        inv = self.inv
+        o = _Out()
+        o.family("gpuscope_info", "gauge", "gpuscope build and source; simulated=\"true\" for a simulated machine.",
+                 [f"gpuscope_info{labels([('version', __version__), ('host', inv.host), ('source', inv.source), ('simulated', str(inv.simulated).lower()), ('scenario', inv.scenario or ''), ('driver_version', inv.driver_version or '')])} 1\n"])  # noqa: E501
+        o.family("gpuscope_gpu_info", "gauge", "Static facts of each GPU.",
+                 [f"gpuscope_gpu_info{labels([('gpu', d.index), ('uuid', d.uuid), ('pci_bus_id', d.bus_id), ('name', d.name), ('architecture', d.architecture or ''), ('numa_node', '' if d.numa_node is None else d.numa_node), ('cpu_affinity', d.cpu_affinity or '')])} 1\n"  # noqa: E501
+                  for d in inv.devices])
+
+        def per_dev(name: str, typ: str, help_: str, get: Callable[[DeviceInfo], float | int | None]) -> None:
+            o.family(name, typ, help_, [f"{name}{self.gpu_labels[d.index]} {fmt(v)}\n" for d in inv.devices
+                                        if (v := get(d)) is not None])
+
+        per_dev("gpuscope_pcie_link_generation_gpu_max", "gauge", "Highest PCIe generation the GPU supports.",
+                lambda d: d.pcie_gen_gpu_max)
+        per_dev("gpuscope_pcie_link_generation_slot_max", "gauge", "Highest PCIe generation the slot (system side) "
+                "supports.", lambda d: d.pcie_gen_sys_max)
+        per_dev("gpuscope_pcie_link_width_gpu_max_lanes", "gauge", "Widest PCIe link the GPU supports, in lanes.",
+                lambda d: d.pcie_width_gpu_max)
+        per_dev("gpuscope_pcie_link_width_slot_max_lanes", "gauge", "Widest PCIe link the slot supports, in lanes.",
+                lambda d: d.pcie_width_sys_max)
+        per_dev("gpuscope_pcie_link_max_capacity_bytes_per_second", "gauge", "Usable bandwidth at the best link "
+                "both GPU and slot support (one direction, after line encoding).",
+                lambda d: pcie_capacity_bytes_per_s(*best_link(d)))
+        per_dev("gpuscope_nvlink_links_active", "gauge", "Active NVLinks of the GPU.",
+                lambda d: d.nvlinks_active if d.nvlink_version else None)
+        per_dev("gpuscope_nvlink_capacity_bytes_per_second", "gauge", "Bandwidth of the GPU's active NVLinks, one "
+                "direction.", lambda d: nvlink_capacity_bytes_per_s(d.nvlink_version, d.nvlinks_active))
+        o.family("gpuscope_topology_path", "gauge", "The path between two GPUs as nvidia-smi topo -m labels it "
+                 "(NV# when NVLinks join them, else PIX/PXB/PHB/NODE/SYS); pcie_path is the PCIe part.",
+                 [f"gpuscope_topology_path{labels([('gpu_a', p.a), ('gpu_b', p.b), ('path', p.label), ('pcie_path', p.pcie_path)])} 1\n"  # noqa: E501
+                  for p in inv.pairs])
+        return "".join(o.parts)
+
+    def render(self, frame: Frame | None, findings: Sequence[Any] = (), health: SamplerHealth | None = None) -> str:
+        """The whole exposition for one frame (``findings``: :class:`~gpuscope.core.findings.Finding`-like
+        objects with id, rule, severity, subject)."""
+        o = _Out()
+        o.parts.append(self.static)
+        gpus = [r for r in (frame.gpus if frame else ()) if r.index in self.devs]
+        live = [r for r in gpus if not r.lost]
+        for name, typ, help_, get, gpm in DCGM_FAMILIES:
+            lab = self.dcgm_labels
+            o.family(name, typ, help_, [f"{name}{lab[r.index]} {fmt(v)}\n" for r in live
+                                        if (not gpm or self.devs[r.index].gpm_supported)
+                                        and (v := get(r)) is not None])
+        o.family("gpuscope_gpu_lost", "gauge", "1 when the GPU stopped answering (fell off the bus).",
+                 [f"gpuscope_gpu_lost{self.gpu_labels[r.index]} {fmt(r.lost)}\n" for r in gpus])
+        for name, typ, help_, get in GPU_FAMILIES:
+            o.family(name, typ, help_, [f"{name}{self.gpu_labels[r.index]} {fmt(v)}\n" for r in live
+                                        if (v := get(r)) is not None])
+        ce: list[str] = []
+        for r in live:
+            mask = r.clock_event_reasons
+            if mask is None:
+                continue
+            for bit, reason in CLOCK_EVENT_REASONS.items():
+                ce.append(f'gpuscope_clock_event_active{{gpu="{r.index}",reason="{reason}"}} {1 if mask & bit else 0}\n')
+        o.family("gpuscope_clock_event_active", "gauge", "1 while the clock-event (throttle) reason holds the "
+                 "clocks down.", ce)
+        self._findings(o, findings)
+        if frame is not None:
+            self._endpoints(o, frame.endpoints)
+        self._health(o, frame, health)
+        return "".join(o.parts)
+
+    @staticmethod
+    def _findings(o: _Out, findings: Sequence[Any]) -> None:
+        rows = []
+        count = dict.fromkeys(SEVERITIES, 0)
+        seen: set[str] = set()
+        for f in findings:
+            if f.id in seen:
+                continue
+            seen.add(f.id)
+            count[f.severity] = count.get(f.severity, 0) + 1
+            gpu, pair = _gpu_of(f.subject)
+            rows.append(f"gpuscope_finding{labels([('id', f.id), ('rule', f.rule), ('severity', f.severity), ('gpu', gpu), ('pair', pair), ('subject', f.subject)])} 1\n")  # noqa: E501
+        o.family("gpuscope_finding", "gauge", "An active (raised) finding; the rules are in docs/findings.md.", rows)
+        o.family("gpuscope_findings_active", "gauge", "Active findings by severity.",
+                 [f'gpuscope_findings_active{{severity="{escape_label(s)}"}} {n}\n' for s, n in count.items()])
+
+    @staticmethod
+    def _endpoints(o: _Out, eps: Sequence[EndpointReading]) -> None:
+        if not eps:
+            return
+        lab = [labels([("endpoint", e.url), ("model", e.model or ""), ("kind", e.kind or "")]) for e in eps]
+        o.family("gpuscope_endpoint_up", "gauge", "1 when the last poll of the inference server succeeded.",
+                 [f"gpuscope_endpoint_up{lab[k]} {fmt(e.up)}\n" for k, e in enumerate(eps)])
+        for name, help_, get in ENDPOINT_FAMILIES:
+            o.family(name, "gauge", help_, [f"{name}{lab[k]} {fmt(v)}\n" for k, e in enumerate(eps)
+                                            if e.up and (v := get(e)) is not None])
+        for name, help_, key in LATENCY_FAMILIES:
+            rows = []
+            for k, e in enumerate(eps):
+                if not e.up:
+                    continue
+                for stat in ("mean", "p50", "p95"):
+                    v = getattr(e, f"{key}_{stat}_s")
+                    if v is not None:
+                        rows.append(f'{name}{lab[k][:-1]},stat="{stat}"}} {fmt(v)}\n')
+            o.family(name, "gauge", help_, rows)
+
+    @staticmethod
+    def _health(o: _Out, frame: Frame | None, h: SamplerHealth | None) -> None:
+        if frame is not None:
+            o.family("gpuscope_last_frame_timestamp_seconds", "gauge", "Unix time of the frame these series come "
+                     "from.", [f"gpuscope_last_frame_timestamp_seconds {fmt(frame.t)}\n"])
+        if h is None:
+            return
+        o.family("gpuscope_sampler_ticks_total", "counter", "Frames sampled since the agent started.",
+                 [f"gpuscope_sampler_ticks_total {h.ticks}\n"])
+        o.family("gpuscope_sampler_ticks_skipped_total", "counter", "Ticks skipped because a tick overran its "
+                 "interval.", [f"gpuscope_sampler_ticks_skipped_total {h.skipped}\n"])
+        o.family("gpuscope_sampler_interval_seconds", "gauge", "Configured sampling interval.",
+                 [f"gpuscope_sampler_interval_seconds {fmt(h.interval_s)}\n"])
+        if h.last_tick_s is not None:
+            o.family("gpuscope_sampler_last_tick_duration_seconds", "gauge", "Time the last tick took (sample, "
+                     "findings, hand-over).", [f"gpuscope_sampler_last_tick_duration_seconds {fmt(h.last_tick_s)}\n"])
+        if h.mqtt_dropped is not None:
+            o.family("gpuscope_mqtt_frames_dropped_total", "counter", "Frames the MQTT publisher dropped (broker "
+                     "unreachable or slow).", [f"gpuscope_mqtt_frames_dropped_total {h.mqtt_dropped}\n"])
+
+
+def _valid_label_name(s: str) -> bool:
+    return bool(s) and not s.startswith("__") and (s[0].isascii() and (s[0].isalpha() or s[0] == "_")) and all(
+        c.isascii() and (c.isalnum() or c == "_") for c in s)
+
+
+class PrometheusExporter:
+    """Serves ``/metrics`` from the last state handed to :meth:`update`; a daemon thread per request."""
+
+    def __init__(self, listen: tuple[str, int], inv: Inventory, *, hostname_label: str = "Hostname",
+                 hostname: str | None = None):
+        self.listen = listen
+        self.renderer = Renderer(inv, hostname_label=hostname_label, hostname=hostname)
+        self._state: tuple[int, Frame | None, tuple[Any, ...], SamplerHealth | None] = (0, None, (), None)
+        self._cache: tuple[int, bytes] = (-1, b"")
+        self._render_lock = threading.Lock()
+        self.renders = 0
+        self.scrapes = 0
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- the tick side: O(1), never blocks on a scrape
+    def update(self, frame: Frame, findings: Sequence[Any] = (), health: SamplerHealth | None = None) -> None:
+        """Hand over the latest frame, the active findings and the sampler's health (a reference swap)."""
+        self._state = (self._state[0] + 1, frame, tuple(findings), health)
+
+    # -- the scrape side
+    def body(self) -> bytes:
+        """The exposition of the latest state, rendered once per update and cached."""
+        state = self._state
+        cache = self._cache
+        if cache[0] == state[0]:
+            return cache[1]
+        with self._render_lock:
+            cache = self._cache
+            if cache[0] == state[0]:
+                return cache[1]
+            data = self.renderer.render(state[1], state[2], state[3]).encode()
+            self._cache = (state[0], data)
+            self.renders += 1
+            return data
+
+    @property
+    def url(self) -> str:
+        host, port = self.address
+        return f"http://{'[' + host + ']' if ':' in host else host}:{port}/metrics"
+
+    @property
+    def address(self) -> tuple[str, int]:
+        if self._server is None:
+            return self.listen
+        addr = self._server.server_address
+        return str(addr[0]), int(addr[1])
+
+    def start(self) -> PrometheusExporter:
+        """Bind and serve in a daemon thread. Raises :class:`PrometheusError` when the address can't be bound."""
+        exporter = self
+
+        class Handler(_Handler):
+            pass
+
+        Handler.exporter = exporter
+        host, port = self.listen
+        server_cls = _Server6 if ":" in host else _Server
+        try:
+            self._server = server_cls((host, port), Handler)
+        except OSError as e:
+            raise PrometheusError(f"--prometheus {host}:{port}: cannot listen ({e.strerror or e})") from None
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.25},
+                                        name="gpuscope-prometheus", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 64
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _Handler(BaseHTTPRequestHandler):
+    exporter: PrometheusExporter
+    server_version = f"gpuscope/{__version__}"
+    protocol_version = "HTTP/1.1"
+    timeout = 10
+
+    def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8",
+              extra: dict[str, str] | None = None, head: bool = False) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def _get(self, head: bool) -> None:
+        path = self.path.split("?", 1)[0]
+        if path != "/metrics":
+            self._send(404, b"not found: gpuscope serves /metrics\n", head=head)
+            return
+        self.exporter.scrapes += 1
+        self._send(200, self.exporter.body(), CONTENT_TYPE, head=head)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._get(False)
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._get(True)
+
+    def _not_allowed(self) -> None:
+        self.close_connection = True  # a request body may follow; don't read it as the next request
+        self._send(405, b"method not allowed: use GET\n", extra={"Allow": "GET, HEAD", "Connection": "close"})
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("do_"):  # any other method (POST, PUT, DELETE, …)
+            return self._not_allowed
+        raise AttributeError(name)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
