@@ -383,7 +383,9 @@ def _kill_terminal_and_expect_exit(name: str, argv: list[str], ready: str, keys:
         if keys:
             assert _wait(lambda: shows("REMOTE"), 20), screen
         tmux("kill-session", "-t", name, check=True)
-        assert _wait(lambda: not _alive(pid), 3), f"{argv}: pid {pid} still alive 3 s after its terminal went away"
+        t_kill = time.monotonic()
+        gone = _wait(lambda: not _alive(pid), 3)
+        assert gone, f"{argv}: pid {pid} still alive {time.monotonic() - t_kill:.1f} s after its terminal went away"
     finally:
         tmux("kill-session", "-t", name, capture_output=True)
 

@@ -25,7 +25,7 @@ from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
 from gpuscope.sources.recording import Recorder, RecordingError
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
-from gpuscope.tui.hangup import terminal_gone
+from gpuscope.tui.hangup import exit_soon, terminal_gone
 from gpuscope.tui.screens import GpuDetailScreen, HelpScreen, MarkerScreen
 from gpuscope.widgets.findings_panel import FindingsPanel
 from gpuscope.widgets.gpu_panel import GpuPanel
@@ -239,7 +239,11 @@ class GpuscopeApp(App[int]):
             self._hang_up()
 
     def _hang_up(self) -> None:
+        if self.hung_up:
+            return
         self.hung_up = True
+        self.session.stop_recording()  # the recording is closed cleanly before anything else
+        exit_soon()  # Textual's shutdown can hang without a terminal: the process ends anyway
         self.call_later(self.exit, 0)
 
     # ----------------------------------------------------------------- actions

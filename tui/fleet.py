@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import threading
 from collections.abc import Callable
 
@@ -12,6 +13,7 @@ from gpuscope.core.session import Session
 from gpuscope.sources.mqtt import Subscriber
 from gpuscope.tui.app import GpuscopeApp, check_terminal
 from gpuscope.tui.fleet_app import FleetApp
+from gpuscope.tui.hangup import terminal_gone
 
 
 class RemoteFeeder:
@@ -58,7 +60,10 @@ def run_fleet(args: argparse.Namespace) -> int:
     sub = Subscriber(cfg).start()
     try:
         host = args.host
+        ppid = os.getppid()
         while True:
+            if terminal_gone(ppid):  # the terminal went away while a screen was closing: start no other
+                return 0
             if host is None:
                 fleet = FleetApp(sub, cfg)
                 host = fleet.run()

@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.widgets import Footer, Static
 
 from gpuscope.sources.mqtt import BrokerConfig, Subscriber
-from gpuscope.tui.hangup import terminal_gone
+from gpuscope.tui.hangup import exit_soon, terminal_gone
 from gpuscope.widgets.fleet_table import FleetTable
 
 
@@ -49,8 +49,10 @@ class FleetApp(App[str | None]):
             self._hang_up()
 
     def _hang_up(self) -> None:
-        self.hung_up = True
-        self.call_later(self.exit, None)
+        if not self.hung_up:
+            self.hung_up = True
+            exit_soon()  # Textual's shutdown can hang without a terminal: the process ends anyway
+            self.call_later(self.exit, None)
 
     def refresh_fleet(self) -> None:
         s = self.sub
