@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from gpuscope.core.text import clean
 from gpuscope.core.findings import finding_line
+from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import SEVERITIES
 from gpuscope.widgets.style import DIM, OK, SEV_MARK, SEV_STYLE, fmt_duration, set_content
