@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import sys
 import time
@@ -20,8 +19,10 @@ from gpuscope.core.stats import (
     summarize,
     summarize_by_marker,
 )
+from gpuscope.core.text import clean
 from gpuscope.core.units import duration as human_duration
 from gpuscope.core.units import fmt_num
+from gpuscope.core.validate import dumps_out
 from gpuscope.sources.recording import open_recording
 
 
@@ -29,9 +30,16 @@ def open_or_fail(path: Any) -> Any:
     """Open a recording for a command; a bad or empty file is a one-line GpuscopeError (RecordingError)."""
     rec = open_recording(path)
     if rec.n_frames == 0:
-        raise GpuscopeError(f"{path}: the recording holds no frames" + (f" ({'; '.join(rec.problems)})" if rec.problems
-                                                                    else ""))
+        raise GpuscopeError(clean(f"{path}: the recording holds no frames" + (f" ({'; '.join(rec.problems)})"
+                                                                           if rec.problems else ""), 400))
     return rec
+
+
+def refuse_existing(path: Any, force: bool) -> None:
+    """A one-line :class:`GpuscopeError` when ``path`` exists and ``force`` is not given (never overwrite
+    user data by accident)."""
+    if not force and os.path.lexists(path):
+        raise GpuscopeError(f"{path} exists; refusing to overwrite it (use --force)")
 
 
 def _fmt(v: float | None, scale: float = 1.0, digits: int = 0) -> str:
@@ -42,14 +50,14 @@ def render_summary(doc: dict[str, Any]) -> str:
     out = []
     sim = "  SIMULATED" if doc["simulated"] else ""
     start = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc["start"]))
-    out.append(f"{doc['file']}: {doc['host']}{sim}, {start}, {human_duration(doc['duration_s'])}, "
+    out.append(f"{clean(doc['file'], 300)}: {clean(doc['host'])}{sim}, {start}, {human_duration(doc['duration_s'])}, "
                f"{doc['frames']} frames")
     if doc["problems"]:
-        out.append("problems: " + "; ".join(doc["problems"]))
+        out.append("problems: " + "; ".join(clean(p, 300) for p in doc["problems"]))
     for g in doc["gpus"]:
         out.append("")
         lost = f"  LOST at +{human_duration(g['lost_at'] - doc['start'])}" if g["lost_at"] else ""
-        out.append(f"GPU{g['index']} {g['name']}{lost}")
+        out.append(f"GPU{g['index']} {clean(g['name'], 100)}{lost}")
         out.append(f"  {'':<16}{'mean':>9}{'p50':>9}{'p95':>9}{'max':>9}")
         for m in catalogue.metrics("gpu", summary=True):
             s = g["stats"].get(m.name)
@@ -66,7 +74,7 @@ def render_summary(doc: dict[str, Any]) -> str:
         s = e["stats"].get("gen_tokens_per_s")
         if s:
             out.append("")
-            out.append(f"endpoint {e['url']} ({e['kind'] or '?'}): gen tok/s mean {s['mean']:.1f}, p50 {s['p50']:.1f}, "
+            out.append(f"endpoint {clean(e['url'], 300)} ({clean(e['kind'] or '?', 40)}): gen tok/s mean {s['mean']:.1f}, p50 {s['p50']:.1f}, "
                        f"p95 {s['p95']:.1f}, max {s['max']:.1f}")
     out.append("")
     if doc["findings"]:
@@ -76,16 +84,16 @@ def render_summary(doc: dict[str, Any]) -> str:
             state = "until the end" if f["cleared_at"] is None else "then cleared"
             if len(eps) > 1:
                 state = f"{len(eps)} episodes, " + state
-            out.append(f"  {f['severity']:<8} {human_duration(f['duration_s']):>7} ({state})  {f['message']}")
+            out.append(f"  {f['severity']:<8} {human_duration(f['duration_s']):>7} ({state})  {clean(f['message'], 300)}")
             for ep in eps:
                 for ch in ep.get("changes", []):
                     what = (f"{ch['old_severity']} → {ch['severity']}" if ch["old_severity"] != ch["severity"]
                             else f"{ch['old_variant'] or '-'} → {ch['variant'] or '-'}")
-                    out.append(f"  {'':<8} {'':>7}   at +{human_duration(ch['t'] - doc['start'])}: {what}")
+                    out.append(f"  {'':<8} {'':>7}   at +{human_duration(ch['t'] - doc['start'])}: {clean(what, 200)}")
     else:
         out.append("findings: none")
     if doc["markers"]:
-        out.append("markers: " + "; ".join(f"+{human_duration(m['t'] - doc['start'])} {m['text']}"
+        out.append("markers: " + "; ".join(f"+{human_duration(m['t'] - doc['start'])} {clean(m['text'], 200)}"
                                           for m in doc["markers"][:20]))
     return "\n".join(out)
 
@@ -117,7 +125,7 @@ def render_phases(doc: dict[str, Any]) -> str:
     for s in doc["spans"]:
         out.append("")
         kind = "" if s["kind"] == "phase" else f"  [{s['kind']}]"
-        out.append(f"{s['label'][:70]}{kind}  +{human_duration(s['start'] - doc['start'])}, "
+        out.append(f"{clean(s['label'], 70)}{kind}  +{human_duration(s['start'] - doc['start'])}, "
                    f"{human_duration(s['duration_s'])}, {s['frames']} frames")
         if not s["frames"]:
             continue
@@ -131,7 +139,7 @@ def render_phases(doc: dict[str, Any]) -> str:
             name = e["model"] or e["url"]
             out.append(f"  {e['kind'] or '?'} {name[:50]}: " + ", ".join(_serving_parts(e)))
         for f in s["findings"]:
-            out.append(f"  {f['severity']:<8} {f['message']}")
+            out.append(f"  {f['severity']:<8} {clean(f['message'], 300)}")
     out.append("")
     out.append("means over each span's frames; tok/s and latency means are the endpoint's rates over its rate window")
     return "\n".join(out)
@@ -140,10 +148,10 @@ def render_phases(doc: dict[str, Any]) -> str:
 def run_summary(args: argparse.Namespace) -> int:
     if getattr(args, "by_marker", False):
         pdoc = summarize_by_marker(open_or_fail(args.file))
-        print(json.dumps(pdoc, indent=2, ensure_ascii=False) if args.json else render_phases(pdoc))
+        print(dumps_out(pdoc, indent=2) if args.json else render_phases(pdoc))
         return 0
     doc = summarize(open_or_fail(args.file))
-    print(json.dumps(doc, indent=2, ensure_ascii=False) if args.json else render_summary(doc))
+    print(dumps_out(doc, indent=2) if args.json else render_summary(doc))
     return 0
 
 
@@ -194,14 +202,14 @@ def run_compare_phases(args: argparse.Namespace) -> int:
     a, b = summarize_by_marker(open_or_fail(args.a)), summarize_by_marker(open_or_fail(args.b))
     rows = compare_phases(a, b)
     if args.json:
-        print(json.dumps({"schema": "gpuscope.compare-phases/1", "a": a["file"], "b": b["file"], "phases": rows},
-                         indent=2, ensure_ascii=False))
+        print(dumps_out({"schema": "gpuscope.compare-phases/1", "a": a["file"], "b": b["file"], "phases": rows},
+                        indent=2))
         return 0
     print(f"A: {a['file']}\nB: {b['file']}")
     for r in rows:
         print("")
         missing = " (only in A)" if r["b"] is None else " (only in B)" if r["a"] is None else ""
-        print(f"{r['label'][:70]}{missing}")
+        print(f"{clean(r['label'], 70)}{missing}")
         for key, label, scale, digits in PHASE_ROWS:
             va = r["a"][key] if r["a"] else None
             vb = r["b"][key] if r["b"] else None
@@ -217,10 +225,10 @@ def run_compare(args: argparse.Namespace) -> int:
     a, b = summarize(open_or_fail(args.a)), summarize(open_or_fail(args.b))
     doc = compare_docs(a, b)
     if args.json:
-        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        print(dumps_out(doc, indent=2))
         return 0
-    print(f"A: {a['file']} ({a['host']}{', SIMULATED' if a['simulated'] else ''}, {human_duration(a['duration_s'])})")
-    print(f"B: {b['file']} ({b['host']}{', SIMULATED' if b['simulated'] else ''}, {human_duration(b['duration_s'])})")
+    print(f"A: {clean(a['file'], 300)} ({clean(a['host'])}{', SIMULATED' if a['simulated'] else ''}, {human_duration(a['duration_s'])})")
+    print(f"B: {clean(b['file'], 300)} ({clean(b['host'])}{', SIMULATED' if b['simulated'] else ''}, {human_duration(b['duration_s'])})")
     if doc["gpu_count"][0] != doc["gpu_count"][1]:
         print(f"note: A has {doc['gpu_count'][0]} GPUs, B has {doc['gpu_count'][1]}; compared by index")
     for e in doc["endpoints_tok_s"]:
@@ -233,9 +241,9 @@ def run_compare(args: argparse.Namespace) -> int:
             print(f"{r['gpu']:<4}{r['label']:<18}{_fmt(r['a'], r['scale'], r['digits']):>10}"
                   f"{_fmt(r['b'], r['scale'], r['digits']):>10}  {r['change']}")
     if doc["findings_only_in_a"]:
-        print("findings only in A: " + ", ".join(doc["findings_only_in_a"]))
+        print("findings only in A: " + clean(", ".join(doc["findings_only_in_a"]), 1000))
     if doc["findings_only_in_b"]:
-        print("findings only in B: " + ", ".join(doc["findings_only_in_b"]))
+        print("findings only in B: " + clean(", ".join(doc["findings_only_in_b"]), 1000))
     return 0
 
 
@@ -292,12 +300,15 @@ def run_export(args: argparse.Namespace) -> int:
         check_serving_path(args)
     rec = open_or_fail(args.file)
     out = args.csv or args.parquet
+    force = bool(getattr(args, "force", False))
+    if out != "-":
+        refuse_existing(out, force)
     columns = catalogue.export_columns()
     rows = export_rows(rec.frames())
     n = 0
     try:
         if args.csv:
-            f = sys.stdout if out == "-" else open(out, "w", newline="")  # noqa: SIM115
+            f = sys.stdout if out == "-" else open(out, "w" if force else "x", newline="")  # noqa: SIM115
             try:
                 w = csv.writer(f)
                 w.writerow(columns)
@@ -317,6 +328,8 @@ def run_export(args: argparse.Namespace) -> int:
             n = len(data)
             table = pa.table({c: [r[k] for r in data] for k, c in enumerate(columns)})
             pq.write_table(table, out)
+    except FileExistsError:
+        raise GpuscopeError(f"{out} exists; refusing to overwrite it (use --force)") from None
     except OSError as e:
         raise GpuscopeError(f"cannot write {out}: {e.strerror or e}") from None
     if out != "-":

@@ -158,8 +158,10 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
                 v = m.value(e)
                 if v is not None:
                     d[m.name].append(float(v))
-    t0 = float(rec.times[0]) if rec.n_frames else 0.0
-    t1 = float(rec.times[-1]) if rec.n_frames else 0.0
+    t0 = float(rec.times.min()) if rec.n_frames else 0.0  # frames keep file order; a clock step back is allowed
+    t1 = float(rec.times.max()) if rec.n_frames else 0.0
+    tally = getattr(rec, "tally", None)
+    dropped = tally.describe() if tally is not None else ""
     gpus = []
     for d in inv.devices:
         i = d.index
@@ -182,7 +184,7 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
     return {
         "schema": SUMMARY_SCHEMA, "file": str(rec.path), "host": inv.host, "simulated": rec.simulated,
         "scenario": inv.scenario, "start": t0, "end": t1, "duration_s": t1 - t0, "frames": frames,
-        "complete": rec.complete, "problems": list(rec.problems), "gpus": gpus, "endpoints": endpoints,
+        "complete": rec.complete, "problems": list(rec.problems) + ([dropped] if dropped else []), "gpus": gpus, "endpoints": endpoints,
         "findings": finding_durations(events, t1),
         "markers": [{"t": e.t, "text": e.text} for e in events if e.kind == "marker"],
     }

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from gpuscope.core import validate
 from gpuscope.core.codec import (
     CodecError,
     frame_from_dict,
@@ -221,6 +222,7 @@ class Subscriber:
         self.only_host = only_host
         self.hosts: dict[str, RemoteHost] = {}
         self.dropped = 0
+        self.tally = validate.Tally()  # readings the validation gate turned into unknown
         self.connected = False
         self.last_error: str | None = None
         self._lock = threading.Lock()
@@ -252,9 +254,9 @@ class Subscriber:
             return self._drop()
         if payload is None or isinstance(payload, (int, float)) or len(payload) > MAX_PAYLOAD:
             return self._drop()
-        try:
-            doc = json.loads(payload)
-        except (ValueError, UnicodeDecodeError, RecursionError):
+        try:  # the validation gate: size, depth, valid JSON (a one-line ValidationError, counted as a drop)
+            doc = validate.loads(payload, "payload", max_bytes=MAX_PAYLOAD)
+        except validate.ValidationError:
             return self._drop()
         with self._lock:
             h = self.hosts.get(host)
@@ -271,9 +273,7 @@ class Subscriber:
                         return self._drop_locked()
                     h.online = doc["state"] == "online"
                 elif kind == "frame":
-                    f = frame_from_dict(doc)
-                    if h.inventory is not None and len(f.gpus) > len(h.inventory.devices):
-                        return self._drop_locked()
+                    f = frame_from_dict(doc, h.inventory, self.tally)  # rejects GPUs the inventory lacks
                     h.frame = f
                     h.recent.append(f)
                     for ev in f.events:
@@ -290,7 +290,7 @@ class Subscriber:
                     self._cond.notify_all()
                 else:
                     return self._drop_locked()
-            except (CodecError, RecursionError):
+            except (CodecError, RecursionError, ValueError):
                 return self._drop_locked()
         return True
 

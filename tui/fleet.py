@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 
 from gpuscope.cli.agent import broker_config
@@ -11,6 +12,7 @@ from gpuscope.core.session import Session
 from gpuscope.sources.mqtt import Subscriber
 from gpuscope.tui.app import GpuscopeApp, check_terminal, run_app
 from gpuscope.tui.fleet_app import FleetApp
+from gpuscope.tui.hangup import terminal_gone
 from gpuscope.tui.workers import Worker
 
 
@@ -49,10 +51,14 @@ def run_fleet(args: argparse.Namespace) -> int:
     sub = Subscriber(cfg).start()
     try:
         host = args.host
+        ppid = os.getppid()
         while True:
+            if terminal_gone(ppid):  # the terminal went away while a screen was closing: start no other
+                return 0
             if host is None:
-                host = FleetApp(sub, cfg).run()
-                if not host:
+                fleet = FleetApp(sub, cfg)
+                host = fleet.run()
+                if not host or fleet.hung_up:
                     return 0
             inv = sub.wait_inventory(host, 5.0)
             if inv is None:
@@ -61,7 +67,7 @@ def run_fleet(args: argparse.Namespace) -> int:
             app = GpuscopeApp(session, None, label="REMOTE", interval_s=args.interval)
             app.feeder = RemoteFeeder(sub, host, session, app.notify_update)
             run_app(app)
-            if args.host:
+            if args.host or app.hung_up:  # the terminal went away: never start another app without one
                 return 0
             host = None
     finally:

@@ -7,6 +7,7 @@ import time
 from rich.text import Text
 from textual.widgets import Static
 
+from gpuscope.core.text import clean
 from gpuscope.core.vocab import SEVERITIES
 from gpuscope.sources.mqtt import RemoteHost
 from gpuscope.widgets.style import BAD, DIM, OK, SEV_STYLE, set_content
@@ -21,7 +22,7 @@ def row(h: RemoteHost, now: float) -> Text:
     t = Text()
     state = ("online", OK) if h.online else ("OFFLINE", BAD)
     sim = " (sim)" if h.inventory is not None and h.inventory.simulated else ""
-    t.append(f"{(h.host[:22 - len(sim)] + sim):<23}", style="bold")
+    t.append(f"{(clean(h.host, 60)[:22 - len(sim)] + sim):<23}", style="bold")
     t.append(f"{state[0]:<8}", style=state[1])
     n = len(h.inventory.devices) if h.inventory else 0
     f = h.frame

@@ -15,6 +15,7 @@ from textual.widgets import Static
 
 from gpuscope.core.history import resample
 from gpuscope.core.model import EndpointReading
+from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.style import ACCENT, BAD, DIM, fmt_num, set_content, sparkline
 
@@ -70,9 +71,9 @@ def header_line(eps: Sequence[EndpointReading]) -> tuple[str, str]:
 
 def endpoint_lines(e: EndpointReading) -> list[Text]:
     """The lines of one endpoint/model (each under 78 characters for any realistic reading)."""
-    head = Text(f"{(e.kind or '?'):<8} {(e.model or e.url)[:28]:<28} ")
+    head = Text(f"{clean(e.kind or '?', 8):<8} {clean(e.model or e.url, 28):<28} ")
     if not e.up:
-        head.append((e.error or "unreachable")[:40], style=BAD)
+        head.append(clean(e.error or "unreachable", 40), style=BAD)
         return [head]
     gen_src = " (probe)" if "gen_tokens_per_s" in e.probe_fields else ""
     head.append(f"gen {fmt_num(e.gen_tokens_per_s)}{gen_src} prompt {fmt_num(e.prompt_tokens_per_s)} tok/s")
