@@ -115,7 +115,7 @@ class GpuscopeApp(App[int]):
 
     def on_mount(self) -> None:
         self._apply_layout()
-        self.set_interval(2.0, self._watchdog)
+        self.set_interval(1.0, self._watchdog)  # cheap: two tcgetattr calls
         try:
             signal.signal(signal.SIGHUP, lambda *_: self.call_later(self.exit, 0))
         except (ValueError, OSError):  # not the main thread (tests)
@@ -233,16 +233,21 @@ class GpuscopeApp(App[int]):
 
     def _watchdog(self) -> None:
         """Exit when the terminal went away (SSH drop): the parent died or stdin is gone."""
-        gone = os.getppid() != self._ppid
+        hung_up = False
         for stream in (sys.__stdin__, sys.__stderr__):
             try:
-                if not gone and stream is not None:
+                if stream is not None:
                     termios.tcgetattr(stream.fileno())
             except termios.error as e:
-                gone = gone or e.args[0] == errno.EIO  # the terminal hung up (ENOTTY: not a terminal, fine)
+                hung_up = hung_up or e.args[0] == errno.EIO  # the terminal hung up (ENOTTY: not a terminal, fine)
             except (OSError, ValueError):
                 pass
-        if gone:
+        if hung_up:
+            # Textual's orderly exit writes to the terminal and blocks for good once its writer thread has
+            # died on the dead one: end the feeder and the recording (closed, complete) and leave now.
+            self.on_unmount()
+            os._exit(0)
+        if os.getppid() != self._ppid:
             self.exit(0)
 
     # ----------------------------------------------------------------- actions
