@@ -137,7 +137,8 @@ class Tmux:
 
     def __init__(self, command: str, size: tuple[int, int] = (120, 40), keep: bool = True):
         Tmux._n += 1
-        self.server = f"gpuscope-test-{os.getpid()}"
+        # a server per session: a server whose last session was killed exits, and must not be reused
+        self.server = f"gpuscope-test-{os.getpid()}-{Tmux._n}"
         self.name = f"t{Tmux._n}"
         # keep: the pane outlives the command; else the command is the pane's process (exec)
         shell = f"env -u COLUMNS -u LINES {command}; echo EXITED $?; sleep 600" if keep else \
@@ -170,7 +171,7 @@ class Tmux:
         return int(self.run("list-panes", "-t", self.name, "-F", "#{pane_pid}", check=True).stdout.strip())
 
     def kill(self) -> None:
-        self.run("kill-session", "-t", self.name)
+        self.run("kill-server")
 
     def __enter__(self) -> Tmux:
         return self

@@ -117,7 +117,7 @@ class GpuscopeApp(App[int]):
         self._apply_layout()
         self.set_interval(1.0, self._watchdog)  # cheap: two tcgetattr calls
         try:
-            signal.signal(signal.SIGHUP, lambda *_: self.call_later(self.exit, 0))
+            signal.signal(signal.SIGHUP, lambda *_: self._on_sighup())
         except (ValueError, OSError):  # not the main thread (tests)
             pass
         if self.record_path and not self._replay:
@@ -231,22 +231,37 @@ class GpuscopeApp(App[int]):
             if lock is not None:
                 lock.release()
 
-    def _watchdog(self) -> None:
-        """Exit when the terminal went away (SSH drop): the parent died or stdin is gone."""
-        hung_up = False
+    @staticmethod
+    def _terminal_hung_up() -> bool:
+        """True when stdin or stderr is a terminal that hung up (EIO; ENOTTY: not a terminal, fine)."""
         for stream in (sys.__stdin__, sys.__stderr__):
             try:
                 if stream is not None:
                     termios.tcgetattr(stream.fileno())
             except termios.error as e:
-                hung_up = hung_up or e.args[0] == errno.EIO  # the terminal hung up (ENOTTY: not a terminal, fine)
+                if e.args[0] == errno.EIO:
+                    return True
             except (OSError, ValueError):
                 pass
-        if hung_up:
-            # Textual's orderly exit writes to the terminal and blocks for good once its writer thread has
-            # died on the dead one: end the feeder and the recording (closed, complete) and leave now.
-            self.on_unmount()
-            os._exit(0)
+        return False
+
+    def _terminal_gone(self) -> None:
+        """The terminal hung up. Textual's orderly exit writes to it and blocks for good once its writer
+        thread has died on the dead terminal, so end the feeder and the recording (closed, complete) and
+        leave now."""
+        self.on_unmount()
+        os._exit(0)
+
+    def _on_sighup(self) -> None:
+        if self._terminal_hung_up():
+            self._terminal_gone()  # runs even while the loop is stuck writing to the dead terminal
+        else:
+            self.call_later(self.exit, 0)  # `kill -HUP` with the terminal still there: a normal exit
+
+    def _watchdog(self) -> None:
+        """Exit when the terminal went away (SSH drop): the terminal hung up, or the parent died."""
+        if self._terminal_hung_up():
+            self._terminal_gone()
         if os.getppid() != self._ppid:
             self.exit(0)
 
