@@ -123,7 +123,7 @@ class _TickClock:
 
 
 def run_remote_record(args: argparse.Namespace) -> int:
-    from gpuscope.cli.record import human_bytes
+    from gpuscope.core.units import human_bytes
 
     cfg = broker_config(args)
     host = safe_host(args.host)

@@ -10,6 +10,7 @@ from typing import NoReturn
 
 from gpuscope import __version__
 from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.vocab import SERVER_KINDS
 
 COMMANDS = ("topo", "scenarios", "record", "replay", "demo", "summary", "export", "compare", "agent")
 EXIT_USAGE = 2
@@ -46,7 +47,7 @@ def _add_source(p: argparse.ArgumentParser) -> None:
                    help=argparse.SUPPRESS)
     p.add_argument("--endpoint", action="append", default=[], metavar="URL",
                    help="an inference server to poll (repeatable); its kind is detected from /metrics")
-    p.add_argument("--endpoint-kind", choices=("vllm", "sglang", "tgi", "llamacpp", "trtllm", "triton", "lmdeploy"),
+    p.add_argument("--endpoint-kind", choices=SERVER_KINDS,
                    help="skip detection")
     p.add_argument("--endpoint-header", action="append", default=[], metavar="'NAME: VALUE'",
                    help="HTTP header for protected endpoints (prefer GPUSCOPE_ENDPOINT_TOKEN / _HEADERS in the "

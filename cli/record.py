@@ -14,22 +14,9 @@ from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session, run_ticks
+from gpuscope.core.units import duration as human_duration
+from gpuscope.core.units import human_bytes
 from gpuscope.sources.recording import Recorder
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"  # pragma: no cover
-
-
-def human_duration(s: float) -> str:
-    s = int(round(s))
-    h, rem = divmod(s, 3600)
-    m, sec = divmod(rem, 60)
-    return f"{h}h{m:02d}m{sec:02d}s" if h else (f"{m}m{sec:02d}s" if m else f"{sec}s")
 
 
 def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:

@@ -10,9 +10,11 @@ import sys
 import time
 from typing import Any
 
-from gpuscope.cli.record import human_duration
+from gpuscope.core import catalogue
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.stats import EXPORT_COLUMNS, export_rows, summarize
+from gpuscope.core.stats import export_rows, summarize
+from gpuscope.core.units import duration as human_duration
+from gpuscope.core.units import fmt_num
 from gpuscope.sources.recording import RecordingError, open_recording
 
 
@@ -30,13 +32,7 @@ def open_or_fail(path: Any) -> Any:
 
 
 def _fmt(v: float | None, scale: float = 1.0, digits: int = 0) -> str:
-    return "–" if v is None else f"{v / scale:.{digits}f}"
-
-
-ROWS = (("util_gpu_pct", "util %", 1, 0), ("power_w", "power W", 1, 0), ("sm_clock_mhz", "SM clock MHz", 1, 0),
-        ("pcie_rx_bytes_per_s", "PCIe RX GB/s", 1e9, 2), ("pcie_tx_bytes_per_s", "PCIe TX GB/s", 1e9, 2),
-        ("nvlink_rx_bytes_per_s", "NVLink RX GB/s", 1e9, 1), ("nvlink_tx_bytes_per_s", "NVLink TX GB/s", 1e9, 1),
-        ("sm_active_pct", "SM active %", 1, 0), ("tensor_active_pct", "tensor %", 1, 0))
+    return fmt_num(v, digits=digits, scale=scale)
 
 
 def render_summary(doc: dict[str, Any]) -> str:
@@ -52,12 +48,12 @@ def render_summary(doc: dict[str, Any]) -> str:
         lost = f"  LOST at +{human_duration(g['lost_at'] - doc['start'])}" if g["lost_at"] else ""
         out.append(f"GPU{g['index']} {g['name']}{lost}")
         out.append(f"  {'':<16}{'mean':>9}{'p50':>9}{'p95':>9}{'max':>9}")
-        for key, label, scale, digits in ROWS:
-            s = g["stats"].get(key)
+        for m in catalogue.metrics("gpu", summary=True):
+            s = g["stats"].get(m.name)
             if s is None:
                 continue
-            out.append(f"  {label:<16}" + "".join(f"{_fmt(s[k], scale, digits):>9}" for k in ("mean", "p50", "p95",
-                                                                                                "max")))
+            out.append(f"  {m.label:<16}" + "".join(f"{_fmt(s[k], m.scale, m.digits):>9}"
+                                                    for k in ("mean", "p50", "p95", "max")))
         links = g["pcie_links_while_busy"]
         if links:
             total = sum(links.values())
@@ -73,8 +69,16 @@ def render_summary(doc: dict[str, Any]) -> str:
     if doc["findings"]:
         out.append("findings:")
         for f in doc["findings"]:
+            eps = f.get("episodes") or []
             state = "until the end" if f["cleared_at"] is None else "then cleared"
+            if len(eps) > 1:
+                state = f"{len(eps)} episodes, " + state
             out.append(f"  {f['severity']:<8} {human_duration(f['duration_s']):>7} ({state})  {f['message']}")
+            for ep in eps:
+                for ch in ep.get("changes", []):
+                    what = (f"{ch['old_severity']} → {ch['severity']}" if ch["old_severity"] != ch["severity"]
+                            else f"{ch['old_variant'] or '-'} → {ch['variant'] or '-'}")
+                    out.append(f"  {'':<8} {'':>7}   at +{human_duration(ch['t'] - doc['start'])}: {what}")
     else:
         out.append("findings: none")
     if doc["markers"]:
@@ -101,14 +105,14 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Side-by-side means and their differences, GPU by GPU (and endpoints)."""
     rows = []
     for ga, gb in zip(a["gpus"], b["gpus"]):
-        for key, label, scale, digits in ROWS:
-            sa, sb = ga["stats"].get(key), gb["stats"].get(key)
+        for m in catalogue.metrics("gpu", summary=True):
+            sa, sb = ga["stats"].get(m.name), gb["stats"].get(m.name)
             if sa is None and sb is None:
                 continue
             ma = sa["mean"] if sa else None
             mb = sb["mean"] if sb else None
-            rows.append({"gpu": ga["index"], "metric": key, "label": label, "a": ma, "b": mb, "change": _pct(ma, mb),
-                         "scale": scale, "digits": digits})
+            rows.append({"gpu": ga["index"], "metric": m.name, "label": m.label, "a": ma, "b": mb,
+                         "change": _pct(ma, mb), "scale": m.scale, "digits": m.digits})
         la = max(ga["pcie_links_while_busy"], key=ga["pcie_links_while_busy"].get, default=None)
         lb = max(gb["pcie_links_while_busy"], key=gb["pcie_links_while_busy"].get, default=None)
         if la or lb:
@@ -157,6 +161,7 @@ def run_export(args: argparse.Namespace) -> int:
 
     rec = open_or_fail(args.file)
     out = args.csv or args.parquet
+    columns = catalogue.export_columns()
     rows = export_rows(rec.frames())
     n = 0
     try:
@@ -164,7 +169,7 @@ def run_export(args: argparse.Namespace) -> int:
             f = sys.stdout if out == "-" else open(out, "w", newline="")  # noqa: SIM115
             try:
                 w = csv.writer(f)
-                w.writerow(EXPORT_COLUMNS)
+                w.writerow(columns)
                 for row in rows:
                     w.writerow(["" if v is None else v for v in row])
                     n += 1
@@ -179,7 +184,7 @@ def run_export(args: argparse.Namespace) -> int:
                 raise GpuscopeError("--parquet needs pyarrow: pip install 'gpuscope[parquet]'") from None
             data = list(rows)
             n = len(data)
-            table = pa.table({c: [r[k] for r in data] for k, c in enumerate(EXPORT_COLUMNS)})
+            table = pa.table({c: [r[k] for r in data] for k, c in enumerate(columns)})
             pq.write_table(table, out)
     except OSError as e:
         raise GpuscopeError(f"cannot write {out}: {e.strerror or e}") from None

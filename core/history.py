@@ -4,75 +4,70 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuscope.core import catalogue
 from gpuscope.core.model import Frame
-
-# metric name → GpuReading attribute
-GPU_METRICS: dict[str, str] = {
-    "util": "util_gpu_pct",
-    "mem_util": "util_mem_pct",
-    "sm_clock": "sm_clock_mhz",
-    "mem_clock": "mem_clock_mhz",
-    "power": "power_w",
-    "temp": "temp_gpu_c",
-    "mem_used": "mem_used_bytes",
-    "pcie_tx": "pcie_tx_bytes_per_s",
-    "pcie_rx": "pcie_rx_bytes_per_s",
-    "nvlink_tx": "nvlink_tx_bytes_per_s",
-    "nvlink_rx": "nvlink_rx_bytes_per_s",
-    "sm_active": "sm_active_pct",
-    "tensor": "tensor_active_pct",
-    "dram_bw": "dram_bw_util_pct",
-}
-ENDPOINT_METRICS = {"tok_s": "gen_tokens_per_s"}
 
 
 class History:
-    """Fixed-capacity ring of samples: ``times`` and one (capacity × GPUs) float32 array per metric.
+    """Fixed-capacity ring of samples: ``times``, one (capacity × GPUs) float32 array per GPU metric and
+    one (capacity,) array per endpoint metric (summed over endpoints) that the catalogue keeps in history.
 
-    Missing readings are NaN. Memory is capacity × (8 + 4 × GPUs × metrics) bytes, allocated once.
+    Missing readings are NaN. Memory is capacity × (8 + 4 × (GPUs × GPU metrics + endpoint metrics)) bytes,
+    allocated once.
     """
 
     def __init__(self, n_gpus: int, capacity: int):
         self.n_gpus = n_gpus
         self.capacity = max(2, capacity)
         self.times = np.full(self.capacity, np.nan, dtype=np.float64)
-        self.data = {m: np.full((self.capacity, n_gpus), np.nan, dtype=np.float32) for m in GPU_METRICS}
-        self.tok_s = np.full(self.capacity, np.nan, dtype=np.float32)
+        self._gpu = [(m.key, m.getter()) for m in catalogue.metrics("gpu", history=True) if m.key is not None]
+        self._ep = [(m.key, m.getter()) for m in catalogue.metrics("endpoint", history=True) if m.key is not None]
+        self.data = {key: np.full((self.capacity, n_gpus), np.nan, dtype=np.float32) for key, _ in self._gpu}
+        self.endpoint_data = {key: np.full(self.capacity, np.nan, dtype=np.float32) for key, _ in self._ep}
         self.count = 0  # total samples ever added
         self._rows = np.arange(n_gpus)
 
+    @property
+    def tok_s(self) -> np.ndarray:
+        """Generated tokens/s summed over the endpoints, one per sample."""
+        return self.endpoint_data["tok_s"]
+
     def clear(self) -> None:
         self.times[:] = np.nan
-        for a in self.data.values():
+        for a in (*self.data.values(), *self.endpoint_data.values()):
             a[:] = np.nan
-        self.tok_s[:] = np.nan
         self.count = 0
 
     def add(self, frame: Frame) -> None:
         k = self.count % self.capacity
         self.times[k] = frame.t
-        for m, attr in GPU_METRICS.items():
-            row = self.data[m][k]
+        for key, get in self._gpu:
+            row = self.data[key][k]
             row[:] = np.nan
             for r in frame.gpus:
                 if r.index < self.n_gpus and not r.lost:
-                    v = getattr(r, attr)
+                    v = get(r)
                     if v is not None:
                         row[r.index] = v
-        tok = [e.gen_tokens_per_s for e in frame.endpoints if e.gen_tokens_per_s is not None]
-        self.tok_s[k] = sum(tok) if tok else np.nan
+        for key, get in self._ep:
+            vals = [v for e in frame.endpoints if (v := get(e)) is not None]
+            self.endpoint_data[key][k] = sum(vals) if vals else np.nan
         self.count += 1
 
     def window(self, metric: str, gpu: int | None, seconds: float, now: float | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
-        """(times, values) of the last ``seconds``, oldest first. ``gpu`` None for endpoint tok/s."""
+        """(times, values) of the last ``seconds``, oldest first; ``gpu`` None for an endpoint metric
+        (``tok_s``). Raises KeyError for a metric the catalogue does not keep in history."""
         n = min(self.count, self.capacity)
         if n == 0:
             return np.empty(0), np.empty(0, dtype=np.float32)
         end = self.count % self.capacity
         idx = (np.arange(end - n, end)) % self.capacity
         t = self.times[idx]
-        v = self.tok_s[idx] if gpu is None else self.data[metric][idx, gpu]
+        if gpu is None:
+            v = self.endpoint_data[metric][idx]
+        else:
+            v = self.data[metric][idx, gpu]
         last = t[-1] if now is None else now
         keep = t >= last - seconds
         return t[keep], v[keep]

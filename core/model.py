@@ -11,18 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# Clock event ("throttle") reason bits, as NVML defines them.
-CLOCK_EVENT_REASONS: dict[int, str] = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal",
-    0x40: "hw_thermal",
-    0x80: "hw_power_brake",
-    0x100: "display_clocks",
-}
+from gpuscope.core.vocab import CLOCK_EVENTS
+
+# Clock event ("throttle") reason bits, as NVML defines them (named once, in core/vocab.py).
+CLOCK_EVENT_REASONS: dict[int, str] = {e.bit: e.name for e in CLOCK_EVENTS}
 CLOCK_EVENT_BITS: dict[str, int] = {v: k for k, v in CLOCK_EVENT_REASONS.items()}
 
 
@@ -56,6 +48,9 @@ class DeviceInfo:
     nvlink_version: int | None = None
     nvlinks_active: int = 0
     gpm_supported: bool = False
+    # One NVLink's bandwidth, one direction, bytes/s, as NVML's NVLINK_SPEED_MBPS field answers it
+    # (None: not supported, e.g. H200 on driver 580; then core.topology's table of parts decides).
+    nvlink_link_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,24 +8,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gpuscope.core.findings import is_busy
+from gpuscope.core import catalogue
 from gpuscope.core.model import Frame, Inventory
 from gpuscope.core.topology import pcie_capacity_bytes_per_s
+from gpuscope.core.vocab import link_label, reading_busy
 
 SUMMARY_SCHEMA = "gpuscope.summary/1"
-STAT_METRICS = {
-    "util_gpu_pct": "utilization %",
-    "power_w": "power W",
-    "sm_clock_mhz": "SM clock MHz",
-    "pcie_tx_bytes_per_s": "PCIe TX B/s",
-    "pcie_rx_bytes_per_s": "PCIe RX B/s",
-    "nvlink_tx_bytes_per_s": "NVLink TX B/s",
-    "nvlink_rx_bytes_per_s": "NVLink RX B/s",
-    "sm_active_pct": "SM active %",
-    "tensor_active_pct": "tensor active %",
-}
-ENDPOINT_METRICS = ("gen_tokens_per_s", "prompt_tokens_per_s", "requests_running", "kv_cache_pct", "ttft_p50_s",
-                    "itl_p50_s")
+
 
 
 def describe(values: Iterable[float]) -> dict[str, float] | None:
@@ -37,27 +26,85 @@ def describe(values: Iterable[float]) -> dict[str, float] | None:
             "max": float(a.max()), "n": int(a.size)}
 
 
+_SEV_ORDER = ("critical", "warning", "info")
+
+
+def _worse(a: Any, b: Any) -> Any:
+    if a not in _SEV_ORDER:
+        return b
+    if b not in _SEV_ORDER:
+        return a
+    return a if _SEV_ORDER.index(a) <= _SEV_ORDER.index(b) else b
+
+
+def _t(v: Any, default: float) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else default
+
+
 def finding_durations(events: Iterable[Any], t_end: float) -> list[dict[str, Any]]:
-    """Pair finding_raised / finding_cleared events into spans (still open at the end: until ``t_end``)."""
+    """Each finding's history from its raised / changed / cleared events, one entry per finding id.
+
+    An entry: ``id``, ``rule``, ``subject``, ``severity`` (the worst it reached), ``message`` (the last),
+    ``started_at`` (its first condition start), ``raised_at`` (first raise), ``cleared_at`` (last clear,
+    None while open at the end), ``duration_s`` (total over its episodes, seconds), ``episodes``: each
+    ``started_at`` (the condition's start, hold_s before the raise), ``raised_at``, ``ended_at`` (the
+    condition's end, hold_s before the clear; ``t_end`` when still open), ``cleared_at``, ``duration_s``
+    (= the cleared event's ``held_s``), ``severity`` (worst), ``changes`` (``t``, ``severity``,
+    ``variant``, ``old_severity``, ``old_variant``). Recordings from before ``started_at`` was carried
+    fall back to the raise time (and to the clear time less ``held_s``). Event times are offsets from
+    each event's ``t`` (``started_s``, ``ended_s``: see :class:`~gpuscope.core.findings.FindingsEngine`).
+    """
     open_: dict[str, dict[str, Any]] = {}
-    out: list[dict[str, Any]] = []
+    by_id: dict[str, dict[str, Any]] = {}
+
+    def entry(fid: str, e: Any) -> dict[str, Any]:
+        if fid not in by_id:
+            by_id[fid] = {"id": fid, "rule": e.data.get("rule"), "subject": e.data.get("subject"), "severity": None,
+                          "message": e.text, "started_at": None, "raised_at": None, "cleared_at": None,
+                          "duration_s": 0.0, "episodes": []}
+        return by_id[fid]
+
     for e in events:
         fid = e.data.get("id") if isinstance(e.data, dict) else None
-        if not fid:
+        if not fid or e.kind not in ("finding_raised", "finding_changed", "finding_cleared"):
             continue
+        sev = e.data.get("severity")
         if e.kind == "finding_raised" and fid not in open_:
-            open_[fid] = {"id": fid, "rule": e.data.get("rule"), "severity": e.data.get("severity"),
-                          "subject": e.data.get("subject"), "message": e.text, "raised_at": e.t}
+            ent = entry(fid, e)
+            known = isinstance(e.data.get("started_s"), (int, float))
+            ep = {"started_at": e.t - _t(e.data.get("started_s"), 0.0), "raised_at": e.t, "ended_at": None,
+                  "cleared_at": None, "duration_s": None, "severity": sev, "changes": [], "_known": known}
+            open_[fid] = ep
+            ent["episodes"].append(ep)
+            ent["message"] = e.text
+        elif e.kind == "finding_changed" and fid in open_:
+            ep = open_[fid]
+            ep["severity"] = _worse(ep["severity"], sev)
+            ep["changes"].append({"t": e.t, "severity": sev, "variant": e.data.get("variant"),
+                                  "old_severity": e.data.get("old_severity"), "old_variant": e.data.get("old_variant")})
+            by_id[fid]["message"] = e.text
         elif e.kind == "finding_cleared" and fid in open_:
-            f = open_.pop(fid)
-            f["cleared_at"] = e.t
-            f["duration_s"] = e.t - f["raised_at"]
-            out.append(f)
-    for f in open_.values():
-        f["cleared_at"] = None
-        f["duration_s"] = t_end - f["raised_at"]
-        out.append(f)
-    return sorted(out, key=lambda f: f["raised_at"])
+            ep = open_.pop(fid)
+            if not ep["_known"] and isinstance(e.data.get("held_s"), (int, float)):
+                ep["started_at"] = e.t - float(e.data["held_s"])  # older engines: held_s ran to the clear
+            ep["ended_at"] = e.t - _t(e.data.get("ended_s"), 0.0)
+            ep["cleared_at"] = e.t
+            ep["severity"] = _worse(_worse(ep["severity"], sev), e.data.get("worst"))
+            by_id[fid]["message"] = e.text
+    out = []
+    for ent in by_id.values():
+        for ep in ent["episodes"]:
+            ep.pop("_known", None)
+            end = ep["ended_at"] if ep["ended_at"] is not None else t_end
+            ep["duration_s"] = round(max(0.0, end - ep["started_at"]), 3)
+            ent["severity"] = _worse(ent["severity"], ep["severity"])
+        eps = ent["episodes"]
+        ent["started_at"] = eps[0]["started_at"]
+        ent["raised_at"] = eps[0]["raised_at"]
+        ent["cleared_at"] = eps[-1]["cleared_at"]
+        ent["duration_s"] = round(sum(ep["duration_s"] for ep in eps), 3)
+        out.append(ent)
+    return sorted(out, key=lambda f: (f["started_at"], f["id"]))
 
 
 class FrameFile(Protocol):
@@ -78,7 +125,9 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
     """The summary document (schema ``gpuscope.summary/1``)."""
     inv = rec.inventory
     n = len(inv.devices)
-    cols: dict[str, list[list[float]]] = {m: [[] for _ in range(n)] for m in STAT_METRICS}
+    gpu_metrics = catalogue.metrics("gpu", summary=True)
+    ep_metrics = catalogue.metrics("endpoint", summary=True)
+    cols: dict[str, list[list[float]]] = {m.name: [[] for _ in range(n)] for m in gpu_metrics}
     links_busy: list[dict[str, int]] = [{} for _ in range(n)]
     lost_at: list[float | None] = [None] * n
     ep: dict[str, dict[str, list[float]]] = {}
@@ -94,22 +143,21 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
                 if lost_at[r.index] is None:
                     lost_at[r.index] = f.t
                 continue
-            for m in STAT_METRICS:
-                v = getattr(r, m)
+            for m in gpu_metrics:
+                v = m.value(r)
                 if v is not None:
-                    cols[m][r.index].append(float(v))
+                    cols[m.name][r.index].append(float(v))
             cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
-            peak = max(r.pcie_tx_bytes_per_s or 0.0, r.pcie_rx_bytes_per_s or 0.0)
-            if r.pcie_gen and is_busy(r.util_gpu_pct, peak, cap):
-                key = f"Gen{r.pcie_gen} x{r.pcie_width}"
+            if r.pcie_gen and reading_busy(r, cap):
+                key = link_label(r.pcie_gen, r.pcie_width)
                 links_busy[r.index][key] = links_busy[r.index].get(key, 0) + 1
         for e in f.endpoints:
-            d = ep.setdefault((e.url, e.model), {m: [] for m in ENDPOINT_METRICS})
+            d = ep.setdefault((e.url, e.model), {m.name: [] for m in ep_metrics})
             d.setdefault("_kind", []).append(e.kind or "")  # type: ignore[arg-type]
-            for m in ENDPOINT_METRICS:
-                v = getattr(e, m)
+            for m in ep_metrics:
+                v = m.value(e)
                 if v is not None:
-                    d[m].append(float(v))
+                    d[m.name].append(float(v))
     t0 = float(rec.times[0]) if rec.n_frames else 0.0
     t1 = float(rec.times[-1]) if rec.n_frames else 0.0
     gpus = []
@@ -117,7 +165,7 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
         i = d.index
         gpus.append({
             "index": i, "name": d.name, "lost_at": lost_at[i],
-            "stats": {m: describe(cols[m][i]) for m in STAT_METRICS},
+            "stats": {m.name: describe(cols[m.name][i]) for m in gpu_metrics},
             "pcie_links_while_busy": links_busy[i],
             "pcie_gen_max": d.pcie_gen_gpu_max or d.pcie_gen_sys_max,
         })
@@ -130,7 +178,7 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
     for (url, model), d in ep.items():
         kinds = [k for k in d.pop("_kind", []) if k]  # type: ignore[arg-type]
         endpoints.append({"url": url, "model": model, "kind": kinds[-1] if kinds else None,
-                          "stats": {m: describe(d[m]) for m in ENDPOINT_METRICS}})
+                          "stats": {m.name: describe(d.get(m.name, [])) for m in ep_metrics}})
     return {
         "schema": SUMMARY_SCHEMA, "file": str(rec.path), "host": inv.host, "simulated": rec.simulated,
         "scenario": inv.scenario, "start": t0, "end": t1, "duration_s": t1 - t0, "frames": frames,
@@ -140,21 +188,17 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
     }
 
 
-EXPORT_COLUMNS = ["t", "gpu", "lost", "util_gpu_pct", "util_mem_pct", "mem_used_bytes", "mem_total_bytes",
-                  "sm_clock_mhz", "mem_clock_mhz", "graphics_clock_mhz", "power_w", "power_limit_w", "energy_j",
-                  "temp_gpu_c", "temp_mem_c", "fan_pct", "pstate", "clock_event_reasons", "pcie_gen", "pcie_width",
-                  "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "pcie_replay_count", "pcie_recovery_count",
-                  "pcie_error_count", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "sm_active_pct",
-                  "sm_occupancy_pct", "tensor_active_pct", "dram_bw_util_pct", "gen_tokens_per_s"]
-
-
 def export_rows(frames: Iterable[Frame]) -> Iterable[list[Any]]:
-    """One row per GPU per frame, in :data:`EXPORT_COLUMNS` order (missing readings are None)."""
+    """One row per GPU per frame, in :func:`gpuscope.core.catalogue.export_columns` order (missing: None).
+
+    Endpoint metrics are summed over the frame's endpoints (None when no endpoint reports one).
+    """
+    gpu_metrics = catalogue.metrics("gpu", export=True)
+    ep_metrics = catalogue.metrics("endpoint", export=True)
     for f in frames:
-        tok = [e.gen_tokens_per_s for e in f.endpoints if e.gen_tokens_per_s is not None]
-        tok_s = sum(tok) if tok else None
+        tail = []
+        for m in ep_metrics:
+            vals = [v for v in (m.value(e) for e in f.endpoints) if v is not None]
+            tail.append(sum(vals) if vals else None)
         for r in f.gpus:
-            row: list[Any] = [f.t, r.index, r.lost]
-            row += [getattr(r, c) for c in EXPORT_COLUMNS[3:-1]]
-            row.append(tok_s)
-            yield row
+            yield [f.t, r.index, r.lost, *(m.value(r) for m in gpu_metrics), *tail]

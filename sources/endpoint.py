@@ -20,8 +20,9 @@ from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import EndpointReading
+from gpuscope.core.vocab import SERVER_KINDS
 
-KINDS = ("vllm", "sglang", "tgi", "llamacpp", "trtllm", "triton", "lmdeploy")
+KINDS = SERVER_KINDS
 PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("tgi_", "tgi"), ("llamacpp:", "llamacpp"),
             ("trtllm_", "trtllm"), ("nv_trt_llm_", "triton"), ("nv_llm_", "triton"), ("nv_inference_", "triton"),
             ("lmdeploy:", "lmdeploy"))

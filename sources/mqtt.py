@@ -34,6 +34,7 @@ from gpuscope.core.codec import (
 )
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import Frame, Inventory
+from gpuscope.core.vocab import SEV_RANK, SEVERITIES
 
 TOPIC_VERSION = "v1"
 MAX_PAYLOAD = 1_000_000  # bytes; larger messages are dropped
@@ -290,11 +291,11 @@ class RemoteHost:
     findings: dict[str, tuple[str, str]] = field(default_factory=dict)  # id → (severity, message)
 
     def worst(self) -> tuple[int, str]:
-        """(severity rank 0 critical … 3 none, message) of the worst active finding."""
-        rank = {"critical": 0, "warning": 1, "info": 2}
-        best = (3, "")
+        """(severity rank 0 critical … 3 none, message) of the worst active finding (ranks: core/vocab.py)."""
+        none = len(SEVERITIES)
+        best = (none, "")
         for sev, msg in self.findings.values():
-            r = rank.get(sev, 3)
+            r = SEV_RANK.get(sev, none)
             if r < best[0]:
                 best = (r, msg)
         return best

@@ -38,8 +38,8 @@ def test_topo_design_story_text():
     assert p.returncode == 0, p.stderr
     out = p.stdout
     assert "SIMULATED" in out and "\x1b[" not in out  # plain when piped
-    assert "SYS" in out and "Gen1 ×16" in out and "4.0 / 31.5 GB/s" in out
-    assert "GPU0 PCIe Gen1 ×16 under load, GPU supports Gen4 ×16" in out
+    assert "SYS" in out and "Gen1×16" in out and "4.0 / 31.5 GB/s" in out
+    assert "GPU0 PCIe Gen1×16 under load, GPU supports Gen4×16" in out
 
 
 def test_topo_json_schema():
@@ -120,9 +120,9 @@ def test_record_duration_summary_export_compare(tmp_path):
     assert gs("record", "-o", str(b), "--simulate", "healthy-gen4", "--interval", "0.5", "--duration",
               "4").returncode == 0
     s = gs("summary", str(a))
-    assert s.returncode == 0 and "GPU0 NVIDIA RTX A6000" in s.stdout and "PCIe link while busy: Gen1 x16" in s.stdout
+    assert s.returncode == 0 and "GPU0 NVIDIA RTX A6000" in s.stdout and "PCIe link while busy: Gen1×16" in s.stdout
     c = gs("compare", str(a), str(b))
-    assert c.returncode == 0 and "Gen1 x16 → Gen4 x16" in c.stdout
+    assert c.returncode == 0 and "Gen1×16 → Gen4×16" in c.stdout
     csv_out = tmp_path / "a.csv"
     e = gs("export", str(a), "--csv", str(csv_out))
     assert e.returncode == 0

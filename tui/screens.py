@@ -9,19 +9,17 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 
+from gpuscope.core import catalogue
+from gpuscope.core.catalogue import Metric
 from gpuscope.core.history import resample
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.status_bar import StatusBar
 from gpuscope.widgets.style import DIM, fmt_duration, graph_rows, short_name
 
-DETAIL_METRICS = [
-    ("util", "utilization %", 100.0, 1.0), ("sm_clock", "SM clock MHz", None, 1.0), ("power", "power W", None, 1.0),
-    ("temp", "temperature °C", None, 1.0), ("mem_used", "memory used GB", None, 1e9),
-    ("pcie_rx", "PCIe RX GB/s", None, 1e9), ("pcie_tx", "PCIe TX GB/s", None, 1e9),
-    ("nvlink_rx", "NVLink RX GB/s", None, 1e9), ("nvlink_tx", "NVLink TX GB/s", None, 1e9),
-    ("sm_active", "SM active %", 100.0, 1.0), ("tensor", "tensor active %", 100.0, 1.0),
-    ("dram_bw", "DRAM bandwidth %", 100.0, 1.0),
-]
+
+def detail_metrics() -> list[Metric]:
+    """The metrics graphed in the detail view, from the catalogue (those kept in history and marked detail)."""
+    return catalogue.metrics("gpu", history=True, detail=True)
 
 
 class HelpScreen(ModalScreen[None]):
@@ -81,13 +79,14 @@ class GpuDetailScreen(Screen[None]):
         if r is not None and r.processes:
             out.append(Text("processes: " + ", ".join(f"{p.pid} {p.name or ''} {(p.used_memory_bytes or 0) / 1e9:.1f} GB"
                                                       for p in r.processes[:6]), style=DIM))
-        for metric, title, maximum, scale in DETAIL_METRICS:
-            times, vals = v.history.window(metric, self.index, v.window_s, v.now or None)
-            cells = resample(times, vals / scale if len(vals) else vals, v.now or 0, v.window_s, width)
+        for m in detail_metrics():
+            title = m.label
+            times, vals = v.history.window(m.key or m.name, self.index, v.window_s, v.now or None)
+            cells = resample(times, vals / m.scale if len(vals) else vals, v.now or 0, v.window_s, width)
             known = [c for c in cells if c is not None]
             if not known:
                 continue
-            top = maximum or max(known) or 1.0
+            top = m.maximum or max(known) or 1.0
             rows = graph_rows(cells, 3, top)
             now = known[-1]
             for k, row in enumerate(rows):

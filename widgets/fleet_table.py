@@ -7,10 +7,9 @@ import time
 from rich.text import Text
 from textual.widgets import Static
 
+from gpuscope.core.vocab import SEVERITIES
 from gpuscope.sources.mqtt import RemoteHost
 from gpuscope.widgets.style import BAD, DIM, OK, SEV_STYLE, set_content
-
-_SEV = {0: "critical", 1: "warning", 2: "info"}
 
 
 def order(hosts: list[RemoteHost]) -> list[RemoteHost]:
@@ -39,8 +38,8 @@ def row(h: RemoteHost, now: float) -> Text:
     ago = f"{now - h.last_seen:.0f}s ago" if h.last_seen else "never"
     t.append(f"{ago:>9}  ", style=DIM)
     rank, msg = h.worst()
-    if rank < 3:
-        t.append(msg[:80], style=SEV_STYLE[_SEV[rank]])
+    if rank < len(SEVERITIES):
+        t.append(msg[:80], style=SEV_STYLE[SEVERITIES[rank]])
     return t
 
 

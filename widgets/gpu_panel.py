@@ -8,13 +8,13 @@ from textual.widgets import Static
 
 from gpuscope.core.history import resample
 from gpuscope.core.model import DeviceInfo, GpuReading
-from gpuscope.core.topology import best_link, nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
+from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
+from gpuscope.core.vocab import CLOCK_EVENT_BY_NAME, LINK_LEVEL, link_label, link_state, reading_busy
 from gpuscope.widgets.style import (
-    BAD,
     DIM,
+    LEVEL_STYLE,
     OK,
-    WARN,
     bar,
     fmt_gb,
     fmt_num,
@@ -25,36 +25,26 @@ from gpuscope.widgets.style import (
     sparkline,
 )
 
-BADGES = {
-    "sw_power_cap": ("PWR CAP", WARN),
-    "hw_slowdown": ("HW SLOW", BAD),
-    "hw_thermal": ("HW THERM", BAD),
-    "sw_thermal": ("THERMAL", WARN),
-    "hw_power_brake": ("PWR BRAKE", BAD),
-    "gpu_idle": ("idle", DIM),
-    "sync_boost": ("sync", DIM),
-    "applications_clocks": ("app clk", DIM),
-}
-
 
 def badges(r: GpuReading) -> Text:
+    """The clock-event reasons as badges (words and levels from core/vocab.py; alarming ones reversed)."""
     t = Text()
     for name in r.clock_events:
-        label, style = BADGES.get(name, (name, DIM))
+        e = CLOCK_EVENT_BY_NAME.get(name)
+        label, style = (e.badge, LEVEL_STYLE[e.level]) if e else (name, DIM)
         t.append(f" {label} ", style=f"reverse {style}" if style != DIM else DIM)
         t.append(" ")
     return t
 
 
 def link_text(dev: DeviceInfo, r: GpuReading, busy: bool) -> Text:
-    """``Gen1×16`` coloured red when below the best link under load, with the max beside it."""
+    """``Gen1×16`` coloured by the link's state (red below max under load), with the max beside it."""
     bg, bw = best_link(dev)
-    below = bool((r.pcie_gen and bg and r.pcie_gen < bg) or (r.pcie_width and bw and r.pcie_width < bw))
-    style = (BAD if busy else WARN) if below else OK
-    t = Text(f"Gen{r.pcie_gen or '?'}×{r.pcie_width or '?'}", style=f"bold {style}")
-    if below:
-        t.append(f" max Gen{bg}×{bw}", style=DIM)
-        if not busy:
+    state = link_state(r.pcie_gen, r.pcie_width, bg, bw, busy)
+    t = Text(link_label(r.pcie_gen, r.pcie_width), style=f"bold {LEVEL_STYLE[LINK_LEVEL[state]]}")
+    if state != "at_max":
+        t.append(f" max {link_label(bg, bw)}", style=DIM)
+        if state == "below_max_idle":
             t.append(" (idle)", style=DIM)
     return t
 
@@ -103,8 +93,7 @@ class GpuPanel(Static):
             self.remove_class("lost")
         width = max(20, self.size.width - 4 if self.size.width else 76)
         cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
-        busy = (r.util_gpu_pct or 0) >= 30 or bool(cap and max(r.pcie_rx_bytes_per_s or 0, r.pcie_tx_bytes_per_s or 0)
-                                                   >= 0.1 * cap)
+        busy = reading_busy(r, cap)
         barw = max(8, min(30, width // 4))
         prefix = 36  # every graph starts at the same column, so their time axes line up
         graphw = max(8, width - prefix)
@@ -149,7 +138,7 @@ class GpuPanel(Static):
             t.append(self._graph(v, metric, graphw, cap), style=level_style(share))
             lines.append(t)
         if dev.nvlinks_active:
-            ncap = nvlink_capacity_bytes_per_s(dev.nvlink_version, dev.nvlinks_active)
+            ncap = device_nvlink_capacity_bytes_per_s(dev)
             t = Text(f"NVL×{dev.nvlinks_active} ")
             vals = [x for x in (r.nvlink_rx_bytes_per_s, r.nvlink_tx_bytes_per_s) if x is not None]
             peak = max(vals) if vals else None

@@ -8,9 +8,10 @@ from textual.widgets import Static
 from gpuscope.core.history import resample
 from gpuscope.core.topology import best_link, pcie_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
+from gpuscope.core.vocab import LINK_LEVEL, link_label, link_state, reading_busy
 from gpuscope.widgets.style import (
-    BAD,
     DIM,
+    LEVEL_STYLE,
     OK,
     WARN,
     bar,
@@ -49,11 +50,10 @@ class GpuTable(Static):
                 t.append(f" {pw or 0:>3.0f}/{plimit:<4.0f}", style=level_style((pw or 0) / plimit if plimit else None))
                 t.append(f" {r.temp_gpu_c or 0:>3.0f}")
                 bg, bw = best_link(dev)
-                below = bool((r.pcie_gen and bg and r.pcie_gen < bg) or (r.pcie_width and bw and r.pcie_width < bw))
                 cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
-                busy = (util or 0) >= 30
-                link = f"G{r.pcie_gen or '?'}×{r.pcie_width or '?'}" + ("▼" if below else "")
-                t.append(f" {link:<8}", style=(BAD if busy else WARN) if below else OK)
+                state = link_state(r.pcie_gen, r.pcie_width, bg, bw, reading_busy(r, cap))
+                link = link_label(r.pcie_gen, r.pcie_width, short=True) + ("" if state == "at_max" else "▼")
+                t.append(f" {link:<8}", style=LEVEL_STYLE[LINK_LEVEL[state]])
                 rx, tx = r.pcie_rx_bytes_per_s, r.pcie_tx_bytes_per_s
                 t.append(f"{fmt_gb(rx):>8}", style=level_style(rx / cap if rx is not None and cap else None))
                 t.append(f"{fmt_gb(tx):>5}", style=level_style(tx / cap if tx is not None and cap else None))

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from gpuscope.core.vocab import SEV_MARK  # noqa: F401 - re-exported for the panels
+from gpuscope.core.units import duration, fmt_gb, fmt_num, fmt_rate  # noqa: F401 - re-exported for the panels
+from gpuscope.core.vocab import SEV_LEVEL, SEV_MARK, SEVERITIES, path_level  # noqa: F401 - SEV_MARK re-exported
 
 SPARK = "▁▂▃▄▅▆▇█"
 BAR_FULL = "█"
@@ -19,7 +20,11 @@ WARN = "yellow"
 BAD = "red"
 DIM = "bright_black"
 ACCENT = "cyan"
-SEV_STYLE = {"critical": "bold red", "warning": "yellow", "info": "bright_black"}
+# The TUI's colour for each semantic level of core/vocab.py (plain: the default colour).
+LEVEL_STYLE = {"bad": BAD, "warn": WARN, "ok": OK, "dim": DIM, "plain": ""}
+# Emphasised (bold) colours, for words that must stand out: severities, topology paths.
+LEVEL_STYLE_STRONG = {"bad": f"bold {BAD}", "warn": WARN, "ok": f"bold {OK}", "dim": DIM, "plain": ""}
+SEV_STYLE = {s: LEVEL_STYLE_STRONG[SEV_LEVEL[s]] for s in SEVERITIES}
 
 
 def level_style(share: float | None, warn: float = 0.8, bad: float = 0.95) -> str:
@@ -81,34 +86,9 @@ def graph_rows(values: Sequence[float | None], height: int, maximum: float | Non
     return rows
 
 
-def fmt_rate(bytes_per_s: float | None) -> str:
-    """Bytes/s as a short GB/s or MB/s figure (``3.9 GB/s``, ``420 MB/s``, ``–``)."""
-    if bytes_per_s is None:
-        return "–"
-    if bytes_per_s >= 1e9:
-        return f"{bytes_per_s / 1e9:.1f} GB/s"
-    if bytes_per_s >= 1e6:
-        return f"{bytes_per_s / 1e6:.0f} MB/s"
-    return f"{bytes_per_s / 1e3:.0f} KB/s"
-
-
-def fmt_gb(x: float | None) -> str:
-    return "–" if x is None else f"{x / 1e9:.1f}"
-
-
-def fmt_num(x: float | None, unit: str = "", digits: int = 0) -> str:
-    return "–" if x is None else f"{x:.{digits}f}{unit}"
-
-
 def fmt_duration(s: float) -> str:
-    s = max(0, int(s))
-    h, rem = divmod(s, 3600)
-    m, sec = divmod(rem, 60)
-    if h:
-        return f"{h}h{m:02d}m"
-    if m:
-        return f"{m}m{sec:02d}s"
-    return f"{sec}s"
+    """A compact duration (``1h02m``, ``3m05s``, ``12s``): :func:`gpuscope.core.units.duration`, short form."""
+    return duration(s, short=True)
 
 
 def short_name(name: str) -> str:
@@ -116,16 +96,8 @@ def short_name(name: str) -> str:
 
 
 def path_style(label: str) -> str:
-    """SYS red, PHB/NODE amber, NV# green, PIX/PXB plain."""
-    if label.startswith("NV"):
-        return "bold green"
-    if label == "SYS":
-        return "bold red"
-    if label in ("PHB", "NODE"):
-        return "yellow"
-    if label == "X":
-        return DIM
-    return ""
+    """The style of a ``topo -m`` label, from its level (:func:`gpuscope.core.vocab.path_level`)."""
+    return LEVEL_STYLE_STRONG[path_level(label)]
 
 
 def rows_of(text: str, wrap_width: int | None) -> int:

@@ -9,7 +9,8 @@ from textual.widgets import Static
 from gpuscope.core.model import Inventory
 from gpuscope.core.topology import PATH_MEANING, best_link, link_row, matrix, pair_bandwidth_bytes_per_s
 from gpuscope.core.view import ViewState
-from gpuscope.widgets.style import BAD, DIM, fmt_gb, path_style, set_content
+from gpuscope.core.vocab import LINK_LEVEL, link_label, link_state, reading_busy
+from gpuscope.widgets.style import DIM, LEVEL_STYLE, fmt_gb, path_style, set_content
 
 
 class TopologyPanel(Static):
@@ -68,7 +69,10 @@ class TopologyPanel(Static):
             t.append(f"  {(d.cpu_affinity or '–')[:12]:<12}  {d.numa_node if d.numa_node is not None else '–':<4}")
             if row.below_max:
                 bg, bw = best_link(d)
-                t.append(f" Gen{row.gen_current}×{row.width_current} < Gen{bg}×{bw}", style=BAD)
+                state = link_state(row.gen_current, row.width_current, bg, bw,
+                                   r is not None and reading_busy(r, row.capacity_current_bytes_per_s))
+                t.append(f" {link_label(row.gen_current, row.width_current)} < {link_label(bg, bw)}",
+                         style=LEVEL_STYLE[LINK_LEVEL[state]])
             lines.append(t)
         if n >= 2:
             a, b = sorted(self.sel)

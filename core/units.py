@@ -1,0 +1,50 @@
+"""Text formatters for numbers with units, shared by the TUI and the headless commands (plain strings)."""
+
+from __future__ import annotations
+
+NONE = "–"  # how a missing reading reads
+
+
+def duration(seconds: float, short: bool = False) -> str:
+    """Seconds as ``1h02m03s``, ``3m05s`` or ``12s`` (whole seconds, rounded down, never negative).
+
+    ``short`` drops the seconds from durations of an hour or more (``1h02m``), for narrow places.
+    """
+    s = max(0, int(seconds))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    if h:
+        return f"{h}h{m:02d}m" if short else f"{h}h{m:02d}m{sec:02d}s"
+    if m:
+        return f"{m}m{sec:02d}s"
+    return f"{sec}s"
+
+
+def human_bytes(n: float) -> str:
+    """A byte count in decimal units: ``512 B``, ``1.5 KB``, ``3.2 MB``, ``12.0 GB`` (GB at most)."""
+    for unit in ("B", "KB", "MB"):
+        if n < 1000:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+def fmt_rate(bytes_per_s: float | None) -> str:
+    """Bytes/s as a short GB/s, MB/s or KB/s figure (``3.9 GB/s``, ``420 MB/s``, ``–``)."""
+    if bytes_per_s is None:
+        return NONE
+    if bytes_per_s >= 1e9:
+        return f"{bytes_per_s / 1e9:.1f} GB/s"
+    if bytes_per_s >= 1e6:
+        return f"{bytes_per_s / 1e6:.0f} MB/s"
+    return f"{bytes_per_s / 1e3:.0f} KB/s"
+
+
+def fmt_gb(x: float | None) -> str:
+    """Bytes (or bytes/s) as GB with one decimal, without the unit (``3.9``, ``–``)."""
+    return NONE if x is None else f"{x / 1e9:.1f}"
+
+
+def fmt_num(x: float | None, unit: str = "", digits: int = 0, scale: float = 1.0) -> str:
+    """``x / scale`` with ``digits`` decimals and ``unit`` appended (``75%``, ``–`` when missing)."""
+    return NONE if x is None else f"{x / scale:.{digits}f}{unit}"
