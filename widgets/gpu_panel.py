@@ -54,7 +54,7 @@ def link_text(dev: DeviceInfo, r: GpuReading, busy: bool) -> Text:
 
 def rate_line(label: str, val: float | None, cap: float | None) -> Text:
     """``  RX  398.5 GB/s  88% of 450.0 GB/s`` (at most 35 cells: the graphs start at column 36)."""
-    t = Text(f"{label:<5}")
+    t = Text(f"{label:<5} ")  # a space of its own: "NV RX 204.6 GB/s", never "NV RX204.6"
     share = (val / cap) if (val is not None and cap) else None
     t.append(f"{fmt_rate(val):>10}", style="bold " + level_style(share))
     t.append(f" {share * 100:3.0f}%" if share is not None else "     ", style=level_style(share))
