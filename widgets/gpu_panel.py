@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.message import Message
 from textual.widgets import Static
@@ -70,7 +72,7 @@ class GpuPanel(Static):
     GpuPanel.lost { border: round red; }
     """
 
-    def __init__(self, index: int, **kw: object):
+    def __init__(self, index: int, **kw: Any):
         super().__init__(**kw)
         self.index = index
         self.can_focus = True
