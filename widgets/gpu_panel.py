@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.geometry import Region, Size
 from textual.message import Message
@@ -77,7 +79,7 @@ class GpuPanel(Widget):
     GpuPanel.lost { border: round red; }
     """
 
-    def __init__(self, index: int, **kw: object):
+    def __init__(self, index: int, **kw: Any):
         super().__init__(**kw)
         self.index = index
         self.can_focus = True
