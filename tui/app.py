@@ -172,8 +172,14 @@ class GpuscopeApp(App[int]):
         self.call_after_refresh(self.refresh_view, True)
 
     def on_resize(self) -> None:
+        # after the resize has reached every widget (App.size can still be the old one here): share the
+        # rows out again (compact or panels, findings, topology), then redraw at the new width
+        self.call_after_refresh(self._relayout_and_redraw)
+
+    def _relayout_and_redraw(self) -> None:
         self._apply_layout()
-        self.call_after_refresh(self.refresh_view, True)  # panels size their bars and graphs to the new width
+        # the panels get their new sizes in the next layout pass: draw after that one
+        self.call_after_refresh(self.call_after_refresh, self.refresh_view, True)
 
     def _apply_layout(self) -> None:
         """Share the rows out (tui/layout.py: GPUs first, then findings, topology, graphs)."""
