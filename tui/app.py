@@ -223,7 +223,7 @@ class GpuscopeApp(App[int]):
         topo.styles.width = content_w + 4
         side_w = w - (content_w + 4)
         self.query_one("#side").display = side_w >= 24
-        self.query_one("#note").display = important and (plan.topology < 0 or side_w < 24)
+        self.query_one("#note").display = important  # a message or error gets a whole line: never cut narrow
 
     # ----------------------------------------------------------------- refresh
     class DataReady(Message):
@@ -310,8 +310,9 @@ class GpuscopeApp(App[int]):
             err = self.feeder.error if self.feeder is not None else None
             if err:
                 msg = err
-            set_content(self.query_one("#message", Static),
-                        Text(clean(msg, 500), style="yellow" if (self.message_line or err) else DIM))
+            hint = "" if has_eps else ("No inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, "
+                                       "llama.cpp, TRT-LLM, LMDeploy) to see tok/s on the same time axis.")
+            set_content(self.query_one("#message", Static), Text(hint, style=DIM))
             note = self.query_one("#note", Static)
             if bool(self.message_line or err) != self._important:
                 self._apply_layout()
@@ -357,7 +358,7 @@ class GpuscopeApp(App[int]):
                                                   force=force,
                                                   origin={"host": inv.host, "simulated": inv.simulated}))
             self._rec_started = time.monotonic()
-            self.message_line = f"recording to {path}"
+            self.message_line = f"recording to {os.path.abspath(path)}"
         except RecordingError as e:
             self.message_line = str(e)
 
@@ -369,7 +370,7 @@ class GpuscopeApp(App[int]):
             if rec is not None:
                 self._finishing.append(rec)
                 n = getattr(rec, "accepted", rec.frames)
-                self.message_line = f"recording stopped: {n} frames in {getattr(rec, 'path', '?')}"
+                self.message_line = f"recording stopped: {n} frames in {os.path.abspath(str(getattr(rec, 'path', '?')))}"
         else:
             path = self.record_path if self.record_path and not os.path.lexists(self.record_path) else fresh_name()
             self._start_recording(path)
