@@ -64,7 +64,7 @@ class GpuscopeApp(App[int]):
         Binding("f", "focus_findings", "findings", id="findings"),
         Binding("g", "focus_gpu", "next GPU", show=False, id="gpu"),
         Binding("d,enter", "detail", "detail", id="detail"),
-        Binding("1,2,3,4,5,6,7,8", "", "", show=False),
+        Binding("1,2,3,4,5,6,7,8", "", "detail of GPU0–GPU7", show=False),
         Binding("w", "cycle_window", "window", id="window"),
         Binding("c", "compact", "compact", id="compact"),
         Binding("question_mark,h", "help", "help", id="help"),
@@ -464,8 +464,13 @@ class GpuscopeApp(App[int]):
         self.call_after_refresh(self.refresh_view, True)
         self.refresh_view(force=True)
 
+    REPLAY_ONLY = frozenset({"faster", "slower", "fwd", "back", "fwd60", "back60", "start", "end", "next", "prev"})
+    LIVE_ONLY = frozenset({"record"})
+
     def action_help(self) -> None:
-        self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
+        """The keys that do something here: replay's seek/speed/marks only in replay, record only live."""
+        hide = self.LIVE_ONLY if self._replay else self.REPLAY_ONLY
+        self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding) and b.id not in hide]))
 
     def on_descendant_focus(self) -> None:
         self._relayout_on_focus()
