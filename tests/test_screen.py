@@ -205,3 +205,12 @@ async def test_the_layout_follows_a_resize(first: tuple[int, int], then: tuple[i
         found = problems(app, screen_lines(app), *then, "SIMULATED")
         assert not found, "\n".join(found) + "\n\n" + "\n".join(screen_lines(app))
         assert app._plan.compact is (then[0] < 100 or then[1] < 30), app._plan
+
+
+@pytest.mark.parametrize("name,want", [("NVIDIA RTX A6000", "A6000"), ("NVIDIA H200", "H200"),
+                                       ("NVIDIA A100 80GB PCIe", "A100 80…"), ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+                                       ("NVIDIA L40S", "L40S")])
+def test_table_name_never_cuts_a_model_number_silently(name: str, want: str) -> None:
+    from gpuscope.widgets.gpu_table import table_name
+
+    assert table_name(name, 8) == want

@@ -90,6 +90,17 @@ def table_columns(width: int) -> list[int]:
     return keep
 
 
+def table_name(name: str, width: int) -> str:
+    """A GPU's model in ``width`` cells: brand words dropped first (``RTX A6000`` → ``A6000``), then cut
+    with ``…``, never silently mid-number (``RTX A600`` would read as another card)."""
+    s = short_name(name)
+    for drop in ("RTX ", "Tesla ", " PCIe", " SXM5", " SXM4", " SXM", " NVL"):
+        if len(s) <= width:
+            break
+        s = s.replace(drop, "")
+    return s if len(s) <= width else s[:width - 1] + "…"
+
+
 class GpuTable(Static):
     DEFAULT_CSS = "GpuTable { height: auto; padding: 0 1; }"
 
@@ -104,7 +115,7 @@ class GpuTable(Static):
         lines = [head]
         for dev in v.inventory.devices:
             r = v.frame.gpus[dev.index] if v.frame and dev.index < len(v.frame.gpus) else None
-            t = Text(f"{dev.index:<2}{short_name(dev.name)[:NAME_W - 3]:<{NAME_W - 2}}")
+            t = Text(f"{dev.index:<2}{table_name(dev.name, NAME_W - 3):<{NAME_W - 2}}")
             if r is None:
                 t.append("waiting…", style=DIM)
             elif r.lost:
