@@ -257,11 +257,12 @@ def run_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_table(out: str, columns: list[str], rows: Any, parquet: bool) -> int:
-    """Write rows as CSV (``-`` for stdout) or Parquet; returns the row count. Raises OSError."""
+def _write_table(out: str, columns: list[str], rows: Any, parquet: bool, force: bool = True) -> int:
+    """Write rows as CSV (``-`` for stdout) or Parquet; returns the row count. Raises OSError
+    (FileExistsError when ``out`` exists and not ``force``)."""
     n = 0
     if not parquet:
-        f = sys.stdout if out == "-" else open(out, "w", newline="")  # noqa: SIM115
+        f = sys.stdout if out == "-" else open(out, "w" if force else "x", newline="")  # noqa: SIM115
         try:
             w = csv.writer(f)
             w.writerow(columns)
@@ -315,29 +316,8 @@ def run_export(args: argparse.Namespace) -> int:
         refuse_existing(out, force, args.file)
     columns = catalogue.export_columns()
     rows = export_rows(rec.frames())
-    n = 0
     try:
-        if args.csv:
-            f = sys.stdout if out == "-" else open(out, "w" if force else "x", newline="")  # noqa: SIM115
-            try:
-                w = csv.writer(f)
-                w.writerow(columns)
-                for row in rows:
-                    w.writerow(["" if v is None else v for v in row])
-                    n += 1
-            finally:
-                if f is not sys.stdout:
-                    f.close()
-        else:
-            try:
-                import pyarrow as pa
-                import pyarrow.parquet as pq
-            except ImportError:
-                raise GpuscopeError("--parquet needs pyarrow: pip install 'gpuscope[parquet]'") from None
-            data = list(rows)
-            n = len(data)
-            table = pa.table({c: [r[k] for r in data] for k, c in enumerate(columns)})
-            pq.write_table(table, out)
+        n = _write_table(out, columns, rows, bool(args.parquet), force)
     except FileExistsError:
         raise GpuscopeError(f"{out} exists; refusing to overwrite it (use --force)") from None
     except OSError as e:

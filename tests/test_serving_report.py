@@ -155,4 +155,4 @@ def test_compare_by_marker_and_serving_export(phased, tmp_path):
     assert rows and len(gpu_rows) == 4 * len(rows)  # one serving row per frame (one model), four GPU rows
     assert {"requests_waiting", "ttft_mean_s", "prefix_cache_hit_pct", "rate_window_s"} <= set(rows[0])
     again = gs("export", str(phased), "--csv", str(tmp_path / "g2.csv"), "--serving", str(serving_csv))
-    assert again.returncode == 1 and "not overwritten" in again.stderr and "Traceback" not in again.stderr
+    assert again.returncode == 1 and "refusing to overwrite" in again.stderr and "Traceback" not in again.stderr
