@@ -87,7 +87,9 @@ def test_round_trip_and_retained_inventory_for_a_late_viewer(broker):
         for f in frames:
             pub.publish_frame(f)
         assert until(lambda: pub.sent == len(frames))
-        late = Subscriber(cfg).start()  # joins after everything was published
+        late = Subscriber(cfg)  # joins after everything was published
+        late.watch("sim-a6000-tp2")  # the open host: its inventory and frames (the fleet reads summaries only)
+        late.start()
         try:
             assert until(lambda: host_of(late, "sim-a6000-tp2") is not None and
                          host_of(late, "sim-a6000-tp2").inventory is not None)
@@ -109,8 +111,8 @@ def test_last_will_marks_a_killed_agent_offline(broker, tmp_path):
     agent = subprocess.Popen([sys.executable, "-m", "gpuscope", "agent", "--broker", broker.url, "--simulate",
                               "mixed-4", "--interval", "0.5"], stderr=subprocess.PIPE)
     try:
-        assert until(lambda: host_of(sub, "sim-mixed-4") is not None and host_of(sub, "sim-mixed-4").frames >= 2,
-                     20)
+        assert until(lambda: host_of(sub, "sim-mixed-4") is not None and host_of(sub, "sim-mixed-4").summary
+                     is not None, 20)
         assert host_of(sub, "sim-mixed-4").online
         agent.send_signal(signal.SIGKILL)
         agent.wait()
@@ -127,7 +129,10 @@ def test_malformed_and_oversized_messages_are_dropped_and_counted(broker):
     import aiomqtt
 
     cfg = parse_broker(broker.url, env={})
-    sub = Subscriber(cfg).start()
+    sub = Subscriber(cfg)
+    sub.watch("evil")  # open hosts: their frames and inventory are subscribed too
+    sub.watch("ok-host")
+    sub.start()
     assert until(lambda: sub.connected)
 
     async def hostile():
@@ -138,11 +143,13 @@ def test_malformed_and_oversized_messages_are_dropped_and_counted(broker):
             await c.publish("gpuscope/v1/evil/frame", b"[" * 100_000 + b"]" * 100_000, qos=1)
             await c.publish("gpuscope/v1/evil/frame", b"x" * 1_200_000, qos=1)
             await c.publish("gpuscope/v1/evil/status", b'{"state": "pwned"}', qos=1)
-            await c.publish("gpuscope/v1/evil/unknown", b"{}", qos=1)
+            await c.publish("gpuscope/v1/evil/summary", b"{", qos=1)
+            await c.publish("gpuscope/v1/evil/summary", json.dumps({"schema": 1, "host": "evil", "t": 1.0,
+                                                                    "util_pct": 900}).encode(), qos=1)
             await c.publish("gpuscope/v1/ok-host/frame", json.dumps({"t": 1.0, "gpus": [{"index": 0}]}).encode(), qos=1)
 
     asyncio.run(hostile())  # QoS 1: every message reaches the broker before the client leaves
-    assert until(lambda: sub.dropped >= 7, 20)
+    assert until(lambda: sub.dropped >= 8, 20)
     assert host_of(sub, "ok-host") is not None and host_of(sub, "ok-host").frames == 1
     sub.stop()
 
@@ -152,7 +159,9 @@ def test_broker_restart_agent_and_viewer_reconnect(tmp_path):
     cfg = parse_broker(b.url, env={})
     src = sim_source("mixed-4")
     pub = Publisher(cfg, src.inventory).start()
-    sub = Subscriber(cfg).start()
+    sub = Subscriber(cfg)
+    sub.watch("sim-mixed-4")  # the open host: subscribed again after the reconnect
+    sub.start()
     try:
         assert until(lambda: pub.connected and sub.connected)
         pub.publish_frame(run_frames(src, 1, 1)[0])
