@@ -69,8 +69,16 @@ def render_summary(doc: dict[str, Any]) -> str:
     if doc["findings"]:
         out.append("findings:")
         for f in doc["findings"]:
+            eps = f.get("episodes") or []
             state = "until the end" if f["cleared_at"] is None else "then cleared"
+            if len(eps) > 1:
+                state = f"{len(eps)} episodes, " + state
             out.append(f"  {f['severity']:<8} {human_duration(f['duration_s']):>7} ({state})  {f['message']}")
+            for ep in eps:
+                for ch in ep.get("changes", []):
+                    what = (f"{ch['old_severity']} → {ch['severity']}" if ch["old_severity"] != ch["severity"]
+                            else f"{ch['old_variant'] or '-'} → {ch['variant'] or '-'}")
+                    out.append(f"  {'':<8} {'':>7}   at +{human_duration(ch['t'] - doc['start'])}: {what}")
     else:
         out.append("findings: none")
     if doc["markers"]:

@@ -13,9 +13,11 @@ from gpuscope.core.model import Frame, Inventory
 from gpuscope.core.topology import (
     PATH_MEANING,
     best_link,
+    device_nvlink_capacity_bytes_per_s,
     link_row,
     matrix,
     pair_bandwidth_bytes_per_s,
+    pcie_capacity_bytes_per_s,
 )
 from gpuscope.core.vocab import (
     LINK_LEVEL,
@@ -60,10 +62,12 @@ def topo_json(inv: Inventory, frame: Frame, findings: list[Candidate]) -> dict[s
         r = frame.gpus[d.index] if d.index < len(frame.gpus) else None
         row = link_row(d, r.pcie_gen if r else None, r.pcie_width if r else None)
         busy = r is not None and not r.lost and reading_busy(r, row.capacity_current_bytes_per_s)
+        can_gen, can_width = best_link(d)
         gpus.append({
             "index": d.index, "name": d.name, "bus_id": d.bus_id, "uuid": d.uuid,
             "numa_node": d.numa_node, "cpu_affinity": d.cpu_affinity, "lost": bool(r and r.lost),
             "nvlinks_active": d.nvlinks_active, "nvlink_version": d.nvlink_version,
+            "nvlink_gb_per_s": _gbs(device_nvlink_capacity_bytes_per_s(d)),
             "pcie": {
                 "gen_current": row.gen_current, "width_current": row.width_current,
                 "gen_gpu_max": row.gen_gpu_max, "gen_sys_max": row.gen_sys_max,
@@ -71,6 +75,8 @@ def topo_json(inv: Inventory, frame: Frame, findings: list[Candidate]) -> dict[s
                 "state": link_state(row.gen_current, row.width_current, *best_link(row), busy),
                 "capacity_current_gb_per_s": _gbs(row.capacity_current_bytes_per_s),
                 "capacity_max_gb_per_s": _gbs(row.capacity_max_bytes_per_s),
+                "gen_can": can_gen, "width_can": can_width,
+                "capacity_can_gb_per_s": _gbs(pcie_capacity_bytes_per_s(can_gen, can_width)),
             },
         })
     current = {r.index: (r.pcie_gen, r.pcie_width) for r in frame.gpus if r.pcie_gen and r.pcie_width}
@@ -84,6 +90,8 @@ def topo_json(inv: Inventory, frame: Frame, findings: list[Candidate]) -> dict[s
         "matrix": matrix(inv),
         "pairs": [{"a": p.a, "b": p.b, "label": p.label, "pcie_path": p.pcie_path, "nvlinks": p.nvlinks,
                    "via_nvswitch": p.via_nvswitch,
+                   "now_gb_per_s": _gbs(pair_bandwidth_bytes_per_s(inv, p, current)),
+                   "can_gb_per_s": _gbs(pair_bandwidth_bytes_per_s(inv, p)),
                    "expected_gb_per_s": _gbs(pair_bandwidth_bytes_per_s(inv, p, current))} for p in inv.pairs],
         "findings": [{"id": c.id, "rule": c.rule, "severity": c.severity, "subject": c.subject,
                       "message": c.message} for c in findings],
@@ -113,7 +121,8 @@ def render_text(doc: dict[str, Any], color: bool) -> str:
         numa = "-" if g["numa_node"] is None else str(g["numa_node"])
         lines.append(f"{'GPU' + str(i):<6}" + "".join(cells) + f"  {(g['cpu_affinity'] or '-'):<17} {numa}")
     lines.append("")
-    lines.append(c(f"{'PCIe link':<28}{'now':<11}{'GPU max':<9}{'system max':<12}capacity now / max", "bold"))
+    lines.append(c(f"{'PCIe link':<28}{'now':<11}{'can reach':<11}{'GPU max':<9}{'slot max':<10}"
+                   "now / can reach", "bold"))
     for g in doc["gpus"]:
         p = g["pcie"]
         name = f"GPU{g['index']} {g['name'].replace('NVIDIA ', '')}"[:27]
@@ -121,22 +130,22 @@ def render_text(doc: dict[str, Any], color: bool) -> str:
             lines.append(f"{name:<28}" + c("lost", "red"))
             continue
         now = link_label(p["gen_current"], p["width_current"])
+        can = link_label(p["gen_can"], p["width_can"])
         state = p["state"]
         now_s = c(f"{now:<11}", LEVEL_COLOR[LINK_LEVEL[state]] if state != "at_max" else None)
-        cap_now = p["capacity_current_gb_per_s"]
-        cap_max = p["capacity_max_gb_per_s"]
-        lines.append(f"{name:<28}{now_s}{'Gen' + str(p['gen_gpu_max'] or '?'):<9}"
-                     f"{link_label(p['gen_sys_max'], p['width_max']):<12}"
-                     f"{_fmt(cap_now)} / {_fmt(cap_max)} GB/s")
+        lines.append(f"{name:<28}{now_s}{can:<11}{'Gen' + str(p['gen_gpu_max'] or '?'):<9}"
+                     f"{link_label(p['gen_sys_max'], p['width_max']):<10}"
+                     f"{_fmt(p['capacity_current_gb_per_s'])} / {_fmt(p['capacity_can_gb_per_s'])} GB/s")
     if doc["pairs"]:
         lines.append("")
-        lines.append(c(f"{'pair':<14}{'path':<7}expected per direction", "bold"))
+        lines.append(c(f"{'pair':<14}{'path':<7}per direction now / can reach", "bold"))
         for p in doc["pairs"]:
             lab = p["label"]
             what = f"{p['nvlinks']} NVLinks" + (" via NVSwitch" if p["via_nvswitch"] else "") if p["nvlinks"] \
                 else PATH_MEANING.get(p["pcie_path"], "")
+            rate = f"{_fmt(p['now_gb_per_s'])} / {_fmt(p['can_gb_per_s'])} GB/s"
             lines.append(f"{'GPU' + str(p['a']) + '↔GPU' + str(p['b']):<14}{c(f'{lab:<7}', label_color(lab))}"
-                         f"{_fmt(p['expected_gb_per_s'])} GB/s  {c(what, 'dim')}")
+                         f"{rate:<19}{c(what, 'dim')}")
     lines.append("")
     if doc["findings"]:
         lines.append(c("Findings", "bold"))

@@ -3,13 +3,17 @@
 Each rule is a pure function ``rule(inv, frames) -> list[Candidate]`` over a short window of frames
 (the last one is "now"). :class:`FindingsEngine` turns candidates into findings that must hold for
 ``hold_s`` before they are raised and stay absent for ``hold_s`` before they clear, so blips do
-not flap; it emits ``finding_raised`` / ``finding_cleared`` events for recordings.
+not flap; it emits ``finding_raised`` / ``finding_changed`` / ``finding_cleared`` events for recordings.
+Each event carries the condition's start (``started_at``, before the hold) and the start of its current
+severity and wording (``since``), so ``summary`` and a rebuilt engine (after a replay seek) agree with
+what the live engine showed.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -19,7 +23,7 @@ from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory
 from gpuscope.core.topology import (
     PATH_MEANING,
     best_link,
-    nvlink_capacity_bytes_per_s,
+    device_nvlink_capacity_bytes_per_s,
     pcie_capacity_bytes_per_s,
 )
 from gpuscope.core.vocab import (  # noqa: F401 - severities and busy are defined once, in vocab
@@ -49,6 +53,11 @@ class Candidate:
     subject: str  # "GPU0", "GPU0-GPU1", "server"
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    variant: str = ""  # the wording class: a change of it (or of severity) is a finding_changed event
+    basis: str = "avg"  # what the numbers are: avg (5 s average), live (this reading), window, static
+
+
+BASES = ("avg", "live", "window", "static")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +68,18 @@ class Finding:
     subject: str
     message: str
     evidence: dict[str, Any]
-    started_at: float  # when the condition was first seen
+    started_at: float  # when the condition was first seen (the raise comes hold_s later)
     raised_at: float | None = None  # when it had held for hold_s (None: pending)
     cleared_at: float | None = None
+    variant: str = ""
+    basis: str = "avg"
+    since: float | None = None  # when the current severity and wording began (None: at started_at)
+    ended_at: float | None = None  # the condition is gone since then; the finding clears hold_s later
+    worst: str = ""  # the worst severity this episode reached
 
     def held_s(self, now: float) -> float:
-        return max(0.0, (self.cleared_at or now) - self.started_at)
+        """How long the condition has held, s: from its start to its end (or ``now``)."""
+        return max(0.0, (self.ended_at or self.cleared_at or now) - self.started_at)
 
 
 def gb(x: float | None) -> str:
@@ -141,7 +156,8 @@ def _compute_gpu_state(frames: Sequence[Frame], i: int) -> dict[str, Any] | None
 
 # ------------------------------------------------------------------ rules
 def rule_pcie_below_max(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
-    """1. PCIe link below its generation or width while busy; at idle, the power-saving downshift."""
+    """1. PCIe link below its generation or width while busy; a narrow link at any load; at idle, a lower
+    generation is the power-saving downshift (GPUs lower the generation at idle, never the width)."""
     out = []
     if not frames:
         return out
@@ -160,11 +176,13 @@ def rule_pcie_below_max(inv: Inventory, frames: Sequence[Frame]) -> list[Candida
         cap_now = pcie_capacity_bytes_per_s(gen, width)
         cap_gpu = pcie_capacity_bytes_per_s(gpu_gen, gpu_width)
         cap_best = pcie_capacity_bytes_per_s(best_gen, best_width)
-        trained_low = gen < best_gen or (best_width is not None and width < best_width)
+        narrow = best_width is not None and width < best_width
+        trained_low = gen < best_gen or narrow
         slot_limited = bool(dev.pcie_gen_sys_max and dev.pcie_gen_gpu_max and dev.pcie_gen_sys_max < dev.pcie_gen_gpu_max)
         ev = {"gpu": i, "pcie_gen": gen, "pcie_width": width, "gen_gpu_max": dev.pcie_gen_gpu_max,
               "gen_sys_max": dev.pcie_gen_sys_max, "width_max": best_width,
               "capacity_bytes_per_s": cap_now, "capacity_gpu_max_bytes_per_s": cap_gpu,
+              "capacity_can_bytes_per_s": cap_best,
               "util_gpu_pct": s["util"], "pcie_tx_bytes_per_s": s["tx"], "pcie_rx_bytes_per_s": s["rx"]}
         if trained_low and s["busy"]:
             sev = "critical" if cap_now and cap_best and cap_now <= 0.5 * cap_best else "warning"
@@ -172,67 +190,151 @@ def rule_pcie_below_max(inv: Inventory, frames: Sequence[Frame]) -> list[Candida
                    f"{gb(cap_now)} of {gb(cap_gpu)} GB/s available")
             if slot_limited:
                 msg += f"; the slot allows only Gen{dev.pcie_gen_sys_max} and the link trained lower still"
+            elif narrow:
+                msg += " (a narrow link: seating, riser or slot wiring; reseat the card or use a full ×16 slot)"
             else:
                 msg += " (trained low: GPU and slot both allow more; check BIOS link speed, riser, seating)"
-            out.append(Candidate(f"pcie-below-max:gpu{i}", "pcie_below_max", sev, f"GPU{i}", msg, ev))
+            out.append(Candidate(f"pcie-below-max:gpu{i}", "pcie_below_max", sev, f"GPU{i}", msg, ev,
+                                 variant="load", basis="live"))
+        elif narrow:
+            can = pcie_capacity_bytes_per_s(best_gen, width)
+            msg = (f"GPU{i} PCIe ×{width} of ×{best_width} (now {link_str(gen, width)}, idle): a narrow link is a "
+                   f"seating, riser or slot problem at any load, not power saving; under load it can carry at most "
+                   f"{gb(can)} of {gb(cap_best)} GB/s")
+            out.append(Candidate(f"pcie-below-max:gpu{i}", "pcie_below_max", "warning", f"GPU{i}", msg, ev,
+                                 variant="narrow", basis="live"))
         elif slot_limited and s["busy"]:
             msg = (f"GPU{i} slot limits the link: {link_str(dev.pcie_gen_sys_max, width)} (GPU supports Gen{gpu_gen}): "
                    f"{gb(cap_now)} of {gb(cap_gpu)} GB/s available; move the GPU to a Gen{gpu_gen} slot")
-            out.append(Candidate(f"pcie-slot-limited:gpu{i}", "pcie_below_max", "warning", f"GPU{i}", msg, ev))
+            out.append(Candidate(f"pcie-slot-limited:gpu{i}", "pcie_below_max", "warning", f"GPU{i}", msg, ev,
+                                 basis="live"))
         elif trained_low:
-            msg = (f"GPU{i} PCIe {link_str(gen, width)} at idle (max {link_str(best_gen, best_width)}): "
-                   f"the normal power-saving downshift; it should return to Gen{best_gen} under load")
-            out.append(Candidate(f"pcie-idle-downshift:gpu{i}", "pcie_below_max", "info", f"GPU{i}", msg, ev))
+            msg = (f"GPU{i} PCIe {link_str(gen, width)} at idle (can reach {link_str(best_gen, best_width)}, "
+                   f"{gb(cap_best)} GB/s): the normal power-saving downshift; it should return to Gen{best_gen} "
+                   f"under load")
+            out.append(Candidate(f"pcie-idle-downshift:gpu{i}", "pcie_below_max", "info", f"GPU{i}", msg, ev,
+                                 basis="live"))
     return out
 
 
+_GOOD_PATHS = ("PIX", "PXB")
+
+
+def tp_groups(inv: Inventory) -> list[list[int]]:
+    """GPUs joined by NVLink or a PCIe switch (PIX/PXB), as groups of two or more, lowest first."""
+    parent = {d.index: d.index for d in inv.devices}
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for p in inv.pairs:
+        if p.a in parent and p.b in parent and (p.nvlinks or p.pcie_path in _GOOD_PATHS):
+            parent[root(p.a)] = root(p.b)
+    groups: dict[int, list[int]] = {}
+    for i in sorted(parent):
+        groups.setdefault(root(i), []).append(i)
+    return sorted((g for g in groups.values() if len(g) > 1), key=lambda g: g[0])
+
+
+def group_str(g: list[int]) -> str:
+    """``GPU0-1`` for a run of indices, ``GPU0,2,5`` otherwise."""
+    if g == list(range(g[0], g[-1] + 1)):
+        return f"GPU{g[0]}-{g[-1]}"
+    return "GPU" + ",".join(str(i) for i in g)
+
+
 def rule_slow_path(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
-    """2. A pair of GPUs whose path is SYS (or PHB/NODE) with no NVLink; stronger with peer traffic."""
+    """2. Pairs of GPUs whose path is SYS (or PHB/NODE) with no NVLink.
+
+    Without peer traffic this is a fact about the machine: one info line for all such pairs, naming
+    the groups to keep tensor-parallel work in. A pair whose two links both carry heavy traffic (peer
+    traffic is likely) gets its own line: SYS critical, PHB/NODE warning.
+    """
     out = []
     states = {}
     if frames:
         for i in range(len(frames[-1].gpus)):
             states[i] = _gpu_state(inv, frames, i)
     lost = {r.index for r in frames[-1].gpus if r.lost} if frames else set()
+    quiet: list[tuple[Any, float | None]] = []  # slow pairs without peer traffic, with the best they can do
     for p in inv.pairs:
         if p.nvlinks or p.pcie_path not in ("SYS", "PHB", "NODE") or p.a in lost or p.b in lost:
             continue
         da, db = _dev(inv, p.a), _dev(inv, p.b)
         if da is None or db is None:
             continue
-        caps = []
+        caps, can = [], []
         peer = True
         for i, d in ((p.a, da), (p.b, db)):
+            g, w = best_link(d)
+            c_can = pcie_capacity_bytes_per_s(g, w)
+            if c_can:
+                can.append(c_can)
             s = states.get(i)
             if s is not None and s["cap"]:
                 caps.append(s["cap"])
                 peer = peer and bool(s["busy"] and s["peak"] >= PEER_TRAFFIC_SHARE * s["cap"])
             else:
-                g, w = best_link(d)
-                c = pcie_capacity_bytes_per_s(g, w)
-                if c:
-                    caps.append(c)
+                if c_can:
+                    caps.append(c_can)
                 peer = False
-        expect = min(caps) if caps else None
+        expect_now = min(caps) if caps else None
+        expect_can = min(can) if can else None
+        if not peer:
+            quiet.append((p, expect_can))
+            continue
         numa = ""
         if da.numa_node is not None and db.numa_node is not None:
             numa = f" (NUMA {da.numa_node} ↔ {db.numa_node})" if da.numa_node != db.numa_node else f" (NUMA {da.numa_node})"
+        rate = f"at most {gb(expect_now)} GB/s per direction at the links' rate now"
+        if expect_can and expect_now and expect_can > expect_now * 1.01:
+            rate += f" (they can reach {gb(expect_can)})"
         if p.pcie_path == "SYS":
-            sev = "critical" if peer else "warning"
+            sev = "critical"
             msg = (f"GPU{p.a}↔GPU{p.b} path SYS{numa}, no NVLink: peer traffic crosses the CPU interconnect, "
-                   f"at most {gb(expect)} GB/s per direction; "
-                   + ("tensor-parallel all-reduce between them crawls" if peer else
-                      "keep tensor-parallel groups off this pair"))
+                   f"{rate}; tensor-parallel all-reduce between them crawls")
         else:
-            sev = "warning" if peer else "info"
+            sev = "warning"
             msg = (f"GPU{p.a}↔GPU{p.b} path {p.pcie_path}{numa}, no NVLink: peer traffic goes "
-                   f"{PATH_MEANING[p.pcie_path]}, at most {gb(expect)} GB/s per direction")
-        if peer:
-            msg += "; both links are carrying heavy traffic now"
+                   f"{PATH_MEANING[p.pcie_path]}, {rate}")
+        msg += "; both links are carrying heavy traffic now"
         ev = {"a": p.a, "b": p.b, "path": p.pcie_path, "numa_a": da.numa_node, "numa_b": db.numa_node,
-              "expected_bytes_per_s": expect, "peer_traffic": peer}
-        out.append(Candidate(f"slow-path:gpu{p.a}-gpu{p.b}", "slow_path", sev, f"GPU{p.a}-GPU{p.b}", msg, ev))
+              "expected_bytes_per_s": expect_now, "can_bytes_per_s": expect_can, "peer_traffic": True}
+        out.append(Candidate(f"slow-path:gpu{p.a}-gpu{p.b}", "slow_path", sev, f"GPU{p.a}-GPU{p.b}", msg, ev,
+                             variant="peer", basis="avg"))
+    if quiet:
+        out.append(_slow_paths_summary(inv, quiet))
     return out
+
+
+def _slow_paths_summary(inv: Inventory, quiet: list[tuple[Any, float | None]]) -> Candidate:
+    """The one machine-wide info line for slow pairs that carry no peer traffic now."""
+    sys_pairs = [p for p, _c in quiet if p.pcie_path == "SYS"]
+    hb_pairs = [p for p, _c in quiet if p.pcie_path != "SYS"]
+
+    def pairs_text(ps: list[Any], what: str) -> str:
+        if len(ps) == 1:
+            return f"GPU{ps[0].a}↔GPU{ps[0].b} {what.replace('cross', 'crosses').replace('go ', 'goes ')}"
+        return f"{len(ps)} pairs {what}"
+
+    parts = []
+    if sys_pairs:
+        parts.append(pairs_text(sys_pairs, "cross NUMA nodes (SYS, no NVLink)"))
+    if hb_pairs:
+        parts.append(pairs_text(hb_pairs, "go through a host bridge (PHB/NODE, no NVLink)"))
+    can = [c for _p, c in quiet if c]
+    groups = tp_groups(inv)
+    if groups:
+        advice = "keep tensor-parallel groups inside " + ", ".join(group_str(g) for g in groups)
+    else:
+        advice = "no pair here avoids it: tensor-parallel all-reduce would cross it"
+    msg = f"{' and '.join(parts)}: at most {gb(min(can) if can else None)} GB/s per direction at the links' best; {advice}"
+    ev = {"pairs": [f"{p.a}-{p.b}" for p, _c in quiet], "paths": sorted({p.pcie_path for p, _c in quiet}),
+          "groups": [group_str(g) for g in groups], "can_bytes_per_s": min(can) if can else None}
+    return Candidate("slow-paths", "slow_path", "info", "server", msg, ev, variant="idle", basis="static")
 
 
 def rule_link_saturated(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
@@ -255,8 +357,9 @@ def rule_link_saturated(inv: Inventory, frames: Sequence[Frame]) -> list[Candida
                 f"pcie-saturated:gpu{i}", "link_saturated", "warning", f"GPU{i}",
                 f"GPU{i} PCIe {dirs} of {gb(s['cap'])} GB/s ({100 * peak / s['cap']:.0f} %) at "
                 f"{link_str(now.pcie_gen, now.pcie_width)}: the link is saturated",
-                {"gpu": i, **{f"{n.lower()}_bytes_per_s": v for n, v in over}, "capacity_bytes_per_s": s["cap"]}))
-        cap = nvlink_capacity_bytes_per_s(dev.nvlink_version, dev.nvlinks_active)
+                {"gpu": i, **{f"{n.lower()}_bytes_per_s": v for n, v in over}, "capacity_bytes_per_s": s["cap"]},
+                variant="/".join(n for n, _v in over)))
+        cap = device_nvlink_capacity_bytes_per_s(dev)
         over = [(name, v) for name, v in (("RX", s["nvrx"]), ("TX", s["nvtx"])) if v is not None and cap
                 and v > SATURATED_SHARE * cap]
         if over and cap:
@@ -266,7 +369,8 @@ def rule_link_saturated(inv: Inventory, frames: Sequence[Frame]) -> list[Candida
                 f"nvlink-saturated:gpu{i}", "link_saturated", "warning", f"GPU{i}",
                 f"GPU{i} NVLink {dirs} of {gb(cap)} GB/s ({100 * peak / cap:.0f} %) over "
                 f"{dev.nvlinks_active} links: NVLink is saturated",
-                {"gpu": i, **{f"{n.lower()}_bytes_per_s": v for n, v in over}, "capacity_bytes_per_s": cap}))
+                {"gpu": i, **{f"{n.lower()}_bytes_per_s": v for n, v in over}, "capacity_bytes_per_s": cap},
+                variant="/".join(n for n, _v in over)))
     return out
 
 
@@ -302,7 +406,7 @@ def rule_clock_events(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate
                              f"GPU{i} {what}" + (": " + ", ".join(parts) if parts else ""),
                              {"gpu": i, "reasons": [h[0] for h in hits], "sm_clock_mhz": r.sm_clock_mhz,
                               "sm_clock_max_mhz": dev.sm_clock_max_mhz, "power_w": r.power_w,
-                              "temp_gpu_c": r.temp_gpu_c}))
+                              "temp_gpu_c": r.temp_gpu_c}, variant="+".join(h[0] for h in hits), basis="live"))
     return out
 
 
@@ -332,7 +436,8 @@ def rule_pcie_errors(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]
         out.append(Candidate(f"pcie-errors:gpu{i}", "pcie_errors", sev, f"GPU{i}",
                              f"GPU{i} PCIe errors rising: {text} in {dt:.0f} s: suspect the riser, cable or slot",
                              {"gpu": i, "window_s": dt, **deltas,
-                              "pcie_replay_count": r.pcie_replay_count, "pcie_recovery_count": r.pcie_recovery_count}))
+                              "pcie_replay_count": r.pcie_replay_count, "pcie_recovery_count": r.pcie_recovery_count},
+                             variant="+".join(deltas), basis="window"))
     return out
 
 
@@ -374,12 +479,20 @@ def rule_gpu_lost(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
             bus = f" at {dev.bus_id}" if dev else ""
             out.append(Candidate(f"gpu-lost:gpu{i}", "gpu_lost", "critical", f"GPU{i}",
                                  f"GPU{i}{name}{bus} is lost (fell off the bus); the other GPUs go on: check "
-                                 f"`dmesg` for Xid 79, power and seating", {"gpu": i}))
+                                 f"`dmesg` for Xid 79, power and seating", {"gpu": i}, basis="live"))
     return out
 
 
 def rule_bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
-    """8. One line naming what most likely limits throughput, only when the evidence is clear."""
+    """8. One line naming what most likely limits throughput, only when the evidence is clear.
+
+    Its wording class is the cause (pcie, nvlink, power, thermal, compute): a new cause is a
+    ``finding_changed`` event and starts a new "since".
+    """
+    return [replace(c, variant=str(c.evidence.get("cause", ""))) for c in _bottleneck(inv, frames)]
+
+
+def _bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     if not frames:
         return []
     states = [(i, _gpu_state(inv, frames, i)) for i in range(len(frames[-1].gpus))]
@@ -409,7 +522,7 @@ def rule_bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
                           f"Gen{now.pcie_gen}{below}{sm}", {"cause": "pcie", "gpu": i})]
     for i, s in states:
         dev = _dev(inv, i)
-        cap = nvlink_capacity_bytes_per_s(dev.nvlink_version, dev.nvlinks_active) if dev else None
+        cap = device_nvlink_capacity_bytes_per_s(dev) if dev else None
         nv = max(s["nvtx"] or 0.0, s["nvrx"] or 0.0)
         if cap and nv >= SATURATED_SHARE * cap and (s["sm"] is None or s["sm"] < 60):
             return [Candidate("bottleneck", "bottleneck", "info", "server",
@@ -461,8 +574,36 @@ def sort_findings(items: list[Any]) -> list[Any]:
     return sorted(items, key=lambda c: (c.id != "bottleneck", SEVERITY_RANK.get(c.severity, 9), c.id))
 
 
+def worse(a: str, b: str) -> str:
+    """The worse of two severities ('' counts as none)."""
+    if not a:
+        return b
+    if not b:
+        return a
+    return a if SEVERITY_RANK.get(a, 9) <= SEVERITY_RANK.get(b, 9) else b
+
+
+FINDING_EVENTS = ("finding_raised", "finding_changed", "finding_cleared")
+
+
 class FindingsEngine:
-    """Holds the window of recent frames and the life cycle of every finding."""
+    """Holds the window of recent frames and the life cycle of every finding.
+
+    Events (``Event.data``), all with ``id``, ``rule``, ``severity``, ``subject``, ``variant`` (the
+    wording class) and ``started_s`` (seconds from the condition's start to the event: the condition
+    began at ``t - started_s``, hold_s before the raise). Times travel as offsets from the event's own
+    ``t`` because the codec keeps only whole seconds of large floats in ``data``:
+
+    * ``finding_raised``: ``since_s`` (the current severity and wording began at ``t - since_s``), ``evidence``.
+    * ``finding_changed``: severity or wording class changed (``since_s`` = 0): ``old_severity``,
+      ``old_variant``, ``worst``; for the bottleneck also ``cause`` / ``old_cause``.
+    * ``finding_cleared``: ``ended_s`` (the condition ended at ``t - ended_s``; the clear comes hold_s
+      later), ``held_s`` = its end − its start, ``worst``.
+
+    Finding events found in the frames fed in (a replay, a remote agent) are hints: a finding this
+    engine starts afresh takes its ``started_at`` / ``since`` from them, so a window rebuilt after a
+    seek keeps the times the original engine showed (:meth:`prime` feeds the events before the window).
+    """
 
     def __init__(self, inv: Inventory, hold_s: float = 5.0, window_s: float = 10.0):
         self.inv = inv
@@ -470,19 +611,41 @@ class FindingsEngine:
         self.window_s = window_s
         self.frames: deque[Frame] = deque()
         self._state: dict[str, Finding] = {}
-        self._absent_since: dict[str, float] = {}
+        self._hints: dict[str, dict[str, Any]] = {}
         self.cleared: deque[Finding] = deque(maxlen=200)
 
     def reset(self) -> None:
         self.frames.clear()
         self._state.clear()
-        self._absent_since.clear()
+        self._hints.clear()
         self.cleared.clear()
 
+    def prime(self, events: Any) -> None:
+        """Take the condition-start times of findings open in ``events`` (time order), e.g. a recording's
+        events before a rebuilt window; later findings of the same id started afresh reuse them."""
+        for e in events:
+            self._hint(e)
+
+    def _hint(self, e: Event) -> None:
+        if e.kind not in FINDING_EVENTS or not isinstance(e.data, dict) or not e.data.get("id"):
+            return
+        fid = str(e.data["id"])
+        if e.kind == "finding_cleared":
+            self._hints.pop(fid, None)
+            return
+        started = e.t - _num(e.data.get("started_s"), 0.0)
+        old = self._hints.get(fid)
+        if e.kind == "finding_changed" and old is not None:
+            started = min(started, old["started_at"])
+        self._hints[fid] = {"started_at": started, "since": e.t - _num(e.data.get("since_s"), 0.0),
+                            "severity": e.data.get("severity"), "variant": e.data.get("variant", "")}
+
     def update(self, frame: Frame) -> list[Event]:
-        """Feed one frame; returns the finding_raised / finding_cleared events it caused."""
+        """Feed one frame; returns the finding_raised / finding_changed / finding_cleared events it caused."""
         if self.frames and frame.t < self.frames[-1].t:
             self.frames.clear()  # time went backwards (seek): start over
+        for e in frame.events:
+            self._hint(e)
         self.frames.append(frame)
         while self.frames and self.frames[0].t < frame.t - self.window_s:
             self.frames.popleft()
@@ -491,40 +654,94 @@ class FindingsEngine:
         seen = set()
         for c in evaluate(self.inv, self.frames):
             seen.add(c.id)
-            self._absent_since.pop(c.id, None)
             f = self._state.get(c.id)
             if f is None:
-                f = Finding(c.id, c.rule, c.severity, c.subject, c.message, c.evidence, started_at=now)
+                start = since = now
+                h = self._hints.get(c.id)
+                if h is not None and h["started_at"] <= now:
+                    start = h["started_at"]
+                    same = (h["severity"], h["variant"]) == (c.severity, c.variant)
+                    since = h["since"] if same and start <= h["since"] <= now else now
+                f = Finding(c.id, c.rule, c.severity, c.subject, c.message, c.evidence, started_at=start,
+                            variant=c.variant, basis=c.basis, since=since, worst=c.severity)
             else:
-                f = replace(f, severity=c.severity, message=c.message, evidence=c.evidence)
+                changed = (f.severity, f.variant) != (c.severity, c.variant)
+                old = f
+                f = replace(f, severity=c.severity, message=c.message, evidence=c.evidence, variant=c.variant,
+                            basis=c.basis, ended_at=None, worst=worse(f.worst, c.severity),
+                            since=now if changed else f.since)
+                if changed and f.raised_at is not None:
+                    data = {**self._data(f, now), "old_severity": old.severity, "old_variant": old.variant,
+                            "since_s": 0.0, "worst": f.worst, "evidence": _clean(f.evidence)}
+                    if f.id == "bottleneck":
+                        data.update(cause=f.variant, old_cause=old.variant)
+                    events.append(Event(t=now, kind="finding_changed", text=f.message, data=data))
             if f.raised_at is None and (now - f.started_at >= self.hold_s or c.rule == "gpu_lost"):
                 f = replace(f, raised_at=now)
                 events.append(Event(t=now, kind="finding_raised", text=f.message,
-                                    data={"id": f.id, "rule": f.rule, "severity": f.severity, "subject": f.subject,
+                                    data={**self._data(f, now), "since_s": round(now - (f.since or now), 3),
                                           "evidence": _clean(f.evidence)}))
             self._state[c.id] = f
         for fid in list(self._state):
             if fid in seen:
                 continue
-            since = self._absent_since.setdefault(fid, now)
             f = self._state[fid]
             if f.raised_at is None:
                 del self._state[fid]
-                self._absent_since.pop(fid, None)
-            elif now - since >= self.hold_s:
+                continue
+            if f.ended_at is None:
+                f = self._state[fid] = replace(f, ended_at=now)
+            if now - f.ended_at >= self.hold_s:
                 done = replace(f, cleared_at=now)
                 self.cleared.append(done)
                 del self._state[fid]
-                self._absent_since.pop(fid, None)
                 events.append(Event(t=now, kind="finding_cleared", text=f.message,
-                                    data={"id": f.id, "rule": f.rule, "severity": f.severity, "subject": f.subject,
-                                          "held_s": round(now - f.started_at, 1)}))
+                                    data={**self._data(f, now), "ended_s": round(now - f.ended_at, 3),
+                                          "worst": f.worst, "held_s": round(f.ended_at - f.started_at, 3)}))
         return events
+
+    @staticmethod
+    def _data(f: Finding, now: float) -> dict[str, Any]:
+        return {"id": f.id, "rule": f.rule, "severity": f.severity, "subject": f.subject,
+                "started_s": round(now - f.started_at, 3), "variant": f.variant}
 
     @property
     def active(self) -> list[Finding]:
-        """Raised findings, severity first (the bottleneck summary leads)."""
+        """Raised findings, severity first (the bottleneck summary leads); clearing ones (``ended_at``
+        set: the condition ended, the hold has not) are included."""
         return sort_findings([f for f in self._state.values() if f.raised_at is not None])
+
+
+def _num(v: Any, default: float) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else default
+
+
+def _short_span(seconds: float) -> str:
+    """``<1m``, ``4m``, ``2h05m``: a length to the minute (the text changes once a minute)."""
+    mins = int(max(0.0, seconds) // 60)
+    if mins < 1:
+        return "<1m"
+    h, m = divmod(mins, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m"
+
+
+def finding_line(f: Finding, now: float) -> tuple[str, str]:
+    """The text shown after a finding's mark, and its state: ``active`` or ``clearing``.
+
+    Active: the message, then what its numbers are and since when: ``5 s average, since 20:19:02 (4m)``
+    for averaged evidence, ``since …`` for live readings and static facts. ``since`` is when the current
+    severity and wording began (the condition's start, not the raise). Clearing (the condition ended,
+    the clearing hold has not passed): ``ended 3s ago:`` first, so the numbers read as the last ones
+    seen, not as now. Times are local.
+    """
+    if f.ended_at is not None:
+        ago = max(0, int(now - f.ended_at))
+        return f"ended {ago}s ago: {f.message}", "clearing"
+    since = f.since if f.since is not None else f.started_at
+    when = f"since {time.strftime('%H:%M:%S', time.localtime(since))} ({_short_span(now - since)})"
+    if f.basis == "avg":
+        when = f"{AVG_S:.0f} s average, {when}"
+    return f"{f.message}  · {when}", "active"
 
 
 def _clean(d: dict[str, Any]) -> dict[str, Any]:

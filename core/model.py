@@ -48,6 +48,9 @@ class DeviceInfo:
     nvlink_version: int | None = None
     nvlinks_active: int = 0
     gpm_supported: bool = False
+    # One NVLink's bandwidth, one direction, bytes/s, as NVML's NVLINK_SPEED_MBPS field answers it
+    # (None: not supported, e.g. H200 on driver 580; then core.topology's table of parts decides).
+    nvlink_link_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,27 +26,85 @@ def describe(values: Iterable[float]) -> dict[str, float] | None:
             "max": float(a.max()), "n": int(a.size)}
 
 
+_SEV_ORDER = ("critical", "warning", "info")
+
+
+def _worse(a: Any, b: Any) -> Any:
+    if a not in _SEV_ORDER:
+        return b
+    if b not in _SEV_ORDER:
+        return a
+    return a if _SEV_ORDER.index(a) <= _SEV_ORDER.index(b) else b
+
+
+def _t(v: Any, default: float) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else default
+
+
 def finding_durations(events: Iterable[Any], t_end: float) -> list[dict[str, Any]]:
-    """Pair finding_raised / finding_cleared events into spans (still open at the end: until ``t_end``)."""
+    """Each finding's history from its raised / changed / cleared events, one entry per finding id.
+
+    An entry: ``id``, ``rule``, ``subject``, ``severity`` (the worst it reached), ``message`` (the last),
+    ``started_at`` (its first condition start), ``raised_at`` (first raise), ``cleared_at`` (last clear,
+    None while open at the end), ``duration_s`` (total over its episodes, seconds), ``episodes``: each
+    ``started_at`` (the condition's start, hold_s before the raise), ``raised_at``, ``ended_at`` (the
+    condition's end, hold_s before the clear; ``t_end`` when still open), ``cleared_at``, ``duration_s``
+    (= the cleared event's ``held_s``), ``severity`` (worst), ``changes`` (``t``, ``severity``,
+    ``variant``, ``old_severity``, ``old_variant``). Recordings from before ``started_at`` was carried
+    fall back to the raise time (and to the clear time less ``held_s``). Event times are offsets from
+    each event's ``t`` (``started_s``, ``ended_s``: see :class:`~gpuscope.core.findings.FindingsEngine`).
+    """
     open_: dict[str, dict[str, Any]] = {}
-    out: list[dict[str, Any]] = []
+    by_id: dict[str, dict[str, Any]] = {}
+
+    def entry(fid: str, e: Any) -> dict[str, Any]:
+        if fid not in by_id:
+            by_id[fid] = {"id": fid, "rule": e.data.get("rule"), "subject": e.data.get("subject"), "severity": None,
+                          "message": e.text, "started_at": None, "raised_at": None, "cleared_at": None,
+                          "duration_s": 0.0, "episodes": []}
+        return by_id[fid]
+
     for e in events:
         fid = e.data.get("id") if isinstance(e.data, dict) else None
-        if not fid:
+        if not fid or e.kind not in ("finding_raised", "finding_changed", "finding_cleared"):
             continue
+        sev = e.data.get("severity")
         if e.kind == "finding_raised" and fid not in open_:
-            open_[fid] = {"id": fid, "rule": e.data.get("rule"), "severity": e.data.get("severity"),
-                          "subject": e.data.get("subject"), "message": e.text, "raised_at": e.t}
+            ent = entry(fid, e)
+            known = isinstance(e.data.get("started_s"), (int, float))
+            ep = {"started_at": e.t - _t(e.data.get("started_s"), 0.0), "raised_at": e.t, "ended_at": None,
+                  "cleared_at": None, "duration_s": None, "severity": sev, "changes": [], "_known": known}
+            open_[fid] = ep
+            ent["episodes"].append(ep)
+            ent["message"] = e.text
+        elif e.kind == "finding_changed" and fid in open_:
+            ep = open_[fid]
+            ep["severity"] = _worse(ep["severity"], sev)
+            ep["changes"].append({"t": e.t, "severity": sev, "variant": e.data.get("variant"),
+                                  "old_severity": e.data.get("old_severity"), "old_variant": e.data.get("old_variant")})
+            by_id[fid]["message"] = e.text
         elif e.kind == "finding_cleared" and fid in open_:
-            f = open_.pop(fid)
-            f["cleared_at"] = e.t
-            f["duration_s"] = e.t - f["raised_at"]
-            out.append(f)
-    for f in open_.values():
-        f["cleared_at"] = None
-        f["duration_s"] = t_end - f["raised_at"]
-        out.append(f)
-    return sorted(out, key=lambda f: f["raised_at"])
+            ep = open_.pop(fid)
+            if not ep["_known"] and isinstance(e.data.get("held_s"), (int, float)):
+                ep["started_at"] = e.t - float(e.data["held_s"])  # older engines: held_s ran to the clear
+            ep["ended_at"] = e.t - _t(e.data.get("ended_s"), 0.0)
+            ep["cleared_at"] = e.t
+            ep["severity"] = _worse(_worse(ep["severity"], sev), e.data.get("worst"))
+            by_id[fid]["message"] = e.text
+    out = []
+    for ent in by_id.values():
+        for ep in ent["episodes"]:
+            ep.pop("_known", None)
+            end = ep["ended_at"] if ep["ended_at"] is not None else t_end
+            ep["duration_s"] = round(max(0.0, end - ep["started_at"]), 3)
+            ent["severity"] = _worse(ent["severity"], ep["severity"])
+        eps = ent["episodes"]
+        ent["started_at"] = eps[0]["started_at"]
+        ent["raised_at"] = eps[0]["raised_at"]
+        ent["cleared_at"] = eps[-1]["cleared_at"]
+        ent["duration_s"] = round(sum(ep["duration_s"] for ep in eps), 3)
+        out.append(ent)
+    return sorted(out, key=lambda f: (f["started_at"], f["id"]))
 
 
 class FrameFile(Protocol):

@@ -35,8 +35,21 @@ _PCIE_GT_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0, 7: 128.0}
 _PCIE_ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256, 7: 242 / 256}
 
 # NVLink per-link bandwidth, one direction, bytes/s, by nvmlDeviceGetNvLinkVersion's answer
-# (NVML numbers versions 1=1.0, 2=2.0, 3=2.2, 4=3.0, 5=3.1, 6=4.0, 7=5.0).
+# (NVML numbers versions 1=1.0, 2=2.0, 3=2.2, 4=3.0, 5=3.1, 6=4.0, 7=5.0). These are the data-centre
+# rates; the per-link rate depends on the part too (see :data:`NVLINK_PARTS`).
 _NVLINK_LINK_BYTES_PER_S = {1: 20e9, 2: 25e9, 3: 25e9, 4: 25e9, 5: 25e9, 6: 25e9, 7: 50e9}
+
+# Parts whose NVLink runs at another per-link rate than their version's data-centre figure, matched
+# as a word in the GPU name (case ignored), one direction, bytes/s. GA102 bridges (RTX A6000, A5000,
+# A40, RTX 3090 / 3090 Ti): 4 links, 112.5 GB/s both directions together → 14.0625 GB/s per link and
+# direction (``nvidia-smi nvlink -s`` prints 14.062 GB/s).
+NVLINK_PARTS: tuple[tuple[str, float], ...] = (
+    ("A6000", 14.0625e9),
+    ("A5000", 14.0625e9),
+    ("A40", 14.0625e9),
+    ("3090", 14.0625e9),  # also the 3090 Ti
+)
+_NVLINK_ARCH_BYTES_PER_S = {"blackwell": 50e9}  # NVLink 5, whatever NVML numbers its version
 
 
 def topology_label(level: int) -> str:
@@ -59,6 +72,34 @@ def nvlink_capacity_bytes_per_s(version: int | None, links: int) -> float | None
     if not links or version not in _NVLINK_LINK_BYTES_PER_S:
         return None
     return _NVLINK_LINK_BYTES_PER_S[version] * links
+
+
+def nvlink_link_bytes_per_s(name: str | None, version: int | None, architecture: str | None = None,
+                            field_bytes_per_s: float | None = None) -> float | None:
+    """One NVLink's bandwidth, one direction, bytes/s.
+
+    In order: NVML's own answer (``NVML_FI_DEV_NVLINK_SPEED_MBPS_*``, given as ``field_bytes_per_s``;
+    NOT_SUPPORTED on H200 with driver 580), a known part by name (GA102 bridges 14.0625 GB/s), the
+    architecture (Blackwell: NVLink 5, 50 GB/s), the NVLink version's data-centre rate (NVLink 3/4:
+    25 GB/s). None when nothing is known.
+    """
+    if field_bytes_per_s and field_bytes_per_s > 0:
+        return float(field_bytes_per_s)
+    words = (name or "").upper().replace("NVIDIA", " ").replace("GEFORCE", " ").replace("RTX", " ").split()
+    for part, rate in NVLINK_PARTS:
+        if part.upper() in words:
+            return rate
+    if architecture and architecture.lower() in _NVLINK_ARCH_BYTES_PER_S:
+        return _NVLINK_ARCH_BYTES_PER_S[architecture.lower()]
+    return _NVLINK_LINK_BYTES_PER_S.get(version) if version is not None else None
+
+
+def device_nvlink_capacity_bytes_per_s(dev: DeviceInfo, links: int | None = None) -> float | None:
+    """Bandwidth of ``links`` (default: all active) NVLinks of ``dev``, one direction, bytes/s."""
+    n = dev.nvlinks_active if links is None else links
+    version = dev.nvlink_version or (6 if n else None)  # links seen but no version: assume NVLink 4.0's rate
+    rate = nvlink_link_bytes_per_s(dev.name, version, dev.architecture, dev.nvlink_link_bytes_per_s)
+    return rate * n if rate and n else None
 
 
 def nvlink_count(
@@ -180,7 +221,7 @@ def pair_bandwidth_bytes_per_s(inv: Inventory, pair: PairLink, current: dict[int
     if da is None or db is None:
         return None
     if pair.nvlinks:
-        return nvlink_capacity_bytes_per_s(da.nvlink_version or 6, pair.nvlinks)
+        return device_nvlink_capacity_bytes_per_s(da, pair.nvlinks)
     caps = []
     for d in (da, db):
         g, w = (current or {}).get(d.index) or best_link(d)

@@ -71,8 +71,8 @@ def reading_busy(r: _Reading, capacity_bytes_per_s: float | None) -> bool:
 
 
 # ------------------------------------------------------------------ PCIe links
-LINK_STATES = ("at_max", "below_max_busy", "below_max_idle")
-LINK_LEVEL = {"at_max": "ok", "below_max_busy": "bad", "below_max_idle": "warn"}
+LINK_STATES = ("at_max", "below_max_busy", "below_max_idle", "narrow")
+LINK_LEVEL = {"at_max": "ok", "below_max_busy": "bad", "below_max_idle": "warn", "narrow": "bad"}
 
 
 def link_label(gen: int | None, width: int | None, short: bool = False) -> str:
@@ -86,9 +86,13 @@ def link_below_max(gen: int | None, width: int | None, best_gen: int | None, bes
 
 
 def link_state(gen: int | None, width: int | None, best_gen: int | None, best_width: int | None, busy: bool) -> str:
-    """One of :data:`LINK_STATES`: at its max, below it while busy (a problem), below it at idle (power saving)."""
+    """One of :data:`LINK_STATES`: at its max; narrower than it can be (a seating, riser or slot fault at any
+    load: GPUs lower the generation at idle, never the width); a lower generation while busy (a problem); a
+    lower generation at idle (the normal power saving)."""
     if not link_below_max(gen, width, best_gen, best_width):
         return "at_max"
+    if width and best_width and width < best_width:
+        return "narrow"
     return "below_max_busy" if busy else "below_max_idle"
 
 

@@ -52,6 +52,10 @@ FI_PCIE_REPLAY = 94
 FI_PCIE_RECOVERY = 169
 FI_PCIE_ERRORS = (175, 176, 177, 178, 179, 180, 183)  # receiver, bad TLP, NAKs sent, bad DLLP, non-fatal, fatal, lane
 FI_NVLINK_DATA_TX, FI_NVLINK_DATA_RX = 138, 139
+# NVLink speed per link, MB/s (10^6 bytes) one direction (``nvidia-smi nvlink -s`` shows it /1000 as GB/s):
+# COMMON (all links), then links 0-5 and 6-11. NOT_SUPPORTED on H200 / driver 580 (docs nvml-facts.md).
+FI_NVLINK_SPEED_COMMON = 90
+FI_NVLINK_SPEED_LINKS = (84, 85, 86, 87, 88, 89, 132, 133, 134, 135, 136, 137)
 
 _NOT_SUPPORTED_NAMES = ("NVMLError_NotSupported", "NVMLError_FunctionNotFound", "NVMLError_NoPermission",
                         "NVMLError_InvalidArgument")
@@ -196,6 +200,7 @@ class NvmlSource:
                     remotes.append((rb, kind or 0))
         self._nvlink_links[i] = links
         self._nvlink_remote[i] = (remotes, switch_links)
+        link_rate = self._nvlink_speed(h, links) if links else None
         return DeviceInfo(
             index=i,
             name=st(lambda: _s(nv.nvmlDeviceGetName(h))) or "unknown GPU",
@@ -216,7 +221,24 @@ class NvmlSource:
             nvlink_version=version,
             nvlinks_active=len(links),
             gpm_supported=gpm,
+            nvlink_link_bytes_per_s=link_rate,
         )
+
+    def _nvlink_speed(self, h: Any, links: list[int]) -> float | None:
+        """One NVLink's speed from NVML's field values, bytes/s one direction; None where not answered.
+
+        Read once, in calls of its own (field groups are never mixed in one call: see
+        :meth:`sample`): the common speed first, else the slowest of the active links' own speeds.
+        """
+        nv = self.nvml
+        for ids in ([FI_NVLINK_SPEED_COMMON], [FI_NVLINK_SPEED_LINKS[k] for k in links if k < len(FI_NVLINK_SPEED_LINKS)]):
+            if not ids:
+                continue
+            got = self._static(lambda ids=ids: nv.nvmlDeviceGetFieldValues(h, ids))
+            vals = [v for v in (_field_value(fv) for fv in got or []) if v is not None and v > 0]
+            if vals:
+                return min(vals) * 1e6  # MB/s
+        return None
 
     def _pairs(self, devices: list[DeviceInfo]) -> list[PairLink]:
         nv = self.nvml

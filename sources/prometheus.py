@@ -28,7 +28,7 @@ from typing import Any
 from gpuscope import __version__
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import CLOCK_EVENT_REASONS, DeviceInfo, EndpointReading, Frame, GpuReading, Inventory
-from gpuscope.core.topology import best_link, nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
+from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.vocab import SEVERITIES
 
 # The Prometheus wiki's default-port list has 9100-9999 fully allocated (9400 is dcgm-exporter's), so
@@ -282,7 +282,7 @@ class Renderer:
         per_dev("gpuscope_nvlink_links_active", "gauge", "Active NVLinks of the GPU.",
                 lambda d: d.nvlinks_active if d.nvlink_version else None)
         per_dev("gpuscope_nvlink_capacity_bytes_per_second", "gauge", "Bandwidth of the GPU's active NVLinks, one "
-                "direction.", lambda d: nvlink_capacity_bytes_per_s(d.nvlink_version, d.nvlinks_active))
+                "direction.", lambda d: device_nvlink_capacity_bytes_per_s(d))
         o.family("gpuscope_topology_path", "gauge", "The path between two GPUs as nvidia-smi topo -m labels it "
                  "(NV# when NVLinks join them, else PIX/PXB/PHB/NODE/SYS); pcie_path is the PCIe part.",
                  [f"gpuscope_topology_path{labels([('gpu_a', p.a), ('gpu_b', p.b), ('path', p.label), ('pcie_path', p.pcie_path)])} 1\n"  # noqa: E501

@@ -49,6 +49,7 @@ GPU_FIELDS: dict[str, tuple[Any, Any]] = {
     "cpu_affinity": (list, None),
     "gpm": (bool, False),
     "nvlink_version": (int, 6),
+    "nvlink_speed_mbps": (int, None),
     "fan": (bool, True),
     "memory_temp": (bool, False),
     "pcie_counters": (bool, True),
@@ -121,6 +122,7 @@ class GpuSpec:
     fan: bool
     memory_temp: bool
     pcie_counters: bool
+    nvlink_speed_mbps: int | None = None  # what NVML's NVLINK_SPEED_MBPS fields answer (None: by the part)
 
 
 @dataclass(frozen=True)
@@ -259,6 +261,9 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
             raise _err(src, f"gpus[{gi}].numa_nodes", f"expected {n} entries, one per GPU")
         if aff is not None and len(aff) != n:
             raise _err(src, f"gpus[{gi}].cpu_affinity", f"expected {n} entries, one per GPU")
+        speed = gd["nvlink_speed_mbps"]
+        if speed is not None and not 0 <= speed <= 1_000_000:
+            raise _err(src, f"gpus[{gi}].nvlink_speed_mbps", "expected 0 (not supported) or MB/s per link up to 1000000")
         for k in range(n):
             gen_max = gd["pcie_gen_gpu_max"]
             sys_max = gd["pcie_gen_sys_max"] or gen_max
@@ -276,7 +281,7 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
                 numa_node=int(numa[k]) if numa is not None else None,
                 cpu_affinity=str(aff[k]) if aff is not None else None,
                 gpm=gd["gpm"], nvlink_version=gd["nvlink_version"], fan=gd["fan"], memory_temp=gd["memory_temp"],
-                pcie_counters=gd["pcie_counters"],
+                pcie_counters=gd["pcie_counters"], nvlink_speed_mbps=speed,
             ))
     n = len(gpus)
     topo = data.get("topology", {})

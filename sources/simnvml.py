@@ -20,10 +20,26 @@ from typing import Any
 import pynvml as _real
 
 from gpuscope.core.model import CLOCK_EVENT_BITS
-from gpuscope.core.topology import pcie_capacity_bytes_per_s
+from gpuscope.core.topology import nvlink_link_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.sources.scenario import GpuSpec, Scenario
 
 _PATH_LEVEL = {"PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
+# Parts whose NVLINK_SPEED_MBPS fields answer NOT_SUPPORTED on real hardware (H200, driver 580:
+# docs nvml-facts.md); every other part answers its per-link rate from core.topology's table.
+_SPEED_NOT_SUPPORTED = ("H200",)
+_FI_NVLINK_SPEED = (84, 85, 86, 87, 88, 89, 90, 132, 133, 134, 135, 136, 137)
+
+
+def nvlink_speed_mbps(spec: GpuSpec) -> int | None:
+    """What the simulated NVLINK_SPEED_MBPS fields answer for ``spec`` (None: NOT_SUPPORTED)."""
+    if spec.nvlink_speed_mbps is not None:
+        return spec.nvlink_speed_mbps or None  # 0 in the scenario: not supported
+    if any(w in spec.name.upper().split() for w in _SPEED_NOT_SUPPORTED):
+        return None
+    rate = nvlink_link_bytes_per_s(spec.name, spec.nvlink_version, spec.architecture)
+    return int(rate / 1e6) if rate else None  # whole MB/s, as the driver answers (14062 for GA102)
+
+
 _ARCH_ID = {"kepler": 2, "maxwell": 3, "pascal": 4, "volta": 5, "turing": 6, "ampere": 7, "ada": 8, "hopper": 9,
             "blackwell": 10}
 
@@ -388,6 +404,14 @@ class SimNvml:
             elif fid in (175, 176, 177, 178, 179, 180, 183):
                 val = self._counter(hh, "errors_per_s") if (s.pcie_counters and fid == 175) else 0
                 ret = 0 if s.pcie_counters else _real.NVML_ERROR_NOT_SUPPORTED
+            elif fid in _FI_NVLINK_SPEED:  # NVLink speed per link, MB/s
+                speed = nvlink_speed_mbps(s) if self._links(s.index) else None
+                link = _FI_NVLINK_SPEED.index(fid) if fid != 90 else 0
+                link = link - 1 if link > 6 else link  # 84-89 → links 0-5, 132-137 → links 6-11
+                if speed is None or link >= len(self._links(s.index)):
+                    ret = _real.NVML_ERROR_NOT_SUPPORTED
+                else:
+                    val, vt = speed, 1
             elif fid in (138, 139):  # NVLink data KiB counter, per link (scopeId)
                 links = self._links(s.index)
                 if scope >= len(links):

@@ -57,7 +57,9 @@ def test_link_label(gen, width, short, text):
     (4, 16, 4, 16, False, "at_max"),
     (1, 16, 4, 16, True, "below_max_busy"),
     (1, 16, 4, 16, False, "below_max_idle"),
-    (4, 8, 4, 16, True, "below_max_busy"),  # width alone
+    (4, 8, 4, 16, False, "narrow"),  # a narrow link is a fault at any load, never power saving
+    (4, 8, 4, 16, True, "narrow"),
+    (1, 8, 4, 16, False, "narrow"),
     (3, 16, 3, 16, True, "at_max"),  # the slot's best is Gen3: at its max
     (None, None, 4, 16, True, "at_max"),  # unknown is never "below"
     (1, 16, None, None, True, "at_max"),  # unknown best: nothing to be below

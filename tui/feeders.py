@@ -128,6 +128,8 @@ class ReplayFeeder:
             start = self.rec.index_at(float(self.rec.times[target]) - self.window_s())
             self.session.history.clear()
             self.session.findings.reset()
+            t_start = float(self.rec.times[start])  # findings open before the window keep their start times
+            self.session.findings.prime(e for e in self.rec.events if e.t < t_start)
             for f in self.rec.frames(start, target + 1):
                 self.session.ingest(f)
             self.index = target

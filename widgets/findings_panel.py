@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from gpuscope.core.findings import finding_line
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import SEVERITIES
 from gpuscope.widgets.style import DIM, OK, SEV_MARK, SEV_STYLE, fmt_duration, set_content
@@ -36,13 +37,18 @@ class FindingsPanel(Static):
         lines = []
         for f in fs[:limit]:
             t = Text()
-            if f.id == "bottleneck":
+            text, state = finding_line(f, v.now)
+            message, _sep, when = text.rpartition("  · ") if state == "active" else (text, "", "")
+            if state == "clearing":  # the condition ended: dimmed, its numbers are the last ones seen
+                t.append(("» " if f.id == "bottleneck" else SEV_MARK[f.severity] + " ") + message, style=DIM)
+            elif f.id == "bottleneck":
                 t.append("» ", style="bold cyan")
-                t.append(f.message, style="bold cyan")
+                t.append(message, style="bold cyan")
             else:
                 t.append(SEV_MARK[f.severity] + " ", style=SEV_STYLE[f.severity])
-                t.append(f.message, style="" if f.severity != "info" else DIM)
-            t.append(f"  {held(f.started_at, v.now)}", style=DIM)
+                t.append(message, style="" if f.severity != "info" else DIM)
+            if when:
+                t.append(f"  {when}", style=DIM)
             lines.append(t)
         if len(fs) > limit:
             lines.append(Text(f"… {len(fs) - limit} more (f to focus)", style=DIM))

@@ -8,7 +8,7 @@ from textual.widgets import Static
 
 from gpuscope.core.history import resample
 from gpuscope.core.model import DeviceInfo, GpuReading
-from gpuscope.core.topology import best_link, nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
+from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import CLOCK_EVENT_BY_NAME, LINK_LEVEL, link_label, link_state, reading_busy
 from gpuscope.widgets.style import (
@@ -138,7 +138,7 @@ class GpuPanel(Static):
             t.append(self._graph(v, metric, graphw, cap), style=level_style(share))
             lines.append(t)
         if dev.nvlinks_active:
-            ncap = nvlink_capacity_bytes_per_s(dev.nvlink_version, dev.nvlinks_active)
+            ncap = device_nvlink_capacity_bytes_per_s(dev)
             t = Text(f"NVL×{dev.nvlinks_active} ")
             vals = [x for x in (r.nvlink_rx_bytes_per_s, r.nvlink_tx_bytes_per_s) if x is not None]
             peak = max(vals) if vals else None
