@@ -29,8 +29,8 @@ MAX_FINDINGS = 16  # per summary; the worst first
 MAX_TEXT = 160  # characters of one finding's text
 MAX_ENDPOINTS = 8
 MAX_GPUS = 1024
-# the worst link first: below max while busy is a problem, below max at idle is power saving
-LINK_RANK = {"below_max_busy": 0, "below_max_idle": 1, "at_max": 2}
+# the worst link first: narrow (a fault at any load), a lower generation while busy, at idle (power saving)
+LINK_RANK = {"narrow": 0, "below_max_busy": 1, "below_max_idle": 2, "at_max": 3}
 
 
 class SummaryError(ValueError):
@@ -86,7 +86,8 @@ class HostSummary:
 def summarise(inv: Inventory, frame: Frame, findings: Iterable[Any] = (), *, seq: int = 0,
               interval_s: float | None = None, from_frame: bool = False) -> HostSummary:
     """The summary of ``frame`` on the host of ``inv``; ``findings`` are the active
-    :class:`gpuscope.core.findings.Finding` (id, severity, started_at, message), worst first."""
+    :class:`gpuscope.core.findings.Finding` (id, severity, since or started_at, message), worst first; each
+    finding's ``since`` is when its current severity and wording began."""
     live = [r for r in frame.gpus if not r.lost]
     utils = [r.util_gpu_pct for r in live if r.util_gpu_pct is not None]
     powers = [r.power_w for r in live if r.power_w is not None]
@@ -101,7 +102,8 @@ def summarise(inv: Inventory, frame: Frame, findings: Iterable[Any] = (), *, seq
                            reading_busy(r, pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)))
         if worst is None or LINK_RANK[state] < LINK_RANK[worst[2]]:
             worst = (r.index, LINK_RANK[state], state)
-    fs = tuple(SummaryFinding(f.id, f.severity, float(f.started_at), str(f.message)[:MAX_TEXT])
+    fs = tuple(SummaryFinding(f.id, f.severity, float(getattr(f, "since", None) or f.started_at),
+                              str(f.message)[:MAX_TEXT])
                for f in list(findings)[:MAX_FINDINGS])
     eps = tuple((_ep_name(e.url, e.kind), e.gen_tokens_per_s) for e in frame.endpoints if not e.probe)[:MAX_ENDPOINTS]
     link_gpu = worst[0] if worst else None

@@ -494,8 +494,11 @@ class Subscriber:
                         fid = ev.data.get("id") if isinstance(ev.data, dict) else None
                         if not isinstance(fid, str):
                             continue
-                        if ev.kind == "finding_raised" and len(h.findings) < 1000:
-                            h.findings[fid] = (str(ev.data.get("severity")), ev.text[:300], ev.t)
+                        if ev.kind in ("finding_raised", "finding_changed") and len(h.findings) < 1000:
+                            ago = ev.data.get("since_s")
+                            ok = isinstance(ago, (int, float)) and not isinstance(ago, bool) and 0 <= ago < 1e9
+                            h.findings[fid] = (str(ev.data.get("severity")), ev.text[:300],
+                                               ev.t - float(ago) if ok else ev.t)
                         elif ev.kind == "finding_cleared":
                             h.findings.pop(fid, None)
                     if h.legacy is None:

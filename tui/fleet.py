@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import threading
 from collections.abc import Callable
 
@@ -33,7 +34,7 @@ class RemoteFeeder:
         seen = 0
         while not self._stop.is_set():
             f = self.sub.wait_frame(self.host, seen, 1.0)
-            h = next((x for x in self.sub.snapshot() if x.host == self.host), None)
+            h = self.sub.hosts.get(self.host)  # one host: no snapshot of the whole fleet per frame
             if f is not None and h is not None:
                 seen = h.frames
                 with self.session_lock:
@@ -52,24 +53,31 @@ class RemoteFeeder:
 
 
 def run_fleet(args: argparse.Namespace) -> int:
-
+    """The fleet screen; enter opens a host (its frames subscribed while open, released when closed).
+    With ``--host`` only that host's topics are subscribed."""
     check_terminal()
     cfg = broker_config(args)
-    sub = Subscriber(cfg).start()
+    sub = Subscriber(cfg, only_host=args.host).start()  # --host: that host's topics only
     try:
         host = args.host
+        selected, needle = None, ""
         while True:
             if host is None:
-                host = FleetApp(sub, cfg).run()
+                fleet = FleetApp(sub, cfg, selected=selected, needle=needle)
+                host = fleet.run()
+                needle = fleet.last_filter
+                del fleet
                 if not host:
                     return 0
-            inv = sub.wait_inventory(host, 5.0)
-            if inv is None:
-                raise GpuscopeError(f"no inventory from host {host!r} on the broker (is its agent running?)")
-            session = Session(inv, interval_s=args.interval)
-            app = GpuscopeApp(session, None, label="REMOTE", interval_s=args.interval)
-            app.feeder = RemoteFeeder(sub, host, session, app.notify_update)
-            app.run()
+                selected = host
+            if not args.host:
+                sub.watch(host)  # subscribe to this host's frames and inventory while it is open
+            try:
+                _show_host(sub, host, args.interval)
+            finally:
+                if not args.host:
+                    sub.unwatch(host)
+                gc.collect()  # the closed view's session, history and app go now: flat memory across visits
             if args.host:
                 return 0
             host = None
@@ -77,3 +85,15 @@ def run_fleet(args: argparse.Namespace) -> int:
         sub.stop()
 
 
+def _show_host(sub: Subscriber, host: str, interval_s: float) -> None:
+    inv = sub.wait_inventory(host, 5.0)
+    if inv is None:
+        raise GpuscopeError(f"no inventory from host {host!r} on the broker (is its agent running?)")
+    session = Session(inv, interval_s=interval_s)
+    app = GpuscopeApp(session, None, label="REMOTE", interval_s=interval_s)
+    feeder = RemoteFeeder(sub, host, session, app.notify_update)
+    app.feeder = feeder
+    try:
+        app.run()
+    finally:
+        feeder.stop()

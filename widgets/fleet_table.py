@@ -19,7 +19,7 @@ from gpuscope.core.vocab import LINK_LEVEL, SEVERITIES
 from gpuscope.sources.mqtt import RemoteHost
 from gpuscope.widgets.style import BAD, DIM, LEVEL_STYLE, OK, SEV_STYLE, set_content
 
-HEADER = (f"{'host':<23}{'state':<8}{'GPUs':<15}{'util':>5}  {'power':>8}  {'tok/s':>8}  {'link':<12}{'seen':>9}  "
+HEADER = (f"{'host':<23}{'state':<8}{'GPUs':<18}{'util':>6}{'power':>10}{'tok/s':>10}  {'link':<10}{'seen':>9}  "
           "worst finding")
 
 
@@ -70,19 +70,19 @@ def row(h: RemoteHost, now: float) -> Text:
     t.append(f"{state[0]:<8}", style=state[1])
     if s is None:
         n = len(h.inventory.devices) if h.inventory else 0
-        t.append(f"{n:>3} GPUs  {'(no data yet)':<52}", style=DIM)
+        t.append(f"{n:>3} GPUs  {'(no data yet)':<49}", style=DIM)
     else:
         lost = f" ({len(s.lost)} lost)" if s.lost else ""
         t.append(f"{s.gpus:>3} GPU{'' if s.gpus == 1 else 's'}", style="")
-        t.append(f"{lost:<11}", style=BAD if s.lost else "")
+        t.append(f"{lost:<10}", style=BAD if s.lost else "")
         t.append(f"{s.util_pct:>4.0f} %" if s.util_pct is not None else f"{'–':>4}  ")
         t.append(f"  {s.power_w:>6.0f} W" if s.power_w is not None else f"  {'–':>6}  ")
         tok = s.tok_s()
         t.append(f"  {tok:>8.0f}  " if tok is not None else f"  {'–':>8}  ", style="" if tok is not None else DIM)
         if s.link_state and s.link_state != "at_max":
-            t.append(f"{(s.link_label or '?') + '▼':<12}", style=LEVEL_STYLE[LINK_LEVEL[s.link_state]])
+            t.append(f"{(s.link_label or '?') + '▼':<10}", style=LEVEL_STYLE[LINK_LEVEL[s.link_state]])
         else:
-            t.append(f"{'ok' if s.link_state else '–':<12}", style=DIM)
+            t.append(f"{'ok' if s.link_state else '–':<10}", style=DIM)
     t.append(f"{_age(now, h.data_t):>9}  ", style=DIM)
     rank, msg = h.worst()
     if rank < len(SEVERITIES):
