@@ -119,7 +119,8 @@ class _DropCounter(logging.Handler):
             self.count += 1
 
 
-def _client(cfg: BrokerConfig, identifier: str, will: Any = None, logger: logging.Logger | None = None) -> Any:
+def _client(cfg: BrokerConfig, identifier: str, will: Any = None, logger: logging.Logger | None = None,
+            queue_max: int = 10_000) -> Any:
     import aiomqtt
 
     ctx = None
@@ -128,7 +129,7 @@ def _client(cfg: BrokerConfig, identifier: str, will: Any = None, logger: loggin
         if cfg.cert_file:
             ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
     return aiomqtt.Client(cfg.host, cfg.port, username=cfg.username, password=cfg.password, identifier=identifier,
-                          will=will, tls_context=ctx, timeout=5, keepalive=15, max_queued_incoming_messages=10_000,
+                          will=will, tls_context=ctx, timeout=5, keepalive=15, max_queued_incoming_messages=queue_max,
                           logger=logger)
 
 
@@ -290,8 +291,10 @@ class Subscriber:
     A cleared retained message (empty payload) of a host's summary, status or inventory removes it.
     """
 
-    def __init__(self, cfg: BrokerConfig, only_host: str | None = None, legacy_every_s: float = LEGACY_EVERY_S):
+    def __init__(self, cfg: BrokerConfig, only_host: str | None = None, legacy_every_s: float = LEGACY_EVERY_S,
+                 queue_max: int = 10_000):
         self.cfg = cfg
+        self.queue_max = queue_max  # messages the client library holds before it discards (counted)
         self.only_host = only_host
         self.legacy_every_s = legacy_every_s
         self.hosts: dict[str, RemoteHost] = {}
@@ -575,7 +578,8 @@ class Subscriber:
         self._aloop = loop
         while not self._stop.is_set():
             try:
-                async with _client(self.cfg, f"gpuscope-view-{os.getpid()}-{id(self)}", logger=self._logger) as c:
+                async with _client(self.cfg, f"gpuscope-view-{os.getpid()}-{id(self)}", logger=self._logger,
+                                 queue_max=self.queue_max) as c:
                     subscribed: set[str] = set()
                     await self._sync(c, subscribed)
                     self.connected, backoff, self.last_error = True, 0.5, None
