@@ -242,6 +242,7 @@ class RemoteHost:
     legacy: bool | None = None  # True: an older agent (frames only); False: publishes summaries; None: not known yet
     last_seq: int | None = None
     last_decode: float = 0.0  # monotonic time of the last legacy frame decoded for the fleet row
+    rank: int = len(SEVERITIES)  # worst()[0], kept up to date by the subscriber (the fleet sorts by it)
 
     def worst(self) -> tuple[int, str]:
         """(severity rank 0 critical … 3 none, message) of the worst active finding (ranks: core/vocab.py)."""
@@ -471,6 +472,7 @@ class Subscriber:
                         self._resync()
                     h.legacy = False
                     h.summary = s
+                    h.rank = s.worst()[0]
                     h.data_t = s.t
                     h.last_seen = now
                     if not retained:
@@ -504,6 +506,8 @@ class Subscriber:
                                                ev.t - float(ago) if ok else ev.t)
                         elif ev.kind == "finding_cleared":
                             h.findings.pop(fid, None)
+                    if f.events:
+                        h.rank = h.worst()[0]
                     if h.legacy is None:
                         h.legacy = True  # frames, and neither a summary nor a status with the mark
                     if host in self.watched or self.only_host or h.legacy:

@@ -25,7 +25,7 @@ HEADER = (f"{'host':<23}{'state':<8}{'GPUs':<18}{'util':>6}{'power':>10}{'tok/s'
 
 def order(hosts: Sequence[RemoteHost]) -> list[RemoteHost]:
     """Worst first: offline hosts, then by the worst finding, then by name."""
-    return sorted(hosts, key=lambda h: (h.online, h.worst()[0], h.host))
+    return sorted(hosts, key=lambda h: (h.online, h.rank, h.host))  # rank: worst()[0], kept by the subscriber
 
 
 def visible(hosts: Sequence[RemoteHost], needle: str) -> list[RemoteHost]:
