@@ -119,8 +119,22 @@ class _DropCounter(logging.Handler):
             self.count += 1
 
 
+class _DirectQueue(asyncio.Queue):  # type: ignore[type-arg]
+    """An incoming "queue" that hands each message to :attr:`sink` as the client library reads it.
+
+    The viewer's handler is quick (~30 µs a summary) and runs in the same event-loop thread, so there is
+    no queue to overflow and no task per message (aiomqtt's iterator costs more than the handling). When
+    the viewer cannot keep up, the socket fills and the broker drops (counted via ``$SYS``).
+    """
+
+    sink: Any = None
+
+    def put_nowait(self, item: Any) -> None:
+        type(self).sink(item)
+
+
 def _client(cfg: BrokerConfig, identifier: str, will: Any = None, logger: logging.Logger | None = None,
-            queue_max: int = 10_000) -> Any:
+            queue_max: int = 10_000, queue_type: Any = None) -> Any:
     import aiomqtt
 
     ctx = None
@@ -130,7 +144,7 @@ def _client(cfg: BrokerConfig, identifier: str, will: Any = None, logger: loggin
             ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
     return aiomqtt.Client(cfg.host, cfg.port, username=cfg.username, password=cfg.password, identifier=identifier,
                           will=will, tls_context=ctx, timeout=5, keepalive=15, max_queued_incoming_messages=queue_max,
-                          logger=logger)
+                          logger=logger, queue_type=queue_type)
 
 
 def safe_host(name: str) -> str:
@@ -293,9 +307,11 @@ class Subscriber:
     """
 
     def __init__(self, cfg: BrokerConfig, only_host: str | None = None, legacy_every_s: float = LEGACY_EVERY_S,
-                 queue_max: int = 10_000):
+                 queue_max: int = 0):
         self.cfg = cfg
-        self.queue_max = queue_max  # messages the client library holds before it discards (counted)
+        # 0: each message is handled as it is read (no queue); N: the client library queues up to N messages
+        # and discards (counted) beyond
+        self.queue_max = queue_max
         self.only_host = only_host
         self.legacy_every_s = legacy_every_s
         self.hosts: dict[str, RemoteHost] = {}
@@ -540,6 +556,9 @@ class Subscriber:
         fs.sort(key=lambda x: SEV_RANK.get(x.severity, len(SEVERITIES)))
         h.summary = summarise(h.inventory, f, fs, from_frame=True)
 
+    def _on_message(self, msg: Any) -> None:
+        self.handle(msg.topic.value, msg.payload, retained=bool(msg.retain))
+
     def _cleared(self, host: str, kind: str) -> bool:
         """An empty payload: a retained message cleared. Summary, status or inventory: the host is retired."""
         if kind not in ("summary", "status", "inventory"):
@@ -582,15 +601,16 @@ class Subscriber:
         self._aloop = loop
         while not self._stop.is_set():
             try:
+                direct = None if self.queue_max else type("_Q", (_DirectQueue,), {"sink": self._on_message})
                 async with _client(self.cfg, f"gpuscope-view-{os.getpid()}-{id(self)}", logger=self._logger,
-                                 queue_max=self.queue_max) as c:
+                                   queue_max=self.queue_max, queue_type=direct) as c:
                     subscribed: set[str] = set()
                     await self._sync(c, subscribed)
                     self.connected, backoff, self.last_error = True, 0.5, None
                     syncer = asyncio.create_task(self._sync_loop(c, subscribed))
                     try:
-                        async for msg in c.messages:
-                            self.handle(msg.topic.value, msg.payload, retained=bool(msg.retain))
+                        async for msg in c.messages:  # with the direct queue: only ends on a disconnection
+                            self._on_message(msg)
                             if self._stop.is_set():
                                 return
                     finally:
