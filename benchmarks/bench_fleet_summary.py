@@ -86,7 +86,7 @@ async def main():
     keys = []
     async with app.run_test(size=(160, 50)) as pilot:
         t_load = time.monotonic()
-        while len(sub.hosts) < n + 1 and time.monotonic() - t_load < 120:
+        while len(sub.hosts) < n and time.monotonic() - t_load < 120:
             await asyncio.sleep(0.2)
         load_s = time.monotonic() - t_load
         await asyncio.sleep(3)  # the retained burst settles
@@ -133,7 +133,7 @@ src = open_source("h200-nvswitch-8", virtual_at=30.0, pcie_block_s=0.0)
 src.sample(); src.nvml.clock.now = 31
 base = summarise(src.inventory, src.sample(), seq=0, interval_s=1.0)
 rnd = random.Random(7)
-hosts = [f"sim-host-{k:05d}" for k in range(n)]
+hosts = [f"sim-host-{k:05d}" for k in range(n - 1)]  # and the probe: n in all (the viewer's cap is 10,000)
 crit = SummaryFinding("gpu_lost:GPU3", "critical", time.time() - 600, "GPU3 fell off the bus (simulated)")
 warn = SummaryFinding("pcie_below_max:GPU5", "warning", time.time() - 300,
                       "GPU5 PCIe Gen4×16 of Gen5×16 while busy (simulated)")
@@ -165,7 +165,7 @@ async def main():
                 await c.publish("gpuscope/v1/0-probe/summary", payload("0-probe", (f,)), retain=True)
                 nxt_probe += 2.0
             for _ in range(per_tick):
-                h = hosts[k % n]
+                h = hosts[k % len(hosts)]
                 k += 1
                 await c.publish(f"gpuscope/v1/{h}/summary", payload(h), retain=True)
                 sent += 1
