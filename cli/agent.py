@@ -94,7 +94,7 @@ def run_agent(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
                             tick.end(mqtt_dropped=pub.dropped if pub is not None else None))
 
     try:
-        run_ticks(sample, on_frame, args.interval, stop)
+        run_ticks(sample, on_frame, args.interval, stop, on_error=session.tick_failed)
     finally:
         if pub is not None:
             pub.stop()
@@ -103,7 +103,9 @@ def run_agent(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
         src.close()
     sent = f"; {pub.sent} frames sent, {pub.dropped} dropped" if pub is not None else ""
     served = f"; {exporter.scrapes} scrapes served" if exporter is not None else ""
-    sys.stderr.write(f"gpuscope agent: stopped{sent}{served}\n")
+    errs = session.tick_errors
+    trouble = f"; {errs.text()}" if errs.count else ""
+    sys.stderr.write(f"gpuscope agent: stopped{sent}{served}{trouble}\n")
     return 0
 
 
@@ -176,7 +178,10 @@ def run_remote_record(args: argparse.Namespace) -> int:
             f = sub.wait_frame(host, seen, 1.0)
             if f is not None:
                 seen = next(x.frames for x in sub.snapshot() if x.host == host)
-                session.ingest(f)
+                try:
+                    session.ingest(f)
+                except Exception as e:  # noqa: BLE001 - logged and counted; recording goes on
+                    session.tick_failed(e)
     finally:
         rec = session.stop_recording()
         sub.stop()

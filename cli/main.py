@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 from gpuscope import __version__
-from gpuscope.core.errors import GpuscopeError
+from gpuscope.cli import logs
+from gpuscope.core.errors import SHOWN, GpuscopeError, one_line
 from gpuscope.core.vocab import SERVER_KINDS
 
 COMMANDS = ("topo", "scenarios", "record", "replay", "demo", "summary", "export", "compare", "agent")
+TUI_COMMANDS = ("", "replay", "demo")  # these draw on the terminal: nothing else may write to it meanwhile
+log = logging.getLogger("gpuscope.cli")
 EXIT_USAGE = 2
 EXIT_FAIL = 1
 
@@ -83,7 +87,7 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     main.add_argument("--compact", action="store_true", help="one line per GPU")
     _add_broker(main)
     main.add_argument("--host", metavar="HOST", help="with --broker: open this host directly")
-    p = {"": main}
+    p: dict[str, argparse.ArgumentParser] = {"": main}
 
     ag = _Parser(prog="gpuscope agent", description="Publish this machine's frames, findings and inventory to an "
                  "MQTT broker (topics: docs/mqtt.md), serve them to Prometheus (docs/prometheus.md), or both.")
@@ -145,17 +149,40 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     c.add_argument("b")
     c.add_argument("--json", action="store_true")
     p["compare"] = c
+    for parser in p.values():
+        parser.add_argument("--log-file", metavar="PATH",
+                            help="log to this file (or GPUSCOPE_LOG=PATH[:LEVEL]; level also GPUSCOPE_LOG_LEVEL)")
     return p
 
 
+def _global_log_file(argv: list[str]) -> str | None:
+    """Take a ``--log-file PATH`` given before the command word (``gpuscope --log-file x record …``)."""
+    path = None
+    while argv and (argv[0] == "--log-file" or argv[0].startswith("--log-file=")):
+        if argv[0] == "--log-file":
+            if len(argv) < 2:
+                return path
+            path = argv[1]
+            del argv[:2]
+        else:
+            path = argv.pop(0).split("=", 1)[1]
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. A GpuscopeError is one line on stderr; any other exception is logged with its
+    traceback (to the log file, if any) and shown as one ``internal error`` line; both exit 1."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    early_log = _global_log_file(argv)
     parsers = build_parser()
     cmd = argv[0] if argv and argv[0] in COMMANDS else ""
     args = parsers[cmd].parse_args(argv[1:] if cmd else argv)
     try:
+        logs.configure(logs.env_config(args.log_file or early_log), terminal=cmd not in TUI_COMMANDS)
+        log.info("gpuscope %s: %s", __version__, cmd or "live view")  # not argv: it may hold a header's token
         return _dispatch(cmd, args)
     except GpuscopeError as e:
+        log.info("error: %s", e)
         sys.stderr.write(f"gpuscope: error: {e}\n")
         return EXIT_FAIL
     except KeyboardInterrupt:
@@ -166,6 +193,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return 0
+    except Exception as e:  # noqa: BLE001 - a bug: one line for the user, the traceback for the log
+        log.error("internal error: %s", one_line(e), exc_info=e, extra=SHOWN)
+        path = logs.file_of()
+        where = f"details in {path}" if path else "rerun with --log-file PATH for details"
+        sys.stderr.write(f"gpuscope: internal error: {one_line(e)} ({where})\n")
+        return EXIT_FAIL
 
 
 def _open(simulate: str | None, pcie_mode: str = "auto", virtual_at: float | None = None,
@@ -194,6 +227,8 @@ def _open(simulate: str | None, pcie_mode: str = "auto", virtual_at: float | Non
 
 
 def _dispatch(cmd: str, args: argparse.Namespace) -> int:
+    # Each command imports what it needs here, not at module level: `gpuscope topo` need not load NVML's
+    # pool, MQTT or HTTP, and no headless command may load Textual (tests/test_layout.py).
     if cmd == "scenarios":
         from gpuscope.sources.scenario import load, shipped
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -79,11 +80,14 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
             except OSError as e:
                 session.stop_recording()
                 raise GpuscopeError(f"cannot run {cmd[0]}: {e.strerror or e}") from None
-        run_ticks(src.sample, on_frame, args.interval, stop)
+        run_ticks(src.sample, on_frame, args.interval, stop, on_error=session.tick_failed)
         if proc is not None:
             status = proc.wait()
             session.add_marker(f"end: exit status {status}")
-            on_frame(src.sample())
+            try:
+                on_frame(src.sample())
+            except Exception as e:  # noqa: BLE001 - logged and counted like any tick
+                session.tick_failed(e)
     finally:
         if markers is not None:
             markers.close()
@@ -98,8 +102,13 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
     sim = " SIMULATED" if src.inventory.simulated else ""
     state = "stopped early" if session.record_error else "recorded"
     n = rec.frames if rec is not None else frames
+    errs = session.tick_errors
+    trouble = f"; {errs.text()}" if errs.count else ""
+    if rec is not None and rec.dropped:
+        trouble += f"; {rec.dropped} frames dropped (the disk was too slow)"
     sys.stderr.write(f"gpuscope: {state} {n}{sim} frames of {len(src.inventory.devices)} GPUs over "
-                     f"{human_duration(time.monotonic() - t_start)} to {args.output} ({human_bytes(size)}){worst}\n")
+                     f"{human_duration(time.monotonic() - t_start)} to {args.output} ({human_bytes(size)}){worst}"
+                     f"{trouble}\n")
     if proc is not None:
         return status if status >= 0 else 128 - status
     return 1 if session.record_error else 0
@@ -110,8 +119,6 @@ class MarkerPipe:
     becomes a marker (``echo "phase: decode" > "$GPUSCOPE_MARKERS"``)."""
 
     def __init__(self, add: Callable[[str], Any]):
-        import tempfile
-
         self.add = add
         self._dir = tempfile.mkdtemp(prefix="gpuscope-")
         self.path: str | None = os.path.join(self._dir, "markers")

@@ -15,16 +15,12 @@ from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.stats import export_rows, summarize
 from gpuscope.core.units import duration as human_duration
 from gpuscope.core.units import fmt_num
-from gpuscope.sources.recording import RecordingError, open_recording
+from gpuscope.sources.recording import open_recording
 
 
 def open_or_fail(path: Any) -> Any:
-    """Open a recording for a command; a bad or empty file is a one-line GpuscopeError."""
-
-    try:
-        rec = open_recording(path)
-    except RecordingError as e:
-        raise GpuscopeError(str(e)) from None
+    """Open a recording for a command; a bad or empty file is a one-line GpuscopeError (RecordingError)."""
+    rec = open_recording(path)
     if rec.n_frames == 0:
         raise GpuscopeError(f"{path}: the recording holds no frames" + (f" ({'; '.join(rec.problems)})" if rec.problems
                                                                     else ""))

@@ -9,19 +9,43 @@ None scales the graph to the data), and where it appears:
 * ``history``: kept in :class:`~gpuscope.core.history.History` (graphs, windows);
 * ``summary``: described (mean/p50/p95/max) by ``summary``/``compare``;
 * ``export``: a column of ``export`` (CSV/Parquet), in catalogue order;
-* ``detail``: graphed in the GPU detail view (needs ``history``).
+* ``detail``: graphed in the GPU detail view (needs ``history``);
+* ``dcgm`` / ``prom``: a family of the Prometheus exporter (:mod:`gpuscope.sources.prometheus`), as a
+  :class:`Series`: ``dcgm`` with dcgm-exporter's name, type, unit and labels (``DCGM_FI_*``), ``prom`` with
+  gpuscope's own (``gpuscope_*``, base units).
 
 Adding a metric is one entry here (a new field of a reading, or ``read`` to derive one); history,
-summary, export and the detail view pick it up. Consumers call :func:`metrics`/:func:`export_columns`
+summary, export, the detail view and the Prometheus exporter pick it up. Consumers call :func:`metrics`/:func:`export_columns`
 at use time, so the catalogue is read once per use, never copied at import.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """How a metric is exported to Prometheus: one sample per GPU (or per endpoint and model) in family ``name``.
+
+    Metrics whose series share a ``name`` form one family (their ``type`` and ``help`` must agree), told
+    apart by constant ``labels`` (``stat="p50"``); a sample is absent, never 0, when the value is None.
+    """
+
+    name: str
+    help: str  # HELP text (dcgm-exporter's words, unit included, for DCGM_FI_* families)
+    type: str = "gauge"  # "gauge" or "counter"
+    scale: float = 1.0  # exported value = raw / scale (1e-3: J → mJ, 2**20: bytes → MiB, 100: % → ratio 0-1)
+    integer: bool = False  # round to a whole number (dcgm-exporter's MiB and mJ)
+    gpm: bool = False  # a profiling field (DCGM_FI_PROF_*): only on GPUs with GPM
+    labels: tuple[tuple[str, str], ...] = ()  # constant labels after the family's own
+
+    def at(self, **labels: str) -> Series:
+        """This family with constant labels added: ``TTFT.at(stat="p50")``."""
+        return replace(self, labels=(*self.labels, *labels.items()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +65,8 @@ class Metric:
     export: bool = True
     detail: bool = False
     read: Callable[[Any], float | None] | None = None  # derive the value from a reading (default: the field)
+    dcgm: Series | None = None  # DCGM-compatible Prometheus family (dcgm-exporter's labels); gpu scope only
+    prom: Series | None = None  # gpuscope's own Prometheus family (label gpu, or endpoint/model/kind)
 
     @property
     def history(self) -> bool:
@@ -55,50 +81,126 @@ class Metric:
         return self.read if self.read is not None else attrgetter(self.name)
 
 
+MIB = 2**20  # dcgm-exporter's framebuffer unit
+
+# gpuscope's families shared by several metrics, told apart by a constant label
+_TTFT = Series("gpuscope_endpoint_time_to_first_token_seconds", "Time to first token over the poll window "
+               "(stat: mean, p50, p95 from the server's histogram).")
+_ITL = Series("gpuscope_endpoint_inter_token_latency_seconds", "Inter-token latency over the poll window "
+              "(stat: mean, p50, p95 from the server's histogram).")
+_PCIE_RATE = "(GPM where the GPU has it, else NVML's PCIe throughput counter)."
+
 # In export column order (the order of GpuReading's fields, endpoint metrics last); views keep this order.
+# The DCGM help texts are dcgm-exporter's (etc/default-counters.csv, etc/dcp-metrics-included.csv), verbatim.
 METRICS: tuple[Metric, ...] = (
-    Metric("util_gpu_pct", "utilization %", key="util", summary=True, detail=True, unit="%", maximum=100.0),
-    Metric("util_mem_pct", "memory controller %", key="mem_util", unit="%", maximum=100.0),
-    Metric("mem_used_bytes", "memory used GB", key="mem_used", unit="GB", scale=1e9, digits=1, detail=True),
-    Metric("mem_total_bytes", "memory total GB", unit="GB", scale=1e9, digits=1),
-    Metric("sm_clock_mhz", "SM clock MHz", key="sm_clock", unit="MHz", summary=True, detail=True),
-    Metric("mem_clock_mhz", "memory clock MHz", key="mem_clock", unit="MHz"),
+    Metric("util_gpu_pct", "utilization %", key="util", summary=True, detail=True, unit="%", maximum=100.0,
+           dcgm=Series("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).")),
+    Metric("util_mem_pct", "memory controller %", key="mem_util", unit="%", maximum=100.0,
+           dcgm=Series("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).")),
+    Metric("mem_used_bytes", "memory used GB", key="mem_used", unit="GB", scale=1e9, digits=1, detail=True,
+           dcgm=Series("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", scale=MIB, integer=True),
+           prom=Series("gpuscope_memory_used_bytes", "Framebuffer used.")),
+    Metric("mem_total_bytes", "memory total GB", unit="GB", scale=1e9, digits=1,
+           prom=Series("gpuscope_memory_total_bytes", "Framebuffer size.")),
+    Metric("sm_clock_mhz", "SM clock MHz", key="sm_clock", unit="MHz", summary=True, detail=True,
+           dcgm=Series("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).")),
+    Metric("mem_clock_mhz", "memory clock MHz", key="mem_clock", unit="MHz",
+           dcgm=Series("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).")),
     Metric("graphics_clock_mhz", "graphics clock MHz", unit="MHz"),
-    Metric("power_w", "power W", key="power", unit="W", summary=True, detail=True),
-    Metric("power_limit_w", "power limit W", unit="W"),
-    Metric("energy_j", "energy J", unit="J"),
-    Metric("temp_gpu_c", "temperature °C", key="temp", unit="°C", detail=True),
-    Metric("temp_mem_c", "memory temperature °C", unit="°C"),
+    Metric("power_w", "power W", key="power", unit="W", summary=True, detail=True,
+           dcgm=Series("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).")),
+    Metric("power_limit_w", "power limit W", unit="W",
+           prom=Series("gpuscope_power_limit_watts", "Enforced power limit.")),
+    Metric("energy_j", "energy J", unit="J",
+           dcgm=Series("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).",
+                       type="counter", scale=1e-3, integer=True)),
+    Metric("temp_gpu_c", "temperature °C", key="temp", unit="°C", detail=True,
+           dcgm=Series("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).")),
+    Metric("temp_mem_c", "memory temperature °C", unit="°C",
+           dcgm=Series("DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).")),
     Metric("fan_pct", "fan %", unit="%", maximum=100.0),
     Metric("pstate", "P-state"),
-    Metric("clock_event_reasons", "clock event reasons (NVML bits)"),
-    Metric("pcie_gen", "PCIe generation"),
-    Metric("pcie_width", "PCIe width"),
+    Metric("clock_event_reasons", "clock event reasons (NVML bits)",
+           dcgm=Series("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons (bitmask of "
+                       "DCGM_CLOCKS_THROTTLE_REASON_*).")),
+    Metric("pcie_gen", "PCIe generation",
+           prom=Series("gpuscope_pcie_link_generation", "PCIe link generation now.")),
+    Metric("pcie_width", "PCIe width",
+           prom=Series("gpuscope_pcie_link_width_lanes", "PCIe link width now, in lanes.")),
     Metric("pcie_tx_bytes_per_s", "PCIe TX GB/s", key="pcie_tx", digits=2, summary=True, detail=True,
-           unit="GB/s", scale=1e9),
+           unit="GB/s", scale=1e9,
+           dcgm=Series("DCGM_FI_PROF_PCIE_TX_BYTES", "The rate of data transmitted over the PCIe bus - including "
+                       "both protocol headers and data payloads - in bytes per second.", gpm=True),
+           prom=Series("gpuscope_pcie_tx_bytes_per_second", "PCIe transmit rate " + _PCIE_RATE)),
     Metric("pcie_rx_bytes_per_s", "PCIe RX GB/s", key="pcie_rx", digits=2, summary=True, detail=True,
-           unit="GB/s", scale=1e9),
-    Metric("pcie_replay_count", "PCIe replays"),
-    Metric("pcie_recovery_count", "PCIe recoveries"),
-    Metric("pcie_error_count", "PCIe errors"),
+           unit="GB/s", scale=1e9,
+           dcgm=Series("DCGM_FI_PROF_PCIE_RX_BYTES", "The rate of data received over the PCIe bus - including "
+                       "both protocol headers and data payloads - in bytes per second.", gpm=True),
+           prom=Series("gpuscope_pcie_rx_bytes_per_second", "PCIe receive rate " + _PCIE_RATE)),
+    Metric("pcie_replay_count", "PCIe replays",
+           dcgm=Series("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.", type="counter"),
+           prom=Series("gpuscope_pcie_replays_total", "PCIe replays since the driver loaded.", type="counter")),
+    Metric("pcie_recovery_count", "PCIe recoveries",
+           prom=Series("gpuscope_pcie_recoveries_total", "PCIe link recoveries since the driver loaded.",
+                       type="counter")),
+    Metric("pcie_error_count", "PCIe errors",
+           prom=Series("gpuscope_pcie_errors_total", "PCIe correctable errors since the driver loaded.",
+                       type="counter")),
     Metric("nvlink_tx_bytes_per_s", "NVLink TX GB/s", key="nvlink_tx", digits=1, summary=True, detail=True,
-           unit="GB/s", scale=1e9),
+           unit="GB/s", scale=1e9,
+           dcgm=Series("DCGM_FI_PROF_NVLINK_TX_BYTES", "The rate of data transmitted over NVLink, not including "
+                       "protocol headers, in bytes per second.", gpm=True),
+           prom=Series("gpuscope_nvlink_tx_bytes_per_second", "NVLink transmit rate, all links.")),
     Metric("nvlink_rx_bytes_per_s", "NVLink RX GB/s", key="nvlink_rx", digits=1, summary=True, detail=True,
-           unit="GB/s", scale=1e9),
-    Metric("sm_active_pct", "SM active %", key="sm_active", summary=True, detail=True, unit="%", maximum=100.0),
-    Metric("sm_occupancy_pct", "SM occupancy %", unit="%", maximum=100.0),
+           unit="GB/s", scale=1e9,
+           dcgm=Series("DCGM_FI_PROF_NVLINK_RX_BYTES", "The rate of data received over NVLink, not including "
+                       "protocol headers, in bytes per second.", gpm=True),
+           prom=Series("gpuscope_nvlink_rx_bytes_per_second", "NVLink receive rate, all links.")),
+    Metric("sm_active_pct", "SM active %", key="sm_active", summary=True, detail=True, unit="%", maximum=100.0,
+           dcgm=Series("DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned.",
+                       scale=100.0, gpm=True)),
+    Metric("sm_occupancy_pct", "SM occupancy %", unit="%", maximum=100.0,
+           dcgm=Series("DCGM_FI_PROF_SM_OCCUPANCY", "The ratio of number of warps resident on an SM.",
+                       scale=100.0, gpm=True)),
     Metric("tensor_active_pct", "tensor active %", key="tensor", summary=True, detail=True, unit="%",
-           maximum=100.0),
-    Metric("dram_bw_util_pct", "DRAM bandwidth %", key="dram_bw", detail=True, unit="%", maximum=100.0),
-    # endpoints
-    Metric("gen_tokens_per_s", "gen tok/s", key="tok_s", unit="tok/s", digits=1, scope="endpoint", summary=True),
+           maximum=100.0,
+           dcgm=Series("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active.",
+                       scale=100.0, gpm=True)),
+    Metric("dram_bw_util_pct", "DRAM bandwidth %", key="dram_bw", detail=True, unit="%", maximum=100.0,
+           dcgm=Series("DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active sending "
+                       "or receiving data.", scale=100.0, gpm=True)),
+    # endpoints (Prometheus: one sample per endpoint and model, only while the server answers)
+    Metric("gen_tokens_per_s", "gen tok/s", key="tok_s", unit="tok/s", digits=1, scope="endpoint", summary=True,
+           prom=Series("gpuscope_endpoint_generation_tokens_per_second", "Generated tokens per second over the "
+                       "poll window (a rate: the poller keeps no cumulative total).")),
     Metric("prompt_tokens_per_s", "prompt tok/s", unit="tok/s", digits=1, scope="endpoint", summary=True,
-           export=False),
-    Metric("requests_running", "requests running", scope="endpoint", summary=True, export=False),
-    Metric("kv_cache_pct", "KV cache %", scope="endpoint", summary=True, export=False, unit="%", maximum=100.0),
-    Metric("ttft_p50_s", "TTFT p50 ms", unit="ms", scale=1e-3, scope="endpoint", summary=True, export=False),
+           export=False,
+           prom=Series("gpuscope_endpoint_prompt_tokens_per_second", "Prompt tokens per second over the poll "
+                       "window.")),
+    Metric("requests_running", "requests running", scope="endpoint", summary=True, export=False,
+           prom=Series("gpuscope_endpoint_requests_running", "Requests being served.")),
+    Metric("requests_waiting", "requests waiting", scope="endpoint", export=False,
+           prom=Series("gpuscope_endpoint_requests_waiting", "Requests queued.")),
+    Metric("kv_cache_pct", "KV cache %", scope="endpoint", summary=True, export=False, unit="%", maximum=100.0,
+           prom=Series("gpuscope_endpoint_kv_cache_usage_ratio", "KV-cache use, 0-1.", scale=100.0)),
+    Metric("ttft_mean_s", "TTFT mean ms", unit="ms", scale=1e-3, scope="endpoint", export=False,
+           prom=_TTFT.at(stat="mean")),
+    Metric("ttft_p50_s", "TTFT p50 ms", unit="ms", scale=1e-3, scope="endpoint", summary=True, export=False,
+           prom=_TTFT.at(stat="p50")),
+    Metric("ttft_p95_s", "TTFT p95 ms", unit="ms", scale=1e-3, scope="endpoint", export=False,
+           prom=_TTFT.at(stat="p95")),
+    Metric("itl_mean_s", "ITL mean ms", unit="ms", scale=1e-3, digits=1, scope="endpoint", export=False,
+           prom=_ITL.at(stat="mean")),
     Metric("itl_p50_s", "ITL p50 ms", unit="ms", scale=1e-3, digits=1, scope="endpoint", summary=True,
-           export=False),
+           export=False, prom=_ITL.at(stat="p50")),
+    Metric("itl_p95_s", "ITL p95 ms", unit="ms", scale=1e-3, digits=1, scope="endpoint", export=False,
+           prom=_ITL.at(stat="p95")),
+    Metric("spec_accept_length", "spec-decode accepted tokens/step", digits=2, scope="endpoint", export=False,
+           prom=Series("gpuscope_endpoint_spec_decode_accept_length", "Speculative decoding: mean tokens "
+                       "accepted per step.")),
+    Metric("spec_accept_rate", "spec-decode accept ratio", digits=2, scope="endpoint", export=False,
+           prom=Series("gpuscope_endpoint_spec_decode_accept_ratio", "Speculative decoding: accepted share of "
+                       "drafted tokens.")),
 )
 
 EXPORT_LEAD = ("t", "gpu", "lost")  # the columns of every export row before the metrics

@@ -12,10 +12,9 @@ what the live engine showed.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -118,22 +117,39 @@ def _dev(inv: Inventory, i: int) -> DeviceInfo | None:
     return inv.devices[i] if 0 <= i < len(inv.devices) else None
 
 
-_memo = threading.local()
+class RuleWindow(Sequence[Frame]):
+    """The frames one evaluation reads, with the per-GPU averages the rules share.
+
+    :class:`FindingsEngine` builds one per evaluation and hands it to every rule, so each GPU's window
+    is averaged once however many rules ask; the cache lives and dies with this object (no hidden
+    per-thread state). Rules see a plain sequence of frames (the last one is "now")."""
+
+    __slots__ = ("_frames", "states")
+
+    def __init__(self, frames: Sequence[Frame]):
+        self._frames: tuple[Frame, ...] = tuple(frames)
+        self.states: dict[int, dict[str, Any] | None] = {}
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def __getitem__(self, k: Any) -> Any:
+        return self._frames[k]
+
+    def __iter__(self) -> Iterator[Frame]:
+        return iter(self._frames)
 
 
 def _gpu_state(inv: Inventory, frames: Sequence[Frame], i: int) -> dict[str, Any] | None:
     """Averaged readings of GPU ``i`` over the last few seconds, plus its current link.
 
-    Several rules ask for the same GPU on the same window: the answer is kept until the window
-    changes (keyed by its newest frame and length), so each evaluation averages once per GPU.
-    """
-    key = (inv, frames[-1] if frames else None, len(frames))  # held, so compared by identity safely
-    old = getattr(_memo, "key", None)
-    if old is None or old[0] is not key[0] or old[1] is not key[1] or old[2] != key[2]:
-        _memo.key, _memo.states = key, {}
-    if i not in _memo.states:
-        _memo.states[i] = _compute_gpu_state(frames, i)
-    return _memo.states[i]
+    Within one evaluation (a :class:`RuleWindow`) the answer is computed once per GPU and shared by
+    every rule that asks."""
+    if not isinstance(frames, RuleWindow):
+        return _compute_gpu_state(frames, i)
+    if i not in frames.states:
+        frames.states[i] = _compute_gpu_state(frames, i)
+    return frames.states[i]
 
 
 def _compute_gpu_state(frames: Sequence[Frame], i: int) -> dict[str, Any] | None:
@@ -563,10 +579,11 @@ RULES: dict[str, Callable[[Inventory, Sequence[Frame]], list[Candidate]]] = {
 
 
 def evaluate(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
-    """Run every rule once; candidates sorted severity first."""
+    """Run every rule once over one shared :class:`RuleWindow`; candidates sorted severity first."""
+    window = frames if isinstance(frames, RuleWindow) else RuleWindow(frames)
     out: list[Candidate] = []
     for rule in RULES.values():
-        out.extend(rule(inv, frames))
+        out.extend(rule(inv, window))
     return sort_findings(out)
 
 
@@ -652,7 +669,7 @@ class FindingsEngine:
         now = frame.t
         events: list[Event] = []
         seen = set()
-        for c in evaluate(self.inv, self.frames):
+        for c in evaluate(self.inv, RuleWindow(self.frames)):
             seen.add(c.id)
             f = self._state.get(c.id)
             if f is None:

@@ -72,7 +72,7 @@ def reading_busy(r: _Reading, capacity_bytes_per_s: float | None) -> bool:
 
 # ------------------------------------------------------------------ PCIe links
 LINK_STATES = ("at_max", "below_max_busy", "below_max_idle", "narrow")
-LINK_LEVEL = {"at_max": "ok", "below_max_busy": "bad", "below_max_idle": "warn", "narrow": "bad"}
+LINK_LEVEL = {"at_max": "ok", "below_max_busy": "bad", "below_max_idle": "dim", "narrow": "bad"}  # idle: not an alarm
 
 
 def link_label(gen: int | None, width: int | None, short: bool = False) -> str:

@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from gpuscope import __version__
+from gpuscope.core import catalogue
+from gpuscope.core.catalogue import MIB
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import CLOCK_EVENT_REASONS, DeviceInfo, EndpointReading, Frame, GpuReading, Inventory
 from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
@@ -35,7 +37,6 @@ from gpuscope.core.vocab import SEVERITIES
 # gpuscope takes a port outside it: dcgm-exporter's 9400 plus 10000, below Linux's ephemeral range.
 DEFAULT_PORT = 19400
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-MIB = 1024 * 1024
 
 
 class PrometheusError(GpuscopeError):
@@ -116,102 +117,77 @@ def skipped_ticks(prev_start: float | None, start: float, interval_s: float) -> 
     return max(0, round((start - prev_start) / interval_s) - 1)
 
 
-# ---- DCGM-compatible families: (name, type, help as dcgm-exporter writes it, value of a reading) ----
+# ---- families: the catalogue's (core/catalogue.py: Metric.dcgm / Metric.prom) and the exporter's own ----
 
-def _ratio(pct: float | None) -> float | None:
-    return None if pct is None else pct / 100.0
+Getter = Callable[[Any], "float | int | None"]
+Member = tuple[Getter, float, bool, str]  # value of a reading, scale (exported = raw / scale), integer, labels
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """One exported family of per-GPU or per-endpoint samples; each member is one value of the reading
+    (several members: one family told apart by constant labels, e.g. ``stat``)."""
+
+    name: str
+    type: str
+    help: str
+    members: tuple[Member, ...]
+    gpm: bool = False  # only GPUs with GPM (DCGM_FI_PROF_*)
+
+
+def families(scope: str, kind: str) -> list[Family]:
+    """The Prometheus families the catalogue declares for ``scope`` (``gpu``/``endpoint``) and ``kind``
+    (``dcgm``: dcgm-exporter's names and labels; ``prom``: gpuscope's own), in catalogue order; metrics that
+    share a family name are grouped at the first. Read at use time (a metric added to the catalogue is
+    exported by the next :class:`Renderer`). Raises ValueError when members of one family disagree on
+    type, help or GPM (a mistake in the catalogue)."""
+    order: dict[str, Family] = {}
+    for m in catalogue.metrics(scope):
+        ser = getattr(m, kind)
+        if ser is None:
+            continue
+        member = (m.getter(), ser.scale, ser.integer, "".join(f',{k}="{escape_label(v)}"' for k, v in ser.labels))
+        fam = order.get(ser.name)
+        if fam is None:
+            order[ser.name] = Family(ser.name, ser.type, ser.help, (member,), ser.gpm)
+        elif (fam.type, fam.help, fam.gpm) != (ser.type, ser.help, ser.gpm):
+            raise ValueError(f"catalogue: the metrics of Prometheus family {ser.name} disagree on type, help or GPM")
+        else:
+            order[ser.name] = Family(fam.name, fam.type, fam.help, (*fam.members, member), fam.gpm)
+    return list(order.values())
 
 
 def _fb_free(r: GpuReading) -> float | None:
     if r.mem_total_bytes is None or r.mem_used_bytes is None:
         return None
-    return round((r.mem_total_bytes - r.mem_used_bytes) / MIB)
+    return r.mem_total_bytes - r.mem_used_bytes
 
 
-Getter = Callable[[GpuReading], "float | int | None"]
+# Derived from two fields of a reading, so not a catalogue metric (the catalogue has one metric per field).
+DCGM_DERIVED = (Family("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", ((_fb_free, MIB, True, ""),)),)
+GPU_DERIVED = (Family("gpuscope_pcie_link_capacity_bytes_per_second", "gauge", "Usable bandwidth of the PCIe link "
+                      "as it runs now, one direction, after line encoding.",
+                      ((lambda r: pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width), 1.0, False, ""),)),)
 
-DCGM_FAMILIES: tuple[tuple[str, str, str, Getter, bool], ...] = (
-    # name, type, help, getter, needs GPM (DCGM_FI_PROF_* are profiling fields)
-    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", lambda r: r.sm_clock_mhz, False),
-    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", lambda r: r.mem_clock_mhz, False),
-    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).", lambda r: r.temp_mem_c, False),
-    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda r: r.temp_gpu_c, False),
-    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", lambda r: r.power_w, False),
-    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ).",
-     lambda r: None if r.energy_j is None else round(r.energy_j * 1000.0), False),
-    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.",
-     lambda r: r.pcie_replay_count, False),
-    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", lambda r: r.util_gpu_pct, False),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", lambda r: r.util_mem_pct, False),
-    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", _fb_free, False),
-    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
-     lambda r: None if r.mem_used_bytes is None else round(r.mem_used_bytes / MIB), False),
-    ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", "Current clock throttle reasons (bitmask of "
-     "DCGM_CLOCKS_THROTTLE_REASON_*).", lambda r: r.clock_event_reasons, False),
-    ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned.",
-     lambda r: _ratio(r.sm_active_pct), True),
-    ("DCGM_FI_PROF_SM_OCCUPANCY", "gauge", "The ratio of number of warps resident on an SM.",
-     lambda r: _ratio(r.sm_occupancy_pct), True),
-    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active.",
-     lambda r: _ratio(r.tensor_active_pct), True),
-    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active sending or "
-     "receiving data.", lambda r: _ratio(r.dram_bw_util_pct), True),
-    ("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "The rate of data transmitted over the PCIe bus - including both "
-     "protocol headers and data payloads - in bytes per second.", lambda r: r.pcie_tx_bytes_per_s, True),
-    ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "The rate of data received over the PCIe bus - including both "
-     "protocol headers and data payloads - in bytes per second.", lambda r: r.pcie_rx_bytes_per_s, True),
-    ("DCGM_FI_PROF_NVLINK_TX_BYTES", "gauge", "The rate of data transmitted over NVLink, not including protocol "
-     "headers, in bytes per second.", lambda r: r.nvlink_tx_bytes_per_s, True),
-    ("DCGM_FI_PROF_NVLINK_RX_BYTES", "gauge", "The rate of data received over NVLink, not including protocol "
-     "headers, in bytes per second.", lambda r: r.nvlink_rx_bytes_per_s, True),
-)
 
-# ---- gpuscope's per-GPU families whose value comes from the reading alone ----
-GPU_FAMILIES: tuple[tuple[str, str, str, Getter], ...] = (
-    ("gpuscope_pcie_link_generation", "gauge", "PCIe link generation now.", lambda r: r.pcie_gen),
-    ("gpuscope_pcie_link_width_lanes", "gauge", "PCIe link width now, in lanes.", lambda r: r.pcie_width),
-    ("gpuscope_pcie_link_capacity_bytes_per_second", "gauge", "Usable bandwidth of the PCIe link as it runs now, "
-     "one direction, after line encoding.", lambda r: pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)),
-    ("gpuscope_pcie_tx_bytes_per_second", "gauge", "PCIe transmit rate (GPM where the GPU has it, else NVML's "
-     "PCIe throughput counter).", lambda r: r.pcie_tx_bytes_per_s),
-    ("gpuscope_pcie_rx_bytes_per_second", "gauge", "PCIe receive rate (GPM where the GPU has it, else NVML's "
-     "PCIe throughput counter).", lambda r: r.pcie_rx_bytes_per_s),
-    ("gpuscope_pcie_replays_total", "counter", "PCIe replays since the driver loaded.",
-     lambda r: r.pcie_replay_count),
-    ("gpuscope_pcie_recoveries_total", "counter", "PCIe link recoveries since the driver loaded.",
-     lambda r: r.pcie_recovery_count),
-    ("gpuscope_pcie_errors_total", "counter", "PCIe correctable errors since the driver loaded.",
-     lambda r: r.pcie_error_count),
-    ("gpuscope_nvlink_tx_bytes_per_second", "gauge", "NVLink transmit rate, all links.",
-     lambda r: r.nvlink_tx_bytes_per_s),
-    ("gpuscope_nvlink_rx_bytes_per_second", "gauge", "NVLink receive rate, all links.",
-     lambda r: r.nvlink_rx_bytes_per_s),
-    ("gpuscope_power_limit_watts", "gauge", "Enforced power limit.", lambda r: r.power_limit_w),
-    ("gpuscope_memory_total_bytes", "gauge", "Framebuffer size.", lambda r: r.mem_total_bytes),
-    ("gpuscope_memory_used_bytes", "gauge", "Framebuffer used.", lambda r: r.mem_used_bytes),
-)
-
-# ---- per-endpoint-and-model families ----
-EpGetter = Callable[[EndpointReading], "float | None"]
-ENDPOINT_FAMILIES: tuple[tuple[str, str, EpGetter], ...] = (
-    ("gpuscope_endpoint_generation_tokens_per_second", "Generated tokens per second over the poll window "
-     "(a rate: the poller keeps no cumulative total).", lambda e: e.gen_tokens_per_s),
-    ("gpuscope_endpoint_prompt_tokens_per_second", "Prompt tokens per second over the poll window.",
-     lambda e: e.prompt_tokens_per_s),
-    ("gpuscope_endpoint_requests_running", "Requests being served.", lambda e: e.requests_running),
-    ("gpuscope_endpoint_requests_waiting", "Requests queued.", lambda e: e.requests_waiting),
-    ("gpuscope_endpoint_kv_cache_usage_ratio", "KV-cache use, 0-1.", lambda e: _ratio(e.kv_cache_pct)),
-    ("gpuscope_endpoint_spec_decode_accept_length", "Speculative decoding: mean tokens accepted per step.",
-     lambda e: e.spec_accept_length),
-    ("gpuscope_endpoint_spec_decode_accept_ratio", "Speculative decoding: accepted share of drafted tokens.",
-     lambda e: e.spec_accept_rate),
-)
-LATENCY_FAMILIES: tuple[tuple[str, str, str], ...] = (
-    ("gpuscope_endpoint_time_to_first_token_seconds", "Time to first token over the poll window "
-     "(stat: mean, p50, p95 from the server's histogram).", "ttft"),
-    ("gpuscope_endpoint_inter_token_latency_seconds", "Inter-token latency over the poll window "
-     "(stat: mean, p50, p95 from the server's histogram).", "itl"),
-)
+def _samples(fam: Family, rows: Sequence[tuple[str, Any]]) -> list[str]:
+    """``fam``'s sample lines for (label set, reading) rows; None values are left out (absent, not 0)."""
+    name = fam.name
+    if len(fam.members) == 1 and fam.members[0][1:] == (1.0, False, ""):  # most families: the value as it is
+        get = fam.members[0][0]
+        return [f"{name}{lab} {fmt(v)}\n" for lab, obj in rows if (v := get(obj)) is not None]
+    out = []
+    for lab, obj in rows:
+        for get, scale, integer, extra in fam.members:
+            v = get(obj)
+            if v is None:
+                continue
+            if scale != 1.0:
+                v = v / scale
+            if integer:
+                v = round(v)
+            out.append(f"{name}{lab[:-1] + extra + '}' if extra else lab} {fmt(v)}\n")
+    return out
 
 
 def _gpu_of(subject: str) -> tuple[str, str]:
@@ -252,6 +228,9 @@ class Renderer:
                                              ("device", f"nvidia{d.index}"), ("modelName", d.name),
                                              (hostname_label, host)]) for d in inv.devices}
         self.gpu_labels = {d.index: labels([("gpu", d.index)]) for d in inv.devices}
+        self.dcgm_families = [*families("gpu", "dcgm"), *DCGM_DERIVED]
+        self.gpu_families = [*families("gpu", "prom"), *GPU_DERIVED]
+        self.endpoint_families = families("endpoint", "prom")
         self.static = self._static()
 
     def _static(self) -> str:
@@ -296,16 +275,15 @@ class Renderer:
         o.parts.append(self.static)
         gpus = [r for r in (frame.gpus if frame else ()) if r.index in self.devs]
         live = [r for r in gpus if not r.lost]
-        for name, typ, help_, get, gpm in DCGM_FAMILIES:
-            lab = self.dcgm_labels
-            o.family(name, typ, help_, [f"{name}{lab[r.index]} {fmt(v)}\n" for r in live
-                                        if (not gpm or self.devs[r.index].gpm_supported)
-                                        and (v := get(r)) is not None])
+        dcgm_rows = [(self.dcgm_labels[r.index], r) for r in live]
+        gpm_rows = [(lab, r) for lab, r in dcgm_rows if self.devs[r.index].gpm_supported]
+        for fam in self.dcgm_families:
+            o.family(fam.name, fam.type, fam.help, _samples(fam, gpm_rows if fam.gpm else dcgm_rows))
         o.family("gpuscope_gpu_lost", "gauge", "1 when the GPU stopped answering (fell off the bus).",
                  [f"gpuscope_gpu_lost{self.gpu_labels[r.index]} {fmt(r.lost)}\n" for r in gpus])
-        for name, typ, help_, get in GPU_FAMILIES:
-            o.family(name, typ, help_, [f"{name}{self.gpu_labels[r.index]} {fmt(v)}\n" for r in live
-                                        if (v := get(r)) is not None])
+        gpu_rows = [(self.gpu_labels[r.index], r) for r in live]
+        for fam in self.gpu_families:
+            o.family(fam.name, fam.type, fam.help, _samples(fam, gpu_rows))
         ce: list[str] = []
         for r in live:
             mask = r.clock_event_reasons
@@ -317,7 +295,7 @@ class Renderer:
                  "clocks down.", ce)
         self._findings(o, findings)
         if frame is not None:
-            self._endpoints(o, frame.endpoints)
+            self._endpoints(o, frame.endpoints, self.endpoint_families)
         self._health(o, frame, health)
         return "".join(o.parts)
 
@@ -338,25 +316,15 @@ class Renderer:
                  [f'gpuscope_findings_active{{severity="{escape_label(s)}"}} {n}\n' for s, n in count.items()])
 
     @staticmethod
-    def _endpoints(o: _Out, eps: Sequence[EndpointReading]) -> None:
+    def _endpoints(o: _Out, eps: Sequence[EndpointReading], fams: Sequence[Family]) -> None:
         if not eps:
             return
         lab = [labels([("endpoint", e.url), ("model", e.model or ""), ("kind", e.kind or "")]) for e in eps]
         o.family("gpuscope_endpoint_up", "gauge", "1 when the last poll of the inference server succeeded.",
                  [f"gpuscope_endpoint_up{lab[k]} {fmt(e.up)}\n" for k, e in enumerate(eps)])
-        for name, help_, get in ENDPOINT_FAMILIES:
-            o.family(name, "gauge", help_, [f"{name}{lab[k]} {fmt(v)}\n" for k, e in enumerate(eps)
-                                            if e.up and (v := get(e)) is not None])
-        for name, help_, key in LATENCY_FAMILIES:
-            rows = []
-            for k, e in enumerate(eps):
-                if not e.up:
-                    continue
-                for stat in ("mean", "p50", "p95"):
-                    v = getattr(e, f"{key}_{stat}_s")
-                    if v is not None:
-                        rows.append(f'{name}{lab[k][:-1]},stat="{stat}"}} {fmt(v)}\n')
-            o.family(name, "gauge", help_, rows)
+        rows = [(lab[k], e) for k, e in enumerate(eps) if e.up]
+        for fam in fams:
+            o.family(fam.name, fam.type, fam.help, _samples(fam, rows))
 
     @staticmethod
     def _health(o: _Out, frame: Frame | None, h: SamplerHealth | None) -> None:

@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import os
+import queue
+import threading
 import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
+from gpuscope import __version__
 from gpuscope.core.codec import (
     CodecError,
     frame_from_dict,
@@ -29,12 +33,14 @@ from gpuscope.core.codec import (
     inventory_from_dict,
     inventory_to_dict,
 )
-from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.errors import SHOWN, GpuscopeError
 from gpuscope.core.model import Event, Frame, Inventory
 
 FORMAT = "gpuscope-recording"
 FORMAT_VERSION = 1
 MEMBER_BYTES = 256 * 1024
+
+log = logging.getLogger(__name__)
 
 
 class RecordingError(GpuscopeError):
@@ -42,27 +48,41 @@ class RecordingError(GpuscopeError):
 
 
 class Recorder:
-    """Appends frames to a recording. Never raises from :meth:`write`: on an I/O error (a full
-    disk) it stops, keeps what was written readable, and sets :attr:`error`."""
+    """Appends frames to a recording on its own writer thread (``gpuscope-recorder``).
+
+    :meth:`write` only queues the frame (a bounded queue of ``queue_frames``), so the caller, who holds
+    the session lock the UI also takes, never waits for gzip, ``write`` or ``fsync``. It never raises:
+    on an I/O error (a full disk) the writer stops, keeps what was written readable, and sets
+    :attr:`error`; a frame that finds the queue full (the disk stalls) is not lost silently but counted
+    in :attr:`dropped` and logged. :meth:`close` drains the queue, writes the end line and joins the
+    writer. The header is written before the constructor returns, so an unwritable path fails there
+    (``RecordingError``) or shows in :attr:`error` before any frame.
+    """
+
+    QUEUE_FRAMES = 256  # about 4 minutes at 1 Hz, 25 s at 10 Hz
 
     def __init__(self, path: str | os.PathLike[str], inventory: Inventory, *, command: list[str] | None = None,
                  origin: dict[str, Any] | None = None, interval_s: float | None = None, flush_s: float = 1.0,
-                 fsync: bool = True):
+                 fsync: bool = True, queue_frames: int = QUEUE_FRAMES, close_timeout_s: float = 10.0):
         self.path = Path(path)
         self.flush_s = flush_s
         self.fsync = fsync
+        self.close_timeout_s = close_timeout_s
         self.error: str | None = None
-        self.frames = 0
+        self.frames = 0  # frames written (by the writer thread)
+        self.dropped = 0  # frames refused because the queue was full
+        self.accepted = 0  # frames queued (written, or to be written, unless an error stops the writer)
         self.bytes_raw = 0
         self._member_raw = 0
+        self._unflushed = False
         self._last_flush = time.monotonic()
         self._t_last: float | None = None
+        self._closing = False
+        self._q: queue.Queue[Frame | None] = queue.Queue(maxsize=max(1, queue_frames))
         try:
-            self._f = open(self.path, "wb")  # noqa: SIM115 - owned by the recorder
+            self._f: BinaryIO | None = open(self.path, "wb")  # noqa: SIM115 - owned by the recorder
         except OSError as e:
             raise RecordingError(f"cannot write {self.path}: {e.strerror or e}") from None
-        from gpuscope import __version__
-
         header = {
             "type": "header", "format": FORMAT, "version": FORMAT_VERSION, "gpuscope": __version__,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -72,10 +92,99 @@ class Recorder:
         }
         self._z = zlib.compressobj(6, zlib.DEFLATED, 31)
         self._emit(_dumps(header), force_flush=True, end_member=True)
+        self._thread = threading.Thread(target=self._run, name="gpuscope-recorder", daemon=True)
+        if self._f is not None:
+            self._thread.start()
 
     @property
     def closed(self) -> bool:
         return self._f is None
+
+    @property
+    def queued(self) -> int:
+        """Frames waiting for the writer."""
+        return self._q.qsize()
+
+    def write(self, frame: Frame, *, wait: bool = False) -> None:
+        """Queue one frame (its events travel with it). Never blocks unless ``wait`` (bulk writers such
+        as a benchmark or a converter, where no UI is waiting): a full queue counts the frame in
+        :attr:`dropped` instead."""
+        if self._f is None or self._closing:
+            return
+        try:
+            if wait:
+                self._q.put(frame)
+            else:
+                self._q.put_nowait(frame)
+            self.accepted += 1
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 100 == 0:
+                log.warning("recorder queue full (the disk is slow or stalled): %d frames dropped from %s",
+                            self.dropped, self.path)
+
+    def close(self, wait: bool = True) -> None:
+        """Drain the queue, end the recording cleanly (end line, gzip trailer) and join the writer.
+
+        If the disk does not take the queued frames within ``close_timeout_s``, gives up waiting and
+        sets :attr:`error` (the writer thread is a daemon and cannot hold the process). With
+        ``wait=False`` (a UI stopping a recording) it returns at once and the writer finishes on its
+        own; a later ``close()`` waits for that."""
+        first = not self._closing
+        self._closing = True
+        if not self._thread.is_alive():
+            self._abandon()
+            return
+        deadline = time.monotonic() + self.close_timeout_s
+        if first:
+            try:
+                if wait:
+                    self._q.put(None, timeout=self.close_timeout_s)
+                else:
+                    self._q.put_nowait(None)
+            except queue.Full:
+                pass  # the writer also stops once it has drained the queue and sees _closing
+        if not wait:
+            return
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            self.error = self.error or (f"recording of {self.path} did not finish: the disk did not take the last "
+                                        f"frames within {self.close_timeout_s:g} s")
+            log.error("%s", self.error, extra=SHOWN)
+
+    # ------------------------------------------------------------ writer thread
+    def _run(self) -> None:
+        while True:
+            try:
+                frame = self._q.get(timeout=self.flush_s)
+            except queue.Empty:
+                if self._unflushed:
+                    self._emit(b"", force_flush=True)  # an idle recorder still reaches the disk within flush_s
+                if self._f is None:
+                    return
+                if self._closing:
+                    break  # closed without waiting, and everything queued is written
+                continue
+            if frame is None or self._f is None:
+                break  # closing, or stopped on an error (the rest is discarded: error says so)
+            try:
+                line = _dumps(frame_to_dict(frame))
+            except Exception as e:  # noqa: BLE001 - a bug must stop the recording visibly, not kill it silently
+                log.exception("cannot encode frame at t=%s", frame.t)
+                self._fail(f"recording stopped: cannot encode a frame ({type(e).__name__}: {e}); frames up to "
+                           "then are kept")
+                return
+            self._t_last = frame.t
+            self._emit(line)
+            if self._f is None:
+                return  # a write error: error is set, the file closed
+            self.frames += 1
+        if self._f is not None:
+            end: dict[str, Any] = {"type": "end", "t": self._t_last, "frames": self.frames}
+            if self.dropped:
+                end["dropped"] = self.dropped
+            self._emit(_dumps(end), end_member=True)
+        self._abandon()
 
     def _emit(self, line: bytes, *, force_flush: bool = False, end_member: bool = False) -> None:
         if self._f is None:
@@ -95,28 +204,18 @@ class Recorder:
                 force_flush = True
             if data:
                 self._f.write(data)
+            self._unflushed = not force_flush
             if force_flush:
                 self._f.flush()
                 if self.fsync:
                     os.fsync(self._f.fileno())
                 self._last_flush = now
         except OSError as e:
-            self.error = f"recording stopped: {e.strerror or e} while writing {self.path}; frames up to then are kept"
-            self._abandon()
+            self._fail(f"recording stopped: {e.strerror or e} while writing {self.path}; frames up to then are kept")
 
-    def write(self, frame: Frame) -> None:
-        """Append one frame (its events travel with it)."""
-        if self._f is None:
-            return
-        self.frames += 1
-        self._t_last = frame.t
-        self._emit(_dumps(frame_to_dict(frame)))
-
-    def close(self) -> None:
-        """End the recording cleanly (end line, gzip trailer)."""
-        if self._f is None:
-            return
-        self._emit(_dumps({"type": "end", "t": self._t_last, "frames": self.frames}), end_member=True)
+    def _fail(self, message: str) -> None:
+        self.error = message
+        log.error("%s", message, extra=SHOWN)  # every front end shows record errors itself
         self._abandon()
 
     def _abandon(self) -> None:
@@ -194,6 +293,11 @@ class Recording:
             return frame_from_dict(json.loads(line))
         except (ValueError, CodecError) as e:
             raise RecordingError(f"{self.path}: frame {i} is damaged ({e})") from None
+
+    def raw_line(self, i: int) -> bytes:
+        """Frame ``i``'s JSON line as stored (not validated): for fast paths that read a few fields."""
+        m = _member_of(self.members, i)
+        return self._member_lines(m)[i - self.members[m].first]
 
     def index_at(self, t: float) -> int:
         """The last frame at or before time ``t`` (clamped to the recording)."""

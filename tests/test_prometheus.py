@@ -24,6 +24,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpuscope.core import catalogue
+from gpuscope.core.catalogue import Metric, Series
 from gpuscope.core.findings import Finding
 from gpuscope.core.model import EndpointReading
 from gpuscope.core.session import Session
@@ -34,6 +36,7 @@ from gpuscope.sources.prometheus import (
     Renderer,
     SamplerHealth,
     escape_label,
+    families,
     fmt,
     labels,
     parse_listen,
@@ -272,6 +275,51 @@ def test_endpoints_per_model_with_latency_stats_and_down_servers():
     ttft = {lab["stat"]: v for lab, v in got["gpuscope_endpoint_time_to_first_token_seconds"]}
     assert ttft == {"mean": 0.2, "p50": 0.15, "p95": 0.9}
     assert {lab["stat"] for lab, _v in got["gpuscope_endpoint_inter_token_latency_seconds"]} == {"mean"}
+
+
+# The families that do not come from core/catalogue.py, and why: derived from two fields (FB_FREE, link
+# capacity), facts of the device not of a reading (info, maxima, NVLink, topology), one series per bit or per
+# finding, an endpoint's up/down (written for down servers too), the sampler's own health.
+EXPORTER_OWN = {
+    "DCGM_FI_DEV_FB_FREE", "gpuscope_pcie_link_capacity_bytes_per_second",
+    "gpuscope_info", "gpuscope_gpu_info", "gpuscope_pcie_link_generation_gpu_max",
+    "gpuscope_pcie_link_generation_slot_max", "gpuscope_pcie_link_width_gpu_max_lanes",
+    "gpuscope_pcie_link_width_slot_max_lanes", "gpuscope_pcie_link_max_capacity_bytes_per_second",
+    "gpuscope_nvlink_links_active", "gpuscope_nvlink_capacity_bytes_per_second", "gpuscope_topology_path",
+    "gpuscope_gpu_lost", "gpuscope_clock_event_active", "gpuscope_finding", "gpuscope_findings_active",
+    "gpuscope_endpoint_up", "gpuscope_last_frame_timestamp_seconds", "gpuscope_sampler_ticks_total",
+    "gpuscope_sampler_ticks_skipped_total", "gpuscope_sampler_interval_seconds",
+    "gpuscope_sampler_last_tick_duration_seconds", "gpuscope_mqtt_frames_dropped_total"}
+
+
+def test_every_family_comes_from_the_catalogue_or_is_one_of_the_exporters_own():
+    written: set[str] = set()
+    for scenario in ("h200-nvswitch-8", "mixed-4"):  # GPM and an HBM sensor; findings, slot maxima
+        inv, session = frames_of(scenario, seconds=4)
+        ep = EndpointReading(url="http://a:8000", kind="vllm", model="m", **{
+            m.name: 1.0 for m in catalogue.metrics("endpoint") if m.prom is not None})
+        inv = replace(inv, devices=tuple(replace(d, pcie_width_gpu_max=16) for d in inv.devices))
+        finding = Finding("x:gpu0", "clock_events", "critical", "GPU0", "hot", {}, 0.0, 0.0)
+        text = Renderer(inv).render(replace(session.last_frame, endpoints=(ep,)), [finding],
+                                    SamplerHealth(ticks=3, last_tick_s=0.01, mqtt_dropped=0))
+        written |= set(re.findall(r"^# TYPE (\S+)", text, re.M))
+    declared = {s.name for m in catalogue.METRICS for s in (m.dcgm, m.prom) if s is not None}
+    assert declared <= written  # every catalogue family has samples
+    assert written - declared == EXPORTER_OWN  # and every other family is on the exporter's own list
+    assert len(declared) == 40, sorted(declared)  # 19 DCGM, 12 gpuscope per-GPU, 9 per-endpoint families
+
+
+def test_catalogue_families_group_by_name_and_members_must_agree(monkeypatch):
+    fams = {f.name: f for f in families("endpoint", "prom")}
+    ttft = fams["gpuscope_endpoint_time_to_first_token_seconds"]
+    assert [m[3] for m in ttft.members] == [',stat="mean"', ',stat="p50"', ',stat="p95"']
+    assert [f.name for f in families("gpu", "dcgm")][:3] == [
+        "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_FB_USED"]  # catalogue order
+    bad = Metric("requests_waiting", "x", scope="endpoint", export=False,
+                 prom=Series("gpuscope_endpoint_requests_running", "Another help."))
+    monkeypatch.setattr(catalogue, "METRICS", (*catalogue.METRICS, bad))
+    with pytest.raises(ValueError, match="gpuscope_endpoint_requests_running"):
+        families("endpoint", "prom")
 
 
 def test_sampler_health_series():

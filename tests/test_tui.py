@@ -10,13 +10,23 @@ import time
 
 import pytest
 from conftest import run_frames, sim_source
+from textual.widgets import Input
 
 from gpuscope.core.session import Session
 from gpuscope.sources.recording import Recorder, open_recording
 from gpuscope.tui.app import GpuDetailScreen, GpuscopeApp, HelpScreen
 from gpuscope.tui.feeders import ReplayFeeder
+from gpuscope.tui.screens import FindingsScreen
 from gpuscope.widgets.findings_panel import FindingsPanel
 from gpuscope.widgets.topology_panel import TopologyPanel
+
+
+async def until(pilot, cond, timeout: float = 10.0) -> None:
+    """Poll ``cond`` (seeks run on the replay thread) until it holds or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        await pilot.pause(0.01)
+    assert cond()
 
 
 def make_app(scenario: str, start: float, end: float, compact=None, **kw) -> GpuscopeApp:
@@ -51,6 +61,10 @@ async def test_keys_pause_focus_detail_help(tmp_path):
         await pilot.press("down")
         assert app.focused.sel != before
         await pilot.press("f")
+        assert isinstance(app.screen, FindingsScreen)  # every finding, full text
+        await pilot.press("escape")
+        app.query_one(FindingsPanel).focus()
+        await pilot.pause()
         assert isinstance(app.focused, FindingsPanel)
         await pilot.press("2")
         assert isinstance(app.screen, GpuDetailScreen) and app.screen.index == 1
@@ -58,7 +72,12 @@ async def test_keys_pause_focus_detail_help(tmp_path):
         assert not isinstance(app.screen, GpuDetailScreen)
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
+        assert "? h" in str(app.screen.query_one("#help").render())  # readable key names
         await pilot.press("escape")
+        await pilot.press("M")
+        assert isinstance(app.focused, Input)  # the label prompt takes typing at once
+        await pilot.press("x", "enter")
+        assert app.session._pending and app.session._pending[-1].text == "x"
         w = app.window_s
         await pilot.press("w")
         assert app.window_s != w
@@ -66,7 +85,7 @@ async def test_keys_pause_focus_detail_help(tmp_path):
         await pilot.press("c")
         assert app.query_one("#table").display != c
         await pilot.press("m")
-        assert app.session._pending and app.session._pending[0].kind == "marker"
+        assert app.session._pending and app.session._pending[-1].kind == "marker"
         await pilot.press("r")
         assert app.session.recorder is None
     rec = open_recording(tmp_path / "r.jsonl.gz")
@@ -112,18 +131,31 @@ async def test_replay_play_pause_seek_speed(tmp_path):
         await pilot.press("space")
         assert not f.playing
         pos = f.position
+        g0 = app._seek_gen
         await pilot.press("right")
-        assert f.position == pytest.approx(pos + 10, abs=1.01)
+        await until(pilot, lambda: f.position == pytest.approx(pos + 10, abs=1.01))
+        await until(pilot, lambda: app._seek_gen != g0)  # the graphs were redrawn after the seek, paused
         await pilot.press("end")
-        assert f.index == rec.n_frames - 1
+        await until(pilot, lambda: f.index == rec.n_frames - 1)
         await pilot.press("home")
-        assert f.index == 0
+        await until(pilot, lambda: f.index == 0)
         await pilot.press("n")
         first = min(t for t, _k in f.marks() if t > rec.times[0] + 0.01)
-        assert f.position == pytest.approx(first, abs=0.01)
-        while f.position < rec.times[30] - 0.01:
+        await until(pilot, lambda: f._mark_t == pytest.approx(first) and f._seek_to is None)
+        assert f.index == rec.index_at(first)
+        for _ in range(40):
+            if f._mark_t is not None and f._mark_t >= rec.times[30] - 0.01:
+                break
+            before = f._mark_t
             await pilot.press("n")
+            await until(pilot, lambda b=before: f._mark_t != b and f._seek_to is None)  # n always moves on
         assert f.position == pytest.approx(rec.times[30], abs=0.01)  # the marker "half"
+        nxt = [t for t, _k in f.marks() if t > rec.times[30] + 1e-6]
+        if nxt:
+            await pilot.press("n")
+            await until(pilot, lambda: f._mark_t == pytest.approx(min(nxt)))
+            await pilot.press("N")
+            await until(pilot, lambda: f._mark_t == pytest.approx(rec.times[30]))
         await pilot.press("plus", "plus", "plus", "plus")
         assert f.speed == 16.0
         await pilot.press("minus")
@@ -133,6 +165,40 @@ async def test_replay_play_pause_seek_speed(tmp_path):
         await pilot.pause(0.5)
         assert f.index > 30
         assert "REPLAY" in str(app.query_one("#status").render())
+
+
+async def test_n_walks_every_mark_of_the_demo_in_order():
+    """The bundled demo has marks between frames: n must still step through each one, N back."""
+    from gpuscope.tui.app import demo_path
+
+    rec = open_recording(demo_path())
+    session = Session(rec.inventory, interval_s=1.0)
+    app = GpuscopeApp(session, None, label="REPLAY", interval_s=1.0)
+    app.feeder = ReplayFeeder(rec, session, app.notify_update, window_s=lambda: app.window_s)
+    marks = sorted({t for t, _k in app.feeder.marks() if t > rec.times[0] + 1e-6})
+    assert len(marks) >= 2
+    async with app.run_test(size=(100, 30)) as pilot:
+        f = app.feeder
+        await pilot.press("space")
+        for want in marks:
+            await pilot.press("n")
+            await until(pilot, lambda w=want: f._mark_t == pytest.approx(w) and f._seek_to is None)
+        for want in reversed(marks[:-1]):
+            await pilot.press("N")
+            await until(pilot, lambda w=want: f._mark_t == pytest.approx(w) and f._seek_to is None)
+
+
+async def test_palette_lists_gpuscope_commands():
+    from gpuscope.tui.commands import palette_commands
+
+    app = make_app("mixed-4", 0, 10)
+    async with app.run_test(size=(100, 30)) as pilot:
+        names = [n for n, _h, _cb in palette_commands(app)]
+        assert {"Record start / stop", "Marker", "Cycle window 1m / 10m / 1h", "Compact table / GPU panels",
+                "Topology panel", "GPU3 detail"} <= set(names)
+        dict((n, cb) for n, _h, cb in palette_commands(app))["GPU3 detail"]()
+        await pilot.pause()
+        assert isinstance(app.screen, GpuDetailScreen) and app.screen.index == 3
 
 
 def tmux(*args, **kw):

@@ -17,7 +17,7 @@ from conftest import run_frames, sim_source
 from gpuscope.cli.report import render_summary
 from gpuscope.cli.topo import LEVEL_COLOR, label_color, render_text, topo_json
 from gpuscope.core import catalogue
-from gpuscope.core.catalogue import Metric
+from gpuscope.core.catalogue import Metric, Series
 from gpuscope.core.history import History
 from gpuscope.core.model import CLOCK_EVENT_REASONS, GpuReading, decode_clock_events
 from gpuscope.core.session import Session
@@ -189,7 +189,7 @@ async def test_gpu_panel_compact_table_topology_topo_and_summary_agree():
     expected = {0: "below_max_busy", 1: "below_max_idle"}
     for i, state in expected.items():
         colour = LEVEL_STYLE[LINK_LEVEL[state]]
-        # the GPU panel: Gen1×16, red when busy, amber (and "(idle)") when not
+        # the GPU panel: Gen1×16, red when busy, grey (and "(idle)") when not
         assert colour in _style_at(text_panel[i], "Gen1×16")
         assert ("(idle)" in text_panel[i].plain) is (state == "below_max_idle")
         # the compact table: the short label, same colour
@@ -199,13 +199,13 @@ async def test_gpu_panel_compact_table_topology_topo_and_summary_agree():
         at = start + row.index("G1×16▼")
         assert colour in " ".join(str(s.style) for s in text_table.spans if s.start <= at < s.end)
         # the topology panel's link column
-        trow = next(r for r in topo_rows if r.startswith(f"GPU{i} "))
+        trow = next(r for r in topo_rows if r.startswith(f"GPU{i} PCIe"))
         start = sum(len(r) + 1 for r in topo_rows[:topo_rows.index(trow)])
         at = start + trow.index("Gen1×16 < Gen4×16")
         assert colour in " ".join(str(s.style) for s in text_topo.spans if s.start <= at <= s.end)
         # topo: the state in JSON, the label and its colour in text
         assert doc["gpus"][i]["pcie"]["state"] == state
-        code = {"red": "\x1b[31m", "amber": "\x1b[33m"}[LEVEL_COLOR[LINK_LEVEL[state]]]
+        code = {"red": "\x1b[31m", "amber": "\x1b[33m", "dim": "\x1b[2m"}[LEVEL_COLOR[LINK_LEVEL[state]]]
         assert any(line.startswith(f"GPU{i} ") and f"{code}Gen1×16" in line for line in ansi.split("\n")), ansi
         # summary: the link counted as "while busy" only when busy, under the same label
         links = summary["gpus"][i]["pcie_links_while_busy"]
@@ -234,6 +234,15 @@ def test_catalogue_declares_every_reading_field_once():
     assert all(m.history for m in catalogue.metrics("gpu", detail=True))
 
 
+def _exposition(inv, frame) -> dict[str, tuple[str, list[tuple[dict[str, str], float]]]]:
+    """The Prometheus exporter's text for ``frame`` → {family: [(labels, value)]} via prometheus_client's parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gpuscope.sources.prometheus import Renderer
+    return {f.name: (f.type, [(s.labels, s.value) for s in f.samples])
+            for f in text_string_to_metric_families(Renderer(inv).render(frame))}
+
+
 def test_a_metric_added_in_one_place_reaches_history_summary_export_and_detail(monkeypatch):
     from gpuscope.tui.screens import detail_metrics
 
@@ -241,7 +250,9 @@ def test_a_metric_added_in_one_place_reaches_history_summary_export_and_detail(m
         return None if r.mem_total_bytes is None or r.mem_used_bytes is None else r.mem_total_bytes - r.mem_used_bytes
 
     new = Metric("mem_free_bytes", "memory free GB", key="mem_free", unit="GB", scale=1e9, digits=1,
-                 summary=True, detail=True, read=free)
+                 summary=True, detail=True, read=free,
+                 prom=Series("gpuscope_memory_free_bytes", "Framebuffer free."),
+                 dcgm=Series("DCGM_FI_DEV_FB_FREE_KIB", "Framebuffer memory free (in KiB).", scale=1024, integer=True))
     monkeypatch.setattr(catalogue, "METRICS", (*catalogue.METRICS, new))
     inv, frames = _frames_busy_and_idle()
     want = frames[-1].gpus[0].mem_total_bytes - frames[-1].gpus[0].mem_used_bytes
@@ -263,3 +274,34 @@ def test_a_metric_added_in_one_place_reaches_history_summary_export_and_detail(m
     assert len(row) == len(cols) and row[cols.index("mem_free_bytes")] == want
     # the detail view's list
     assert new in detail_metrics()
+    # the Prometheus exporter: gpuscope's own family (base units, label gpu) and a DCGM-style one (its labels,
+    # its unit), each sample from the same reading
+    got = _exposition(inv, frames[-1])
+    typ, rows = got["gpuscope_memory_free_bytes"]
+    assert typ == "gauge" and {lab["gpu"]: v for lab, v in rows}["0"] == want
+    assert len(rows) == len(inv.devices)
+    typ, rows = got["DCGM_FI_DEV_FB_FREE_KIB"]
+    lab, v = next((lab, v) for lab, v in rows if lab["gpu"] == "0")
+    assert v == round(want / 1024) and lab["UUID"] == inv.devices[0].uuid and lab["device"] == "nvidia0"
+
+
+@pytest.mark.parametrize("name,dcgm,family,labels,value", [
+    # exporter facts added to a metric the catalogue already has: a DCGM field of dcgm-exporter's
+    ("fan_pct", Series("DCGM_FI_DEV_FAN_SPEED", "Fan speed (in %)."), "DCGM_FI_DEV_FAN_SPEED", None,
+     lambda r: r.fan_pct),
+    # and a gpuscope family, in base units (MHz → Hz)
+    ("graphics_clock_mhz", Series("gpuscope_graphics_clock_hertz", "Graphics clock.", scale=1e-6),
+     "gpuscope_graphics_clock_hertz", {"gpu"}, lambda r: r.graphics_clock_mhz * 1e6),
+])
+def test_exporter_fields_added_to_a_catalogue_metric_reach_the_exporter(monkeypatch, name, dcgm, family, labels,
+                                                                       value):
+    field = "dcgm" if family.startswith("DCGM_") else "prom"
+    inv, frames = _frames_busy_and_idle()
+    assert family not in _exposition(inv, frames[-1])
+    monkeypatch.setattr(catalogue, "METRICS", tuple(replace(m, **{field: dcgm}) if m.name == name else m
+                                                    for m in catalogue.METRICS))
+    _typ, rows = _exposition(inv, frames[-1])[family]
+    r0 = frames[-1].gpus[0]
+    assert value(r0) is not None
+    assert {lab["gpu"]: v for lab, v in rows}["0"] == pytest.approx(value(r0))
+    assert set(rows[0][0]) == (labels or {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname"})

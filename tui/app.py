@@ -19,22 +19,29 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import Footer, Static
+from textual.screen import ModalScreen
+from textual.widgets import Static
 
+from gpuscope.cli.report import open_or_fail
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.session import Session
-from gpuscope.core.view import ViewState
+from gpuscope.core.session import FrameSink, Session
+from gpuscope.core.view import RecordingStatus, StatusInfo, ViewState
 from gpuscope.sources.recording import Recorder, RecordingError
+from gpuscope.tui.commands import GpuscopeCommands
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
-from gpuscope.tui.screens import GpuDetailScreen, HelpScreen, MarkerScreen
+from gpuscope.tui.layout import Plan, plan_layout
+from gpuscope.tui.screens import FindingsScreen, GpuDetailScreen, HelpScreen, MarkerScreen
+from gpuscope.tui.workers import Worker
 from gpuscope.widgets.findings_panel import FindingsPanel
+from gpuscope.widgets.fit import fit_words
 from gpuscope.widgets.gpu_panel import GpuPanel
 from gpuscope.widgets.gpu_table import GpuTable
 from gpuscope.widgets.inference_panel import InferencePanel
+from gpuscope.widgets.keybar import KeyBar
 from gpuscope.widgets.status_bar import StatusBar
 from gpuscope.widgets.style import DIM, set_content
 from gpuscope.widgets.timeline import Timeline
-from gpuscope.widgets.topology_panel import TopologyPanel
+from gpuscope.widgets.topology_panel import TopologyPanel, legend_lines, matrix_columns, topology_lines
 
 WINDOWS = {"1m": 60.0, "10m": 600.0, "1h": 3600.0}
 MIN_REDRAW_S = 0.25  # at most 4 redraws a second, whatever the sampling rate
@@ -44,6 +51,7 @@ class GpuscopeApp(App[int]):
     TITLE = "gpuscope"
     CSS_PATH = "gpuscope.tcss"
     ENABLE_COMMAND_PALETTE = True
+    COMMANDS = App.COMMANDS | {GpuscopeCommands}
     AUTO_FOCUS = None  # nothing focused at start: panels look the same however fast the terminal is
     BINDINGS = [
         Binding("q", "quit", "quit", id="quit"),
@@ -60,6 +68,7 @@ class GpuscopeApp(App[int]):
         Binding("w", "cycle_window", "window", id="window"),
         Binding("c", "compact", "compact", id="compact"),
         Binding("question_mark,h", "help", "help", id="help"),
+        Binding("a", "toggle_legend", "topology legend on/off", show=False, id="legend"),
         Binding("plus,equals_sign", "speed(1)", "faster", show=False, id="faster"),
         Binding("minus", "speed(-1)", "slower", show=False, id="slower"),
         Binding("right", "seek(10)", "+10s", show=False, id="fwd"),
@@ -72,7 +81,7 @@ class GpuscopeApp(App[int]):
         Binding("N", "jump(0)", "prev mark", show=False, id="prev"),
     ]
 
-    def __init__(self, session: Session, feeder: Any, *, label: str, interval_s: float, window: str = "1m",
+    def __init__(self, session: Session, feeder: Worker | None, *, label: str, interval_s: float, window: str = "1m",
                  compact: bool | None = None, record_path: str | None = None, origin_note: str = ""):
         super().__init__()
         self.session = session
@@ -84,16 +93,39 @@ class GpuscopeApp(App[int]):
         self.record_path = record_path
         self.origin_note = origin_note
         self.paused = False
+        self._legend_off = False  # the topology legend hidden with `a` (else shown where rows are left)
+        self._plan: Plan | None = None
+        self._n_findings = -1
+        self._important = False
+        self._seek_gen = 0  # the feeder's seek count at the last redraw: a new seek redraws the graphs
         self._dirty = False
         self._last_graph = 0.0
         self._last_redraw = 0.0
         self._rec_started = 0.0
         self._ppid = os.getppid()
         self.message_line = ""
+        self.crash: Exception | None = None
+        self._finishing: list[FrameSink] = []  # recordings stopped with r whose writer may still be busy
+
+    # ----------------------------------------------------------------- errors
+    def _handle_exception(self, error: Exception) -> None:
+        """Textual's hook for an exception a handler let escape: the app exits as before, but the error
+        is kept in :attr:`crash` for :func:`run_app` to re-raise (``main`` logs the traceback and shows
+        one line) instead of Textual printing a traceback with local variables on the terminal."""
+        if self.crash is None:
+            self.crash = error
+        super()._handle_exception(error)
+
+    def _fatal_error(self) -> None:
+        self._close_messages_no_wait()  # Textual's version also queues a Rich traceback for the terminal
 
     @property
     def _replay(self) -> bool:
         return isinstance(self.feeder, ReplayFeeder)
+
+    @property
+    def _replayer(self) -> ReplayFeeder | None:
+        return self.feeder if isinstance(self.feeder, ReplayFeeder) else None
 
     # ----------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -111,7 +143,17 @@ class GpuscopeApp(App[int]):
             yield TopologyPanel(id="topology")
             with Vertical(id="side"):
                 yield Static(id="message")
-        yield Footer()
+        yield Static(id="note")
+        yield KeyBar(self._hints(), id="keys")
+
+    def _hints(self) -> list[tuple[str, str]]:
+        """Footer hints, most important first (as many as fit are shown)."""
+        if self._replay:
+            return [("?", "help"), ("q", "quit"), ("space", "play"), ("←→", "seek"), ("n N", "mark"),
+                    ("f", "findings"), ("d", "detail"), ("w", "window"), ("t", "topology"), ("c", "compact"),
+                    ("+-", "speed")]
+        return [("?", "help"), ("q", "quit"), ("p", "pause"), ("f", "findings"), ("d", "detail"), ("t", "topology"),
+                ("w", "window"), ("r", "record"), ("m", "marker"), ("c", "compact")]
 
     def on_mount(self) -> None:
         self._apply_layout()
@@ -132,15 +174,48 @@ class GpuscopeApp(App[int]):
         self.call_after_refresh(self.refresh_view, True)  # panels size their bars and graphs to the new width
 
     def _apply_layout(self) -> None:
+        """Share the rows out (tui/layout.py: GPUs first, then findings, topology, graphs)."""
         w, h = self.size.width, self.size.height
+        if not w or not h:
+            return
+        v = self.build_view(False)
         n = len(self.session.inventory.devices)
-        compact = self.compact if self.compact is not None else (w < 100 or h < 8 * min(n, 4) + 14)
-        self.query_one("#table").display = compact
-        self.query_one("#grid").display = not compact
+        topo = self.query_one(TopologyPanel)
+        cw = w - 4
+        forms = ("matrix", "pairs")
+        need = tuple(len(topology_lines(v, cw, form=f)) if (f == "pairs" or matrix_columns(n, cw) is not None)
+                     and n >= 2 else 0 for f in forms) if n else (0, 0)
+        has_eps = bool(v.frame and v.frame.endpoints)
+        chrome = 2 + (1 if self._replay else 0) + ((len(v.frame.endpoints) + 3) if has_eps and v.frame else 0)
+        important = bool(self.message_line or getattr(self.feeder, "error", None))
+        chrome += 1 if important else 0  # the note line
+        self._important = important
+        findings = self.query_one(FindingsPanel)
+        any_nvlink = any(d.nvlinks_active for d in self.session.inventory.devices)
+        plan = plan_layout(w, h, n, len(v.findings), topo_lines=need, chrome=chrome, compact=self.compact,
+                           panel_rows=11 if any_nvlink else 9, findings_focused=findings.has_focus,
+                           topo_focused=topo.has_focus, legend_lines=len(legend_lines(cw)))
+        self._plan = plan
+        self._n_findings = len(v.findings)
+        self.query_one("#table").display = plan.compact
         grid = self.query_one("#grid", Grid)
-        cols = 2 if (w >= 160 and n > 1) else 1
-        grid.styles.grid_size_columns = cols
-        self.query_one("#bottom").display = h >= 24 and not (compact and h < 30 and n > 4)
+        grid.display = not plan.compact
+        grid.styles.grid_size_columns = plan.cols
+        fits = plan.compact is False and self.compact is None
+        grid.set_class(fits, "fill")
+        findings.display = plan.findings_lines > 0
+        findings.budget = plan.findings_lines
+        findings.styles.max_height = plan.findings_rows if findings.has_focus else None
+        self.query_one("#bottom").display = plan.topology >= 0
+        if plan.topology >= 0:
+            topo.form = forms[plan.topology]
+            topo.legend = plan.legend and not self._legend_off
+        content_w = max((ln.cell_len for ln in topology_lines(v, cw, legend_on=topo.legend, form=topo.form)), default=0)
+        topo.avail_width = cw
+        topo.styles.width = content_w + 4
+        side_w = w - (content_w + 4)
+        self.query_one("#side").display = side_w >= 24
+        self.query_one("#note").display = important and (plan.topology < 0 or side_w < 24)
 
     # ----------------------------------------------------------------- refresh
     class DataReady(Message):
@@ -168,20 +243,23 @@ class GpuscopeApp(App[int]):
             self._dirty = False
 
     def build_view(self, graphs: bool) -> ViewState:
+        """The view of this instant, read under the session lock (history, findings and frame agree)."""
         s = self.session
-        frame = s.last_frame
-        extra: dict[str, object] = {"interval": self.interval_s, "paused": self.paused}
-        rec = s.recorder
-        if rec is not None:
-            extra["recording"] = True
-            extra["rec_elapsed"] = time.monotonic() - self._rec_started
-        if s.record_error:
-            extra["record_error"] = s.record_error
-        if self.origin_note:
-            extra["replay_note"] = self.origin_note
-        return ViewState(inventory=s.inventory, frame=frame, history=s.history, findings=s.findings.active,
-                         window_s=self.window_s, now=frame.t if frame else 0.0, label=self.label, graphs=graphs,
-                         extra=extra)
+        with s.lock:
+            frame = s.last_frame
+            rec = s.recorder
+            recording = None
+            if rec is not None:
+                recording = RecordingStatus(path=str(getattr(rec, "path", "")),
+                                            elapsed_s=time.monotonic() - self._rec_started,
+                                            frames=rec.frames, dropped=rec.dropped)
+            status = StatusInfo(interval_s=self.interval_s, paused=self.paused, recording=recording,
+                                record_error=s.record_error, origin_note=self.origin_note,
+                                tick_errors=s.tick_errors)
+            replay = self.feeder.status() if isinstance(self.feeder, ReplayFeeder) else None
+            return ViewState(inventory=s.inventory, frame=frame, history=s.history, findings=s.findings.active,
+                             window_s=self.window_s, now=frame.t if frame else 0.0, label=self.label,
+                             graphs=graphs, status=status, replay=replay)
 
     def refresh_view(self, force: bool = False) -> None:
         self._dirty = False
@@ -189,18 +267,19 @@ class GpuscopeApp(App[int]):
             return  # a late wake-up from a feeder thread while the app shuts down
         now = time.monotonic()
         self._last_redraw = now
-        graphs = force or now - self._last_graph >= GRAPH_S
+        seek_gen = getattr(self.feeder, "seeks", 0)
+        graphs = force or now - self._last_graph >= GRAPH_S or seek_gen != self._seek_gen
+        self._seek_gen = seek_gen
         if graphs:
             self._last_graph = now
-        lock = getattr(self.feeder, "session_lock", None)
-        if lock is not None:
-            lock.acquire()
-        try:
+        with self.session.lock:  # the one lock: the feeder cannot change what the panels are reading
             v = self.build_view(graphs)
             screen = self.screen
             if isinstance(screen, GpuDetailScreen):
                 screen.show(v)
                 return
+            if len(v.findings) != self._n_findings:
+                self._apply_layout()  # findings lines come out of the same rows as everything else
             self.query_one(StatusBar).show(v)
             self.query_one(FindingsPanel).show(v)
             if self.query_one("#table").display:
@@ -212,6 +291,7 @@ class GpuscopeApp(App[int]):
             has_eps = bool(v.frame and v.frame.endpoints)
             if inference.display != has_eps:
                 inference.display = has_eps
+                self._apply_layout()
             if has_eps:
                 inference.show(v)
             if self.query_one("#bottom").display:
@@ -219,17 +299,19 @@ class GpuscopeApp(App[int]):
             msg = self.message_line or ("" if has_eps else
                                         "No inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, "
                                         "llama.cpp, TRT-LLM, LMDeploy) to see tok/s on the same time axis.")
-            err = getattr(self.feeder, "error", None)
+            err = self.feeder.error if self.feeder is not None else None
             if err:
                 msg = err
             set_content(self.query_one("#message", Static),
                         Text(msg, style="yellow" if (self.message_line or err) else DIM))
-            if self._replay:
-                f = self.feeder
-                self.query_one(Timeline).show_position(f.t0, f.t1, f.position, f.marks(), f.speed, f.playing)
-        finally:
-            if lock is not None:
-                lock.release()
+            note = self.query_one("#note", Static)
+            if bool(self.message_line or err) != self._important:
+                self._apply_layout()
+            if note.display:
+                set_content(note, fit_words(Text(f" {msg}", style="yellow"), max(10, self.size.width)))
+            if v.replay is not None:
+                r = v.replay
+                self.query_one(Timeline).show_position(r.t0, r.t1, r.position, list(r.marks), r.speed, r.playing)
 
     def _watchdog(self) -> None:
         """Exit when the terminal went away (SSH drop): the parent died or stdin is gone."""
@@ -247,8 +329,8 @@ class GpuscopeApp(App[int]):
 
     # ----------------------------------------------------------------- actions
     def action_pause(self) -> None:
-        if self._replay:
-            self.feeder.toggle()
+        if (r := self._replayer) is not None:
+            r.toggle()
         else:
             self.paused = not self.paused
             self.refresh_view(force=True)
@@ -269,8 +351,11 @@ class GpuscopeApp(App[int]):
         if self._replay:
             self.message_line = "recording is not available during replay"
         elif self.session.recorder is not None:
-            rec = self.session.stop_recording()
-            self.message_line = f"recording stopped: {rec.frames} frames in {rec.path}" if rec else ""
+            rec = self.session.stop_recording(wait=False)  # the writer finishes the file; the UI goes on
+            if rec is not None:
+                self._finishing.append(rec)
+                n = getattr(rec, "accepted", rec.frames)
+                self.message_line = f"recording stopped: {n} frames in {getattr(rec, 'path', '?')}"
         else:
             path = self.record_path or time.strftime("gpuscope-%Y%m%d-%H%M%S.jsonl.gz")
             self._start_recording(path)
@@ -294,11 +379,23 @@ class GpuscopeApp(App[int]):
     def action_focus_topology(self) -> None:
         if self.query_one("#bottom").display:
             self.query_one(TopologyPanel).focus()
+            self._apply_layout()  # focused: its legend is shown
+            self.refresh_view(force=True)
+        else:
+            self.message_line = "no room for the topology panel at this size: enlarge the terminal or run gpuscope topo"
+            self._apply_layout()
             self.refresh_view(force=True)
 
-    def action_focus_findings(self) -> None:
-        self.query_one(FindingsPanel).focus()
+    def action_toggle_legend(self) -> None:
+        self._legend_off = not self._legend_off
+        self._apply_layout()
         self.refresh_view(force=True)
+
+    def action_focus_findings(self) -> None:
+        """Every finding with its full text, on its own screen (the panel shows one line each)."""
+        from gpuscope.widgets.findings_panel import findings_text
+
+        self.push_screen(FindingsScreen(findings_text(self.build_view(False))))  # build_view takes the lock
 
     def action_focus_gpu(self) -> None:
         panels = list(self.query(GpuPanel))
@@ -318,14 +415,18 @@ class GpuscopeApp(App[int]):
             self.push_screen(GpuDetailScreen(self._detail_index()))
             self.call_after_refresh(self.refresh_view, True)
 
+    def open_detail(self, i: int) -> None:
+        """Show GPU ``i``'s detail view (replacing another GPU's)."""
+        if isinstance(self.screen, GpuDetailScreen):
+            self.pop_screen()
+        self.push_screen(GpuDetailScreen(i))
+        self.call_after_refresh(self.refresh_view, True)
+
     def on_key(self, event: Any) -> None:
-        if event.key in "12345678" and len(event.key) == 1:
+        if event.key in "12345678" and len(event.key) == 1 and not isinstance(self.screen, ModalScreen):
             i = int(event.key) - 1
             if i < len(self.session.inventory.devices):
-                if isinstance(self.screen, GpuDetailScreen):
-                    self.pop_screen()
-                self.push_screen(GpuDetailScreen(i))
-                self.call_after_refresh(self.refresh_view, True)
+                self.open_detail(i)
                 event.stop()
 
     def on_gpu_panel_opened(self, msg: GpuPanel.Opened) -> None:
@@ -337,43 +438,66 @@ class GpuscopeApp(App[int]):
     def action_cycle_window(self) -> None:
         vals = list(WINDOWS.values())
         self.window_s = vals[(vals.index(self.window_s) + 1) % len(vals)] if self.window_s in vals else 60.0
-        if self._replay:
-            self.feeder.seek(self.feeder.position)
+        if (r := self._replayer) is not None:
+            r.request_seek(r.target)
         self.refresh_view(force=True)
 
     def action_compact(self) -> None:
         cur = self.query_one("#table").display
         self.compact = not cur
         self._apply_layout()
+        self.call_after_refresh(self.refresh_view, True)
         self.refresh_view(force=True)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
 
+    def on_descendant_focus(self) -> None:
+        self._relayout_on_focus()
+
+    def on_descendant_blur(self) -> None:
+        self._relayout_on_focus()
+
+    def _relayout_on_focus(self) -> None:
+        """Focusing the findings panel gives it spare rows (full text); the topology panel, its legend."""
+        if self.screen_stack and self.screen is self.screen_stack[0]:
+            self.call_after_refresh(self._apply_layout)
+            self.call_after_refresh(self.refresh_view, True)
+
     def action_speed(self, d: int) -> None:
-        if self._replay:
-            self.feeder.faster(d > 0)
+        if (r := self._replayer) is not None:
+            r.faster(d > 0)
 
     def action_seek(self, s: int) -> None:
-        if self._replay:
-            self.feeder.step(s)
+        if (r := self._replayer) is not None:
+            r.request_seek(r.target + s)  # decoded on the replay thread, never here
 
     def action_seek_edge(self, end: int) -> None:
-        if self._replay:
-            self.feeder.seek(self.feeder.t1 if end else self.feeder.t0)
+        if (r := self._replayer) is not None:
+            r.request_seek(r.t1 if end else r.t0)
 
     def action_jump(self, forward: int) -> None:
-        if self._replay:
-            self.feeder.jump_mark(bool(forward))
+        if (r := self._replayer) is not None:
+            r.jump_mark(bool(forward))
 
     def on_unmount(self) -> None:
+        """The App owns its feeder thread: stop it (which closes the source and its threads), then end
+        every recording (their writers drain and join)."""
         if self.feeder is not None:
             self.feeder.stop()
         self.session.stop_recording()
+        for rec in self._finishing:
+            rec.close()  # waits for a writer still finishing a recording stopped with r
+
+
+def run_app(app: GpuscopeApp) -> None:
+    """Run the App; an exception that escaped one of its handlers is raised again once it has closed."""
+    app.run()
+    if app.crash is not None:
+        raise app.crash
 
 
 def check_terminal() -> None:
-
     if not sys.stdout.isatty():
         raise GpuscopeError("the live view needs a terminal; for a headless run use `gpuscope record -o FILE`")
 
@@ -385,7 +509,7 @@ def run_live(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
     app = GpuscopeApp(session, None, label=src.label, interval_s=args.interval, window=args.history,
                       compact=True if args.compact else None, record_path=args.record)
     app.feeder = LiveFeeder(src, session, args.interval, app.notify_update)
-    app.run()
+    run_app(app)
     rec_err = session.record_error
     if rec_err:
         sys.stderr.write(f"gpuscope: {rec_err}\n")
@@ -402,9 +526,6 @@ def demo_path() -> Path:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-
-    from gpuscope.cli.report import open_or_fail
-
     path = getattr(args, "file", None) or demo_path()
     rec = open_or_fail(path)
     check_terminal()
@@ -416,6 +537,6 @@ def run_replay(args: argparse.Namespace) -> int:
     app = GpuscopeApp(session, None, label="REPLAY", interval_s=interval, compact=True if args.compact else None,
                       origin_note=f"{Path(path).name} ({note})")
     app.feeder = ReplayFeeder(rec, session, app.notify_update, speed=args.speed, window_s=lambda: app.window_s)
-    app.run()
+    run_app(app)
     return 0
 

@@ -1,79 +1,90 @@
 """Feeders put frames into a Session off the event loop: live sampling or replay of a recording.
 
 Both call :meth:`Session.ingest`, so replay goes through the same path as live data. They never
-queue frames for the UI: the UI redraws from the session's latest state when it is ready.
+queue frames for the UI: the UI redraws from the session's latest state when it is ready. Both are
+:class:`~gpuscope.tui.workers.Worker` threads owned by the App; they take the session's one lock
+(``session.lock``) for every change, as the App does for every read.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import logging
+import math
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from gpuscope.core import catalogue
+from gpuscope.core.history import History
+from gpuscope.core.model import EndpointReading, Event, Frame, GpuReading, ProcessInfo
 from gpuscope.core.session import Session, run_ticks
+from gpuscope.core.view import ReplayStatus
 from gpuscope.sources.recording import Recording
+from gpuscope.tui.workers import Worker
+
+log = logging.getLogger(__name__)
 
 
-class LiveFeeder:
-    """Samples a source every ``interval_s`` on a worker thread."""
+class LiveFeeder(Worker):
+    """Samples a source every ``interval_s`` on the ``gpuscope-sampler`` thread.
+
+    A tick that raises (the source's ``sample()`` or the session's ``ingest``) is logged and counted
+    in ``session.tick_errors`` (the status bar shows it) and sampling goes on."""
 
     label = "LIVE"
 
     def __init__(self, source: Any, session: Session, interval_s: float, on_update: Callable[[], None]):
+        super().__init__("gpuscope-sampler", on_update)
         self.source = source
         self.session = session
         self.interval_s = interval_s
-        self.on_update = on_update
-        self.error: str | None = None
-        self.session_lock = threading.RLock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="gpuscope-sampler", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        def on_frame(frame: Any) -> None:
-            with self.session_lock:
-                self.session.ingest(frame)
+    def run(self) -> None:
+        def on_frame(frame: Frame) -> None:
+            self.session.ingest(frame)
             self.on_update()
 
-        try:
-            run_ticks(self.source.sample, on_frame, self.interval_s, self._stop)
-        except Exception as e:  # noqa: BLE001 - shown on screen, never a traceback
-            self.error = f"sampling stopped: {type(e).__name__}: {e}"
+        def on_error(e: Exception) -> None:
+            self.session.tick_failed(e)
             self.on_update()
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        try:
-            self.source.close()
-        except Exception:  # noqa: BLE001
-            pass
+        run_ticks(self.source.sample, on_frame, self.interval_s, self._stop, on_error=on_error)
+
+    def _release(self) -> None:
+        self.source.close()
 
 
-class ReplayFeeder:
-    """Plays a recording at ``speed`` (0.25×–64×) with pause and seek; frames keep their own times."""
+class ReplayFeeder(Worker):
+    """Plays a recording at ``speed`` (0.25×–64×) with pause and seek; frames keep their own times.
+
+    Seeks asked for by the UI (:meth:`request_seek`) run on this thread, never on the event loop. A frame
+    that cannot be read (a damaged file) is logged, counted in ``session.tick_errors`` and skipped;
+    playback goes on."""
 
     label = "REPLAY"
     SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+    REBUILD_FRAMES = 240  # at most this many frames fill the graphs' window on a seek (a stride beyond)
+    FINDINGS_S = 12.0  # findings are re-run over this much before the target (they average 5 s, hold 5 s)
 
     def __init__(self, rec: Recording, session: Session, on_update: Callable[[], None], speed: float = 1.0,
                  window_s: Callable[[], float] = lambda: 60.0):
+        super().__init__("gpuscope-replay", on_update)
         self.rec = rec
         self.session = session
-        self.on_update = on_update
         self.speed = min(self.SPEEDS, key=lambda s: abs(s - speed))
         self.window_s = window_s
         self.playing = True
         self.index = -1
-        self.error: str | None = None
-        self.session_lock = threading.RLock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="gpuscope-replay", daemon=True)
+        self.seeks = 0  # seeks done: the UI redraws its graphs when this changes
+        self._seek_to: float | None = None  # a seek asked for by the UI, done on the replay thread
+        self._mark_t: float | None = None  # the marker last jumped to, while the position has not moved
+        self._mark_index = -1
+        self._marks = tuple((e.t, "marker" if e.kind == "marker" else "finding") for e in rec.events
+                            if e.kind in ("marker", "finding_raised", "gpu_lost"))
+        self._wake_ev = threading.Event()
 
     @property
     def t0(self) -> float:
@@ -87,53 +98,108 @@ class ReplayFeeder:
     def position(self) -> float:
         return float(self.rec.times[self.index]) if self.index >= 0 else self.t0
 
+    def status(self) -> ReplayStatus:
+        """Where the replay stands, as one immutable value (read under the session lock)."""
+        with self.session.lock:
+            return ReplayStatus(t0=self.t0, t1=self.t1, position=self.position, speed=self.speed,
+                                playing=self.playing, marks=self._marks)
+
     def start(self) -> None:
         if self.rec.n_frames:
             self.seek(self.t0)
-        self._thread.start()
+        super().start()
 
-    def _run(self) -> None:
+    def _wake(self) -> None:
+        self._wake_ev.set()
+
+    @property
+    def target(self) -> float:
+        """Where the replay is or is about to be (a pending seek counts): the base of the next step."""
+        pending = self._seek_to
+        return pending if pending is not None else self.position
+
+    def request_seek(self, t: float) -> None:
+        """Ask for a seek to ``t`` without blocking: the replay thread rebuilds; repeated requests before
+        it gets to them collapse into the last one."""
+        self._seek_to = min(max(t, self.t0), self.t1)
+        self._wake_ev.set()
+
+    def _do_pending_seek(self) -> bool:
+        t, self._seek_to = self._seek_to, None
+        if t is None:
+            return False
+        self.seek(t)
+        return True
+
+    def run(self) -> None:
         while not self._stop.is_set():
+            if self._do_pending_seek():
+                continue
             if not self.playing or self.index >= self.rec.n_frames - 1:
                 if self.index >= self.rec.n_frames - 1 and self.playing:
                     self.playing = False
                     self.on_update()
-                self._wake.wait(0.5)
-                self._wake.clear()
+                self._wake_ev.wait(0.5)
+                self._wake_ev.clear()
                 continue
-            with self.session_lock:
+            with self.session.lock:
                 i = self.index + 1
                 gap = float(self.rec.times[i] - self.rec.times[self.index]) if self.index >= 0 else 0.0
             deadline = time.monotonic() + min(max(gap, 0.0) / self.speed, 5.0)
             while not self._stop.is_set() and time.monotonic() < deadline:
-                if self._wake.wait(max(0.0, deadline - time.monotonic())):
+                if self._wake_ev.wait(max(0.0, deadline - time.monotonic())):
                     break
-            if self._wake.is_set():
-                self._wake.clear()
+            if self._wake_ev.is_set():
+                self._wake_ev.clear()
                 continue  # a seek or speed change: re-plan from the new position
-            with self.session_lock:
+            with self.session.lock:
                 if self.index + 1 == i and self.playing:
                     self._ingest(i)
             self.on_update()
 
     def _ingest(self, i: int) -> None:
-        for f in self.rec.frames(i, i + 1):
-            self.session.ingest(f)
+        try:
+            for f in self.rec.frames(i, i + 1):
+                self.session.ingest(f)
+        except Exception as e:  # noqa: BLE001 - a damaged frame is counted and skipped
+            self.session.tick_failed(e)
         self.index = i
 
     def seek(self, t: float) -> None:
-        """Jump to time ``t``: the history and findings are rebuilt from the window before it."""
-        with self.session_lock:
-            target = self.rec.index_at(t)
-            start = self.rec.index_at(float(self.rec.times[target]) - self.window_s())
-            self.session.history.clear()
-            self.session.findings.reset()
-            t_start = float(self.rec.times[start])  # findings open before the window keep their start times
-            self.session.findings.prime(e for e in self.rec.events if e.t < t_start)
-            for f in self.rec.frames(start, target + 1):
-                self.session.ingest(f)
+        """Jump to time ``t`` (synchronously; the UI calls :meth:`request_seek`, which runs this on the
+        replay thread).
+
+        Rebuilds only what the window shows: the history of the window before ``t`` from at most
+        ``REBUILD_FRAMES`` frames (every k-th frame of a long window, read straight from the file's
+        JSON into the history: the file's own frames, no validation), then the last ``FINDINGS_S``
+        seconds through the full decode and the findings, as live frames go. The new state is built
+        aside and swapped in under the session lock, so the UI never waits on a rebuild."""
+        s = self.session
+        target = self.rec.index_at(t)
+        t_target = float(self.rec.times[target])
+        start = self.rec.index_at(t_target - self.window_s())
+        exact = max(start, self.rec.index_at(t_target - self.FINDINGS_S))
+        fresh = Session(s.inventory, interval_s=s.interval_s, history_s=1.0)
+        fresh.history = History(s.history.n_gpus, s.history.capacity)
+        # findings open before the rebuilt stretch keep their start times ("since" survives a seek)
+        t_exact = float(self.rec.times[exact])
+        fresh.findings.prime(e for e in self.rec.events if e.t < t_exact)
+        stride = max(1, -(-(exact - start) // self.REBUILD_FRAMES))
+        for i in range(start, exact, stride):
+            _history_from_json(fresh.history, self.rec, i)
+        for i in range(exact, target + 1):
+            f = _trusted_frame(self.rec, i)
+            if f is None:
+                continue
+            try:
+                fresh.ingest(f)
+            except Exception as e:  # noqa: BLE001 - a damaged frame: counted, skipped
+                s.tick_failed(e)
+        with s.lock:
+            s.history, s.findings, s.last_frame = fresh.history, fresh.findings, fresh.last_frame
             self.index = target
-        self._wake.set()
+            self.seeks += 1
+        self._wake_ev.set()
         self.on_update()
 
     def step(self, seconds: float) -> None:
@@ -143,27 +209,95 @@ class ReplayFeeder:
         if not self.playing and self.index >= self.rec.n_frames - 1:
             self.seek(self.t0)
         self.playing = not self.playing
-        self._wake.set()
+        self._wake_ev.set()
         self.on_update()
 
     def faster(self, up: bool) -> None:
         k = self.SPEEDS.index(self.speed) + (1 if up else -1)
         self.speed = self.SPEEDS[max(0, min(len(self.SPEEDS) - 1, k))]
-        self._wake.set()
+        self._wake_ev.set()
         self.on_update()
 
     def marks(self) -> list[tuple[float, str]]:
-        return [(e.t, "marker" if e.kind == "marker" else "finding") for e in self.rec.events
-                if e.kind in ("marker", "finding_raised", "gpu_lost")]
+        return list(self._marks)
 
     def jump_mark(self, forward: bool) -> None:
-        ts = sorted({t for t, _k in self.marks()})
-        pos = self.position
-        cands = [t for t in ts if t > pos + 0.01] if forward else [t for t in ts if t < pos - 0.01]
+        """Seek to the next (previous) marker or finding. A mark between two frames lands on the frame
+        before it, so the mark last jumped to, not the position, is the base of the next jump."""
+        ts = sorted({t for t, _k in self._marks})
+        base = self._mark_t if (self._mark_t is not None and self._mark_index == self.index
+                                and self._seek_to is None) else self.target
+        cands = [t for t in ts if t > base + 1e-6] if forward else [t for t in ts if t < base - 1e-6]
         if cands:
-            self.seek(cands[0] if forward else cands[-1])
+            t = cands[0] if forward else cands[-1]
+            self._mark_t = t
+            self._mark_index = self.rec.index_at(t)
+            self.request_seek(t)
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout=2)
+
+def _history_from_json(history: Any, rec: Recording, i: int) -> None:
+    """Add frame ``i`` to ``history`` straight from the recording's JSON line (no Frame object): the
+    seek's fast path for the file's own frames; a line that does not parse is skipped."""
+    try:
+        d = json.loads(rec.raw_line(i))
+        gpus = d.get("gpus") or []
+        t = float(d["t"])
+    except (ValueError, AttributeError, IndexError, KeyError, TypeError):
+        return
+    k = history.count % history.capacity
+    history.times[k] = t
+    rows = [(g.get("index"), _Row(g)) for g in gpus if isinstance(g, dict) and not g.get("lost")]
+    rows = [(i, g) for i, g in rows if isinstance(i, int) and 0 <= i < history.n_gpus]
+    for key, get in _GPU_GETTERS:
+        row = history.data[key][k]
+        row[:] = math.nan
+        for idx, g in rows:
+            v = get(g)
+            if isinstance(v, (int, float)):
+                row[idx] = v
+    eps = [_Row(e) for e in d.get("endpoints") or [] if isinstance(e, dict)]
+    for key, get in _EP_GETTERS:
+        vals = [v for e in eps if isinstance(v := get(e), (int, float))]
+        history.endpoint_data[key][k] = sum(vals) if vals else math.nan
+    history.count += 1
+
+
+class _Row(dict):  # type: ignore[type-arg]
+    """A frame's JSON object read like a reading: a missing field is None (for the catalogue's getters)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return self.get(name)
+
+
+_GPU_GETTERS = [(m.key, m.getter()) for m in catalogue.metrics("gpu", history=True) if m.key is not None]
+_EP_GETTERS = [(m.key, m.getter()) for m in catalogue.metrics("endpoint", history=True) if m.key is not None]
+
+
+def _names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+_GPU, _PROC, _EP, _EV, _FRAME = (_names(c) for c in (GpuReading, ProcessInfo, EndpointReading, Event, Frame))
+
+
+def _trusted_frame(rec: Recording, i: int) -> Frame | None:
+    """Frame ``i`` built straight from its JSON line, without the codec's per-field checks: the seek's
+    fast path for the file's own frames (about 10× faster). Anything unexpected falls back to the
+    checked decode (which skips a damaged frame and notes it in ``rec.problems``)."""
+    try:
+        d = json.loads(rec.raw_line(i))
+        gpus = []
+        for g in d.get("gpus") or ():
+            kw = {k: v for k, v in g.items() if k in _GPU}
+            if kw.get("processes") is not None:
+                kw["processes"] = tuple(ProcessInfo(**{k: v for k, v in p.items() if k in _PROC})
+                                        for p in kw["processes"])
+            gpus.append(GpuReading(**kw))
+        kw = {k: v for k, v in d.items() if k in _FRAME}
+        kw["gpus"] = tuple(gpus)
+        kw["endpoints"] = tuple(EndpointReading(**{k: v for k, v in e.items() if k in _EP})
+                                for e in d.get("endpoints") or ())
+        kw["events"] = tuple(Event(**{k: v for k, v in e.items() if k in _EV}) for e in d.get("events") or ())
+        return Frame(**kw)
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError):
+        return next(rec.frames(i, i + 1), None)

@@ -4,52 +4,43 @@ from __future__ import annotations
 
 import argparse
 import gc
-import threading
 from collections.abc import Callable
 
 from gpuscope.cli.agent import broker_config
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session
 from gpuscope.sources.mqtt import Subscriber
-from gpuscope.tui.app import GpuscopeApp, check_terminal
+from gpuscope.tui.app import GpuscopeApp, check_terminal, run_app
 from gpuscope.tui.fleet_app import FleetApp
+from gpuscope.tui.workers import Worker
 
 
-class RemoteFeeder:
-    """Feeds one remote host's frames (from the subscriber) into a Session, like live sampling."""
+class RemoteFeeder(Worker):
+    """Feeds one remote host's frames (from the subscriber) into a Session, like live sampling
+    (thread ``gpuscope-remote``, owned by the App like every feeder)."""
 
     label = "REMOTE"
 
     def __init__(self, sub: Subscriber, host: str, session: Session, on_update: Callable[[], None]):
-        self.sub, self.host, self.session, self.on_update = sub, host, session, on_update
-        self.error: str | None = None
-        self.session_lock = threading.RLock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="gpuscope-remote")
+        super().__init__("gpuscope-remote", on_update)
+        self.sub, self.host, self.session = sub, host, session
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
+    def run(self) -> None:
         seen = 0
         while not self._stop.is_set():
             f = self.sub.wait_frame(self.host, seen, 1.0)
             h = self.sub.hosts.get(self.host)  # one host: no snapshot of the whole fleet per frame
             if f is not None and h is not None:
                 seen = h.frames
-                with self.session_lock:
+                try:
                     self.session.ingest(f)
+                except Exception as e:  # noqa: BLE001 - counted and shown; the next frame may be fine
+                    self.session.tick_failed(e)
                 self.error = None
             elif h is not None and not h.online:
                 self.error = f"{self.host} is offline" + (f" (broker: {self.sub.last_error})" if self.sub.last_error
                                                           else "")
             self.on_update()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-
-
 
 
 def run_fleet(args: argparse.Namespace) -> int:
@@ -94,6 +85,6 @@ def _show_host(sub: Subscriber, host: str, interval_s: float) -> None:
     feeder = RemoteFeeder(sub, host, session, app.notify_update)
     app.feeder = feeder
     try:
-        app.run()
+        run_app(app)
     finally:
         feeder.stop()

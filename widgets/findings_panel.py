@@ -8,19 +8,21 @@ from textual.widgets import Static
 from gpuscope.core.findings import finding_line
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import SEVERITIES
+from gpuscope.widgets.fit import fit_words
 from gpuscope.widgets.style import DIM, OK, SEV_MARK, SEV_STYLE, fmt_duration, set_content
 
 
 class FindingsPanel(Static):
     DEFAULT_CSS = """
-    FindingsPanel { height: auto; max-height: 12; border: round $primary-darken-2; padding: 0 1; }
-    FindingsPanel:focus { border: round $accent; height: auto; max-height: 30; }
+    FindingsPanel { height: auto; border: round $primary-darken-2; padding: 0 1; }
+    FindingsPanel:focus { border: round $accent; overflow-y: auto; }
     """
 
     def __init__(self, **kw: object):
         super().__init__(**kw)
         self.can_focus = True
         self.border_title = "Findings"
+        self.budget = 8  # lines the layout gives this panel (one finding a line, the last may be "+k more")
 
     def show(self, v: ViewState) -> None:
         fs = v.findings
@@ -33,8 +35,16 @@ class FindingsPanel(Static):
         sub = " ".join(f"{n} {s}" for s, n in counts.items() if n)
         if self.border_subtitle != sub:
             self.border_subtitle = sub
-        limit = 30 if self.has_focus else 8
+        full = self.has_focus  # focused: every finding, full text (wrapped); else one line each
+        width = max(20, self.size.width - 4 if self.size.width else 76)
+        budget = max(1, self.budget)
+        limit = len(fs) if full or len(fs) <= budget else budget - 1
         lines = []
+        if limit == 0:  # one line for several findings: the worst, and how many more
+            more = Text(f"  +{len(fs) - 1} more — f", style=DIM)
+            limit = 1
+        else:
+            more = None
         for f in fs[:limit]:
             t = Text()
             text, state = finding_line(f, v.now)
@@ -49,10 +59,26 @@ class FindingsPanel(Static):
                 t.append(message, style="" if f.severity != "info" else DIM)
             if when:
                 t.append(f"  {when}", style=DIM)
-            lines.append(t)
-        if len(fs) > limit:
-            lines.append(Text(f"… {len(fs) - limit} more (f to focus)", style=DIM))
-        set_content(self, Text("\n").join(lines), wrap_width=max(20, self.size.width - 4))
+            if more is not None:
+                t = fit_words(t, width - more.cell_len)
+                t.append_text(more)
+            lines.append(t if full else fit_words(t, width))
+        if len(fs) > limit and more is None:
+            lines.append(Text(f"+{len(fs) - limit} more — f: all findings", style=DIM))
+        set_content(self, Text("\n").join(lines), wrap_width=width)  # rows as shown: a width change re-lays out
+
+
+def findings_text(v: ViewState) -> Text:
+    """Every active finding with its full text (evidence and since, or clearing), for the findings screen."""
+    if not v.findings:
+        return Text("✔ nothing limits this server that gpuscope can see", style=OK)
+    out = Text("Findings", style="bold")
+    out.append("  (esc closes; ↑↓ scroll)\n", style=DIM)
+    for f in v.findings:
+        text, state = finding_line(f, v.now)
+        out.append("\n" + SEV_MARK[f.severity] + " ", style=SEV_STYLE[f.severity] if state == "active" else DIM)
+        out.append(text + "\n", style="" if state == "active" else DIM)
+    return out
 
 
 def held(started_at: float, now: float) -> str:

@@ -11,14 +11,15 @@ from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import CLOCK_EVENT_BY_NAME, LINK_LEVEL, link_label, link_state, reading_busy
+from gpuscope.widgets.fit import fit_words
 from gpuscope.widgets.style import (
     DIM,
     LEVEL_STYLE,
     OK,
     bar,
-    fmt_gb,
     fmt_num,
     fmt_rate,
+    graph_rows,
     level_style,
     set_content,
     short_name,
@@ -46,6 +47,17 @@ def link_text(dev: DeviceInfo, r: GpuReading, busy: bool) -> Text:
         t.append(f" max {link_label(bg, bw)}", style=DIM)
         if state == "below_max_idle":
             t.append(" (idle)", style=DIM)
+    return t
+
+
+def rate_line(label: str, val: float | None, cap: float | None) -> Text:
+    """``  RX  398.5 GB/s  88% of 450.0 GB/s`` (at most 35 cells: the graphs start at column 36)."""
+    t = Text(f"{label:<5}")
+    share = (val / cap) if (val is not None and cap) else None
+    t.append(f"{fmt_rate(val):>10}", style="bold " + level_style(share))
+    t.append(f" {share * 100:3.0f}%" if share is not None else "     ", style=level_style(share))
+    if cap:
+        t.append(" of " + fmt_rate(cap), style=DIM)
     return t
 
 
@@ -127,33 +139,36 @@ class GpuPanel(Static):
 
         line4 = Text("PCIe ")
         line4.append_text(link_text(dev, r, busy))
-        lines = [line1, line2, line3, line4]
-        for name, val, metric in (("RX", r.pcie_rx_bytes_per_s, "pcie_rx"), ("TX", r.pcie_tx_bytes_per_s, "pcie_tx")):
-            t = Text(f"  {name} ")
-            share = (val / cap) if (val is not None and cap) else None
-            t.append(f"{fmt_rate(val):>10}", style="bold " + level_style(share))
-            t.append(f" {share * 100:3.0f}%" if share is not None else "    ", style=level_style(share))
-            t.append(" of " + fmt_rate(cap), style=DIM)
-            t.pad_right(prefix - len(t))
-            t.append(self._graph(v, metric, graphw, cap), style=level_style(share))
-            lines.append(t)
+        if dev.nvlinks_active:
+            line4.append(f"  NVLink ×{dev.nvlinks_active}", style=DIM)
+        lines = [line1, line2, line3, fit_words(line4, width)]
+        rates = [("  RX", r.pcie_rx_bytes_per_s, "pcie_rx", cap), ("  TX", r.pcie_tx_bytes_per_s, "pcie_tx", cap)]
         if dev.nvlinks_active:
             ncap = device_nvlink_capacity_bytes_per_s(dev)
-            t = Text(f"NVL×{dev.nvlinks_active} ")
-            vals = [x for x in (r.nvlink_rx_bytes_per_s, r.nvlink_tx_bytes_per_s) if x is not None]
-            peak = max(vals) if vals else None
-            share = peak / ncap if (peak is not None and ncap) else None
-            t.append(f"RX {fmt_gb(r.nvlink_rx_bytes_per_s)} TX {fmt_gb(r.nvlink_tx_bytes_per_s)} GB/s",
-                     style="bold " + level_style(share))
-            t.append(f" of {fmt_gb(ncap)}", style=DIM)
-            t.truncate(prefix - 1)
-            t.pad_right(prefix - len(t))
-            t.append(self._graph(v, "nvlink_rx", graphw, ncap), style=level_style(share))
+            rates += [("NV RX", r.nvlink_rx_bytes_per_s, "nvlink_rx", ncap),
+                      ("NV TX", r.nvlink_tx_bytes_per_s, "nvlink_tx", ncap)]
+        for name, val, metric, c in rates:
+            t = rate_line(name, val, c)
+            share = (val / c) if (val is not None and c) else None
+            t.pad_right(prefix - t.cell_len)
+            t.append(self._graph(v, metric, graphw, c), style=level_style(share))
             lines.append(t)
-        t = Text(f"util {fmt_num(r.util_gpu_pct, '%')} over {int(v.window_s // 60)} min", style=DIM)
-        t.pad_right(prefix - len(t))
-        t.append(self._graph(v, "util", graphw, 100.0), style=OK)
-        lines.append(t)
+        head = Text(f"util {fmt_num(r.util_gpu_pct, '%')} over {int(v.window_s // 60)} min", style=DIM)
+        # spare rows (the panel is taller than its lines) go to a taller utilisation graph
+        spare = max(0, (self.size.height - 2 if self.size.height else 0) - len(lines) - 1)
+        if spare:
+            times, vals = v.history.window("util", self.index, v.window_s, v.now or None)
+            cells = resample(times, vals, v.now or 0, v.window_s, graphw)
+            for k, row in enumerate(graph_rows(cells, spare + 1, 100.0)):
+                t = head.copy() if k == 0 else Text("")
+                t.pad_right(prefix - t.cell_len)
+                t.append(row, style=OK)
+                lines.append(t)
+        else:
+            head.pad_right(prefix - head.cell_len)
+            head.append(self._graph(v, "util", graphw, 100.0), style=OK)
+            lines.append(head)
+        lines = [ln if ln.cell_len <= width else fit_words(ln, width) for ln in lines]
         if self.border_subtitle:
             self.border_subtitle = ""
         set_content(self, Text("\n").join(lines))

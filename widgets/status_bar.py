@@ -1,4 +1,4 @@
-"""The header line: host, source label, interval, recording, window, clock."""
+"""The header line: host, source label, sampling errors, interval, recording, window, clock."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from gpuscope.core.view import ViewState
+from gpuscope.widgets.fit import fit_segments
 from gpuscope.widgets.style import fmt_duration, set_content
 
 LABEL_STYLE = {"LIVE": "bold black on green", "SIMULATED": "bold black on yellow", "REPLAY": "bold black on cyan",
@@ -18,24 +19,36 @@ class StatusBar(Static):
     DEFAULT_CSS = "StatusBar { height: 1; background: $panel; }"
 
     def show(self, v: ViewState) -> None:
-        e = v.extra
-        t = Text()
-        t.append(" gpuscope ", style="bold")
-        t.append(f" {v.label} ", style=LABEL_STYLE.get(v.label, "reverse"))
+        st = v.status
+        segs: list[tuple[Text, int]] = []  # (text, priority): 0 always shown, higher dropped first to fit
+
+        def seg(text: str, style: str = "", prio: int = 0) -> None:
+            segs.append((Text(text, style=style), prio))
+
+        seg(" gpuscope", "bold", 6)
+        seg(f" {v.label} ", LABEL_STYLE.get(v.label, "reverse"), 0)
         if v.inventory.scenario and v.label == "SIMULATED":
-            t.append(f" {v.inventory.scenario}", style="yellow")
+            seg(v.inventory.scenario, "yellow", 2)
         elif v.inventory.simulated:
-            t.append(f" SIMULATED {v.inventory.scenario or ''}", style="bold yellow")
-        if e.get("replay_note"):
-            t.append(f" {e['replay_note']}", style="cyan")
-        t.append(f"  {v.inventory.host}  {len(v.inventory.devices)} GPU  driver {v.inventory.driver_version or '?'}")
-        t.append(f"  every {e.get('interval', 1.0):g}s  window {fmt_duration(v.window_s)}")
-        if e.get("paused"):
-            t.append("  ❚❚ PAUSED", style="bold yellow")
-        if e.get("recording"):
-            t.append(f"  ● REC {fmt_duration(float(e.get('rec_elapsed', 0)))}", style="bold red")
-        if e.get("record_error"):
-            t.append(f"  {e['record_error']}", style="bold red")
+            seg(f"SIMULATED {v.inventory.scenario or ''}".strip(), "bold yellow", 0)
+        if st.tick_errors.count:  # a high priority: a narrow terminal must still show it
+            seg(st.tick_errors.text(), "bold red", 1)
+        if st.origin_note:
+            seg(st.origin_note, "cyan", 3)
+        seg(v.inventory.host, "", 3)
+        seg(f"{len(v.inventory.devices)} GPU", "", 4)
+        seg(f"driver {v.inventory.driver_version or '?'}", "", 5)
+        seg(f"every {st.interval_s:g}s", "", 4)
+        seg(f"window {fmt_duration(v.window_s)}", "", 0)
+        if st.paused:
+            seg("❚❚ PAUSED", "bold yellow", 0)
+        if st.recording is not None:
+            seg(f"● REC {fmt_duration(st.recording.elapsed_s)}", "bold red", 0)
+            if st.recording.dropped:
+                seg(f"{st.recording.dropped} frames dropped: disk too slow", "bold red", 1)
+        if st.record_error:
+            seg(st.record_error, "bold red", 1)
         clock = time.strftime("%H:%M:%S", time.localtime(v.now)) if v.now else ""
-        t.append(f"  {clock}")
-        set_content(self, t)
+        if clock:
+            seg(clock, "", 0)
+        set_content(self, fit_segments(segs, max(20, self.size.width or 80)))

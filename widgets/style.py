@@ -111,7 +111,8 @@ def rows_of(text: str, wrap_width: int | None) -> int:
 
 
 def set_content(widget: object, content: Text, wrap_width: int | None = None) -> bool:
-    """Update a Static only when its content changed; re-layout only when its line count changed.
+    """Update a Static only when its content changed; re-layout only when its line count or its width changed
+    (content first drawn before the widget had its width may have wrapped into more rows than it now needs).
 
     Returns True when the widget was updated. Redrawing unchanged panels and re-running layout on
     every refresh was most of the TUI's CPU (profiled), so every panel goes through here.
@@ -119,7 +120,7 @@ def set_content(widget: object, content: Text, wrap_width: int | None = None) ->
     prev = getattr(widget, "_gs_last", None)
     if prev is not None and prev == content and prev.plain == content.plain:
         return False
-    rows = rows_of(content.plain, wrap_width)
+    rows = (rows_of(content.plain, wrap_width), getattr(getattr(widget, "size", None), "width", None))
     layout = prev is None or getattr(widget, "_gs_rows", None) != rows
     widget._gs_rows = rows  # type: ignore[attr-defined]
     widget._gs_last = content  # type: ignore[attr-defined]

@@ -6,10 +6,10 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Static
 
-from gpuscope.core.model import Inventory
 from gpuscope.core.topology import PATH_MEANING, best_link, link_row, matrix, pair_bandwidth_bytes_per_s
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import LINK_LEVEL, link_label, link_state, reading_busy
+from gpuscope.widgets.fit import fit_words, short_affinity
 from gpuscope.widgets.style import DIM, LEVEL_STYLE, fmt_gb, path_style, set_content
 
 
@@ -33,6 +33,9 @@ class TopologyPanel(Static):
         self.sel = (0, 1)
         self._last: ViewState | None = None
         self.border_title = "Topology"
+        self.form = "matrix"  # or "pairs" when the matrix does not fit (set by the layout)
+        self.avail_width = 0  # content width the layout allows (0: the panel's own width)
+        self.legend = False  # the legend line, shown when there is room or the panel is focused
 
     def action_move(self, dr: int, dc: int) -> None:
         if self._last is None:
@@ -49,54 +52,124 @@ class TopologyPanel(Static):
 
     def show(self, v: ViewState) -> None:
         self._last = v
-        inv = v.inventory
-        n = len(inv.devices)
-        m = matrix(inv)
-        lines = []
-        head = Text("      " + "".join(f"{'GPU' + str(j):>6}" for j in range(n)) + "  CPU affinity  NUMA", style="bold")
-        lines.append(head)
-        focused = self.has_focus
-        for i, d in enumerate(inv.devices):
-            t = Text(f"{'GPU' + str(i):<6}")
-            for j in range(n):
-                lab = m[i][j]
-                style = path_style(lab)
-                if focused and (i, j) == self.sel:
-                    style = f"reverse {style}"
-                t.append(f"{lab:>6}", style=style)
-            r = v.frame.gpus[i] if v.frame and i < len(v.frame.gpus) else None
-            row = link_row(d, r.pcie_gen if r else None, r.pcie_width if r else None)
-            t.append(f"  {(d.cpu_affinity or '–')[:12]:<12}  {d.numa_node if d.numa_node is not None else '–':<4}")
-            if row.below_max:
-                bg, bw = best_link(d)
-                state = link_state(row.gen_current, row.width_current, bg, bw,
-                                   r is not None and reading_busy(r, row.capacity_current_bytes_per_s))
-                t.append(f" {link_label(row.gen_current, row.width_current)} < {link_label(bg, bw)}",
-                         style=LEVEL_STYLE[LINK_LEVEL[state]])
-            lines.append(t)
-        if n >= 2:
-            a, b = sorted(self.sel)
-            p = inv.pair(a, b)
-            if p is not None:
-                cur = {r.index: (r.pcie_gen, r.pcie_width) for r in (v.frame.gpus if v.frame else ())
-                       if r.pcie_gen and r.pcie_width}
-                bw = pair_bandwidth_bytes_per_s(inv, p, cur)
-                what = (f"{p.nvlinks} NVLinks" + (" through NVSwitch" if p.via_nvswitch else " direct")) if p.nvlinks \
-                    else PATH_MEANING.get(p.pcie_path, p.pcie_path)
-                t = Text(f"GPU{a}↔GPU{b} ")
-                t.append(p.label, style=path_style(p.label))
-                t.append(f": {what}; up to {fmt_gb(bw)} GB/s per direction")
-                if not focused:
-                    t.append("  (t, arrows: other pairs)", style=DIM)
-                lines.append(t)
-        lines.append(legend(inv))
+        width = self.avail_width or max(20, self.size.width - 4 if self.size.width else 76)
+        lines = topology_lines(v, width, self.sel if self.has_focus else None, legend_on=self.legend, form=self.form)
         set_content(self, Text("\n").join(lines))
 
 
-def legend(inv: Inventory) -> Text:
+CELL = 5  # matrix cell width: labels are at most 4 characters (NV18, NODE)
+AFF_W = 13
+
+
+def matrix_columns(n: int, width: int) -> tuple[str, ...] | None:
+    """Which side columns fit beside an ``n``-GPU matrix in ``width`` cells: ("affinity", "numa"),
+    ("numa",), () — or None when the matrix itself does not fit (then a pair list is drawn)."""
+    base = CELL + CELL * n
+    if base + 2 + AFF_W + 5 <= width:
+        return ("affinity", "numa")
+    if base + 5 <= width:
+        return ("numa",)
+    if base <= width:
+        return ()
+    return None
+
+
+def topology_lines(v: ViewState, width: int, sel: tuple[int, int] | None = None, legend_on: bool = False,
+                   form: str = "matrix") -> list[Text]:
+    """The topology panel's lines for a content ``width``: the matrix when it fits without wrapping
+    (dropping the affinity and NUMA columns first), else a pair list grouped by path; then the
+    links below their max, the selected pair, and the legend when asked for."""
+    inv = v.inventory
+    n = len(inv.devices)
+    cols = matrix_columns(n, width) if form == "matrix" else None
+    lines: list[Text] = []
+    links: list[Text] = []
+    for i, d in enumerate(inv.devices):
+        r = v.frame.gpus[i] if v.frame and i < len(v.frame.gpus) else None
+        row = link_row(d, r.pcie_gen if r else None, r.pcie_width if r else None)
+        if row.below_max:
+            bg, bw = best_link(d)
+            state = link_state(row.gen_current, row.width_current, bg, bw,
+                               r is not None and reading_busy(r, row.capacity_current_bytes_per_s))
+            t = Text(f"GPU{i} PCIe {link_label(row.gen_current, row.width_current)} < {link_label(bg, bw)}",
+                     style=LEVEL_STYLE[LINK_LEVEL[state]])
+            if state == "below_max_idle":
+                t.append(" (idle)", style=DIM)
+            links.append(t)
+    if n and cols is not None:
+        m = matrix(inv)
+        head = Text(" " * CELL + "".join(f"{'GPU' + str(j):>{CELL}}" for j in range(n)), style="bold")
+        if "affinity" in cols:
+            head.append(f"  {'CPU affinity':<{AFF_W}}")
+        if "numa" in cols:
+            head.append(" NUMA")
+        lines.append(head)
+        for i, d in enumerate(inv.devices):
+            t = Text(f"{'GPU' + str(i):<{CELL}}")
+            for j in range(n):
+                lab = m[i][j]
+                style = path_style(lab)
+                if sel is not None and (i, j) == sel:
+                    style = f"reverse {style}"
+                t.append(f"{lab:>{CELL}}", style=style)
+            if "affinity" in cols:
+                t.append(f"  {short_affinity(d.cpu_affinity, AFF_W):<{AFF_W}}")
+            if "numa" in cols:
+                t.append(f" {d.numa_node if d.numa_node is not None else '–':>4}")
+            lines.append(t)
+    elif n >= 2:
+        m = matrix(inv)
+        groups: dict[str, list[str]] = {}
+        for i in range(n):
+            for j in range(i + 1, n):
+                groups.setdefault(m[i][j], []).append(f"{i}↔{j}")
+        for lab, pairs in groups.items():
+            items = ["all pairs"] if len(pairs) == n * (n - 1) // 2 else pairs
+            t = Text(f"{lab:<5}", style=path_style(lab))
+            for it in items:
+                if t.cell_len + len(it) + 1 > width:
+                    lines.append(t)
+                    t = Text(" " * 5)
+                t.append(it + " ")
+            t.rstrip()
+            lines.append(t)
+    lines += [fit_words(t, width) for t in links]
+    if n >= 2:
+        a, b = sorted(sel or (0, 1))
+        p = inv.pair(a, b)
+        if p is not None:
+            cur = {r.index: (r.pcie_gen, r.pcie_width) for r in (v.frame.gpus if v.frame else ())
+                   if r.pcie_gen and r.pcie_width}
+            bw = pair_bandwidth_bytes_per_s(inv, p, cur)
+            what = (f"{p.nvlinks} NVLinks" + (" via NVSwitch" if p.via_nvswitch else " direct")) if p.nvlinks \
+                else PATH_MEANING.get(p.pcie_path, p.pcie_path)
+            t = Text(f"GPU{a}↔GPU{b} ")
+            t.append(p.label, style=path_style(p.label))
+            t.append(f": up to {fmt_gb(bw)} GB/s each way, {what}")
+            t = fit_words(t, width)
+            hint = "  (t: other pairs, legend)"
+            if sel is None and t.cell_len + len(hint) <= width:
+                t.append(hint, style=DIM)
+            lines.append(t)
+    if legend_on:
+        lines += legend_lines(width)
+    return lines
+
+
+def legend_lines(width: int) -> list[Text]:
+    """The path legend, wrapped between entries (never inside one)."""
+    out: list[Text] = []
     t = Text("", style=DIM)
     for lab, what in (("NV#", "NVLink"), ("PIX", "1 bridge"), ("PXB", "bridges"), ("PHB", "host bridge"),
                       ("NODE", "in NUMA node"), ("SYS", "across NUMA")):
+        item = f"{lab} {what}"
+        if t.cell_len and t.cell_len + 2 + len(item) > width:
+            out.append(t)
+            t = Text("", style=DIM)
+        if t.cell_len:
+            t.append("  ")
         t.append(lab, style=path_style("NV1" if lab == "NV#" else lab) or DIM)
-        t.append(f" {what}  ", style=DIM)
-    return t
+        t.append(f" {what}", style=DIM)
+    out.append(t)
+    return out
+

@@ -1,0 +1,116 @@
+"""A real seek in replay: key press → seek done on the replay thread → screen redrawn, on a 24 h × 8-GPU
+recording, at each history window (1 min, 10 min, 1 h); and how long the UI thread is blocked.
+
+    python benchmarks/bench_seek.py [--hours 24] [--file rec.jsonl.gz] [--json out.json]
+
+The recording is made with bench_recording.make (simulated h200-nvswitch-8 frames, labelled so)
+unless --file is given. Each seek is timed from the key press (Pilot) until the feeder's seek count
+has moved and the app has redrawn after it (its graphs rebuilt from the new window); 10 seeks to
+random places per window, p50 / max. "UI blocked" is the longest the event loop went without
+running during the seeks (a 5 ms heartbeat's worst gap). Target (issue 12): ≤ 50 ms at every window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import sys
+import tempfile
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import write_json  # noqa: E402
+
+
+async def one_window(rec: Any, label: str, window: float, seeks: int) -> dict[str, Any]:
+    """Seeks at one history window: (p50, max) key → redrawn screen, and the UI's longest stall."""
+    from gpuscope.core.session import Session
+    from gpuscope.tui.app import GpuscopeApp
+    from gpuscope.tui.feeders import ReplayFeeder
+
+    session = Session(rec.inventory, interval_s=1.0, history_s=3600.0)
+    app = GpuscopeApp(session, None, label="REPLAY", interval_s=1.0, window=label)
+    app.feeder = ReplayFeeder(rec, session, app.notify_update, window_s=lambda: app.window_s)
+    redraws: list[float] = []
+    orig = app.refresh_view
+
+    def spy(force: bool = False, _orig=orig) -> None:
+        _orig(force)
+        redraws.append(time.perf_counter())
+
+    app.refresh_view = spy  # type: ignore[method-assign]
+    times, gaps = [], []
+    random.seed(1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        f = app.feeder
+        f.toggle()  # paused: only the seeks move it
+        await pilot.pause()
+        beat = [time.perf_counter()]
+        worst = [0.0]
+
+        async def heartbeat() -> None:
+            while True:
+                await asyncio.sleep(0.005)
+                now = time.perf_counter()
+                worst[0] = max(worst[0], now - beat[0])
+                beat[0] = now
+
+        hb = asyncio.create_task(heartbeat())
+        for _ in range(seeks):
+            f._seek_to = None
+            start_at = rec.times[0] + window + random.random() * (rec.duration_s - window - 60)
+            f.seek(start_at)  # place it (not timed), then time a → key press from there
+            await pilot.pause()
+            n0, r0 = f.seeks, len(redraws)
+            worst[0] = 0.0
+            beat[0] = time.perf_counter()
+            t0 = time.perf_counter()
+            await pilot.press("right")
+            while not (f.seeks > n0 and len(redraws) > r0 and redraws[-1] > t0 and f._seek_to is None):
+                await asyncio.sleep(0.001)
+            done = max(r for r in redraws if r > t0)
+            while f.seeks > n0 and redraws[-1] < done:
+                await asyncio.sleep(0.001)
+            times.append(1000 * (redraws[-1] - t0))
+            gaps.append(1000 * worst[0])
+        hb.cancel()
+    times.sort()
+    return {"window": label, "seek_ms_p50": times[len(times) // 2], "seek_ms_max": times[-1],
+                "ui_blocked_ms_max": max(gaps)}
+
+async def measure(path: str, seeks: int) -> list[dict[str, Any]]:
+    from gpuscope.sources.recording import open_recording
+
+    rec = open_recording(path)
+    return [await one_window(rec, label, window, seeks)
+            for label, window in (("1m", 60.0), ("10m", 600.0), ("1h", 3600.0))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hours", type=float, default=24)
+    ap.add_argument("--file", help="an existing recording (default: make a simulated one)")
+    ap.add_argument("--seeks", type=int, default=10)
+    ap.add_argument("--json", metavar="FILE")
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as d:
+        path = a.file
+        if not path:
+            from bench_recording import make
+
+            path = os.path.join(d, "bench.jsonl.gz")
+            make(path, a.hours, 8)
+        rows = asyncio.run(measure(path, a.seeks))
+    print(f"{'window':<8} {'seek p50 ms':>12} {'seek max ms':>12} {'UI blocked max ms':>18}   target ≤ 50 ms")
+    for r in rows:
+        print(f"{r['window']:<8} {r['seek_ms_p50']:>12.1f} {r['seek_ms_max']:>12.1f} {r['ui_blocked_ms_max']:>18.1f}")
+    write_json(a.json, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""gpuscope's own commands in the command palette (ctrl+p): every key's action, found by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+
+def palette_commands(app: Any) -> list[tuple[str, str, Callable[[], Any]]]:
+    """(name, help, callback) for the app's state: record, marker, window, compact, topology, each
+    GPU's detail, and in replay speed and seek."""
+    run = app.run_action
+    out: list[tuple[str, str, Callable[[], Any]]] = [
+        ("Pause / play", "stop or resume the display (p, space)", partial(run, "pause")),
+        ("Cycle window 1m / 10m / 1h", "history shown in the graphs (w)", partial(run, "cycle_window")),
+        ("Compact table / GPU panels", "one row per GPU or a panel each (c)", partial(run, "compact")),
+        ("Topology panel", "focus it; arrows pick a GPU pair (t)", partial(run, "focus_topology")),
+        ("Topology legend", "show or hide the path legend (a)", partial(run, "toggle_legend")),
+        ("Findings", "every finding with its full text (f)", partial(run, "focus_findings")),
+        ("Help", "every key (?)", partial(run, "help")),
+    ]
+    if not app._replay:
+        out += [("Record start / stop", "write frames to a recording file (r)", partial(run, "record")),
+                ("Marker", "drop a marker now (m)", partial(run, "marker")),
+                ("Marker with a label", "drop a labelled marker (M)", partial(run, "marker_label"))]
+    else:
+        out += [("Replay faster", "double the speed (+)", partial(run, "speed(1)")),
+                ("Replay slower", "halve the speed (-)", partial(run, "speed(-1)")),
+                ("Seek +10 s", "(→)", partial(run, "seek(10)")), ("Seek −10 s", "(←)", partial(run, "seek(-10)")),
+                ("Seek +1 min", "(shift+→, L)", partial(run, "seek(60)")),
+                ("Seek −1 min", "(shift+←, H)", partial(run, "seek(-60)")),
+                ("Seek to start", "(home)", partial(run, "seek_edge(0)")),
+                ("Seek to end", "(end)", partial(run, "seek_edge(1)")),
+                ("Next marker or finding", "(n)", partial(run, "jump(1)")),
+                ("Previous marker or finding", "(N)", partial(run, "jump(0)"))]
+    for d in app.session.inventory.devices:
+        out.append((f"GPU{d.index} detail", f"{d.name}: every metric over the window ({d.index + 1})",
+                    partial(app.open_detail, d.index)))
+    return out
+
+
+class GpuscopeCommands(Provider):
+    async def discover(self) -> Hits:
+        for name, help_, cb in palette_commands(self.app):
+            yield DiscoveryHit(name, cb, help=help_)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, help_, cb in palette_commands(self.app):
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), cb, help=help_)

@@ -1,0 +1,89 @@
+"""Fitting text into a width without cutting a value: drop whole words or whole fields, never digits.
+
+Pure functions (no widget state), tested with tables in tests/test_screen.py.
+"""
+
+from __future__ import annotations
+
+from rich.cells import cell_len
+from rich.text import Text
+
+ELLIPSIS = "…"
+
+KEY_NAMES = {
+    "question_mark": "?", "plus": "+", "equals_sign": "=", "minus": "-", "space": "space", "enter": "enter",
+    "escape": "esc", "left": "←", "right": "→", "up": "↑", "down": "↓", "home": "home", "end": "end",
+    "comma": ",", "full_stop": ".", "slash": "/",
+}
+
+
+def key_name(key: str) -> str:
+    """A Textual key name as the user types it: ``question_mark`` → ``?``, ``shift+right`` → ``shift+→``."""
+    parts = key.split("+")
+    return "+".join(KEY_NAMES.get(p, p) for p in parts)
+
+
+def key_names(keys: str) -> str:
+    """A Binding's comma-separated keys as the user types them: ``plus,equals_sign`` → ``+ =``."""
+    return " ".join(key_name(k.strip()) for k in keys.split(",") if k.strip())
+
+
+def fit_words(text: Text, width: int) -> Text:
+    """``text`` cut to ``width`` cells at a space, with ``…`` where words were dropped.
+
+    Whole words go, so a number is either shown whole or not at all (``57.4 of 63.0 GB/s`` never
+    becomes ``57.4 of 63.``). A single word wider than ``width`` is replaced by ``…``."""
+    if width <= 0:
+        return Text("")
+    if cell_len(text.plain) <= width:
+        return text
+    plain = text.plain
+    cut = width - 1  # room for the ellipsis
+    while cut > 0 and cell_len(plain[:cut]) > width - 1:
+        cut -= 1
+    # end on a word boundary: the next character (if any) must be a space
+    if cut < len(plain) and plain[cut] != " ":
+        sp = plain.rfind(" ", 0, cut)
+        cut = sp if sp > 0 else 0
+    out = text[:cut]
+    out.rstrip()
+    out.append(ELLIPSIS, style="bright_black")
+    return out
+
+
+def fit_segments(segments: list[tuple[Text, int]], width: int, sep: str = "  ") -> Text:
+    """Join ``(text, priority)`` segments with ``sep``, dropping the lowest priority (then the
+    rightmost of equal priority) until they fit in ``width`` cells. Priority 0 is never dropped."""
+    keep = list(range(len(segments)))
+
+    def total(ix: list[int]) -> int:
+        return sum(cell_len(segments[i][0].plain) for i in ix) + cell_len(sep) * max(0, len(ix) - 1)
+
+    while total(keep) > width:
+        droppable = [i for i in keep if segments[i][1] > 0]
+        if not droppable:
+            break
+        worst = max(droppable, key=lambda i: (segments[i][1], i))
+        keep.remove(worst)
+    out = Text()
+    for k, i in enumerate(keep):
+        if k:
+            out.append(sep)
+        out.append_text(segments[i][0])
+    return out
+
+
+def short_affinity(aff: str | None, width: int) -> str:
+    """A CPU affinity list in at most ``width`` cells, whole ranges only: ``0-55,112-167`` →
+    ``0-55,+1`` when it does not fit; ``–`` when unknown."""
+    if not aff:
+        return "–"
+    if cell_len(aff) <= width:
+        return aff
+    parts = aff.split(",")
+    for k in range(len(parts) - 1, 0, -1):
+        s = ",".join(parts[:k]) + f",+{len(parts) - k}"
+        if cell_len(s) <= width:
+            return s
+    s = f"{parts[0]}+" if len(parts) > 1 else parts[0]
+    return s if cell_len(s) <= width else ELLIPSIS
