@@ -12,6 +12,8 @@ from typing import NoReturn
 from gpuscope import __version__
 from gpuscope.cli import logs
 from gpuscope.core.errors import SHOWN, GpuscopeError, one_line
+from gpuscope.core.text import clean
+from gpuscope.core.validate import finite_float
 from gpuscope.core.vocab import SERVER_KINDS
 
 COMMANDS = ("topo", "scenarios", "record", "replay", "demo", "summary", "export", "compare", "agent")
@@ -56,10 +58,10 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--endpoint-header", action="append", default=[], metavar="'NAME: VALUE'",
                    help="HTTP header for protected endpoints (prefer GPUSCOPE_ENDPOINT_TOKEN / _HEADERS in the "
                         "environment: the command line is visible to other users)")
-    p.add_argument("--endpoint-window", type=float, default=10.0, metavar="SECONDS", help="rate window (default 10)")
-    p.add_argument("--endpoint-timeout", type=float, default=2.0, metavar="SECONDS")
+    p.add_argument("--endpoint-window", type=finite_float(0.1, 3600), default=10.0, metavar="SECONDS", help="rate window (default 10)")
+    p.add_argument("--endpoint-timeout", type=finite_float(0.01, 600), default=2.0, metavar="SECONDS")
     p.add_argument("--endpoint-insecure", action="store_true", help="do not verify TLS certificates")
-    p.add_argument("--probe", type=float, nargs="?", const=10.0, default=None, metavar="SECONDS",
+    p.add_argument("--probe", type=finite_float(0.1, 86400), nargs="?", const=10.0, default=None, metavar="SECONDS",
                    help="also send a small streamed chat completion every SECONDS (default 10) to measure TTFT "
                         "and decode tok/s (adds load; off by default; for Ollama and servers without metrics)")
     p.add_argument("--probe-model", metavar="NAME", help="model for the probe (default: the first of /v1/models)")
@@ -83,6 +85,7 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     main.add_argument("--version", action="version", version=f"gpuscope {__version__}")
     _add_source(main)
     main.add_argument("--record", metavar="FILE", help="record while watching (.jsonl.gz)")
+    main.add_argument("--force", action="store_true", help="with --record: overwrite an existing file")
     main.add_argument("--history", choices=("1m", "10m", "1h"), default="1m", help="graph window at start")
     main.add_argument("--compact", action="store_true", help="one line per GPU")
     _add_broker(main)
@@ -105,7 +108,7 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
                 "findings.")
     t.add_argument("--json", action="store_true", help="machine-readable output (schema gpuscope.topo/1)")
     t.add_argument("--simulate", metavar="SCENARIO")
-    t.add_argument("--at", type=float, default=None, metavar="SECONDS",
+    t.add_argument("--at", type=finite_float(0, 10**7), default=None, metavar="SECONDS",
                    help="with --simulate: read the scenario this many seconds in (e.g. under load)")
     p["topo"] = t
 
@@ -113,9 +116,10 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
 
     r = _Parser(prog="gpuscope record", description="Record headless; with -- CMD, for exactly the command's life.")
     r.add_argument("-o", "--output", required=True, metavar="FILE")
+    r.add_argument("--force", action="store_true", help="overwrite FILE if it exists (refused by default)")
     _add_broker(r)
     r.add_argument("--host", metavar="HOST", help="with --broker: record this remote host")
-    r.add_argument("--duration", type=float, metavar="SECONDS")
+    r.add_argument("--duration", type=finite_float(0.001, 10**8), metavar="SECONDS")
     r.add_argument("--note", metavar="TEXT", help="provenance to keep in the header (what ran, where)")
     _add_source(r)
     r.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS…")
@@ -123,18 +127,20 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
 
     rp = _Parser(prog="gpuscope replay", description="Replay a recording in the TUI.")
     rp.add_argument("file")
-    rp.add_argument("--speed", type=float, default=1.0)
+    rp.add_argument("--speed", type=finite_float(0.01, 1000), default=1.0)
     rp.add_argument("--compact", action="store_true")
     p["replay"] = rp
 
     d = _Parser(prog="gpuscope demo", description="Replay the real H200 recording that ships with gpuscope.")
-    d.add_argument("--speed", type=float, default=1.0)
+    d.add_argument("--speed", type=finite_float(0.01, 1000), default=1.0)
     d.add_argument("--compact", action="store_true")
     p["demo"] = d
 
     s = _Parser(prog="gpuscope summary", description="Statistics of a recording.")
     s.add_argument("file")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--by-marker", action="store_true",
+                   help="one row per marker span (and per `record -- CMD` run): GPUs, serving, findings")
     p["summary"] = s
 
     e = _Parser(prog="gpuscope export", description="One row per GPU per frame.")
@@ -142,12 +148,16 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     g = e.add_mutually_exclusive_group(required=True)
     g.add_argument("--csv", metavar="OUT")
     g.add_argument("--parquet", metavar="OUT")
+    e.add_argument("--serving", metavar="OUT2", help="also write the serving readings, one row per endpoint and "
+                   "model per frame (same format as OUT)")
+    e.add_argument("--force", action="store_true", help="overwrite OUT (and OUT2) if they exist (refused by default)")
     p["export"] = e
 
     c = _Parser(prog="gpuscope compare", description="Two recordings side by side.")
     c.add_argument("a")
     c.add_argument("b")
     c.add_argument("--json", action="store_true")
+    c.add_argument("--by-marker", action="store_true", help="line the phases up by marker label")
     p["compare"] = c
     for parser in p.values():
         parser.add_argument("--log-file", metavar="PATH",
@@ -180,25 +190,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         logs.configure(logs.env_config(args.log_file or early_log), terminal=cmd not in TUI_COMMANDS)
         log.info("gpuscope %s: %s", __version__, cmd or "live view")  # not argv: it may hold a header's token
-        return _dispatch(cmd, args)
+        rc = _dispatch(cmd, args)
+        sys.stdout.flush()  # a full or closed stdout is an error now, not a silent loss at exit
+        return rc
     except GpuscopeError as e:
         log.info("error: %s", e)
-        sys.stderr.write(f"gpuscope: error: {e}\n")
+        _stderr(f"gpuscope: error: {e}\n")
         return EXIT_FAIL
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
-        except OSError:
-            pass
+    except BrokenPipeError:  # `gpuscope summary X | head`: the reader is done, that is fine
+        _silence_stdout()
         return 0
+    except OSError as e:
+        if e.filename is not None:
+            _stderr(f"gpuscope: error: {e.filename}: {e.strerror or e}\n")
+            return EXIT_FAIL
+        _silence_stdout()
+        _stderr(f"gpuscope: error: cannot write the output: {e.strerror or e}\n")
+        return EXIT_FAIL
     except Exception as e:  # noqa: BLE001 - a bug: one line for the user, the traceback for the log
         log.error("internal error: %s", one_line(e), exc_info=e, extra=SHOWN)
         path = logs.file_of()
         where = f"details in {path}" if path else "rerun with --log-file PATH for details"
-        sys.stderr.write(f"gpuscope: internal error: {one_line(e)} ({where})\n")
+        _stderr(f"gpuscope: internal error: {one_line(e)} ({where})\n")
         return EXIT_FAIL
+
+
+def _stderr(text: str) -> None:
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    try:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    except OSError:
+        pass
 
 
 def _open(simulate: str | None, pcie_mode: str = "auto", virtual_at: float | None = None,
@@ -234,7 +272,7 @@ def _dispatch(cmd: str, args: argparse.Namespace) -> int:
 
         for name in sorted(shipped()):
             sc = load(name)
-            print(f"{name:<22} {len(sc.gpus)} GPU{'s' if len(sc.gpus) > 1 else ' '}  {sc.description}")
+            print(f"{name:<22} {len(sc.gpus)} GPU{'s' if len(sc.gpus) > 1 else ' '}  {clean(sc.description, 200)}")
         return 0
     if cmd == "topo":
         from gpuscope.cli.topo import run_topo

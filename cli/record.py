@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session, run_ticks
+from gpuscope.core.text import clean
 from gpuscope.core.units import duration as human_duration
 from gpuscope.core.units import human_bytes
 from gpuscope.sources.recording import Recorder
@@ -38,7 +39,7 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
     origin["driver"] = src.inventory.driver_version
     try:
         session.start_recording(Recorder(args.output, src.inventory, command=sys.argv[:], origin=origin,
-                                         interval_s=args.interval))
+                                         interval_s=args.interval, force=bool(getattr(args, "force", False))))
     except GpuscopeError:
         src.close()
         raise
@@ -47,9 +48,11 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
     status = 0
     t_start = time.monotonic()
 
+    escalation = Escalation(lambda: proc, stop)
+
     def forward(signum: int, _frame: Any) -> None:
         if proc is not None and proc.poll() is None:
-            proc.send_signal(signum)  # the command decides; we record until it exits
+            escalation.signal(signum)  # the command decides; we record until it exits (or kill it)
         else:
             stop.set()
 
@@ -75,20 +78,26 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
             env = dict(os.environ)
             if markers is not None and markers.path:
                 env["GPUSCOPE_MARKERS"] = markers.path
-            try:
-                proc = subprocess.Popen(cmd, env=env)
+            try:  # its own process group: a signal reaches the command and everything it started
+                proc = subprocess.Popen(cmd, env=env, **_new_group())
             except OSError as e:
                 session.stop_recording()
-                raise GpuscopeError(f"cannot run {cmd[0]}: {e.strerror or e}") from None
+                try:  # we created the file a moment ago: a command that never ran leaves nothing behind
+                    os.unlink(args.output)
+                except OSError:
+                    pass
+                raise GpuscopeError(f"cannot run {clean(cmd[0])}: {e.strerror or e}") from None
         run_ticks(src.sample, on_frame, args.interval, stop, on_error=session.tick_failed)
         if proc is not None:
             status = proc.wait()
-            session.add_marker(f"end: exit status {status}")
+            session.add_marker(f"end: exit status {status}" + (" (killed by gpuscope: SIGKILL)"
+                                                                if escalation.killed else ""))
             try:
                 on_frame(src.sample())
             except Exception as e:  # noqa: BLE001 - logged and counted like any tick
                 session.tick_failed(e)
     finally:
+        escalation.cancel()
         if markers is not None:
             markers.close()
         for s, h in old.items():
@@ -110,8 +119,65 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
                      f"{human_duration(time.monotonic() - t_start)} to {args.output} ({human_bytes(size)}){worst}"
                      f"{trouble}\n")
     if proc is not None:
+        if escalation.killed:
+            sys.stderr.write(f"gpuscope: {clean(cmd[0])} did not stop after {escalation.first_name}; killed it "
+                             f"(SIGKILL, exit status {128 + signal.SIGKILL})\n")
         return status if status >= 0 else 128 - status
     return 1 if session.record_error else 0
+
+
+ESCALATE_AFTER_S = 10.0
+
+
+def _new_group() -> dict[str, Any]:
+    """Popen arguments that start the child in a process group of its own."""
+    if sys.version_info >= (3, 11):
+        return {"process_group": 0}
+    return {"preexec_fn": os.setpgrp}  # pragma: no cover - Python 3.10
+
+
+class Escalation:
+    """Forwards signals to the recorded command's process group. The first SIGINT/SIGTERM/SIGHUP is passed
+    on (the command decides how to stop); a second one, or :data:`ESCALATE_AFTER_S` seconds after the first
+    without an exit, sends SIGKILL to the whole group and sets :attr:`killed`."""
+
+    def __init__(self, get_proc: Callable[[], Any], stop: threading.Event, after_s: float = ESCALATE_AFTER_S):
+        self.get_proc, self.stop, self.after_s = get_proc, stop, after_s
+        self.killed = False
+        self.first_name: str | None = None
+        self._timer: threading.Timer | None = None
+
+    def _send(self, sig: int) -> None:
+        proc = self.get_proc()
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            try:
+                proc.send_signal(sig)
+            except OSError:
+                pass
+
+    def signal(self, signum: int) -> None:
+        if self.first_name is None:
+            self.first_name = signal.Signals(signum).name
+            self._send(signum)
+            self._timer = threading.Timer(self.after_s, self.kill)
+            self._timer.daemon = True
+            self._timer.start()
+        else:
+            self.kill()
+
+    def kill(self) -> None:
+        proc = self.get_proc()
+        if proc is not None and proc.poll() is None:
+            self.killed = True
+            self._send(signal.SIGKILL)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 class MarkerPipe:

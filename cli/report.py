@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import sys
 import time
@@ -12,9 +11,18 @@ from typing import Any
 
 from gpuscope.core import catalogue
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.stats import export_rows, summarize
+from gpuscope.core.stats import (
+    SERVING_EXPORT_COLUMNS,
+    compare_phases,
+    export_rows,
+    export_serving_rows,
+    summarize,
+    summarize_by_marker,
+)
+from gpuscope.core.text import clean
 from gpuscope.core.units import duration as human_duration
 from gpuscope.core.units import fmt_num
+from gpuscope.core.validate import dumps_out
 from gpuscope.sources.recording import open_recording
 
 
@@ -22,9 +30,16 @@ def open_or_fail(path: Any) -> Any:
     """Open a recording for a command; a bad or empty file is a one-line GpuscopeError (RecordingError)."""
     rec = open_recording(path)
     if rec.n_frames == 0:
-        raise GpuscopeError(f"{path}: the recording holds no frames" + (f" ({'; '.join(rec.problems)})" if rec.problems
-                                                                    else ""))
+        raise GpuscopeError(clean(f"{path}: the recording holds no frames" + (f" ({'; '.join(rec.problems)})"
+                                                                           if rec.problems else ""), 400))
     return rec
+
+
+def refuse_existing(path: Any, force: bool) -> None:
+    """A one-line :class:`GpuscopeError` when ``path`` exists and ``force`` is not given (never overwrite
+    user data by accident)."""
+    if not force and os.path.lexists(path):
+        raise GpuscopeError(f"{path} exists; refusing to overwrite it (use --force)")
 
 
 def _fmt(v: float | None, scale: float = 1.0, digits: int = 0) -> str:
@@ -35,14 +50,14 @@ def render_summary(doc: dict[str, Any]) -> str:
     out = []
     sim = "  SIMULATED" if doc["simulated"] else ""
     start = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc["start"]))
-    out.append(f"{doc['file']}: {doc['host']}{sim}, {start}, {human_duration(doc['duration_s'])}, "
+    out.append(f"{clean(doc['file'], 300)}: {clean(doc['host'])}{sim}, {start}, {human_duration(doc['duration_s'])}, "
                f"{doc['frames']} frames")
     if doc["problems"]:
-        out.append("problems: " + "; ".join(doc["problems"]))
+        out.append("problems: " + "; ".join(clean(p, 300) for p in doc["problems"]))
     for g in doc["gpus"]:
         out.append("")
         lost = f"  LOST at +{human_duration(g['lost_at'] - doc['start'])}" if g["lost_at"] else ""
-        out.append(f"GPU{g['index']} {g['name']}{lost}")
+        out.append(f"GPU{g['index']} {clean(g['name'], 100)}{lost}")
         out.append(f"  {'':<16}{'mean':>9}{'p50':>9}{'p95':>9}{'max':>9}")
         for m in catalogue.metrics("gpu", summary=True):
             s = g["stats"].get(m.name)
@@ -59,7 +74,7 @@ def render_summary(doc: dict[str, Any]) -> str:
         s = e["stats"].get("gen_tokens_per_s")
         if s:
             out.append("")
-            out.append(f"endpoint {e['url']} ({e['kind'] or '?'}): gen tok/s mean {s['mean']:.1f}, p50 {s['p50']:.1f}, "
+            out.append(f"endpoint {clean(e['url'], 300)} ({clean(e['kind'] or '?', 40)}): gen tok/s mean {s['mean']:.1f}, p50 {s['p50']:.1f}, "
                        f"p95 {s['p95']:.1f}, max {s['max']:.1f}")
     out.append("")
     if doc["findings"]:
@@ -69,23 +84,74 @@ def render_summary(doc: dict[str, Any]) -> str:
             state = "until the end" if f["cleared_at"] is None else "then cleared"
             if len(eps) > 1:
                 state = f"{len(eps)} episodes, " + state
-            out.append(f"  {f['severity']:<8} {human_duration(f['duration_s']):>7} ({state})  {f['message']}")
+            out.append(f"  {f['severity']:<8} {human_duration(f['duration_s']):>7} ({state})  {clean(f['message'], 300)}")
             for ep in eps:
                 for ch in ep.get("changes", []):
                     what = (f"{ch['old_severity']} → {ch['severity']}" if ch["old_severity"] != ch["severity"]
                             else f"{ch['old_variant'] or '-'} → {ch['variant'] or '-'}")
-                    out.append(f"  {'':<8} {'':>7}   at +{human_duration(ch['t'] - doc['start'])}: {what}")
+                    out.append(f"  {'':<8} {'':>7}   at +{human_duration(ch['t'] - doc['start'])}: {clean(what, 200)}")
     else:
         out.append("findings: none")
     if doc["markers"]:
-        out.append("markers: " + "; ".join(f"+{human_duration(m['t'] - doc['start'])} {m['text']}"
+        out.append("markers: " + "; ".join(f"+{human_duration(m['t'] - doc['start'])} {clean(m['text'], 200)}"
                                           for m in doc["markers"][:20]))
     return "\n".join(out)
 
 
+def _ms(s: float | None) -> str:
+    return "–" if s is None else f"{s * 1000:,.1f}" if s < 0.1 else f"{s * 1000:,.0f}"
+
+
+SERVING_TEXT = (("gen_tokens_per_s", "gen {} tok/s", 1, 1), ("prompt_tokens_per_s", "prompt {} tok/s", 1, 1),
+                ("prompt_computed_tokens_per_s", "computed {} tok/s", 1, 1),
+                ("prompt_cached_tokens_per_s", "cached {} tok/s", 1, 1), ("prefix_cache_hit_pct", "cache hit {} %", 1, 0),
+                ("requests_running", "running {}", 1, 1), ("requests_waiting", "waiting {}", 1, 1),
+                ("kv_cache_pct", "KV {} %", 1, 0), ("ttft_mean_s", "TTFT mean {} ms", 1e-3, 0),
+                ("queue_mean_s", "queue mean {} ms", 1e-3, 0), ("prefill_mean_s", "prefill mean {} ms", 1e-3, 0),
+                ("itl_mean_s", "ITL mean {} ms", 1e-3, 1), ("preemptions_per_min", "preemptions {}/min", 1, 1))
+
+
+def _serving_parts(e: dict[str, Any]) -> list[str]:
+    """The known serving numbers of one endpoint/model in a span (unknown ones left out, never 0)."""
+    parts = [fmt.format(_fmt(e[key], scale, digits)) for key, fmt, scale, digits in SERVING_TEXT if e.get(key) is not None]
+    return parts or ["no readings (unreachable or no rate yet)"]
+
+
+def render_phases(doc: dict[str, Any]) -> str:
+    """The per-phase report: a block per marker span with its GPUs, endpoints/models and findings."""
+    out = []
+    sim = "  SIMULATED" if doc["simulated"] else ""
+    out.append(f"{doc['file']}: {doc['host']}{sim}, {len(doc['spans'])} phases by marker")
+    for s in doc["spans"]:
+        out.append("")
+        kind = "" if s["kind"] == "phase" else f"  [{s['kind']}]"
+        out.append(f"{clean(s['label'], 70)}{kind}  +{human_duration(s['start'] - doc['start'])}, "
+                   f"{human_duration(s['duration_s'])}, {s['frames']} frames")
+        if not s["frames"]:
+            continue
+        out.append(f"  {'GPU':<4}{'util %':>7}{'power W':>9}{'SM MHz':>8}{'PCIe RX':>9}{'PCIe TX':>9}"
+                   f"{'NVL RX':>8}{'NVL TX':>8}  (GB/s)")
+        for g in s["gpus"]:
+            out.append(f"  {g['index']:<4}{_fmt(g['util_gpu_pct']):>7}{_fmt(g['power_w']):>9}{_fmt(g['sm_clock_mhz']):>8}"
+                       f"{_fmt(g['pcie_rx_bytes_per_s'], 1e9, 2):>9}{_fmt(g['pcie_tx_bytes_per_s'], 1e9, 2):>9}"
+                       f"{_fmt(g['nvlink_rx_bytes_per_s'], 1e9, 1):>8}{_fmt(g['nvlink_tx_bytes_per_s'], 1e9, 1):>8}")
+        for e in s["endpoints"]:
+            name = e["model"] or e["url"]
+            out.append(f"  {e['kind'] or '?'} {name[:50]}: " + ", ".join(_serving_parts(e)))
+        for f in s["findings"]:
+            out.append(f"  {f['severity']:<8} {clean(f['message'], 300)}")
+    out.append("")
+    out.append("means over each span's frames; tok/s and latency means are the endpoint's rates over its rate window")
+    return "\n".join(out)
+
+
 def run_summary(args: argparse.Namespace) -> int:
+    if getattr(args, "by_marker", False):
+        pdoc = summarize_by_marker(open_or_fail(args.file))
+        print(dumps_out(pdoc, indent=2) if args.json else render_phases(pdoc))
+        return 0
     doc = summarize(open_or_fail(args.file))
-    print(json.dumps(doc, indent=2, ensure_ascii=False) if args.json else render_summary(doc))
+    print(dumps_out(doc, indent=2) if args.json else render_summary(doc))
     return 0
 
 
@@ -127,14 +193,42 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             "gpu_count": [len(a["gpus"]), len(b["gpus"])]}
 
 
+PHASE_ROWS = (("gen_tokens_per_s", "gen tok/s", 1, 1), ("prompt_tokens_per_s", "prompt tok/s", 1, 1),
+              ("requests_waiting", "waiting", 1, 1), ("ttft_mean_s", "TTFT mean ms", 1e-3, 0),
+              ("itl_mean_s", "ITL mean ms", 1e-3, 1), ("util_gpu_pct", "GPU util %", 1, 0), ("power_w", "power W", 1, 0))
+
+
+def run_compare_phases(args: argparse.Namespace) -> int:
+    a, b = summarize_by_marker(open_or_fail(args.a)), summarize_by_marker(open_or_fail(args.b))
+    rows = compare_phases(a, b)
+    if args.json:
+        print(dumps_out({"schema": "gpuscope.compare-phases/1", "a": a["file"], "b": b["file"], "phases": rows},
+                        indent=2))
+        return 0
+    print(f"A: {a['file']}\nB: {b['file']}")
+    for r in rows:
+        print("")
+        missing = " (only in A)" if r["b"] is None else " (only in B)" if r["a"] is None else ""
+        print(f"{clean(r['label'], 70)}{missing}")
+        for key, label, scale, digits in PHASE_ROWS:
+            va = r["a"][key] if r["a"] else None
+            vb = r["b"][key] if r["b"] else None
+            if va is None and vb is None:
+                continue
+            print(f"  {label:<14}{_fmt(va, scale, digits):>10}{_fmt(vb, scale, digits):>10}  {_pct(va, vb)}")
+    return 0
+
+
 def run_compare(args: argparse.Namespace) -> int:
+    if getattr(args, "by_marker", False):
+        return run_compare_phases(args)
     a, b = summarize(open_or_fail(args.a)), summarize(open_or_fail(args.b))
     doc = compare_docs(a, b)
     if args.json:
-        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        print(dumps_out(doc, indent=2))
         return 0
-    print(f"A: {a['file']} ({a['host']}{', SIMULATED' if a['simulated'] else ''}, {human_duration(a['duration_s'])})")
-    print(f"B: {b['file']} ({b['host']}{', SIMULATED' if b['simulated'] else ''}, {human_duration(b['duration_s'])})")
+    print(f"A: {clean(a['file'], 300)} ({clean(a['host'])}{', SIMULATED' if a['simulated'] else ''}, {human_duration(a['duration_s'])})")
+    print(f"B: {clean(b['file'], 300)} ({clean(b['host'])}{', SIMULATED' if b['simulated'] else ''}, {human_duration(b['duration_s'])})")
     if doc["gpu_count"][0] != doc["gpu_count"][1]:
         print(f"note: A has {doc['gpu_count'][0]} GPUs, B has {doc['gpu_count'][1]}; compared by index")
     for e in doc["endpoints_tok_s"]:
@@ -147,22 +241,74 @@ def run_compare(args: argparse.Namespace) -> int:
             print(f"{r['gpu']:<4}{r['label']:<18}{_fmt(r['a'], r['scale'], r['digits']):>10}"
                   f"{_fmt(r['b'], r['scale'], r['digits']):>10}  {r['change']}")
     if doc["findings_only_in_a"]:
-        print("findings only in A: " + ", ".join(doc["findings_only_in_a"]))
+        print("findings only in A: " + clean(", ".join(doc["findings_only_in_a"]), 1000))
     if doc["findings_only_in_b"]:
-        print("findings only in B: " + ", ".join(doc["findings_only_in_b"]))
+        print("findings only in B: " + clean(", ".join(doc["findings_only_in_b"]), 1000))
     return 0
+
+
+def _write_table(out: str, columns: list[str], rows: Any, parquet: bool) -> int:
+    """Write rows as CSV (``-`` for stdout) or Parquet; returns the row count. Raises OSError."""
+    n = 0
+    if not parquet:
+        f = sys.stdout if out == "-" else open(out, "w", newline="")  # noqa: SIM115
+        try:
+            w = csv.writer(f)
+            w.writerow(columns)
+            for row in rows:
+                w.writerow(["" if v is None else v for v in row])
+                n += 1
+        finally:
+            if f is not sys.stdout:
+                f.close()
+        return n
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise GpuscopeError("--parquet needs pyarrow: pip install 'gpuscope[parquet]'") from None
+    data = list(rows)
+    pq.write_table(pa.table({c: [r[k] for r in data] for k, c in enumerate(columns)}), out)
+    return len(data)
+
+
+def check_serving_path(args: argparse.Namespace) -> None:
+    """``--serving OUT2`` must be a path of its own, and an existing file is never overwritten."""
+    out, main_out = args.serving, args.csv or args.parquet
+    if out == main_out and out != "-":
+        raise GpuscopeError("--serving needs a path of its own (not the same as the GPU table's)")
+    if out == "-" and main_out == "-":
+        raise GpuscopeError("only one of the two tables can go to stdout")
+    if out != "-" and os.path.exists(out) and not getattr(args, "force", False):
+        raise GpuscopeError(f"{out} exists: not overwritten (choose another name)")
+
+
+def run_export_serving(args: argparse.Namespace, rec: Any) -> None:
+    """``export --serving OUT2``: the serving readings, one row per endpoint and model per frame."""
+    out = args.serving
+    try:
+        n = _write_table(out, SERVING_EXPORT_COLUMNS, export_serving_rows(rec.frames()), bool(args.parquet))
+    except OSError as e:
+        raise GpuscopeError(f"cannot write {out}: {e.strerror or e}") from None
+    if out != "-":
+        sys.stderr.write(f"gpuscope: wrote {n} serving rows (endpoint × model × frame) to {out}\n")
 
 
 def run_export(args: argparse.Namespace) -> int:
 
+    if getattr(args, "serving", None):
+        check_serving_path(args)
     rec = open_or_fail(args.file)
     out = args.csv or args.parquet
+    force = bool(getattr(args, "force", False))
+    if out != "-":
+        refuse_existing(out, force)
     columns = catalogue.export_columns()
     rows = export_rows(rec.frames())
     n = 0
     try:
         if args.csv:
-            f = sys.stdout if out == "-" else open(out, "w", newline="")  # noqa: SIM115
+            f = sys.stdout if out == "-" else open(out, "w" if force else "x", newline="")  # noqa: SIM115
             try:
                 w = csv.writer(f)
                 w.writerow(columns)
@@ -182,9 +328,13 @@ def run_export(args: argparse.Namespace) -> int:
             n = len(data)
             table = pa.table({c: [r[k] for r in data] for k, c in enumerate(columns)})
             pq.write_table(table, out)
+    except FileExistsError:
+        raise GpuscopeError(f"{out} exists; refusing to overwrite it (use --force)") from None
     except OSError as e:
         raise GpuscopeError(f"cannot write {out}: {e.strerror or e}") from None
     if out != "-":
         sys.stderr.write(f"gpuscope: wrote {n} rows ({len(rec.inventory.devices)} GPUs × {rec.n_frames} frames) "
                          f"to {out} ({os.path.getsize(out)} bytes)\n")
+    if getattr(args, "serving", None):
+        run_export_serving(args, rec)
     return 0

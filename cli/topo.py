@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -19,6 +18,7 @@ from gpuscope.core.topology import (
     pair_bandwidth_bytes_per_s,
     pcie_capacity_bytes_per_s,
 )
+from gpuscope.core.validate import dumps_out
 from gpuscope.core.vocab import (
     LINK_LEVEL,
     SEV_LEVEL,
@@ -170,7 +170,7 @@ def run_topo(src: Any, as_json: bool) -> int:
     findings = [c for c in evaluate(inv, frames) if c.rule != "bottleneck"]
     doc = topo_json(inv, frames[-1], findings)
     if as_json:
-        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        print(dumps_out(doc, indent=2))
     else:
         color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         print(render_text(doc, color))

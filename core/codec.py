@@ -24,6 +24,7 @@ from gpuscope.core.model import (
     PairLink,
     ProcessInfo,
 )
+from gpuscope.core.validate import Tally, ValidationError, check_frame, check_inventory
 
 CODEC_VERSION = 1
 T = TypeVar("T")
@@ -45,14 +46,15 @@ for _cls in _RECORDS:
 
 
 def _round(x: float) -> float | int:
-    """Keep 4 significant digits past the point for small values, whole numbers for big ones."""
+    """Keep 4 significant digits for small values (0.003712 → 0.003712, 45.678 → 45.68), whole
+    numbers from 1000 up (counters such as energy keep every joule)."""
     if not math.isfinite(x):
         return x
     if x == int(x) and abs(x) < 2**53:
         return int(x)
     if abs(x) >= 1000:
         return round(x)
-    return round(x, 3)
+    return float(f"{x:.4g}")
 
 
 def to_dict(rec: Any) -> Any:
@@ -119,6 +121,8 @@ def _check(tp: Any, v: Any, path: str) -> Any:
         if isinstance(v, bool) or not isinstance(v, int):
             if isinstance(v, float) and v.is_integer():
                 return int(v)
+            if isinstance(v, float) and not math.isfinite(v):
+                return v  # the validation gate turns it into "unknown" (counted) or rejects the record
             raise CodecError(f"{path}: expected an integer")
         return v
     if tp is float:
@@ -161,13 +165,26 @@ def frame_to_dict(frame: Frame) -> dict[str, Any]:
     return to_dict(frame)
 
 
-def frame_from_dict(d: Any) -> Frame:
-    return from_dict(Frame, d, "frame")
+def frame_from_dict(d: Any, inventory: Inventory | None = None, tally: Tally | None = None) -> Frame:
+    """Decode a frame and pass it through the validation gate (:func:`gpuscope.core.validate.check_frame`):
+    out-of-range readings become None (counted in ``tally``); a non-finite ``t``, duplicate GPUs or more
+    GPUs than ``inventory`` lists raise :class:`CodecError`."""
+    f = from_dict(Frame, d, "frame")
+    try:
+        return check_frame(f, inventory, tally)
+    except ValidationError as e:
+        raise CodecError(str(e)) from None
 
 
 def inventory_to_dict(inv: Inventory) -> dict[str, Any]:
     return to_dict(inv)
 
 
-def inventory_from_dict(d: Any) -> Inventory:
-    return from_dict(Inventory, d, "inventory")
+def inventory_from_dict(d: Any, tally: Tally | None = None) -> Inventory:
+    """Decode an inventory through the gate (:func:`gpuscope.core.validate.check_inventory`): no GPUs, a GPU
+    listed twice or indices other than 0…n−1 raise :class:`CodecError`."""
+    inv = from_dict(Inventory, d, "inventory")
+    try:
+        return check_inventory(inv, tally)
+    except ValidationError as e:
+        raise CodecError(str(e)) from None

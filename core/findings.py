@@ -566,6 +566,39 @@ def _bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     return []
 
 
+PREEMPTIONS_PER_MIN = 1.0  # a serving engine preempting at least this often is short of KV cache
+KV_FULL_PCT = 90.0
+
+
+def rule_kv_pressure(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
+    """9. An inference server preempting requests (KV cache full): evicted requests are recomputed later."""
+    out: list[Candidate] = []
+    if not frames:
+        return out
+    win = recent(frames)
+    for e in frames[-1].endpoints:
+        if not e.up:
+            continue
+        same = [x for f in win for x in f.endpoints if x.url == e.url and x.model == e.model]
+        rates = [x.preemptions_per_min for x in same if x.preemptions_per_min is not None]
+        if not rates:
+            continue
+        per_min = sum(rates) / len(rates)
+        if per_min < PREEMPTIONS_PER_MIN:
+            continue
+        kvs = [x.kv_cache_pct for x in same if x.kv_cache_pct is not None]
+        kv = max(kvs) if kvs else None
+        name = e.model or e.url
+        kv_s = f", KV {kv:.0f} %" if kv is not None else ""
+        sev = "warning" if kv is None or kv >= KV_FULL_PCT else "info"
+        out.append(Candidate(
+            f"kv-pressure:{e.url}:{e.model or ''}", "kv_pressure", sev, "server",
+            f"KV cache pressure: {per_min:.0f} preemptions/min{kv_s} ({e.kind or 'server'} {name}): requests are "
+            f"evicted and recomputed; fewer concurrent sequences or more KV cache memory would avoid it",
+            {"url": e.url, "model": e.model, "preemptions_per_min": per_min, "kv_cache_pct": kv}))
+    return out
+
+
 RULES: dict[str, Callable[[Inventory, Sequence[Frame]], list[Candidate]]] = {
     "gpu_lost": rule_gpu_lost,
     "pcie_below_max": rule_pcie_below_max,
@@ -575,6 +608,7 @@ RULES: dict[str, Callable[[Inventory, Sequence[Frame]], list[Candidate]]] = {
     "pcie_errors": rule_pcie_errors,
     "busy_not_computing": rule_busy_not_computing,
     "bottleneck": rule_bottleneck,
+    "kv_pressure": rule_kv_pressure,
 }
 
 

@@ -163,6 +163,30 @@ class EndpointReading:
     spec_accept_length: float | None = None
     spec_accept_rate: float | None = None
     probe: bool = False
+    # Rates and means above are over the last ``rate_window_s`` seconds of scrapes (None: fewer than two
+    # fresh scrapes since start, an outage or a restart, so no rate is known yet).
+    rate_window_s: float | None = None
+    # Bucket bounds of a quantile the histogram cannot place precisely: (lo, hi), or (lo,) for "> lo".
+    # ``*_p50_s`` / ``*_p95_s`` are set only when the bucket is narrow enough to support a value.
+    ttft_p50_bounds_s: tuple[float, ...] | None = None
+    ttft_p95_bounds_s: tuple[float, ...] | None = None
+    itl_p50_bounds_s: tuple[float, ...] | None = None
+    itl_p95_bounds_s: tuple[float, ...] | None = None
+    # TTFT split: mean time queued and mean prefill time per request (vLLM request_queue/prefill_time).
+    queue_mean_s: float | None = None
+    prefill_mean_s: float | None = None
+    # Prompt work: tokens computed (prefill) vs served from the prefix cache; hit rate of cache lookups.
+    prompt_computed_tokens_per_s: float | None = None
+    prompt_cached_tokens_per_s: float | None = None
+    prefix_cache_hit_pct: float | None = None
+    preemptions_per_min: float | None = None
+    # The active probe's own measurement (one streamed request), kept apart from the server's metrics;
+    # ``probe_fields`` names the metric fields above that were filled from the probe.
+    probe_ttft_s: float | None = None
+    probe_decode_tokens_per_s: float | None = None
+    probe_fields: tuple[str, ...] = ()
+    resets: int = 0  # restarts / counter resets / outages after which the rate window started afresh
+    models_dropped: int = 0  # served models beyond the per-endpoint cap, counted but not read
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,12 @@ PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("tgi_", "tgi"), ("llamacp
             ("trtllm_", "trtllm"), ("nv_trt_llm_", "triton"), ("nv_llm_", "triton"), ("nv_inference_", "triton"),
             ("lmdeploy:", "lmdeploy"))
 MAX_BODY = 8 * 1024 * 1024  # a /metrics larger than this is refused (hostile or broken server)
+MAX_MODELS = 8  # readings per endpoint per frame: the rest of the served models are counted, not read
+COUNTER_KEYS = ("gen", "prompt", "prompt_computed", "prompt_cached", "cache_hits", "cache_queries", "preemptions",
+                "spec_accepted", "spec_drafts", "spec_draft_tokens")
+HIST_KEYS = ("ttft", "itl", "queue", "prefill")
+SUPPORTED_BUCKET = 0.2  # a quantile is given as a value only when its bucket is narrower than 20 % of its lower bound
+START_TIME = "process_start_time_seconds"
 
 # What to read per server. Counters are summed over every label set (engines, data-parallel ranks).
 SPEC: dict[str, dict[str, Any]] = {
@@ -37,14 +43,21 @@ SPEC: dict[str, dict[str, Any]] = {
              "itl": ["vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"],
              "spec_accepted": ["vllm:spec_decode_num_accepted_tokens_total"],
              "spec_drafts": ["vllm:spec_decode_num_drafts_total"],
-             "spec_draft_tokens": ["vllm:spec_decode_num_draft_tokens_total"]},
+             "spec_draft_tokens": ["vllm:spec_decode_num_draft_tokens_total"],
+             "prompt_computed": [("vllm:prompt_tokens_by_source_total", "source", "local_compute")],
+             "prompt_cached": [("vllm:prompt_tokens_by_source_total", "source", "local_cache_hit")],
+             "cache_hits": ["vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"],
+             "cache_queries": ["vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"],
+             "preemptions": ["vllm:num_preemptions_total"],
+             "queue": ["vllm:request_queue_time_seconds"], "prefill": ["vllm:request_prefill_time_seconds"]},
     "sglang": {"gen": ["sglang:generation_tokens_total"], "prompt": ["sglang:prompt_tokens_total"],
                "gen_gauge": ["sglang:gen_throughput"],
                "running": ["sglang:num_running_reqs"], "waiting": ["sglang:num_queue_reqs"],
                "kv": ["sglang:token_usage"], "kv_fraction": True, "kv_max": True,
                "ttft": ["sglang:time_to_first_token_seconds"],
                "itl": ["sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"],
-               "spec_len_gauge": ["sglang:spec_accept_length"], "spec_rate_gauge": ["sglang:spec_accept_rate"]},
+               "spec_len_gauge": ["sglang:spec_accept_length"], "spec_rate_gauge": ["sglang:spec_accept_rate"],
+               "cache_hit_gauge": ["sglang:cache_hit_rate"], "queue": ["sglang:queue_time_seconds"]},
     "tgi": {"gen": ["tgi_request_generated_tokens_sum"], "prompt": ["tgi_request_input_length_sum"],
             "running": ["tgi_batch_current_size"], "waiting": ["tgi_queue_size"],
             "itl": ["tgi_request_mean_time_per_token_duration"]},
@@ -249,11 +262,45 @@ def histogram_quantile(q: float, cumulative: dict[float, float]) -> float | None
     return les[-1] if not math.isinf(les[-1]) else prev_le
 
 
+def quantile_bucket(q: float, cumulative: dict[float, float]) -> tuple[float, float] | None:
+    """The bucket (lower, upper] that holds the q-quantile of cumulative buckets {le: count};
+    upper is ``inf`` when it lies in the +Inf bucket. None with no observations."""
+    if not cumulative:
+        return None
+    les = sorted(cumulative)
+    total_n = cumulative[les[-1]]
+    if total_n <= 0:
+        return None
+    rank = q * total_n
+    prev_le = 0.0
+    for le in les:
+        if cumulative[le] >= rank and cumulative[le] > 0:
+            return prev_le, le
+        prev_le = le
+    return prev_le, math.inf
+
+
+def quantile_with_bounds(q: float, cumulative: dict[float, float]) -> tuple[float | None, tuple[float, ...] | None]:
+    """(value, bounds) of the q-quantile: the interpolated value only when the histogram supports
+    it (its bucket narrower than :data:`SUPPORTED_BUCKET` of the lower bound), else None; the bucket
+    bounds always, ``(lo,)`` for "above lo" (the +Inf bucket). (None, None) with no observations."""
+    b = quantile_bucket(q, cumulative)
+    if b is None:
+        return None, None
+    lo, hi = b
+    if math.isinf(hi):
+        return None, (lo,)
+    if lo > 0 and hi - lo <= SUPPORTED_BUCKET * lo:
+        return histogram_quantile(q, cumulative), (lo, hi)
+    return None, (lo, hi)
+
+
 @dataclass
 class _Snap:
     t: float
     counters: dict[str | None, dict[str, float]]  # model → counter key → value
     hists: dict[str | None, dict[str, tuple[dict[float, float], float, float]]]
+    start: tuple[float, ...] | None = None  # process_start_time_seconds of the server's processes
 
 
 def model_of(labels: dict[str, str]) -> str | None:
@@ -267,9 +314,65 @@ def only_model(samples: Samples, model: str | None) -> Samples:
     return {name: [(lab, v) for lab, v in rows if model_of(lab) == model] for name, rows in samples.items()}
 
 
+def split_by_model(samples: Samples, models: list[str | None]) -> dict[str | None, Samples]:
+    """{model: its samples} for the models asked for, in one pass (None: every sample)."""
+    if models == [None]:
+        return {None: samples}
+    out: dict[str | None, Samples] = {m: {} for m in models}
+    for name, rows in samples.items():
+        for lab, v in rows:
+            d = out.get(model_of(lab))
+            if d is not None:
+                d.setdefault(name, []).append((lab, v))
+    return out
+
+
+def reset_reason(prev: _Snap | None, new: _Snap, was_down: bool) -> str | None:
+    """Why the rate window must start afresh before ``new`` (None: it need not).
+
+    After an outage (the old scrapes predate downtime), when the server's process start time
+    changed (a restart), or when any counter or histogram count went down (a reset)."""
+    if prev is None:
+        return None
+    if was_down:
+        return "recovered from an outage"
+    if prev.start is not None and new.start is not None and prev.start != new.start:
+        return "server restarted (process start time changed)"
+    if new.t < prev.t:
+        return "clock stepped back"
+    for m, c in new.counters.items():
+        old = prev.counters.get(m, {})
+        if any(k in old and v < old[k] for k, v in c.items()):
+            return "counter reset (server restarted)"
+    for m, h in new.hists.items():
+        old_h = prev.hists.get(m, {})
+        if any(k in old_h and v[2] < old_h[k][2] for k, v in h.items()):
+            return "counter reset (server restarted)"
+    return None
+
+
+def trim_window(snaps: deque[_Snap], t: float, window_s: float) -> None:
+    """Keep the scrapes that span the last ``window_s`` (one older point to anchor the rate), and
+    never any older than 2 × ``window_s``: a gap in the scrapes shows as no rate, not a long average."""
+    while len(snaps) > 2 and snaps[1].t <= t - window_s:
+        snaps.popleft()
+    while snaps and snaps[0].t < t - 2 * window_s:
+        snaps.popleft()
+
+
+def next_backoff(prev_s: float, interval_s: float) -> float:
+    """The wait before retrying a failed endpoint: doubling from the interval, capped at
+    max(5 s, 2 × interval) so a recovered server is seen within seconds."""
+    cap = max(5.0, 2 * interval_s)
+    return min(cap, max(interval_s, prev_s * 2 if prev_s > 0 else interval_s))
+
+
 @dataclass
 class EndpointTracker:
-    """Keeps a window of scrapes of one endpoint and turns them into an :class:`EndpointReading`."""
+    """Keeps a window of scrapes of one endpoint and turns them into an :class:`EndpointReading`.
+
+    The window starts afresh (see :func:`reset_reason`) after an outage, a restart or a counter
+    reset, so rates are "–" (None) until two fresh scrapes exist, then right again."""
 
     url: str
     kind: str | None = None  # forced kind, or detected
@@ -277,11 +380,14 @@ class EndpointTracker:
     snaps: deque[_Snap] = field(default_factory=deque)
     garbage: int = 0
     scrapes: int = 0
+    resets: int = 0
+    last_reset: str | None = None
     last_error: str | None = None
     down_since: float | None = None
     model: str | None = None
     models: list[str | None] = field(default_factory=lambda: [None])
-    _last: Samples = field(default_factory=dict)
+    models_dropped: int = 0
+    _last: dict[str | None, Samples] = field(default_factory=dict)
     _wanted_names: set[str] | None = None
 
     def feed(self, t: float, text: str) -> None:
@@ -305,45 +411,52 @@ class EndpointTracker:
         self.kind = kind
         self.scrapes += 1
         self.last_error = None
+        was_down = self.down_since is not None
         self.down_since = None
         spec = SPEC[kind]
         models = sorted({m for rows in samples.values() for lab, _v in rows if (m := model_of(lab))})
+        self.models_dropped = max(0, len(models) - MAX_MODELS)
+        models = models[:MAX_MODELS]
         self.models = models if len(models) > 1 else [None]  # one model: no need to split
         self.model = models[0][:60] if len(models) == 1 else None
+        by_model = split_by_model(samples, self.models)
         counters: dict[str | None, dict[str, float]] = {}
         hists: dict[str | None, dict[str, tuple[dict[float, float], float, float]]] = {}
         for m in self.models:
-            sm = only_model(samples, m)
+            sm = by_model[m]
             c = counters.setdefault(m, {})
-            for key in ("gen", "prompt", "spec_accepted", "spec_drafts", "spec_draft_tokens"):
+            for key in COUNTER_KEYS:
                 v = total(sm, spec.get(key, []))
                 if v is not None:
                     c[key] = v
             hh = hists.setdefault(m, {})
-            for key in ("ttft", "itl"):
+            for key in HIST_KEYS:
                 b = buckets(sm, spec.get(key, []))
                 if b is not None:
                     hh[key] = b
-        if self.snaps and t < self.snaps[-1].t:
+        starts = tuple(sorted(v for _l, v in samples.get(START_TIME, []) if math.isfinite(v)))
+        snap = _Snap(t, counters, hists, starts or None)
+        why = reset_reason(self.snaps[-1] if self.snaps else None, snap, was_down)
+        if why is not None:
             self.snaps.clear()
-        self.snaps.append(_Snap(t, counters, hists))
-        while len(self.snaps) > 2 and self.snaps[1].t <= t - self.window_s:
-            self.snaps.popleft()
-        self._last = samples
+            self.resets += 1
+            self.last_reset = why
+        self.snaps.append(snap)
+        trim_window(self.snaps, t, self.window_s)
+        self._last = by_model
 
     def _wanted(self) -> Callable[[str], bool] | None:
         """Once the kind is known, only its metrics are parsed in full."""
         if self.kind is None:
             return None
         if self._wanted_names is None:
-            names: set[str] = set()
+            names: set[str] = {START_TIME}
             for v in SPEC[self.kind].values():
                 if isinstance(v, list):
                     for n in v:
                         base = n[0] if isinstance(n, tuple) else n
                         names |= {base, base + "_bucket", base + "_sum", base + "_count"}
             self._wanted_names = names
-            self._wanted_names |= {"x"}  # never empty
         return self._wanted_names.__contains__
 
     def failed(self, t: float, why: str) -> None:
@@ -352,7 +465,8 @@ class EndpointTracker:
         self.last_error = why
 
     def readings(self) -> list[EndpointReading]:
-        """One reading per model the server serves (one in all when it serves one)."""
+        """One reading per model the server serves (one in all when it serves one; at most
+        :data:`MAX_MODELS`, the rest counted in ``models_dropped``)."""
         if self.down_since is not None or not self.snaps:
             return [self.reading()]
         return [self.reading(m) for m in self.models]
@@ -360,14 +474,21 @@ class EndpointTracker:
     def reading(self, model: str | None = None) -> EndpointReading:
         if self.down_since is not None:
             since = time.strftime("%H:%M:%S", time.localtime(self.down_since))
-            return EndpointReading(url=self.url, kind=self.kind, model=self.model, up=False,
+            return EndpointReading(url=self.url, kind=self.kind, model=self.model, up=False, resets=self.resets,
                                    error=f"unreachable since {since} ({self.last_error})")
         if not self.snaps:
             err = f"{self.garbage} bad responses: {self.last_error}" if self.garbage else self.last_error
             return EndpointReading(url=self.url, kind=self.kind, up=True, error=err or "waiting for the first scrape")
         spec = SPEC[self.kind or "vllm"]
-        s = only_model(self._last, model)
+        if model in self._last:
+            s = self._last[model]
+        else:  # every model together
+            s = {}
+            for part in self._last.values():
+                for name, part_rows in part.items():
+                    s.setdefault(name, []).extend(part_rows)
         pts = list(self.snaps)
+        span = pts[-1].t - pts[0].t if len(pts) >= 2 else None
 
         def rate(key: str) -> float | None:
             p = [(x.t, x.counters[model][key]) for x in pts if key in x.counters.get(model, {})]
@@ -383,18 +504,22 @@ class EndpointTracker:
         rows = [v for _l, v in _select(s, spec.get("kv", [])) if math.isfinite(v)]
         if rows:
             kv = max(rows) * (100.0 if spec.get("kv_fraction") else 1.0)
-        lat: dict[str, float | None] = {}
-        for key in ("ttft", "itl"):
-            first = next((x.hists[model][key] for x in pts if key in x.hists.get(model, {})), None)
+        lat: dict[str, Any] = {}
+        for key in HIST_KEYS:
+            first = pts[0].hists.get(model, {}).get(key) if len(pts) >= 2 else None
             last = pts[-1].hists.get(model, {}).get(key)
-            mean = p50 = p95 = None
+            mean = None
+            qs: dict[str, tuple[float | None, tuple[float, ...] | None]] = {}
             if first is not None and last is not None and last[2] >= first[2]:
                 dn = last[2] - first[2]
                 if dn > 0:
                     mean = (last[1] - first[1]) / dn
                     delta = {le: last[0].get(le, 0.0) - first[0].get(le, 0.0) for le in last[0]}
-                    p50, p95 = histogram_quantile(0.5, delta), histogram_quantile(0.95, delta)
-            lat[f"{key}_mean_s"], lat[f"{key}_p50_s"], lat[f"{key}_p95_s"] = mean, p50, p95
+                    qs = {"p50": quantile_with_bounds(0.5, delta), "p95": quantile_with_bounds(0.95, delta)}
+            lat[f"{key}_mean_s"] = mean
+            if key in ("ttft", "itl"):
+                for q in ("p50", "p95"):
+                    lat[f"{key}_{q}_s"], lat[f"{key}_{q}_bounds_s"] = qs.get(q, (None, None))
         acc, drafts, dtok = rate("spec_accepted"), rate("spec_drafts"), rate("spec_draft_tokens")
         accept_len = 1 + acc / drafts if acc is not None and drafts else None
         accept_rate = acc / dtok if acc is not None and dtok else None
@@ -402,13 +527,23 @@ class EndpointTracker:
             accept_len = total(s, spec["spec_len_gauge"])
         if accept_rate is None and spec.get("spec_rate_gauge"):
             accept_rate = total(s, spec["spec_rate_gauge"])
+        hits, queries = rate("cache_hits"), rate("cache_queries")
+        hit_pct = 100.0 * hits / queries if hits is not None and queries else None
+        if hit_pct is None and spec.get("cache_hit_gauge"):
+            g = total(s, spec["cache_hit_gauge"])
+            hit_pct = 100.0 * g if g is not None else None
+        pre = rate("preemptions")
         return EndpointReading(
             url=self.url, kind=self.kind, model=model or self.model, up=True,
             error=f"{self.garbage} bad responses" + (f": {self.last_error}" if self.last_error else "")
             if self.garbage else None,
             gen_tokens_per_s=gen, prompt_tokens_per_s=rate("prompt"),
             requests_running=running, requests_waiting=total(s, spec.get("waiting", [])), kv_cache_pct=kv,
-            spec_accept_length=accept_len, spec_accept_rate=accept_rate, **lat,
+            spec_accept_length=accept_len, spec_accept_rate=accept_rate,
+            rate_window_s=span, prompt_computed_tokens_per_s=rate("prompt_computed"),
+            prompt_cached_tokens_per_s=rate("prompt_cached"), prefix_cache_hit_pct=hit_pct,
+            preemptions_per_min=None if pre is None else pre * 60.0, resets=self.resets,
+            models_dropped=self.models_dropped, **lat,
         )
 
 
@@ -426,17 +561,22 @@ def metrics_url(url: str, kind: str | None) -> str:
 class EndpointPoller:
     """Polls every endpoint every ``interval_s`` on a background thread (asyncio + httpx).
 
-    Timeouts (default 2 s), exponential backoff after failures (up to 30 s), bodies over 8 MB refused,
-    TLS verification on unless ``verify=False``. :meth:`latest` never blocks.
+    Built so that no endpoint can hurt the GPU sampling that calls :meth:`latest`: the body is read
+    streaming and dropped as soon as it passes 8 MB; the whole response must arrive within
+    ``timeout_s`` (a server that drips bytes is cut off); parsing happens on this thread, outside the
+    lock; :meth:`latest` only returns the readings made after the last scrape (at most
+    :data:`MAX_MODELS` per endpoint). After a failure the retry waits double the interval, up to
+    max(5 s, 2 × interval). TLS verification stays on unless ``verify=False``.
     """
 
     def __init__(self, urls: list[str], *, kind: str | None = None, interval_s: float = 1.0, timeout_s: float = 2.0,
                  window_s: float = 10.0, headers: dict[str, str] | None = None, verify: bool = True,
-                 probe_every_s: float | None = None, probe_model: str | None = None):
+                 probe_every_s: float | None = None, probe_model: str | None = None, max_body: int = MAX_BODY):
         self.trackers = [EndpointTracker(url=u, kind=kind, window_s=window_s) for u in urls]
         self.urls = [metrics_url(u, kind) for u in urls]
         self.interval_s = interval_s
         self.timeout_s = timeout_s
+        self.max_body = max_body
         self.headers = headers or {}
         self.verify = verify
         self.probe_every_s = probe_every_s
@@ -444,6 +584,7 @@ class EndpointPoller:
         self.probes: list[ProbeResult | None] = [None] * len(urls)
         self._bases = [metrics_url(u, kind).rsplit("/", 1)[0].replace("/prometheus", "") for u in urls]
         self._lock = threading.Lock()
+        self._ready: list[tuple[EndpointReading, ...]] = [tuple(t.readings()) for t in self.trackers]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpuscope-endpoints", daemon=True)
 
@@ -452,22 +593,24 @@ class EndpointPoller:
         return self
 
     def latest(self) -> tuple[EndpointReading, ...]:
-        """The newest reading of every endpoint; with --probe, the probe's TTFT and single-stream
-        decode tok/s fill what the server's metrics lack (an Ollama, a server without /metrics)."""
+        """The newest reading of every endpoint (made on the polling thread: this never parses and
+        never waits on a network). With --probe, the probe's TTFT and single-stream decode tok/s are
+        added in their own fields, and fill gen tok/s only where the server has no metrics (named in
+        ``probe_fields``)."""
         with self._lock:
-            out = []
-            for t, pr in zip(self.trackers, self.probes):
-                for r in t.readings():
-                    out.append(self._with_probe(r, pr))
-            return tuple(out)
+            ready = list(self._ready)
+            probes = list(self.probes)
+        return tuple(self._with_probe(r, pr) for rs, pr in zip(ready, probes) for r in rs)
 
     @staticmethod
     def _with_probe(r: EndpointReading, pr: ProbeResult | None) -> EndpointReading:
-        """Fill what the server's metrics lack (no /metrics, Ollama) from the probe's measurement."""
+        """Add the probe's measurement; fill gen tok/s from it only when the metrics are missing."""
         if pr is not None and pr.error is None:
             missing_metrics = not r.up or r.kind is None
+            filled = ("gen_tokens_per_s",) if missing_metrics and pr.decode_tokens_per_s is not None else ()
             return replace(r, up=True, probe=True, kind=r.kind or "probe", error=None if missing_metrics else r.error,
-                           ttft_p50_s=r.ttft_p50_s if r.ttft_p50_s is not None else pr.ttft_s,
+                           probe_ttft_s=pr.ttft_s, probe_decode_tokens_per_s=pr.decode_tokens_per_s,
+                           probe_fields=filled,
                            gen_tokens_per_s=r.gen_tokens_per_s if not missing_metrics else pr.decode_tokens_per_s)
         if pr is not None and r.kind is None:
             return replace(r, error=pr.error)
@@ -479,6 +622,11 @@ class EndpointPoller:
 
     def _run(self) -> None:
         asyncio.run(self._main())
+
+    def _publish(self, k: int) -> None:
+        rs = tuple(self.trackers[k].readings())
+        with self._lock:
+            self._ready[k] = rs
 
     async def _main(self) -> None:
         import httpx
@@ -494,7 +642,7 @@ class EndpointPoller:
                 due = [k for k in range(len(self.urls)) if next_at[k] <= now]
                 results = await asyncio.gather(*(self._poll(client, k) for k in due))
                 for k, ok in zip(due, results):
-                    backoff[k] = 0.0 if ok else min(30.0, max(self.interval_s, backoff[k] * 2 or self.interval_s))
+                    backoff[k] = 0.0 if ok else next_backoff(backoff[k], self.interval_s)
                     next_at[k] = now + (self.interval_s if ok else backoff[k])
                 wait = max(0.05, min(next_at) - time.monotonic()) if next_at else self.interval_s
                 await asyncio.get_running_loop().run_in_executor(None, self._stop.wait, min(wait, 1.0))
@@ -507,28 +655,41 @@ class EndpointPoller:
                     self.probes[k] = res
             await asyncio.sleep(self.probe_every_s or 10.0)
 
+    async def _fetch(self, client: Any, url: str) -> tuple[int, bytes | None]:
+        """(status, body) with the size cap enforced as the bytes arrive: body None past ``max_body``."""
+        async with client.stream("GET", url) as r:
+            buf = bytearray()
+            async for chunk in r.aiter_bytes():
+                buf += chunk
+                if len(buf) > self.max_body or (r.status_code != 200 and len(buf) > 4096):
+                    if r.status_code != 200:
+                        break
+                    return r.status_code, None
+            return r.status_code, bytes(buf)
+
     async def _poll(self, client: Any, k: int) -> bool:
         import httpx
 
         tr = self.trackers[k]
         t = time.time()
+        why: str
         try:
-            r = await client.get(self.urls[k])
-            body = r.content.decode("utf-8", "replace")  # not r.text: charset sniffing of 150 KB costs ms
-            if r.status_code != 200:
-                with self._lock:
-                    hint = " (llama.cpp: start it with --metrics)" if "--metrics" in body[:500] else ""
-                    tr.failed(t, f"HTTP {r.status_code}{hint}")
-                return False
-            if len(r.content) > MAX_BODY:
-                with self._lock:
-                    tr.garbage += 1
-                    tr.last_error = "response larger than 8 MB refused"
+            status, raw = await asyncio.wait_for(self._fetch(client, self.urls[k]), self.timeout_s)
+            if raw is None:
+                tr.garbage += 1
+                tr.last_error = f"response larger than {self.max_body / 2**20:g} MB refused"
+                self._publish(k)
                 return True
-            with self._lock:
-                tr.feed(t, body)
+            body = raw.decode("utf-8", "replace")  # not r.text: charset sniffing of 150 KB costs ms
+            if status != 200:
+                hint = " (llama.cpp: start it with --metrics)" if "--metrics" in body[:500] else ""
+                tr.failed(t, f"HTTP {status}{hint}")
+                self._publish(k)
+                return False
+            tr.feed(t, body)
+            self._publish(k)
             return True
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, asyncio.TimeoutError):  # the deadline covers the whole response
             why = f"no answer in {self.timeout_s:g} s"
         except httpx.ConnectError as e:
             chain, c = [], e
@@ -541,8 +702,8 @@ class EndpointPoller:
                 why = f"cannot connect: {str(chain[-1])[:60]}"
         except httpx.HTTPError as e:
             why = f"{type(e).__name__}: {str(e)[:60]}"
-        with self._lock:
-            tr.failed(t, why)
+        tr.failed(t, why)
+        self._publish(k)
         return False
 
 

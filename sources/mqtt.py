@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from gpuscope.core import validate
 from gpuscope.core.codec import (
     CodecError,
     frame_from_dict,
@@ -320,6 +321,7 @@ class Subscriber:
         self.removed = 0
         self.broker_dropped: int | None = None
         self._broker_dropped0: int | None = None
+        self.tally = validate.Tally()  # readings the validation gate turned into unknown
         self.connected = False
         self.last_error: str | None = None
         self.watched: set[str] = set()
@@ -465,9 +467,9 @@ class Subscriber:
                         and (b"finding_" not in payload if isinstance(payload, (bytes, bytearray))
                              else "finding_" not in payload)):
                     return False  # bounded rate for an older agent; frames with finding events always read
-        try:
-            doc = json.loads(payload)
-        except (ValueError, UnicodeDecodeError, RecursionError):
+        try:  # the validation gate: size, depth, valid JSON (a one-line ValidationError, counted as a drop)
+            doc = validate.loads(payload, "payload", max_bytes=MAX_PAYLOAD)
+        except validate.ValidationError:
             return self._drop()
         with self._lock:
             h = self.hosts.get(host)
@@ -508,9 +510,7 @@ class Subscriber:
                         h.legacy = legacy
                         self._resync()
                 elif kind == "frame":
-                    f = frame_from_dict(doc)
-                    if h.inventory is not None and len(f.gpus) > len(h.inventory.devices):
-                        return self._drop_locked()
+                    f = frame_from_dict(doc, h.inventory, self.tally)  # rejects GPUs the inventory lacks
                     for ev in f.events:
                         fid = ev.data.get("id") if isinstance(ev.data, dict) else None
                         if not isinstance(fid, str):
@@ -542,7 +542,7 @@ class Subscriber:
                     self._cond.notify_all()
                 else:
                     return self._drop_locked()
-            except (CodecError, SummaryError, RecursionError):
+            except (CodecError, SummaryError, RecursionError, ValueError):
                 return self._drop_locked()
         return True
 

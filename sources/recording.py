@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
+import math
 import os
 import queue
 import threading
@@ -35,6 +36,8 @@ from gpuscope.core.codec import (
 )
 from gpuscope.core.errors import SHOWN, GpuscopeError
 from gpuscope.core.model import Event, Frame, Inventory
+from gpuscope.core.text import clean
+from gpuscope.core.validate import Tally, ValidationError, in_range, loads
 
 FORMAT = "gpuscope-recording"
 FORMAT_VERSION = 1
@@ -63,7 +66,8 @@ class Recorder:
 
     def __init__(self, path: str | os.PathLike[str], inventory: Inventory, *, command: list[str] | None = None,
                  origin: dict[str, Any] | None = None, interval_s: float | None = None, flush_s: float = 1.0,
-                 fsync: bool = True, queue_frames: int = QUEUE_FRAMES, close_timeout_s: float = 10.0):
+                 fsync: bool = True, queue_frames: int = QUEUE_FRAMES, close_timeout_s: float = 10.0,
+                 force: bool = False):
         self.path = Path(path)
         self.flush_s = flush_s
         self.fsync = fsync
@@ -79,8 +83,10 @@ class Recorder:
         self._t_last: float | None = None
         self._closing = False
         self._q: queue.Queue[Frame | None] = queue.Queue(maxsize=max(1, queue_frames))
-        try:
-            self._f: BinaryIO | None = open(self.path, "wb")  # noqa: SIM115 - owned by the recorder
+        try:  # never overwrite: an existing file is refused unless force (`--force`)
+            self._f: BinaryIO | None = open(self.path, "wb" if force else "xb")  # noqa: SIM115 - owned by the recorder
+        except FileExistsError:
+            raise RecordingError(f"{self.path} exists; refusing to overwrite it (use --force)") from None
         except OSError as e:
             raise RecordingError(f"cannot write {self.path}: {e.strerror or e}") from None
         header = {
@@ -231,17 +237,37 @@ def _dumps(obj: Any) -> bytes:
     return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
 
 
+MAGIC = b"\x1f\x8b\x08"  # a gzip member (deflate) starts with these bytes: where the reader resynchronises
+MAX_MEMBER_TEXT = 64 * 1024 * 1024  # a member inflating beyond this is refused (the writer's hold ~256 KB)
+MAX_LINE = 16 * 1024 * 1024
+
+
 @dataclass
 class _Member:
     offset: int  # byte offset of the gzip member in the file
     end: int  # one past its last byte
     first: int  # index of its first frame
     count: int
+    keep: list[int] = field(default_factory=list)  # line numbers (in the member's text) of its frames
+
+
+@dataclass
+class _Decoded:
+    start: int  # byte offset of the member
+    end: int  # one past its last byte (for a damaged member: where the next readable member starts)
+    text: bytes
+    damaged: bool  # a decompression or checksum error: lines are each checked before they are kept
+    cut: bool = False  # the file ends inside this member
 
 
 @dataclass
 class Recording:
-    """An opened recording: header, inventory, time index; frames are decoded on demand."""
+    """An opened recording: header, inventory, time index; frames are decoded on demand.
+
+    Frames are kept in file order whatever their clock says (a clock stepping back is not damage);
+    ``times`` is in file order too. ``damaged_at`` lists the byte offsets of damaged members;
+    ``expected_frames`` is the writer's count (from the end line) or an estimate, None if unknown.
+    """
 
     path: Path
     header: dict[str, Any]
@@ -251,8 +277,12 @@ class Recording:
     events: list[Event]
     complete: bool
     problems: list[str] = field(default_factory=list)
+    damaged_at: list[int] = field(default_factory=list)
+    expected_frames: int | None = None
+    tally: Tally = field(default_factory=Tally)
     _cache: dict[int, list[bytes]] = field(default_factory=dict, repr=False)
     _raw: bytes = field(default=b"", repr=False)
+    _reach: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def n_frames(self) -> int:
@@ -260,7 +290,7 @@ class Recording:
 
     @property
     def duration_s(self) -> float:
-        return float(self.times[-1] - self.times[0]) if len(self.times) > 1 else 0.0
+        return float(self.times.max() - self.times.min()) if len(self.times) > 1 else 0.0
 
     @property
     def simulated(self) -> bool:
@@ -271,9 +301,13 @@ class Recording:
             if len(self._cache) > 8:
                 self._cache.pop(next(iter(self._cache)))
             mem = self.members[m]
-            text = next(_members(self._raw_bytes(mem.offset, mem.end), []), (0, 0, b""))[2]
-            lines = [ln for ln in text.split(b"\n") if ln.startswith(b'{"t":')]
-            self._cache[m] = lines[: mem.count]
+            if self._raw and mem.offset == 0 and not self._raw.startswith(MAGIC[:2]):
+                text = self._raw
+            else:
+                dec = next(_members(self._raw_bytes(mem.offset, mem.end), []), None)
+                text = dec.text if dec is not None else b""
+            lines = text.split(b"\n")
+            self._cache[m] = [lines[k] if k < len(lines) else b"" for k in mem.keep]
         return self._cache[m]
 
     def _raw_bytes(self, a: int, b: int) -> bytes:
@@ -284,14 +318,16 @@ class Recording:
             return f.read(b - a)
 
     def frame(self, i: int) -> Frame:
-        """Frame number ``i`` (0-based). A frame that fails to decode raises RecordingError."""
+        """Frame number ``i`` (0-based, file order). A frame that fails to decode or fails the validation
+        gate raises RecordingError; readings outside their physical range come back as None (counted in
+        :attr:`tally`)."""
         if not 0 <= i < self.n_frames:
             raise IndexError(i)
         m = _member_of(self.members, i)
         line = self._member_lines(m)[i - self.members[m].first]
         try:
-            return frame_from_dict(json.loads(line))
-        except (ValueError, CodecError) as e:
+            return frame_from_dict(loads(line, "frame"), self.inventory, self.tally)
+        except (ValidationError, CodecError) as e:
             raise RecordingError(f"{self.path}: frame {i} is damaged ({e})") from None
 
     def raw_line(self, i: int) -> bytes:
@@ -300,8 +336,13 @@ class Recording:
         return self._member_lines(m)[i - self.members[m].first]
 
     def index_at(self, t: float) -> int:
-        """The last frame at or before time ``t`` (clamped to the recording)."""
-        i = int(np.searchsorted(self.times, t, side="right")) - 1
+        """The last frame (file order) whose clock, or any earlier frame's, has reached ``t``; clamped.
+
+        Searching the running maximum of the frame times keeps this well defined when the clock steps
+        backwards (an NTP correction): the timeline orders by time, the file keeps its order."""
+        if self._reach is None or len(self._reach) != self.n_frames:
+            self._reach = np.maximum.accumulate(self.times) if self.n_frames else self.times
+        i = int(np.searchsorted(self._reach, t, side="right")) - 1
         return min(max(i, 0), self.n_frames - 1)
 
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[Frame]:
@@ -311,8 +352,21 @@ class Recording:
             try:
                 yield self.frame(i)
             except RecordingError as e:
-                if str(e) not in self.problems:
+                if str(e) not in self.problems and len(self.problems) < 50:
                     self.problems.append(str(e))
+
+    def summary(self) -> str:
+        """One line on what survived: ``"frames 351 of ~401; 1 damaged member at byte 3,510"``."""
+        n = self.n_frames
+        of = ""
+        if self.expected_frames is not None and self.expected_frames != n:
+            of = f" of {'' if self.complete and not self.damaged_at else '~'}{self.expected_frames:,}"
+        out = f"frames {n:,}{of}"
+        if self.damaged_at:
+            k = len(self.damaged_at)
+            where = ", ".join(f"{b:,}" for b in self.damaged_at[:5]) + (", …" if k > 5 else "")
+            out += f"; {k} damaged member{'s' if k != 1 else ''} at byte{'s' if k != 1 else ''} {where}"
+        return out
 
 
 def _member_of(members: list[_Member], i: int) -> int:
@@ -326,42 +380,92 @@ def _member_of(members: list[_Member], i: int) -> int:
     return lo
 
 
-def _members(raw: bytes, problems: list[str]) -> Iterator[tuple[int, int, bytes]]:
-    """(start, end, text) of each gzip member, decompressed one at a time (memory stays at one
-    member's text, ~256 KB, not the whole file's). Damage or a cut ends the series with a note."""
+def _inflate(raw: bytes, pos: int, step_bytes: int = 1 << 18) -> tuple[int, bytes, bool, bool]:
+    """Inflate the gzip member at ``pos``: (end, text, damaged, cut). Text is bounded by MAX_MEMBER_TEXT
+    (a gzip bomb is damage, not memory). On damage the member is inflated again in small steps so that
+    the text before the damage is kept."""
+    start = pos
+    d = zlib.decompressobj(31)
+    parts: list[bytes] = []
+    size = 0
+    n = len(raw)
+    try:
+        while pos < n and not d.eof:
+            step = raw[pos:pos + step_bytes]
+            out = d.decompress(step, MAX_MEMBER_TEXT - size + 1)
+            parts.append(out)
+            size += len(out)
+            if size > MAX_MEMBER_TEXT:
+                return pos, b"".join(parts)[:MAX_MEMBER_TEXT], True, False
+            pos += len(step) - len(d.unconsumed_tail)
+            if d.unconsumed_tail and not d.eof:
+                continue
+        if d.eof:
+            return pos - len(d.unused_data), b"".join(parts), False, False
+        parts.append(d.flush())
+        return pos, b"".join(parts), False, True
+    except zlib.error:
+        if step_bytes > 256:
+            return _inflate(raw, start, 256)
+        return pos, b"".join(parts), True, False
+
+
+def _members(raw: bytes, damage: list[int]) -> Iterator[_Decoded]:
+    """Each gzip member of ``raw``, decompressed one at a time (memory stays at one member's text).
+
+    After damage (a decompression or checksum error, or bytes that are not a member) the reader
+    resynchronises at the next gzip magic (1f 8b 08) and goes on; ``damage`` collects the byte offsets
+    where damage starts (one per damaged stretch)."""
     pos = 0
-    while pos < len(raw):
-        d = zlib.decompressobj(31)
-        parts = []
-        start = pos
-        try:
-            while pos < len(raw) and not d.eof:
-                step = raw[pos:pos + (1 << 18)]
-                parts.append(d.decompress(step))
-                pos += len(step)
-            if d.eof:
-                pos -= len(d.unused_data)
-            else:
-                parts.append(d.flush())
-                problems.append("the file ends mid-stream (cut off); the last partial second is lost")
-        except zlib.error as e:
-            try:
-                parts.append(d.flush())
-            except zlib.error:
-                pass
-            problems.append(f"damaged data at byte ~{pos}: {e}; frames after it are lost")
-            yield start, pos, b"".join(parts)
+    n = len(raw)
+    in_damage = False  # one entry per damaged stretch, however many false starts it holds
+    while pos < n:
+        if raw[pos:pos + 3] != MAGIC:
+            if not in_damage:
+                damage.append(pos)
+                in_damage = True
+            nxt = raw.find(MAGIC, pos + 1)
+            if nxt < 0:
+                return
+            pos = nxt
+            continue
+        end, text, damaged, cut = _inflate(raw, pos)
+        nxt = raw.find(MAGIC, pos + 1) if (damaged or cut) else -1
+        if cut and nxt >= 0:
+            damaged, cut = True, False  # it "ends" at the end of the file yet a later member exists
+        if damaged:
+            if not in_damage:
+                damage.append(pos)
+            in_damage = True
+            end = nxt if nxt >= 0 else n
+        else:
+            in_damage = False
+        yield _Decoded(pos, end, text, damaged, cut)
+        if damaged:
+            if nxt < 0:
+                return
+            pos = nxt
+            continue
+        if cut:
             return
-        yield start, pos, b"".join(parts)
-        if not d.eof:
-            return
+        pos = end
+
+
+def _frame_time(ln: bytes) -> float | None:
+    """The ``t`` of a frame line without parsing the rest; None when it is not a finite time."""
+    try:
+        t = float(ln[5:ln.index(b",", 5)])
+    except ValueError:
+        return None
+    return t if math.isfinite(t) and abs(t) <= 1e11 else None
 
 
 def open_recording(path: str | os.PathLike[str]) -> Recording:
     """Open and index a recording. Raises :class:`RecordingError` with a one-line reason.
 
-    A cut-off or damaged file opens with what could be read; :attr:`Recording.problems` says what
-    was lost.
+    A cut-off or damaged file opens with every intact frame: the reader resynchronises at the next gzip
+    member after damage. :attr:`Recording.problems` says what was lost (its first line is
+    :meth:`Recording.summary` when anything was).
     """
     p = Path(path)
     try:
@@ -375,68 +479,92 @@ def open_recording(path: str | os.PathLike[str]) -> Recording:
     if not raw:
         raise RecordingError(f"{p}: empty file, not a recording")
     problems: list[str] = []
+    damage: list[int] = []
     members: list[_Member] = []
-    if raw[:2] != b"\x1f\x8b":
+    plain = raw[:2] != b"\x1f\x8b"
+    decoded: Iterator[_Decoded]
+    if plain:
         if raw[:1] == b"{":  # an uncompressed recording (e.g. `zcat run.jsonl.gz > run.jsonl`)
-            text, members_text = raw, [(0, len(raw), raw)]
+            decoded = iter([_Decoded(0, len(raw), raw, False)])
         else:
             raise RecordingError(f"{p}: not a gpuscope recording (not gzip-compressed JSON lines)")
     else:
-        members_text = _members(raw, problems)
-        text = b""
+        decoded = _members(raw, damage)
     header: dict[str, Any] | None = None
+    inv: Inventory | None = None
+    tally = Tally()
     times: list[float] = []
     events: list[Event] = []
     complete = False
-    damaged = 0
-    for (start, end, mtext) in members_text:
-        lines = mtext.split(b"\n")
-        if mtext and not mtext.endswith(b"\n"):
-            lines = lines[:-1]  # a line cut in half
+    end_frames: int | None = None
+    damaged_lines = 0
+    cut = False
+    for dec in decoded:
+        lines = dec.text.split(b"\n")
+        last_partial = bool(dec.text) and not dec.text.endswith(b"\n")
         first = len(times)
-        count = 0
-        for ln in lines:
+        keep: list[int] = []
+        for k, ln in enumerate(lines):
             if not ln:
                 continue
+            if last_partial and k == len(lines) - 1:
+                if dec.damaged or dec.cut:
+                    continue  # a line cut in half by the damage or the end of the file
             if header is None:
+                if dec.damaged and not ln.startswith(b'{"type":"header"'):
+                    continue
                 header = _header(p, ln)
+                try:
+                    inv = inventory_from_dict(header.get("inventory"), tally)
+                except CodecError as e:
+                    raise RecordingError(f"{p}: the header's inventory is damaged ({e})") from None
                 continue
             if ln.startswith(b'{"t":'):
-                try:
-                    t = float(ln[5:ln.index(b",", 5)])
-                except ValueError:
-                    damaged += 1
-                    continue
-                if times and t < times[-1]:
-                    damaged += 1
+                t = _frame_time(ln)
+                f: Frame | None = None
+                if t is not None and (dec.damaged or b'"events":' in ln or len(ln) > MAX_LINE):
+                    try:  # a damaged member's lines, and lines with events, are checked in full
+                        f = frame_from_dict(loads(ln, "frame"), inv, Tally())
+                    except (ValidationError, CodecError):
+                        t = None
+                if t is None:
+                    damaged_lines += 1
                     continue
                 times.append(t)
-                count += 1
-                if b'"events":' in ln:
-                    try:
-                        events.extend(frame_from_dict(json.loads(ln)).events)
-                    except (ValueError, CodecError):
-                        pass
+                keep.append(k)
+                if f is not None and f.events:
+                    events.extend(f.events)
             elif ln.startswith(b'{"type":"end"'):
                 complete = True
-            else:
-                damaged += 1
-        if count:
-            members.append(_Member(offset=start, end=end, first=first, count=count))
-    if header is None:
+                try:
+                    n_end = json.loads(ln).get("frames")
+                    end_frames = n_end if isinstance(n_end, int) and not isinstance(n_end, bool) else None
+                except (ValueError, AttributeError, RecursionError):
+                    pass
+            elif not dec.damaged:
+                damaged_lines += 1
+        if keep:
+            members.append(_Member(offset=dec.start, end=dec.end, first=first, count=len(keep), keep=keep))
+        cut = cut or dec.cut
+    if header is None or inv is None:
+        if damage:
+            raise RecordingError(f"{p}: the header is damaged (byte ~{damage[0]:,}); nothing can be read")
         raise RecordingError(f"{p}: not a gpuscope recording (no header line)")
-    if damaged:
-        problems.append(f"{damaged} damaged line{'s' if damaged > 1 else ''} skipped")
-    try:
-        inv = inventory_from_dict(header.get("inventory"))
-    except CodecError as e:
-        raise RecordingError(f"{p}: the header's inventory is damaged ({e})") from None
+    expected = end_frames
+    interval = header.get("interval_s")
+    if expected is None and (damage or cut) and len(times) > 1 and interval:
+        expected = int(round((max(times) - min(times)) / interval)) + 1
     rec = Recording(path=p, header=header, inventory=inv, times=np.asarray(times, dtype=np.float64),
-                    members=members, events=events, complete=complete, problems=problems)
-    if text:  # uncompressed: serve lines straight from memory
+                    members=members, events=events, complete=complete, problems=problems, damaged_at=damage,
+                    expected_frames=expected, tally=tally)
+    if damage:
+        problems.append(rec.summary())
+    if cut:
+        problems.append("the file ends mid-stream (cut off); the last partial second is lost")
+    if damaged_lines:
+        problems.append(f"{damaged_lines} damaged line{'s' if damaged_lines > 1 else ''} skipped")
+    if plain:
         rec._raw = raw
-        rec.members = [_Member(0, len(raw), 0, len(times))]
-        rec._cache[0] = [ln for ln in raw.split(b"\n") if ln.startswith(b'{"t":')]
     if not complete and not problems:
         problems.append("no end marker: the recording did not close cleanly (still running, or killed)")
     return rec
@@ -444,15 +572,23 @@ def open_recording(path: str | os.PathLike[str]) -> Recording:
 
 def _header(p: Path, line: bytes) -> dict[str, Any]:
     try:
-        h = json.loads(line)
-    except ValueError:
-        raise RecordingError(f"{p}: not a gpuscope recording (first line is not JSON)") from None
+        h = loads(line, "header")
+    except ValidationError as e:
+        raise RecordingError(f"{p}: not a gpuscope recording (first line: {e})") from None
     if not isinstance(h, dict) or h.get("format") != FORMAT or h.get("type") != "header":
         raise RecordingError(f"{p}: not a gpuscope recording (no gpuscope header)")
     v = h.get("version")
-    if not isinstance(v, int):
+    if not isinstance(v, int) or isinstance(v, bool):
         raise RecordingError(f"{p}: the header has no format version")
     if v > FORMAT_VERSION:
         raise RecordingError(f"{p}: recording format version {v} is newer than this gpuscope reads "
                              f"({FORMAT_VERSION}); upgrade gpuscope")
+    iv = h.get("interval_s")
+    if iv is not None and not in_range(iv, 0.001, 86400.0):
+        raise RecordingError(f"{p}: the header's interval_s is not a number of seconds ({clean(repr(iv), 40)})")
+    for key in ("simulated",):
+        if key in h and not isinstance(h[key], bool) and h[key] is not None:
+            raise RecordingError(f"{p}: the header's {key} is not true/false")
+    if not isinstance(h.get("origin", {}), dict) or not isinstance(h.get("command", []), list):
+        raise RecordingError(f"{p}: the header's origin/command fields are damaged")
     return h

@@ -6,6 +6,7 @@ A scenario is TOML. Every field is checked; an error names the file and the fiel
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from importlib import resources
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.text import clean
 from gpuscope.core.vocab import CLOCK_EVENT_NAMES
 
 if sys.version_info >= (3, 11):
@@ -191,6 +193,9 @@ class Scenario:
         return self.phases[-1]
 
 
+MAX_SCENARIO_BYTES = 1024 * 1024
+
+
 def _err(src: str, path: str, msg: str) -> ScenarioError:
     return ScenarioError(f"scenario {src}: {path}: {msg}")
 
@@ -199,6 +204,8 @@ def _conv(src: str, path: str, kind: Any, v: Any) -> Any:
     if kind in (float, "pct"):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise _err(src, path, "expected a number")
+        if not math.isfinite(v) or abs(v) > 1e15:
+            raise _err(src, path, "expected a finite number")
         if kind == "pct" and not 0 <= v <= 100:
             raise _err(src, path, "expected a percentage 0-100")
         if v < 0:
@@ -217,7 +224,7 @@ def _conv(src: str, path: str, kind: Any, v: Any) -> Any:
     if kind is str:
         if not isinstance(v, str):
             raise _err(src, path, "expected a string")
-        return v
+        return clean(v, 300)  # shown on terminals: control characters and escapes removed
     if kind is bool:
         if not isinstance(v, bool):
             raise _err(src, path, "expected true or false")
@@ -417,11 +424,15 @@ def load(name_or_path: str) -> Scenario:
         raise ScenarioError(f"unknown scenario {name_or_path!r}: not a file, and not one of "
                             f"{', '.join(sorted(builtin))} (see `gpuscope scenarios`)")
     try:
+        if p.stat().st_size > MAX_SCENARIO_BYTES:
+            raise ScenarioError(f"scenario {p}: larger than {MAX_SCENARIO_BYTES // 1024} KB")
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise ScenarioError(f"scenario {p}: cannot read ({e})") from None
+        raise ScenarioError(f"scenario {p}: cannot read ({clean(str(e), 200)})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"scenario {p}: not valid TOML ({e})") from None
+        raise ScenarioError(f"scenario {p}: not valid TOML ({clean(str(e), 200)})") from None
+    except RecursionError:
+        raise ScenarioError(f"scenario {p}: nested too deeply") from None
     return parse(data, str(p) if name_or_path not in builtin else name_or_path)

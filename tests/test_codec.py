@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -26,24 +27,29 @@ from gpuscope.core.model import (
     ProcessInfo,
 )
 
-# floats that survive the codec's rounding exactly (3 decimals, or whole numbers from 1000 up)
-small = st.integers(-10**6, 10**6).map(lambda k: k / 8)
+# floats that survive the codec's rounding exactly (4 significant digits, or whole numbers from 1000 up)
+small = st.tuples(st.integers(-9999, 9999), st.integers(0, 6)).map(lambda ke: ke[0] / 10 ** ke[1])
 nice_float = st.one_of(st.integers(0, 10**12).map(float), small.filter(lambda x: abs(x) < 1000))
 opt = lambda s: st.none() | s  # noqa: E731
+# values inside the validation gate's physical ranges (out-of-range values are dropped: tests/test_damage.py)
+pct = st.integers(0, 1000).map(lambda k: k / 10)  # 4 significant digits survive the codec
+watts = st.integers(0, 9999).map(lambda k: k / 10)
+rate = st.integers(0, 10**12).map(float)
+safe_text = lambda n: st.text(st.characters(blacklist_categories=("Cc", "Cf", "Cs")), max_size=n)  # noqa: E731
 
 readings = st.builds(
-    GpuReading, index=st.integers(0, 7), lost=st.booleans(), util_gpu_pct=opt(nice_float), power_w=opt(nice_float),
+    GpuReading, index=st.integers(0, 7), lost=st.booleans(), util_gpu_pct=opt(pct), power_w=opt(watts),
     sm_clock_mhz=opt(st.integers(0, 3000)), pcie_gen=opt(st.integers(1, 6)), pcie_width=opt(st.sampled_from([1, 8, 16])),
-    pcie_rx_bytes_per_s=opt(nice_float), nvlink_tx_bytes_per_s=opt(nice_float), temp_mem_c=opt(nice_float),
+    pcie_rx_bytes_per_s=opt(rate), nvlink_tx_bytes_per_s=opt(rate), temp_mem_c=opt(pct),
     clock_event_reasons=opt(st.integers(0, 0x3FF)), pcie_replay_count=opt(st.integers(0, 2**40)),
     processes=opt(st.lists(st.builds(ProcessInfo, pid=st.integers(1, 2**22), used_memory_bytes=opt(st.integers(0, 2**40)),
-                                     name=opt(st.text(max_size=10))), max_size=3).map(tuple)),
+                                     name=opt(safe_text(10))), max_size=3).map(tuple)),
 )
-endpoints = st.builds(EndpointReading, url=st.text(min_size=1, max_size=20), kind=opt(st.sampled_from(["vllm", "sglang"])),
-                      gen_tokens_per_s=opt(nice_float), up=st.booleans(), error=opt(st.text(max_size=20)))
+endpoints = st.builds(EndpointReading, url=safe_text(20).filter(bool), kind=opt(st.sampled_from(["vllm", "sglang"])),
+                      gen_tokens_per_s=opt(small.filter(lambda x: 0 <= x < 1000)), up=st.booleans(), error=opt(safe_text(20)))
 events = st.builds(Event, t=st.integers(0, 2 * 10**9).map(lambda x: x / 1000), kind=st.sampled_from(["marker", "gpu_lost"]),
-                   text=st.text(max_size=30), data=st.dictionaries(st.text(max_size=5), st.integers(), max_size=3))
-frames = st.builds(Frame, t=st.integers(0, 2 * 10**12).map(lambda x: x / 1000), gpus=st.lists(readings, max_size=4).map(tuple),
+                   text=safe_text(30), data=st.dictionaries(safe_text(5), st.integers(), max_size=3))
+frames = st.builds(Frame, t=st.integers(0, 2 * 10**12).map(lambda x: x / 1000), gpus=st.lists(readings, max_size=4, unique_by=lambda g: g.index).map(tuple),
                    endpoints=st.lists(endpoints, max_size=2).map(tuple), events=st.lists(events, max_size=2).map(tuple))
 
 
@@ -55,18 +61,26 @@ def test_frame_round_trip(frame):
     assert frame_from_dict(json.loads(text)) == frame
 
 
-devices = st.builds(DeviceInfo, index=st.integers(0, 7), name=st.text(max_size=20), uuid=st.text(max_size=40),
-                    bus_id=st.text(max_size=16), numa_node=opt(st.integers(0, 7)), power_limit_w=opt(nice_float),
+devices = st.builds(DeviceInfo, index=st.integers(0, 7), name=safe_text(20), uuid=safe_text(40),
+                    bus_id=safe_text(16), numa_node=opt(st.integers(0, 7)), power_limit_w=opt(watts),
                     nvlinks_active=st.integers(0, 18), gpm_supported=st.booleans())
-inventories = st.builds(Inventory, host=st.text(max_size=10), devices=st.lists(devices, max_size=3).map(tuple),
+def _numbered(devs: list[DeviceInfo]) -> tuple[DeviceInfo, ...]:
+    return tuple(dataclasses.replace(d, index=i) for i, d in enumerate(devs))  # the gate wants 0…n−1
+
+
+inventories = st.builds(Inventory, host=safe_text(10).filter(bool),
+                        devices=st.lists(devices, min_size=1, max_size=8).map(_numbered),
                         pairs=st.lists(st.builds(PairLink, a=st.integers(0, 3), b=st.integers(4, 7),
                                                  pcie_path=st.sampled_from(["PIX", "SYS"]), nvlinks=st.integers(0, 18)),
-                                       max_size=3).map(tuple), simulated=st.booleans(), scenario=opt(st.text(max_size=8)))
+                                       max_size=3, unique_by=lambda p: (p.a, p.b)).map(tuple),
+                        simulated=st.booleans(), scenario=opt(safe_text(8)))
 
 
 @settings(max_examples=100, deadline=None)
 @given(inventories)
 def test_inventory_round_trip(inv):
+    n = len(inv.devices)
+    inv = dataclasses.replace(inv, pairs=tuple(p for p in inv.pairs if p.b < n))
     assert inventory_from_dict(json.loads(json.dumps(inventory_to_dict(inv)))) == inv
 
 
@@ -108,6 +122,7 @@ def test_garbage_never_crashes_the_decoder(garbage):
 
 
 def test_to_dict_rounds_floats_compactly():
-    assert to_dict(GpuReading(index=0, power_w=123.456789))["power_w"] == 123.457
+    assert to_dict(GpuReading(index=0, power_w=123.456789))["power_w"] == 123.5  # 4 significant digits
+    assert to_dict(EndpointReading(url="u", itl_mean_s=0.00371249))["itl_mean_s"] == 0.003712
     assert to_dict(GpuReading(index=0, pcie_rx_bytes_per_s=3.9e9 + 0.4))["pcie_rx_bytes_per_s"] == 3_900_000_000
     assert from_dict(GpuReading, {"index": 1}).index == 1

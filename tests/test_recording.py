@@ -130,7 +130,7 @@ def test_missing_file_and_directory(tmp_path):
 def test_full_disk_stops_recording_but_the_session_goes_on():
     src = sim_source("mixed-4")
     s = Session(src.inventory)
-    s.recorder = Recorder("/dev/full", src.inventory)
+    s.recorder = Recorder("/dev/full", src.inventory, force=True)
     for f in run_frames(src, 0, 3):
         s.ingest(f)
     assert s.recorder is None and "No space left on device" in s.record_error

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import signal
 import sys
-import termios
 import time
 from collections.abc import Callable
 from importlib import resources
@@ -25,10 +23,12 @@ from textual.widgets import Static
 from gpuscope.cli.report import open_or_fail
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import FrameSink, Session
+from gpuscope.core.text import clean
 from gpuscope.core.view import RecordingStatus, StatusInfo, ViewState
 from gpuscope.sources.recording import Recorder, RecordingError
 from gpuscope.tui.commands import GpuscopeCommands
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
+from gpuscope.tui.hangup import exit_soon, terminal_gone
 from gpuscope.tui.layout import Plan, plan_layout
 from gpuscope.tui.screens import FindingsScreen, GpuDetailScreen, HelpScreen, MarkerScreen
 from gpuscope.tui.workers import Worker
@@ -104,6 +104,8 @@ class GpuscopeApp(App[int]):
         self._rec_started = 0.0
         self._ppid = os.getppid()
         self.message_line = ""
+        self.record_force = False  # --force: the first recording may replace an existing --record FILE
+        self.hung_up = False  # the terminal went away (SIGHUP or the watchdog): callers must not start another app
         self.crash: Exception | None = None
         self._finishing: list[FrameSink] = []  # recordings stopped with r whose writer may still be busy
 
@@ -159,7 +161,7 @@ class GpuscopeApp(App[int]):
         self._apply_layout()
         self.set_interval(2.0, self._watchdog)
         try:
-            signal.signal(signal.SIGHUP, lambda *_: self.call_later(self.exit, 0))
+            signal.signal(signal.SIGHUP, lambda *_: self._hang_up())
         except (ValueError, OSError):  # not the main thread (tests)
             pass
         if self.record_path and not self._replay:
@@ -303,29 +305,28 @@ class GpuscopeApp(App[int]):
             if err:
                 msg = err
             set_content(self.query_one("#message", Static),
-                        Text(msg, style="yellow" if (self.message_line or err) else DIM))
+                        Text(clean(msg, 500), style="yellow" if (self.message_line or err) else DIM))
             note = self.query_one("#note", Static)
             if bool(self.message_line or err) != self._important:
                 self._apply_layout()
             if note.display:
-                set_content(note, fit_words(Text(f" {msg}", style="yellow"), max(10, self.size.width)))
+                set_content(note, fit_words(Text(f" {clean(msg, 500)}", style="yellow"), max(10, self.size.width)))
             if v.replay is not None:
                 r = v.replay
                 self.query_one(Timeline).show_position(r.t0, r.t1, r.position, list(r.marks), r.speed, r.playing)
 
     def _watchdog(self) -> None:
         """Exit when the terminal went away (SSH drop): the parent died or stdin is gone."""
-        gone = os.getppid() != self._ppid
-        for stream in (sys.__stdin__, sys.__stderr__):
-            try:
-                if not gone and stream is not None:
-                    termios.tcgetattr(stream.fileno())
-            except termios.error as e:
-                gone = gone or e.args[0] == errno.EIO  # the terminal hung up (ENOTTY: not a terminal, fine)
-            except (OSError, ValueError):
-                pass
-        if gone:
-            self.exit(0)
+        if terminal_gone(self._ppid):
+            self._hang_up()
+
+    def _hang_up(self) -> None:
+        if self.hung_up:
+            return
+        self.hung_up = True
+        self.session.stop_recording()  # the recording is closed cleanly before anything else
+        exit_soon()  # Textual's shutdown can hang without a terminal: the process ends anyway
+        self.call_later(self.exit, 0)
 
     # ----------------------------------------------------------------- actions
     def action_pause(self) -> None:
@@ -340,7 +341,10 @@ class GpuscopeApp(App[int]):
     def _start_recording(self, path: str) -> None:
         try:
             inv = self.session.inventory
+            force = self.record_force and path == self.record_path and self.session.recorder is None
+            self.record_force = False
             self.session.start_recording(Recorder(path, inv, command=sys.argv[:], interval_s=self.session.interval_s,
+                                                  force=force,
                                                   origin={"host": inv.host, "simulated": inv.simulated}))
             self._rec_started = time.monotonic()
             self.message_line = f"recording to {path}"
@@ -357,7 +361,7 @@ class GpuscopeApp(App[int]):
                 n = getattr(rec, "accepted", rec.frames)
                 self.message_line = f"recording stopped: {n} frames in {getattr(rec, 'path', '?')}"
         else:
-            path = self.record_path or time.strftime("gpuscope-%Y%m%d-%H%M%S.jsonl.gz")
+            path = self.record_path if self.record_path and not os.path.lexists(self.record_path) else fresh_name()
             self._start_recording(path)
         self.refresh_view(force=True)
 
@@ -497,6 +501,17 @@ def run_app(app: GpuscopeApp) -> None:
         raise app.crash
 
 
+def fresh_name(directory: str = ".", now: float | None = None) -> str:
+    """A recording name that does not exist yet: ``gpuscope-YYYYmmdd-HHMMSS.jsonl.gz``, with ``-2``, ``-3``…
+    appended when that second's name is taken (``r`` never overwrites)."""
+    stamp = time.strftime("gpuscope-%Y%m%d-%H%M%S", time.localtime(now))
+    for k in range(1, 10000):
+        name = os.path.join(directory, f"{stamp}{'' if k == 1 else f'-{k}'}.jsonl.gz")
+        if not os.path.lexists(name):
+            return name if directory != "." else os.path.basename(name)
+    raise GpuscopeError("cannot find a free name for the recording")  # pragma: no cover
+
+
 def check_terminal() -> None:
     if not sys.stdout.isatty():
         raise GpuscopeError("the live view needs a terminal; for a headless run use `gpuscope record -o FILE`")
@@ -504,10 +519,13 @@ def check_terminal() -> None:
 
 def run_live(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
     check_terminal()
+    if args.record and not getattr(args, "force", False) and os.path.lexists(args.record):
+        raise GpuscopeError(f"{args.record} exists; refusing to overwrite it (use --force)")
     src = open_source(args.simulate, pcie_mode=args.pcie_source, args=args)
     session = Session(src.inventory, interval_s=args.interval)
     app = GpuscopeApp(session, None, label=src.label, interval_s=args.interval, window=args.history,
                       compact=True if args.compact else None, record_path=args.record)
+    app.record_force = bool(getattr(args, "force", False))
     app.feeder = LiveFeeder(src, session, args.interval, app.notify_update)
     run_app(app)
     rec_err = session.record_error

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 from collections.abc import Callable
 
 from gpuscope.cli.agent import broker_config
@@ -12,6 +13,7 @@ from gpuscope.core.session import Session
 from gpuscope.sources.mqtt import Subscriber
 from gpuscope.tui.app import GpuscopeApp, check_terminal, run_app
 from gpuscope.tui.fleet_app import FleetApp
+from gpuscope.tui.hangup import terminal_gone
 from gpuscope.tui.workers import Worker
 
 
@@ -52,31 +54,36 @@ def run_fleet(args: argparse.Namespace) -> int:
     try:
         host = args.host
         selected, needle = None, ""
+        ppid = os.getppid()
         while True:
+            if terminal_gone(ppid):  # the terminal went away while a screen was closing: start no other
+                return 0
             if host is None:
                 fleet = FleetApp(sub, cfg, selected=selected, needle=needle)
                 host = fleet.run()
                 needle = fleet.last_filter
+                hung_up = fleet.hung_up
                 del fleet
-                if not host:
+                if not host or hung_up:
                     return 0
                 selected = host
             if not args.host:
                 sub.watch(host)  # subscribe to this host's frames and inventory while it is open
             try:
-                _show_host(sub, host, args.interval)
+                hung_up = _show_host(sub, host, args.interval)
             finally:
                 if not args.host:
                     sub.unwatch(host)
                 gc.collect()  # the closed view's session, history and app go now: flat memory across visits
-            if args.host:
+            if args.host or hung_up:  # the terminal went away: never start another app without one
                 return 0
             host = None
     finally:
         sub.stop()
 
 
-def _show_host(sub: Subscriber, host: str, interval_s: float) -> None:
+def _show_host(sub: Subscriber, host: str, interval_s: float) -> bool:
+    """Run the REMOTE view of ``host`` until it closes; True when its terminal went away."""
     inv = sub.wait_inventory(host, 5.0)
     if inv is None:
         raise GpuscopeError(f"no inventory from host {host!r} on the broker (is its agent running?)")
@@ -88,3 +95,4 @@ def _show_host(sub: Subscriber, host: str, interval_s: float) -> None:
         run_app(app)
     finally:
         feeder.stop()
+    return bool(app.hung_up)

@@ -6,11 +6,15 @@ It reads only the hosts' summaries and status (the subscriber's fleet mode). The
 
 from __future__ import annotations
 
+import os
+import signal
+
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Input, Static
 
 from gpuscope.sources.mqtt import BrokerConfig, Subscriber
+from gpuscope.tui.hangup import exit_soon, terminal_gone
 from gpuscope.widgets.fleet_table import FleetTable
 
 
@@ -21,6 +25,7 @@ def status_line(sub: Subscriber, cfg: BrokerConfig, hosts: int) -> str:
     behind = h.line()
     return (f" gpuscope  FLEET  {'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port}  {state}  {hosts:,} hosts  "
             f"{h.bad:,} bad messages dropped" + (f"  {behind}" if behind else "")
+            + (f"  {sub.tally.readings} impossible readings shown as unknown" if sub.tally.readings else "")
             + (f"  {sub.removed} retired" if sub.removed else ""))
 
 
@@ -46,6 +51,8 @@ class FleetApp(App[str | None]):
         self.sub, self.cfg = sub, cfg
         self._start_selected, self._start_filter = selected, needle
         self.last_filter = needle
+        self.hung_up = False
+        self._ppid = os.getppid()
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-status")
@@ -57,7 +64,22 @@ class FleetApp(App[str | None]):
         t = self.query_one(FleetTable)
         t.selected, t.filter = self._start_selected, self._start_filter
         self.set_interval(1.0, self.refresh_fleet)
+        self.set_interval(2.0, self._watchdog)
+        try:
+            signal.signal(signal.SIGHUP, lambda *_: self._hang_up())
+        except (ValueError, OSError):  # not the main thread (tests)
+            pass
         self.refresh_fleet()
+
+    def _watchdog(self) -> None:
+        if terminal_gone(self._ppid):
+            self._hang_up()
+
+    def _hang_up(self) -> None:
+        if not self.hung_up:
+            self.hung_up = True
+            exit_soon()  # Textual's shutdown can hang without a terminal: the process ends anyway
+            self.call_later(self.exit, None)
 
     def refresh_fleet(self) -> None:
         hosts = self.sub.snapshot()

@@ -13,6 +13,7 @@ from gpuscope.core import catalogue
 from gpuscope.core.catalogue import Metric
 from gpuscope.core.history import resample
 from gpuscope.core.model import DeviceInfo, GpuReading
+from gpuscope.core.text import clean
 from gpuscope.core.topology import nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.fit import fit_words, key_names
@@ -107,11 +108,11 @@ class GpuDetailScreen(Screen[None]):
         dev = v.inventory.devices[self.index]
         width = max(30, (self.size.width or 100) - 24)  # graph columns
         out = [fit_words(Text(f"GPU{self.index} {short_name(dev.name)}  window {fmt_duration(v.window_s)}  "
-                              f"{dev.bus_id}  NUMA {dev.numa_node}  affinity {dev.cpu_affinity or '–'}", style="bold"),
+                              f"{clean(dev.bus_id, 20)}  NUMA {dev.numa_node}  affinity {dev.cpu_affinity or '–'}", style="bold"),
                          width + 22)]
         r = v.frame.gpus[self.index] if v.frame else None
         if r is not None and r.processes:
-            out.append(fit_words(Text("processes: " + ", ".join(f"{p.pid} {p.name or ''} {(p.used_memory_bytes or 0) / 1e9:.1f} GB"
+            out.append(fit_words(Text("processes: " + ", ".join(f"{p.pid} {clean(p.name, 60)} {(p.used_memory_bytes or 0) / 1e9:.1f} GB"
                                                       for p in r.processes[:6]), style=DIM), width + 22))
         label_w = 22
         for m in detail_metrics():

@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from gpuscope.core.findings import finding_line
+from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import SEVERITIES
 from gpuscope.widgets.fit import fit_words
@@ -48,6 +49,7 @@ class FindingsPanel(Static):
         for f in fs[:limit]:
             t = Text()
             text, state = finding_line(f, v.now)
+            text = clean(text, 400)  # finding texts can come from recordings and brokers
             message, _sep, when = text.rpartition("  · ") if state == "active" else (text, "", "")
             if state == "clearing":  # the condition ended: dimmed, its numbers are the last ones seen
                 t.append(("» " if f.id == "bottleneck" else SEV_MARK[f.severity] + " ") + message, style=DIM)

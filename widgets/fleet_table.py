@@ -14,6 +14,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from gpuscope.core.summary import HostSummary
+from gpuscope.core.text import clean
 from gpuscope.core.units import duration
 from gpuscope.core.vocab import LINK_LEVEL, SEVERITIES
 from gpuscope.sources.mqtt import RemoteHost
@@ -44,12 +45,6 @@ def scroll_top(top: int, index: int, rows: int, total: int) -> int:
     elif index >= top + rows:
         top = index - rows + 1
     return max(0, min(top, max(0, total - rows)))
-
-
-def clean(s: str, n: int) -> str:
-    """``s`` cut to ``n`` characters with control characters (terminal escapes) replaced: names come from the
-    network."""
-    return "".join(c if c.isprintable() else "?" for c in s[:n])
 
 
 def _age(now: float, t: float | None) -> str:

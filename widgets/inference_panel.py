@@ -1,13 +1,119 @@
-"""The inference panel: tok/s of the inference server(s) on the GPU graphs' time axis."""
+"""The inference panel: tok/s of the inference server(s) on the GPU graphs' time axis.
+
+Every number says what it is: rates name their window ("10 s rate"), latencies are exact means from
+the histograms' sums and counts, a quantile appears only as the bucket it lies in when the buckets
+are too coarse ("p50 10–25 ms"), the probe's own measurement is labelled "probe", and unknown is "–"
+(never 0). Lines fit 80 columns without cutting a number.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from rich.text import Text
 from textual.widgets import Static
 
 from gpuscope.core.history import resample
+from gpuscope.core.model import EndpointReading
+from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.style import ACCENT, BAD, DIM, fmt_num, set_content, sparkline
+
+INDENT = " " * 9
+
+
+def fmt_ms(s: float | None) -> str:
+    """Seconds as milliseconds, 3 significant figures-ish: 0.0137 → 13.7 ms, 1.823 → 1823 ms; None → –."""
+    if s is None:
+        return "–"
+    ms = s * 1000
+    return f"{ms:.1f} ms" if ms < 100 else f"{ms:,.0f} ms"
+
+
+def fmt_bounds(q: str, value_s: float | None, bounds: tuple[float, ...] | None) -> str:
+    """A quantile: its value when the histogram supports one, else its bucket ("p50 10–25 ms", "p95 > 80 s")."""
+    if value_s is not None:
+        return f"{q} {fmt_ms(value_s)}"
+    if not bounds:
+        return ""
+    if len(bounds) == 1:
+        return f"{q} > {_short(bounds[0])}"
+    lo, hi = bounds[0], bounds[-1]
+    if lo == 0 or _unit(lo) == _unit(hi):
+        return f"{q} {_short(lo, unit=False)}–{_short(hi)}"
+    return f"{q} {_short(lo)}–{_short(hi)}"
+
+
+def _unit(s: float) -> str:
+    return "s" if s >= 1 else "ms"
+
+
+def _short(s: float, unit: bool = True) -> str:
+    if s >= 1:
+        v = f"{s:g}"
+        return v + (" s" if unit else "")
+    v = f"{s * 1000:g}"
+    return v + (" ms" if unit else "")
+
+
+def header_line(eps: Sequence[EndpointReading]) -> tuple[str, str]:
+    """(total gen tok/s, what it is): "– tok/s" while no endpoint has a rate, with the reason."""
+    rates = [e.gen_tokens_per_s for e in eps if e.up and e.gen_tokens_per_s is not None]
+    if not rates:
+        if eps and all(not e.up for e in eps):
+            return "– tok/s", "  unreachable"
+        return "– tok/s", "  waiting for two scrapes"
+    windows = [e.rate_window_s for e in eps if e.up and e.gen_tokens_per_s is not None and e.rate_window_s]
+    probe = any("gen_tokens_per_s" in e.probe_fields for e in eps)
+    what = f"  {max(windows):.0f} s rate" if windows else ""
+    return f"{sum(rates):,.0f} tok/s", what + ("  (probe)" if probe else "")
+
+
+def endpoint_lines(e: EndpointReading) -> list[Text]:
+    """The lines of one endpoint/model (each under 78 characters for any realistic reading)."""
+    head = Text(f"{clean(e.kind or '?', 8):<8} {clean(e.model or e.url, 28):<28} ")
+    if not e.up:
+        head.append(clean(e.error or "unreachable", 40), style=BAD)
+        return [head]
+    gen_src = " (probe)" if "gen_tokens_per_s" in e.probe_fields else ""
+    head.append(f"gen {fmt_num(e.gen_tokens_per_s)}{gen_src} prompt {fmt_num(e.prompt_tokens_per_s)} tok/s")
+    lines = [head]
+    state = Text(INDENT + f"run {fmt_num(e.requests_running)} wait {fmt_num(e.requests_waiting)}  "
+                 f"KV {fmt_num(e.kv_cache_pct, '%', 1 if e.kv_cache_pct and 99 < e.kv_cache_pct < 100 else 0)}")
+    if e.spec_accept_length is not None:
+        state.append(f"  accept {e.spec_accept_length:.2f}")
+    if e.rate_window_s:
+        state.append(f"  rates over {e.rate_window_s:.0f} s", style=DIM)
+    elif e.gen_tokens_per_s is None:
+        state.append("  rates: waiting for two scrapes", style=DIM)
+    lines.append(state)
+    work = []
+    if e.prompt_computed_tokens_per_s is not None or e.prompt_cached_tokens_per_s is not None:
+        work.append(f"prompt computed {fmt_num(e.prompt_computed_tokens_per_s)} cached "
+                    f"{fmt_num(e.prompt_cached_tokens_per_s)} tok/s")
+    if e.prefix_cache_hit_pct is not None:
+        work.append(f"hit {e.prefix_cache_hit_pct:.0f}%")
+    if e.preemptions_per_min is not None:
+        work.append(f"preempt {e.preemptions_per_min:.0f}/min")
+    if work:
+        lines.append(Text(INDENT + "  ".join(work)))
+    ttft = Text(INDENT + f"TTFT mean {fmt_ms(e.ttft_mean_s)}")
+    split = [f"queue {fmt_ms(e.queue_mean_s)}" if e.queue_mean_s is not None else "",
+             f"prefill {fmt_ms(e.prefill_mean_s)}" if e.prefill_mean_s is not None else ""]
+    if any(split):
+        ttft.append(" (" + ", ".join(x for x in split if x) + ")")
+    lines.append(ttft)
+    itl = Text(INDENT + f"ITL mean {fmt_ms(e.itl_mean_s)}")
+    q = fmt_bounds("p50", e.itl_p50_s, e.itl_p50_bounds_s)
+    if q:
+        itl.append(f" ({q})", style=DIM)
+    if e.models_dropped:
+        itl.append(f"  +{e.models_dropped} models not shown", style=DIM)
+    lines.append(itl)
+    if e.probe_ttft_s is not None or e.probe_decode_tokens_per_s is not None:
+        lines.append(Text(INDENT + f"probe (one request): TTFT {fmt_ms(e.probe_ttft_s)}, decode "
+                          f"{fmt_num(e.probe_decode_tokens_per_s)} tok/s", style=DIM))
+    return lines
 
 
 class InferencePanel(Static):
@@ -26,26 +132,15 @@ class InferencePanel(Static):
         width = max(40, self.size.width - 4 if self.size.width else 76)
         prefix = 36  # the graph starts where the GPU panels' graphs start: one time axis
         lines = []
-        total = sum(e.gen_tokens_per_s or 0 for e in eps)
+        num, what = header_line(eps)
         t = Text()
-        t.append(f"{total:,.0f} tok/s", style=f"bold {ACCENT}")
-        t.append(f"  over {int(v.window_s // 60)} min", style=DIM)
+        t.append(num, style=f"bold {ACCENT}")
+        t.append(what, style=DIM)
+        t.append(f"  graph {int(v.window_s // 60)} min", style=DIM)
         t.pad_right(prefix - len(t))
         times, vals = v.history.window("tok_s", None, v.window_s, v.now or None)
-        t.append(sparkline(resample(times, vals, v.now or 0, v.window_s, width - prefix)), style=ACCENT)
+        t.append(sparkline(resample(times, vals, v.now or 0, v.window_s, max(0, width - len(t)))), style=ACCENT)
         lines.append(t)
         for e in eps:
-            t = Text(f"{(e.kind or '?'):<8} {(e.model or e.url)[:30]:<30} ")
-            if not e.up:
-                t.append(e.error or "unreachable", style=BAD)
-            else:
-                t.append(f"gen {fmt_num(e.gen_tokens_per_s)} prompt {fmt_num(e.prompt_tokens_per_s)} tok/s  "
-                         f"run {fmt_num(e.requests_running)} wait {fmt_num(e.requests_waiting)}  "
-                         f"KV {fmt_num(e.kv_cache_pct, '%')}  TTFT {fmt_num((e.ttft_p50_s or 0) * 1000 if e.ttft_p50_s is not None else None, 'ms')} "
-                         f"ITL {fmt_num((e.itl_p50_s or 0) * 1000 if e.itl_p50_s is not None else None, 'ms', 1)}")
-                if e.spec_accept_length is not None:
-                    t.append(f"  accept {e.spec_accept_length:.2f}")
-                if e.probe:
-                    t.append("  (probe)", style=DIM)
-            lines.append(t)
+            lines.extend(endpoint_lines(e))
         set_content(self, Text("\n").join(lines))

@@ -7,6 +7,7 @@ import time
 from rich.text import Text
 from textual.widgets import Static
 
+from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.fit import fit_segments
 from gpuscope.widgets.style import fmt_duration, set_content
@@ -34,10 +35,10 @@ class StatusBar(Static):
         if st.tick_errors.count:  # a high priority: a narrow terminal must still show it
             seg(st.tick_errors.text(), "bold red", 1)
         if st.origin_note:
-            seg(st.origin_note, "cyan", 3)
-        seg(v.inventory.host, "", 3)
+            seg(clean(st.origin_note, 300), "cyan", 3)
+        seg(clean(v.inventory.host, 60), "", 3)
         seg(f"{len(v.inventory.devices)} GPU", "", 4)
-        seg(f"driver {v.inventory.driver_version or '?'}", "", 5)
+        seg(f"driver {clean(v.inventory.driver_version or '?', 20)}", "", 5)
         seg(f"every {st.interval_s:g}s", "", 4)
         seg(f"window {fmt_duration(v.window_s)}", "", 0)
         if st.paused:
@@ -47,7 +48,7 @@ class StatusBar(Static):
             if st.recording.dropped:
                 seg(f"{st.recording.dropped} frames dropped: disk too slow", "bold red", 1)
         if st.record_error:
-            seg(st.record_error, "bold red", 1)
+            seg(clean(st.record_error, 300), "bold red", 1)
         clock = time.strftime("%H:%M:%S", time.localtime(v.now)) if v.now else ""
         if clock:
             seg(clock, "", 0)

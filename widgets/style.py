@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
+from gpuscope.core.text import clean
 from gpuscope.core.units import duration, fmt_gb, fmt_num, fmt_rate  # noqa: F401 - re-exported for the panels
 from gpuscope.core.vocab import SEV_LEVEL, SEV_MARK, SEVERITIES, path_level  # noqa: F401 - SEV_MARK re-exported
 
@@ -92,7 +93,8 @@ def fmt_duration(s: float) -> str:
 
 
 def short_name(name: str) -> str:
-    return name.replace("NVIDIA ", "").replace("GeForce ", "")
+    """A GPU name for a panel title, terminal-safe (names can come from recordings and brokers)."""
+    return clean(name, 60).replace("NVIDIA ", "").replace("GeForce ", "")
 
 
 def path_style(label: str) -> str:

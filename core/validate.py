@@ -1,0 +1,355 @@
+"""The one validation gate for data from outside (recordings, MQTT payloads, endpoint readings, CLI numbers).
+
+Everything decoded by :mod:`gpuscope.core.codec` passes through here, so every front end sees the same
+guarantees:
+
+* numbers are finite; a reading outside its physical range (``util 250 %``, ``-3 W``, ``Gen99``, a
+  clock of 10^30) becomes ``None`` ("unknown") and is counted in a :class:`Tally`, never shown;
+* a frame's ``t`` is a finite time (a NaN/inf ``t`` rejects the frame: :class:`CodecError`);
+* an inventory has at least one GPU and its indices are exactly 0…n−1, each once;
+* a frame's GPUs are unique, in range, and no more than the inventory has;
+* text is made terminal-safe (:func:`gpuscope.core.text.clean`) and bounded;
+* free-form event data is bounded in depth and size and holds no NaN/Infinity.
+
+Structural problems raise :class:`~gpuscope.core.codec.CodecError` (a one-line :class:`GpuscopeError`);
+out-of-range values are dropped and counted. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.model import (
+    DeviceInfo,
+    EndpointReading,
+    Event,
+    Frame,
+    GpuReading,
+    Inventory,
+    PairLink,
+    ProcessInfo,
+)
+from gpuscope.core.text import clean, clean_opt
+
+
+class ValidationError(GpuscopeError, ValueError):
+    """Data that fails the gate's structural checks (the message is one line naming the problem)."""
+
+
+MAX_JSON_BYTES = 16 * 1024 * 1024  # one JSON document (a frame line, a payload, a header)
+MAX_DEPTH = 32  # nesting of any JSON document we accept
+MAX_DATA_DEPTH = 6  # nesting of an event's free-form data
+MAX_DATA_ITEMS = 200  # keys/items in an event's data, all levels together
+MAX_GPUS = 1024
+MAX_PROCESSES = 512
+MAX_ENDPOINTS = 256
+MAX_EVENTS = 1000
+
+_PCT = (0.0, 101.0)  # 100 plus rounding slack
+_BYTES = (0.0, float(2**50))  # 1 PiB
+_RATE = (0.0, 1e13)  # bytes/s: 10 TB/s, well above any link
+_MHZ = (0.0, 20000.0)
+_WATTS = (0.0, 10000.0)
+_COUNT = (0.0, float(2**63))
+_SECONDS = (0.0, 1e6)
+_PER_S = (0.0, 1e9)
+
+GPU_RANGES: dict[str, tuple[float, float]] = {
+    "util_gpu_pct": _PCT, "util_mem_pct": _PCT, "fan_pct": _PCT, "sm_active_pct": _PCT, "sm_occupancy_pct": _PCT,
+    "tensor_active_pct": _PCT, "dram_bw_util_pct": _PCT,
+    "mem_used_bytes": _BYTES, "mem_total_bytes": _BYTES,
+    "sm_clock_mhz": _MHZ, "mem_clock_mhz": _MHZ, "graphics_clock_mhz": _MHZ,
+    "power_w": _WATTS, "power_limit_w": _WATTS, "energy_j": (0.0, 1e15),
+    "temp_gpu_c": (-60.0, 200.0), "temp_mem_c": (-60.0, 200.0),
+    "pstate": (0.0, 32.0), "clock_event_reasons": (0.0, float(2**32 - 1)),
+    "pcie_gen": (1.0, 8.0), "pcie_width": (1.0, 32.0),
+    "pcie_tx_bytes_per_s": _RATE, "pcie_rx_bytes_per_s": _RATE,
+    "nvlink_tx_bytes_per_s": _RATE, "nvlink_rx_bytes_per_s": _RATE,
+    "pcie_replay_count": _COUNT, "pcie_recovery_count": _COUNT, "pcie_error_count": _COUNT,
+}
+DEVICE_RANGES: dict[str, tuple[float, float]] = {
+    "memory_total_bytes": _BYTES, "sm_clock_max_mhz": _MHZ, "mem_clock_max_mhz": _MHZ,
+    "graphics_clock_max_mhz": _MHZ, "power_limit_w": _WATTS,
+    "pcie_gen_gpu_max": (1.0, 8.0), "pcie_width_gpu_max": (1.0, 32.0),
+    "pcie_gen_sys_max": (1.0, 8.0), "pcie_width_sys_max": (1.0, 32.0),
+    "numa_node": (-1.0, 4096.0), "nvlink_version": (0.0, 16.0),
+}
+ENDPOINT_RANGES: dict[str, tuple[float, float]] = {
+    "gen_tokens_per_s": _PER_S, "prompt_tokens_per_s": _PER_S, "requests_running": _PER_S,
+    "requests_waiting": _PER_S, "kv_cache_pct": _PCT,
+    "ttft_mean_s": _SECONDS, "ttft_p50_s": _SECONDS, "ttft_p95_s": _SECONDS,
+    "itl_mean_s": _SECONDS, "itl_p50_s": _SECONDS, "itl_p95_s": _SECONDS,
+    "spec_accept_length": (0.0, 1000.0), "spec_accept_rate": _PCT,
+}
+
+
+@dataclass
+class Tally:
+    """What the gate dropped: single readings set to unknown, and whole frames/messages rejected."""
+
+    readings: int = 0
+    frames: int = 0
+
+    def describe(self) -> str:
+        """``"3 out-of-range readings shown as unknown; 1 frame rejected"`` (``""`` when nothing dropped)."""
+        parts = []
+        if self.readings:
+            parts.append(f"{self.readings} out-of-range reading{'s' if self.readings != 1 else ''} shown as unknown")
+        if self.frames:
+            parts.append(f"{self.frames} invalid frame{'s' if self.frames != 1 else ''} rejected")
+        return "; ".join(parts)
+
+
+def in_range(v: Any, lo: float, hi: float) -> bool:
+    """True for a finite real number (not a bool) within ``[lo, hi]``."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
+
+
+def _ranged(rec: Any, ranges: dict[str, tuple[float, float]], tally: Tally | None) -> dict[str, Any]:
+    """The fields of ``rec`` to replace: out-of-range numbers → None (counted); ints stay ints."""
+    changes: dict[str, Any] = {}
+    for name, (lo, hi) in ranges.items():
+        v = getattr(rec, name)
+        if v is None:
+            continue
+        if not in_range(v, lo, hi):
+            changes[name] = None
+            if tally is not None:
+                tally.readings += 1
+    return changes
+
+
+def _index(v: Any, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValidationError(f"{what}: index must be a whole number")
+    return v
+
+
+def check_finite_time(t: Any, what: str) -> float:
+    """``t`` as a float if it is a finite plausible Unix-or-relative time, else :class:`ValidationError`."""
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or abs(t) > 1e11:
+        raise ValidationError(f"{what}: time is not a finite number ({t!r})")
+    return float(t)
+
+
+def bounded_data(d: Any, depth: int = 0, budget: list[int] | None = None) -> Any:
+    """A copy of free-form JSON data with NaN/inf → None, strings cleaned and bounded, depth and item
+    count capped (deeper or extra parts are dropped)."""
+    budget = [MAX_DATA_ITEMS] if budget is None else budget
+    if isinstance(d, float):
+        return d if math.isfinite(d) else None
+    if isinstance(d, str):
+        return clean(d, 500)
+    if d is None or isinstance(d, (bool, int)):
+        return d
+    if depth >= MAX_DATA_DEPTH:
+        return None
+    if isinstance(d, dict):
+        out = {}
+        for k, v in d.items():
+            budget[0] -= 1
+            if budget[0] < 0:
+                break
+            out[clean(k, 80)] = bounded_data(v, depth + 1, budget)
+        return out
+    if isinstance(d, (list, tuple)):
+        items = []
+        for v in d:
+            budget[0] -= 1
+            if budget[0] < 0:
+                break
+            items.append(bounded_data(v, depth + 1, budget))
+        return items
+    return None
+
+
+def check_device(d: DeviceInfo, tally: Tally | None = None) -> DeviceInfo:
+    ch = _ranged(d, DEVICE_RANGES, tally)
+    if d.nvlinks_active is not None and not in_range(d.nvlinks_active, 0, 64):
+        ch["nvlinks_active"] = 0
+        if tally is not None:
+            tally.readings += 1
+    ch["name"] = clean(d.name, 100)
+    ch["uuid"] = clean(d.uuid, 100)
+    ch["bus_id"] = clean(d.bus_id, 40)
+    ch["architecture"] = clean_opt(d.architecture, 40)
+    ch["cpu_affinity"] = clean_opt(d.cpu_affinity, 200)
+    return dataclasses.replace(d, **ch)
+
+
+def check_inventory(inv: Inventory, tally: Tally | None = None) -> Inventory:
+    """The inventory with its strings cleaned and impossible limits unknown. Raises
+    :class:`ValidationError` for no GPUs, too many, or indices that are not exactly 0…n−1 once each."""
+    n = len(inv.devices)
+    if n == 0:
+        raise ValidationError("inventory: no GPUs listed")
+    if n > MAX_GPUS:
+        raise ValidationError(f"inventory: {n} GPUs listed (at most {MAX_GPUS})")
+    seen: set[int] = set()
+    for d in inv.devices:
+        i = _index(d.index, "inventory.devices")
+        if i in seen:
+            raise ValidationError(f"inventory: GPU {i} is listed twice")
+        if not 0 <= i < n:
+            raise ValidationError(f"inventory: GPU index {i} outside 0…{n - 1}")
+        seen.add(i)
+    devices = tuple(sorted((check_device(d, tally) for d in inv.devices), key=lambda d: d.index))
+    pairs: list[PairLink] = []
+    seen_pairs: set[tuple[int, int]] = set()
+    for p in inv.pairs:
+        a, b = p.a, p.b
+        ok = (isinstance(a, int) and isinstance(b, int) and 0 <= a < b < n and (a, b) not in seen_pairs
+              and in_range(p.nvlinks, 0, 64))
+        if not ok:
+            if tally is not None:
+                tally.readings += 1
+            continue
+        seen_pairs.add((a, b))
+        pairs.append(dataclasses.replace(p, pcie_path=clean(p.pcie_path, 8)))
+    cuda = inv.cuda_driver_version if in_range(inv.cuda_driver_version, 0, 10**6) else None
+    return dataclasses.replace(inv, host=clean(inv.host, 253) or "?", devices=devices, pairs=tuple(pairs),
+                               driver_version=clean_opt(inv.driver_version, 40),
+                               nvml_version=clean_opt(inv.nvml_version, 40), cuda_driver_version=cuda,
+                               source=clean(inv.source, 20), scenario=clean_opt(inv.scenario, 100))
+
+
+def check_gpu(g: GpuReading, tally: Tally | None = None) -> GpuReading:
+    ch = _ranged(g, GPU_RANGES, tally)
+    if g.processes is not None:
+        procs = []
+        for p in g.processes[:MAX_PROCESSES]:
+            if not in_range(p.pid, 0, 2**31):
+                if tally is not None:
+                    tally.readings += 1
+                continue
+            mem = p.used_memory_bytes if p.used_memory_bytes is None or in_range(p.used_memory_bytes, *_BYTES) else None
+            procs.append(ProcessInfo(pid=p.pid, used_memory_bytes=mem, name=clean_opt(p.name, 100)))
+        ch["processes"] = tuple(procs)
+    return dataclasses.replace(g, **ch) if ch else g
+
+
+def check_endpoint(e: EndpointReading, tally: Tally | None = None) -> EndpointReading:
+    """An endpoint reading with impossible numbers unknown (``kv_cache_pct: Infinity`` → None) and text
+    cleaned. Used for readings decoded from files and for the live poller's output alike."""
+    ch = _ranged(e, ENDPOINT_RANGES, tally)
+    ch.update(url=clean(e.url, 300), kind=clean_opt(e.kind, 40), model=clean_opt(e.model, 200),
+              error=clean_opt(e.error, 300))
+    return dataclasses.replace(e, **ch)
+
+
+def check_event(ev: Event) -> Event:
+    t = check_finite_time(ev.t, "event")
+    data = bounded_data(ev.data) if ev.data else {}
+    return Event(t=t, kind=clean(ev.kind, 40), text=clean(ev.text, 500), data=data if isinstance(data, dict) else {})
+
+
+def check_frame(f: Frame, inventory: Inventory | None = None, tally: Tally | None = None) -> Frame:
+    """The frame with impossible readings unknown and text cleaned. Raises :class:`ValidationError` for a
+    non-finite ``t``, duplicate or out-of-range GPU indices, or more GPUs than ``inventory`` lists."""
+    t = check_finite_time(f.t, "frame")
+    limit = len(inventory.devices) if inventory is not None else MAX_GPUS
+    if len(f.gpus) > limit:
+        raise ValidationError(f"frame: {len(f.gpus)} GPUs but the inventory lists {limit}")
+    seen: set[int] = set()
+    for g in f.gpus:
+        i = _index(g.index, "frame.gpus")
+        if i in seen:
+            raise ValidationError(f"frame: GPU {i} appears twice")
+        if not 0 <= i < limit:
+            raise ValidationError(f"frame: GPU index {i} outside 0…{limit - 1}")
+        seen.add(i)
+    if len(f.endpoints) > MAX_ENDPOINTS or len(f.events) > MAX_EVENTS:
+        raise ValidationError("frame: too many endpoints or events")
+    return Frame(t=t, gpus=tuple(check_gpu(g, tally) for g in f.gpus),
+                 endpoints=tuple(check_endpoint(e, tally) for e in f.endpoints),
+                 events=tuple(check_event(e) for e in f.events))
+
+
+def json_depth_ok(text: str | bytes, max_depth: int = MAX_DEPTH) -> bool:
+    """A fast pre-check: True when brackets nest no deeper than ``max_depth`` (strings are skipped)."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", "replace")
+    if text.count("[") + text.count("{") <= max_depth:
+        return True
+    depth = 0
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if depth > max_depth:
+                return False
+        elif ch in "]}":
+            depth -= 1
+    return True
+
+
+def loads(text: str | bytes | bytearray, what: str = "document", *, max_bytes: int = MAX_JSON_BYTES,
+          max_depth: int = MAX_DEPTH) -> Any:
+    """``json.loads`` for data from outside: size and nesting bounded, a clean :class:`ValidationError`
+    (one line) instead of ``ValueError``/``RecursionError``. NaN/Infinity literals decode to floats that
+    the record checks above then refuse or drop."""
+    if len(text) > max_bytes:
+        raise ValidationError(f"{what}: larger than {max_bytes // (1024 * 1024)} MB")
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise ValidationError(f"{what}: nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValidationError(f"{what}: not valid JSON ({clean(str(e), 80)})") from None
+    if isinstance(doc, (dict, list)) and not json_depth_ok(text, max_depth):
+        raise ValidationError(f"{what}: nested deeper than {max_depth} levels")
+    return doc
+
+
+def json_safe(obj: Any, depth: int = 0) -> Any:
+    """``obj`` with every non-finite float replaced by None (for output JSON with ``allow_nan=False``)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if depth > 64:
+        return None
+    if isinstance(obj, dict):
+        return {k: json_safe(v, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v, depth + 1) for v in obj]
+    return obj
+
+
+def dumps_out(obj: Any, **kw: Any) -> str:
+    """JSON for output: strict (``allow_nan=False``) after :func:`json_safe`, so never ``NaN``/``Infinity``."""
+    kw.setdefault("ensure_ascii", False)
+    return json.dumps(json_safe(obj), allow_nan=False, **kw)
+
+
+def finite_float(lo: float | None = None, hi: float | None = None) -> Any:
+    """An argparse ``type=`` for a finite number within ``[lo, hi]`` (``--at nan`` is a usage error)."""
+
+    def parse(s: str) -> float:
+        try:
+            v = float(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"not a finite number: {s!r}")
+        if lo is not None and v < lo:
+            raise argparse.ArgumentTypeError(f"must be at least {lo:g}")
+        if hi is not None and v > hi:
+            raise argparse.ArgumentTypeError(f"must be at most {hi:g}")
+        return v
+
+    parse.__name__ = "number"
+    return parse
