@@ -431,12 +431,13 @@ class Subscriber:
 
     # ------------------------------------------------------------------ messages
     def handle(self, topic_name: str, payload: bytes | bytearray | str | None, retained: bool = False) -> bool:
-        """Apply one message; False when it was dropped (counted unless it was merely not wanted)."""
+        """Apply one message. True: applied, or left aside on purpose (another host's, an older agent's frame
+        within its 5 s, a duplicate, a cleared message); False: dropped and counted in :attr:`dropped`."""
         if topic_name == BROKER_DROPPED_TOPIC:
             try:
                 n = int(payload or b"")  # type: ignore[arg-type]
             except ValueError:
-                return False
+                return self._drop()
             with self._lock:
                 if self._broker_dropped0 is None:
                     self._broker_dropped0 = n  # count from when this viewer started
@@ -450,7 +451,7 @@ class Subscriber:
         if not HOST_RE.match(host):
             return self._drop()
         if self.only_host and host != self.only_host:
-            return False  # not this viewer's host (not bad: another host's message)
+            return True  # not this viewer's host (not bad: another host's message), left aside
         if payload is None or isinstance(payload, (int, float)) or len(payload) > MAX_PAYLOAD:
             return self._drop()
         if len(payload) == 0:
@@ -459,14 +460,14 @@ class Subscriber:
         if kind == "frame" and not self.only_host:
             with self._lock:
                 h0 = self.hosts.get(host)
-                if host not in self.watched and h0 is not None and not h0.legacy:
-                    return False  # a late frame after unwatch, or an agent with a summary stream: not needed
+                if host not in self.watched and h0 is not None and h0.legacy is False:
+                    return True  # a late frame after unwatch, or an agent with a summary stream: not needed
                 mono = time.monotonic()
                 if (host not in self.watched and h0 is not None
                         and mono - h0.last_decode < self.legacy_every_s
                         and (b"finding_" not in payload if isinstance(payload, (bytes, bytearray))
                              else "finding_" not in payload)):
-                    return False  # bounded rate for an older agent; frames with finding events always read
+                    return True  # bounded rate for an older agent; frames with finding events always read
         try:  # the validation gate: size, depth, valid JSON (a one-line ValidationError, counted as a drop)
             doc = validate.loads(payload, "payload", max_bytes=MAX_PAYLOAD)
         except validate.ValidationError:
@@ -481,7 +482,7 @@ class Subscriber:
                 if kind == "summary":
                     s = summary_from_dict(doc)
                     if h.summary is not None and h.last_seq is not None and s.seq <= h.last_seq and s.t <= h.summary.t:
-                        return False  # a duplicate (overlapping subscriptions, a resent retained message)
+                        return True  # a duplicate (overlapping subscriptions, a resent retained message)
                     if not retained and h.last_seq is not None and s.seq > h.last_seq + 1:
                         self.lost += s.seq - h.last_seq - 1
                     h.last_seq = s.seq
@@ -562,7 +563,7 @@ class Subscriber:
     def _cleared(self, host: str, kind: str) -> bool:
         """An empty payload: a retained message cleared. Summary, status or inventory: the host is retired."""
         if kind not in ("summary", "status", "inventory"):
-            return False
+            return True  # nothing to clear (frames are not retained)
         with self._lock:
             if self.hosts.pop(host, None) is not None:
                 self.removed += 1
