@@ -154,7 +154,105 @@ def safe_host(name: str) -> str:
     return s or "unknown"
 
 
-class Publisher:
+def describe_error(e: BaseException) -> str:
+    """One line for a failed connection; for TLS, which check failed.
+
+    aiomqtt re-raises connection errors as ``MqttError(str(exc))`` with the original kept as the
+    context; an ``ssl.SSLCertVerificationError`` there gives e.g. ``TLS: certificate verify failed:
+    Basic Constraints of CA cert not marked critical`` (Python 3.13 checks X.509 strictly).
+    """
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, ssl.SSLCertVerificationError):
+            return f"TLS: certificate verify failed: {cur.verify_message or cur.reason or cur}"[:200]
+        if isinstance(cur, ssl.SSLError):
+            return f"TLS: {cur.reason or cur}"[:200]
+        cur = cur.__cause__ or cur.__context__
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror[:200]
+    return str(e)[:200] or type(e).__name__
+
+
+class _LoopThread:
+    """One daemon thread running one asyncio loop for :meth:`_main`; :meth:`_end` ends it and joins.
+
+    Waits are asyncio events woken from other threads with ``call_soon_threadsafe`` (no executor
+    threads), and stopping ends the loop and joins the thread, so nothing is left to schedule work on
+    a shut-down executor at interpreter exit ("cannot schedule new futures after shutdown").
+    """
+
+    def __init__(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._astop: asyncio.Event | None = None  # set with _stop, inside the loop
+        self._nudge: asyncio.Event | None = None  # new work (a frame to publish) or stop
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    async def _main(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            self._astop, self._nudge = asyncio.Event(), asyncio.Event()
+            self._task = loop.create_task(self._main())
+            self._loop = loop
+            if self._stop.is_set():  # stop() ran before the loop existed
+                self._task.cancel()
+            try:
+                loop.run_until_complete(self._task)
+            except asyncio.CancelledError:
+                pass
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())  # aiomqtt connects in an executor
+        finally:
+            self._loop = None
+            loop.close()
+
+    def _call(self, fn: Any) -> None:
+        """Run ``fn()`` in the loop's thread (nothing when the loop is not running)."""
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(fn)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
+    def _wake(self) -> None:
+        nudge = self._nudge
+        if nudge is not None:
+            self._call(nudge.set)
+
+    async def _pause(self, seconds: float, event: asyncio.Event | None) -> None:
+        """Sleep ``seconds`` or until ``event`` is set (then clear it)."""
+        assert event is not None
+        try:
+            await asyncio.wait_for(event.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+        event.clear()
+
+    def _end(self, grace_s: float) -> None:
+        """Stop: let :meth:`_main` finish on its own for ``grace_s`` seconds, then cancel it; join."""
+        self._stop.set()
+        astop, nudge = self._astop, self._nudge
+        if astop is not None and nudge is not None:
+            self._call(astop.set)
+            self._call(nudge.set)
+        if not self._thread.is_alive():
+            return
+        if grace_s > 0:
+            self._thread.join(grace_s)
+        task = self._task
+        if self._thread.is_alive() and task is not None:
+            self._call(task.cancel)
+        self._thread.join(10.0)  # a connect in progress ends within the client's 5 s timeout
+
+
+class Publisher(_LoopThread):
     """The agent's side: publishes inventory (retained), status (retained, last will offline), frames.
 
     :meth:`publish_frame` never blocks: frames wait in a bounded queue (oldest dropped) while the
@@ -162,6 +260,7 @@ class Publisher:
     """
 
     def __init__(self, cfg: BrokerConfig, inventory: Inventory, queue_max: int = 120):
+        super().__init__("gpuscope-mqtt")
         self.cfg = cfg
         self.host = safe_host(inventory.host)
         self.inventory = inventory
@@ -173,9 +272,6 @@ class Publisher:
         self.last_error: str | None = None
         self.summary_payload: bytes | None = None  # the latest summary not yet published (one slot)
         self.summaries_sent = 0
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name="gpuscope-mqtt", daemon=True)
 
     def start(self) -> Publisher:
         self._thread.start()
@@ -185,17 +281,16 @@ class Publisher:
         if len(self.queue) == self.queue.maxlen:
             self.dropped += 1
         self.queue.append(json.dumps(frame_to_dict(frame), separators=(",", ":")).encode())
-        self._wake.set()
+        self._wake()
 
     def publish_summary(self, summary: HostSummary) -> None:
         """Publish ``summary`` (retained) at the next chance; a newer one replaces one not yet sent."""
         self.summary_payload = json.dumps(summary_to_dict(summary), separators=(",", ":")).encode()
-        self._wake.set()
+        self._wake()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout=5)
+        """Publish ``offline`` (reason ``stopped``) if connected, end the thread and its loop, join."""
+        self._end(grace_s=3.0)
 
     async def _main(self) -> None:
         import aiomqtt
@@ -205,7 +300,6 @@ class Publisher:
         will = aiomqtt.Will(status_t, json.dumps({"state": "offline", "reason": "lost", **mark}).encode(), qos=1,
                             retain=True)
         backoff = 0.5
-        loop = asyncio.get_running_loop()
         while not self._stop.is_set():
             try:
                 async with _client(self.cfg, f"gpuscope-agent-{self.host}-{os.getpid()}", will) as c:
@@ -229,16 +323,13 @@ class Publisher:
                             await c.publish(frame_t, payload, qos=self.cfg.qos)
                             self.queue.popleft()
                             self.sent += 1
-                        await loop.run_in_executor(None, self._wake.wait, 1.0)
-                        self._wake.clear()
+                        await self._pause(1.0, self._nudge)  # until the next frame (or stop)
                     await c.publish(status_t, json.dumps({"state": "offline", "reason": "stopped", "t": time.time(),
                                                           **mark}).encode(), qos=1, retain=True)
                     return
-            except aiomqtt.MqttError as e:
-                self.connected, self.last_error = False, str(e)[:120]
-            except OSError as e:
-                self.connected, self.last_error = False, f"{e.strerror or e}"
-            await loop.run_in_executor(None, self._stop.wait, backoff)
+            except (aiomqtt.MqttError, OSError) as e:
+                self.connected, self.last_error = False, describe_error(e)
+            await self._pause(backoff, self._astop)
             backoff = min(backoff * 2, 30.0)
 
 
@@ -296,7 +387,7 @@ class Health:
         return ("behind: " + "; ".join(parts)) if parts else ""
 
 
-class Subscriber:
+class Subscriber(_LoopThread):
     """The viewer's side: one state per host.
 
     Fleet mode (``only_host`` None) subscribes to the retained ``summary`` and ``status`` of every host;
@@ -309,6 +400,7 @@ class Subscriber:
 
     def __init__(self, cfg: BrokerConfig, only_host: str | None = None, legacy_every_s: float = LEGACY_EVERY_S,
                  queue_max: int = 0):
+        super().__init__("gpuscope-mqtt-sub")
         self.cfg = cfg
         # 0: each message is handled as it is read (no queue); N: the client library queues up to N messages
         # and discards (counted) beyond
@@ -332,20 +424,16 @@ class Subscriber:
         self._logger.propagate = False
         self._logger.addHandler(self._lib)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
         self._cond = threading.Condition(self._lock)
-        self._aloop: asyncio.AbstractEventLoop | None = None
-        self._resub: asyncio.Event | None = None
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name="gpuscope-mqtt-sub",
-                                        daemon=True)
+        self._resub: asyncio.Event | None = None  # set (in the loop) when the wanted topics changed
 
     def start(self) -> Subscriber:
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=0.5)  # a daemon thread; it may be waiting for the next message
+        """End the thread and its loop (it may be waiting for the next message: cancelled) and join."""
+        self._end(grace_s=0.0)
 
     def snapshot(self) -> list[RemoteHost]:
         with self._lock:
@@ -384,12 +472,9 @@ class Subscriber:
         self._resync()
 
     def _resync(self) -> None:
-        loop, ev = self._aloop, self._resub
-        if loop is not None and ev is not None:
-            try:
-                loop.call_soon_threadsafe(ev.set)
-            except RuntimeError:  # the loop closed meanwhile
-                pass
+        ev = self._resub
+        if ev is not None:
+            self._call(ev.set)  # in the loop's thread
 
     async def _sync(self, c: Any, subscribed: set[str]) -> None:
         want = self.topics()
@@ -597,9 +682,7 @@ class Subscriber:
         import aiomqtt
 
         backoff = 0.5
-        loop = asyncio.get_running_loop()
         self._resub = asyncio.Event()
-        self._aloop = loop
         while not self._stop.is_set():
             try:
                 direct = None if self.queue_max else type("_Q", (_DirectQueue,), {"sink": self._on_message})
@@ -616,15 +699,13 @@ class Subscriber:
                                 return
                     finally:
                         syncer.cancel()
-            except aiomqtt.MqttError as e:
-                self.last_error = str(e)[:120]
-            except OSError as e:
-                self.last_error = f"{e.strerror or e}"
+            except (aiomqtt.MqttError, OSError) as e:
+                self.last_error = describe_error(e)
             self.connected = False
             with self._lock:  # the broker is gone: nobody can be confirmed online
                 for h in self.hosts.values():
                     h.online = False
-            await loop.run_in_executor(None, self._stop.wait, backoff)
+            await self._pause(backoff, self._astop)
             backoff = min(backoff * 2, 30.0)
 
 

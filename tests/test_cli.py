@@ -98,6 +98,7 @@ def test_live_view_needs_a_terminal():
     one_line_error(gs("--simulate", "mixed-4"), "needs a terminal")
 
 
+@pytest.mark.slow
 def test_record_wraps_a_command_and_returns_its_status(tmp_path):
     out = tmp_path / "r.jsonl.gz"
     p = gs("record", "-o", str(out), "--simulate", "mixed-4", "--interval", "0.2", "--", sys.executable, "-c",
@@ -111,6 +112,7 @@ def test_record_wraps_a_command_and_returns_its_status(tmp_path):
     assert s["simulated"] is True and s["duration_s"] >= 1.0
 
 
+@pytest.mark.slow
 def test_record_duration_summary_export_compare(tmp_path):
     a, b = tmp_path / "a.jsonl.gz", tmp_path / "b.jsonl.gz"
     assert gs("record", "-o", str(a), "--simulate", "a6000-tp2-pcie-gen1", "--interval", "0.5", "--duration",
@@ -133,6 +135,7 @@ def test_record_to_unwritable_place_is_one_line():
     one_line_error(gs("record", "-o", "/proc/nope/x.gz", "--simulate", "mixed-4", "--duration", "1"), "cannot write")
 
 
+@pytest.mark.slow
 def test_export_parquet(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     rec = tmp_path / "r.jsonl.gz"

@@ -53,6 +53,7 @@ frames = st.builds(Frame, t=st.integers(0, 2 * 10**12).map(lambda x: x / 1000), 
                    endpoints=st.lists(endpoints, max_size=2).map(tuple), events=st.lists(events, max_size=2).map(tuple))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(frames)
 def test_frame_round_trip(frame):
@@ -111,6 +112,7 @@ def test_unknown_fields_from_newer_writers_are_ignored():
     assert f.gpus[0].index == 0
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
                     lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4)))

@@ -393,6 +393,7 @@ def _kill_terminal_and_expect_exit(name: str, argv: list[str], ready: str, keys:
 TMUX = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 
 
+@pytest.mark.slow
 @TMUX
 @pytest.mark.parametrize("argv,ready", [
     (["--simulate", "mixed-4"], "SIMULATED"),
@@ -402,6 +403,7 @@ def test_front_ends_exit_when_their_terminal_goes_away(argv, ready):
     _kill_terminal_and_expect_exit(f"o{os.getpid() % 10000}{len(argv)}", argv, ready)
 
 
+@pytest.mark.slow
 @TMUX
 def test_replay_exits_when_its_terminal_goes_away(tmp_path):
     p = write(tmp_path / "r.jsonl.gz", [frame(1.7e9 + i) for i in range(30)])
@@ -411,6 +413,7 @@ def test_replay_exits_when_its_terminal_goes_away(tmp_path):
 MOSQUITTO = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if os.path.exists("/usr/sbin/mosquitto") else None)
 
 
+@pytest.mark.slow
 @TMUX
 @pytest.mark.skipif(MOSQUITTO is None, reason="mosquitto not installed")
 @pytest.mark.parametrize("open_host", [False, True], ids=["fleet", "remote-from-fleet"])

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import http.server
+import re
 import socket
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from conftest import wait_for
 
 from gpuscope.sources.endpoint import (
     EndpointPoller,
@@ -65,16 +67,22 @@ def test_llamacpp_exponent_counters():
     assert v is not None and v >= 0
 
 
-@pytest.mark.parametrize("text", ["<html><body>502 Bad Gateway</body></html>", "{\"json\": true}",
-                                  "metric{broken 1\n", "\x00\x01\x02"])
-def test_garbage_is_counted_not_raised(text):
+@pytest.mark.parametrize("text,why", [
+    ("<html><body>502 Bad Gateway</body></html>", "not Prometheus metrics text: '<html>"),
+    ("{\"json\": true}", "bad labels in line"),
+    ("metric{broken 1\n", "not Prometheus metrics text: 'metric{broken 1'"),
+    ("\x00\x01\x02", "not Prometheus metrics text"),
+])
+def test_garbage_is_counted_not_raised(text, why):
+    with pytest.raises(MetricsError, match=re.escape(why)):  # the parser refuses it, saying why
+        parse_metrics(text)
     tr = EndpointTracker(url="http://x")
-    tr.feed(1.0, text)
+    tr.feed(1.0, text)  # the tracker counts it instead of raising
     assert tr.garbage == 1 and tr.reading().error
-    with pytest.raises(MetricsError):
-        s = parse_metrics(text)
-        if not s:
-            raise MetricsError("empty")
+
+
+def test_an_empty_page_is_no_samples_not_an_error():
+    assert parse_metrics("") == {} and parse_metrics("# only a comment\n\n") == {}
 
 
 @pytest.mark.parametrize("points,rate", [
@@ -237,23 +245,24 @@ def _llamacpp_server(rate: float, t0: float):
     return _Server(H)
 
 
-def _poll_until(poller, cond, timeout=12.0):
-    end = time.time() + timeout
-    r = None
-    while time.time() < end:
-        r = poller.latest()[0]
-        if cond(r):
-            return r
-        time.sleep(0.2)
-    return r
+def _poll_until(poller, cond, timeout=30.0, what="the reading"):
+    """The first endpoint's reading once ``cond`` holds for it; fails after ``timeout`` seconds."""
+    return wait_for(lambda: next((r for r in [poller.latest()[0]] if cond(r)), None), timeout, what)
 
 
+def _window_full(poller, span_s):
+    """The poller's first tracker holds scrapes spanning ``span_s`` seconds (its rate window is full)."""
+    snaps = poller.trackers[0].snaps
+    return len(snaps) >= 2 and snaps[-1].t - snaps[0].t >= span_s
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,rate", [("vllm", 1234.0), ("sglang", 250.0)])
 def test_reports_the_served_rate_within_2_percent(kind, rate):
     srv = _exposition_server(kind, rate, time.time())
     p = EndpointPoller([srv.url], interval_s=0.25, window_s=4.0).start()
     try:
-        time.sleep(4.5)
+        wait_for(lambda: _window_full(p, 3.9), 30, "4 s of scrapes")
         r = p.latest()[0]
         assert r.kind == kind and r.up
         assert r.gen_tokens_per_s == pytest.approx(rate, rel=0.02)
@@ -262,12 +271,13 @@ def test_reports_the_served_rate_within_2_percent(kind, rate):
         srv.close()
 
 
+@pytest.mark.slow
 def test_llamacpp_six_digit_counter_rate_over_a_long_window():
     rate = 500.0  # 6 significant digits of ~1e6 = 10-token steps: a long window keeps the error small
     srv = _llamacpp_server(rate, time.time())
     p = EndpointPoller([srv.url], interval_s=0.25, window_s=5.0).start()
     try:
-        time.sleep(5.5)
+        wait_for(lambda: _window_full(p, 4.9), 30, "5 s of scrapes")
         r = p.latest()[0]
         assert r.kind == "llamacpp" and r.requests_running == 2
         assert r.gen_tokens_per_s == pytest.approx(rate, rel=0.02)
@@ -283,7 +293,7 @@ def test_hanging_endpoint_times_out_and_says_since_when():
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     p = EndpointPoller([url], interval_s=0.2, timeout_s=0.5).start()
     try:
-        r = _poll_until(p, lambda r: not r.up)
+        r = _poll_until(p, lambda r: not r.up, what="the hanging endpoint to be marked down")
         assert not r.up and "unreachable since" in r.error and "no answer in 0.5 s" in r.error
     finally:
         p.stop()
@@ -297,12 +307,13 @@ def test_refused_connection():
     s.close()
     p = EndpointPoller([f"http://127.0.0.1:{port}"], interval_s=0.2).start()
     try:
-        r = _poll_until(p, lambda r: not r.up)
+        r = _poll_until(p, lambda r: not r.up, what="the refused endpoint to be marked down")
         assert "connection refused" in r.error
     finally:
         p.stop()
 
 
+@pytest.mark.slow
 def test_html_and_dropping_endpoints():
     class Html(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -324,7 +335,8 @@ def test_html_and_dropping_endpoints():
     html, drop = _Server(Html), _Server(Drop)
     p = EndpointPoller([html.url, drop.url], interval_s=0.2).start()
     try:
-        time.sleep(1.5)
+        wait_for(lambda: p.trackers[0].garbage >= 2 and not p.latest()[1].up, 30,
+                 "two bad HTML answers and the dropping endpoint down")
         a, b = p.latest()
         assert a.up is True and "bad responses" in (a.error or "") and p.trackers[0].garbage >= 2
         assert not b.up and "unreachable since" in b.error
@@ -334,6 +346,7 @@ def test_html_and_dropping_endpoints():
         drop.close()
 
 
+@pytest.mark.slow
 def test_record_with_an_endpoint_keeps_tok_s_in_recording_summary_and_export(tmp_path):
     import json
     import subprocess
@@ -497,7 +510,7 @@ def test_probe_fills_in_for_a_server_without_metrics():
     srv = _sse_server(first_delay=0.05, n=11, gap=0.02)
     p = EndpointPoller([srv.url], interval_s=0.5, probe_every_s=0.5).start()
     try:
-        r = _poll_until(p, lambda r: r.probe)
+        r = _poll_until(p, lambda r: r.probe, what="a probe result")
         assert r.probe and r.up and r.kind == "probe"
         assert r.gen_tokens_per_s == pytest.approx(10 / 0.2, rel=0.3)
         assert r.probe_ttft_s is not None and r.ttft_p50_s is None  # the probe's TTFT in its own field

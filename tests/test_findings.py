@@ -58,8 +58,11 @@ def test_is_busy(util, traffic, cap, busy):
     ("slot limits and trained lower still", gpu(util_gpu_pct=80, pcie_gen=1), dev(sys_max=3), "pcie-below-max:gpu0",
      "critical", "the slot allows only Gen3"),
     ("width trained low", gpu(util_gpu_pct=90, pcie_width=8), dev(), "pcie-below-max:gpu0", "critical", "Gen4×8"),
-    ("gen3 of gen4 busy is a warning", gpu(util_gpu_pct=90, pcie_gen=3), dev(), "pcie-below-max:gpu0", "critical",
-     "15.8 of 31.5"),
+    # severity: critical when half the bandwidth or less is left, else a warning (cases well clear of half)
+    ("a quarter lost (x12 of x16) is a warning", gpu(util_gpu_pct=90, pcie_width=12), dev(), "pcie-below-max:gpu0",
+     "warning", "Gen4×12 under load, GPU supports Gen4×16: 23.6 of 31.5"),
+    ("three quarters lost (Gen3 x8 of Gen4 x16) is critical", gpu(util_gpu_pct=90, pcie_gen=3, pcie_width=8), dev(),
+     "pcie-below-max:gpu0", "critical", "Gen3×8 under load, GPU supports Gen4×16: 7.9 of 31.5"),
     ("at max: nothing", gpu(util_gpu_pct=99), dev(), None, None, None),
 ])
 def test_rule_pcie_below_max(case, reading, device, expect_id, severity, words):

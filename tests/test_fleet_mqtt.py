@@ -7,21 +7,23 @@ import json
 import time
 
 import pytest
-from conftest import run_frames, sim_source
-from test_mqtt import MOSQUITTO, Broker, host_of, until
+from conftest import needs_mosquitto, run_frames, sim_source
+from test_mqtt import host_of
 
 from gpuscope.core.session import Session
 from gpuscope.core.summary import SCHEMA, SummaryPacer, summarise
 from gpuscope.sources.mqtt import Publisher, Subscriber, parse_broker
 
-pytestmark = pytest.mark.skipif(MOSQUITTO is None, reason="mosquitto not installed (.ci/run installs it)")
+pytestmark = needs_mosquitto
 
-
-@pytest.fixture
-def broker(tmp_path):
-    b = Broker(tmp_path)
-    yield b
-    b.stop()
+def until(cond, timeout: float = 10.0) -> bool:
+    """Poll ``cond`` every 0.05 s until it is true (True) or ``timeout`` seconds pass (False)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return bool(cond())
 
 
 def publish(port: int, msgs: list[tuple[str, bytes, bool]], qos: int = 1) -> None:

@@ -8,7 +8,10 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow
 def test_wheel_adds_only_the_gpuscope_package(tmp_path):
     """Build the wheel as pip would and look inside: nothing generic lands in site-packages."""
     root = Path(__file__).resolve().parents[1]

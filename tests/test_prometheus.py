@@ -484,6 +484,7 @@ def poll(cond, deadline_s: float, what: str):  # noqa: ANN001, ANN201
     raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
+@pytest.mark.slow
 def test_agent_serves_metrics_alone():
     p, url = start_agent()
     try:
@@ -559,6 +560,7 @@ def start_prometheus(tmp_path: Path, cfg: Path) -> tuple[subprocess.Popen[bytes]
 
 
 @needs_prometheus
+@pytest.mark.slow
 def test_a_real_prometheus_scrapes_the_agent(tmp_path):
     agent, url = start_agent()
     target = urllib.parse.urlparse(url).netloc
@@ -602,6 +604,7 @@ def test_a_real_prometheus_scrapes_the_agent(tmp_path):
         stop(agent)
 
 
+@pytest.mark.slow
 def test_agent_exporter_survives_a_flood_without_delaying_ticks():
     """Scrapes hammer the agent; its own tick counter still advances one a second."""
     p, url = start_agent()
@@ -634,6 +637,7 @@ def test_agent_exporter_survives_a_flood_without_delaying_ticks():
         stop(p)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("mosquitto") is None and not os.path.exists("/usr/sbin/mosquitto"),
                     reason="mosquitto not installed (.ci/run installs it)")
 def test_agent_serves_prometheus_beside_the_broker(tmp_path):

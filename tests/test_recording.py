@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import run_frames, sim_source
+from conftest import run_frames, sim_source, wait_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -75,19 +75,33 @@ def test_cut_at_any_byte_opens_or_fails_cleanly(recorded, tmp_path_factory, cut)
     assert rec.n_frames <= len(frames)
 
 
+@pytest.mark.slow
 def test_crash_loses_at_most_the_last_second(tmp_path):
     """kill -9 of a recording process: the file opens with all but the last second."""
     out = tmp_path / "killed.jsonl.gz"
     p = subprocess.Popen([sys.executable, "-m", "gpuscope", "record", "-o", str(out), "--simulate", "mixed-4",
                           "--interval", "0.1"], stderr=subprocess.PIPE)
-    time.sleep(4.0)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
+
+    def frames_on_disk() -> int:
+        try:
+            return open_recording(out).n_frames
+        except RecordingError:  # not created yet, or only part of the header flushed
+            return 0
+
+    try:
+        n = wait_for(lambda: frames_on_disk() >= 20 and frames_on_disk(), 60, "20 frames flushed to the recording")
+        wait_for(lambda: frames_on_disk() > n, 10, "the next flush")
+        time.sleep(0.9)  # not a wait for a condition: the kill lands just before the next flush, the worst moment
+        t_kill = time.time()
+        p.send_signal(signal.SIGKILL)
+    finally:
+        p.kill()
+        p.wait()
     rec = open_recording(out)
     assert not rec.complete
     assert rec.n_frames >= 20
-    # frames come every 0.1 s; the file must hold all but ~the last second of them
-    assert time.time() - rec.times[-1] < 2.5
+    # frames come every 0.1 s and are flushed every second: the file holds all but ~the last second
+    assert t_kill - rec.times[-1] < 2.5
 
 
 def test_flipped_bytes_give_a_partial_replay_or_clean_error(recorded, tmp_path):

@@ -257,6 +257,7 @@ class RestartingVllm:
         self._serve()
 
 
+@pytest.mark.slow
 def test_a_real_server_restarting_mid_run_gives_blank_then_right_rates():
     srv = RestartingVllm(250.0)
     p = EndpointPoller([srv.url], interval_s=0.5, window_s=3.0).start()

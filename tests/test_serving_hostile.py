@@ -10,7 +10,11 @@ import textwrap
 import threading
 import time
 
+import pytest
+
 from gpuscope.sources.endpoint import EndpointPoller
+
+pytestmark = pytest.mark.slow  # real servers and real seconds: .ci/run runs these on one Python
 
 
 class Server:

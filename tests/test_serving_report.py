@@ -16,6 +16,8 @@ import pytest
 from gpuscope.core.model import EndpointReading, Frame, GpuReading
 from gpuscope.core.stats import compare_phases, export_serving_rows, marker_spans, span_stats
 
+pytestmark = pytest.mark.slow  # real servers and real seconds: .ci/run runs these on one Python
+
 
 def _labels(spans):
     return [(s["label"], s["kind"], s["start"], s["end"]) for s in spans]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
+import shlex
+import signal
 import sys
 import time
 
 import pytest
-from conftest import run_frames, sim_source
+from conftest import Tmux, gpuscope_cmd, needs_tmux, pid_alive, run_frames, sim_source, wait_for
 from textual.widgets import Input
 
 from gpuscope.core.session import Session
@@ -201,54 +201,28 @@ async def test_palette_lists_gpuscope_commands():
         assert isinstance(app.screen, GpuDetailScreen) and app.screen.index == 3
 
 
-def tmux(*args, **kw):
-    """tmux on a private server, so other sessions (and their window sizes) cannot interfere."""
-    return subprocess.run(["tmux", "-L", f"gpuscope-test-{os.getpid()}", *args], **kw)
+@pytest.mark.slow
+@needs_tmux
+def test_tmux_smoke_installed_command():
+    with Tmux(f"{gpuscope_cmd()} --simulate a6000-tp2-pcie-gen1") as t:
+        t.wait_screen("SIMULATED", "GPU0 RTX A6000", "Gen1×16", "Findings")
+        t.keys("q")
+        t.wait_screen("EXITED 0", timeout=30)
 
 
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
-def test_tmux_smoke_installed_command(tmp_path):
-    exe = shutil.which("gpuscope") or f"{sys.executable} -m gpuscope"
-    name = f"gs{int(time.time() * 1000) % 100000}"
-    tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "40",
-                    f"env -u COLUMNS -u LINES {exe} --simulate a6000-tp2-pcie-gen1; echo EXITED $?; sleep 20", check=True)
-    try:
-        screen = ""
-        for _ in range(40):
-            time.sleep(0.5)
-            screen = tmux("capture-pane", "-p", "-t", name, capture_output=True,
-                                    text=True).stdout
-            if "Gen1×16" in screen and "Findings" in screen:
-                break
-        assert "SIMULATED" in screen and "GPU0 RTX A6000" in screen and "Gen1×16" in screen, screen
-        tmux("send-keys", "-t", name, "q", check=True)
-        for _ in range(20):
-            time.sleep(0.25)
-            screen = tmux("capture-pane", "-p", "-t", name, capture_output=True,
-                                    text=True).stdout
-            if "EXITED" in screen:
-                break
-        assert "EXITED 0" in screen
-    finally:
-        tmux("kill-session", "-t", name, capture_output=True)
-
-
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+@pytest.mark.slow
+@needs_tmux
 def test_exits_when_its_terminal_disappears():
-    """An SSH drop: the terminal goes away; gpuscope must exit, not spin."""
-    name = f"gd{int(time.time() * 1000) % 100000}"
-    tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30",
-                    f"{sys.executable} -m gpuscope --simulate mixed-4", check=True)
-    time.sleep(3)
-    pid = tmux("list-panes", "-t", name, "-F", "#{pane_pid}", capture_output=True,
-                         text=True).stdout.strip()
-    tmux("kill-session", "-t", name, check=True)
-    for _ in range(20):
-        time.sleep(0.5)
-        if subprocess.run(["kill", "-0", pid], capture_output=True).returncode != 0:
-            return
-    subprocess.run(["kill", "-9", pid], capture_output=True)
-    pytest.fail("gpuscope kept running after its terminal went away")
+    """An SSH drop: the terminal goes away (SIGHUP); gpuscope must exit, not spin."""
+    with Tmux(f"{shlex.quote(sys.executable)} -m gpuscope --simulate mixed-4", size=(100, 30), keep=False) as t:
+        t.wait_screen("SIMULATED", "GPU3")
+        pid = t.pane_pid()
+        t.kill()
+        try:
+            wait_for(lambda: not pid_alive(pid), 10, "gpuscope to exit after its terminal went away")
+        finally:
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 async def test_click_on_a_gpu_panel_opens_its_detail():
@@ -284,3 +258,44 @@ async def test_fleet_screen_lists_hosts_worst_first_and_opens_one():
         assert "(1 lost)" in text and "GPU2 NVIDIA A100" in text  # the worst finding, cut to the width
         await pilot.press("down", "enter")
     assert app.return_value == "sim-healthy"
+
+
+# SIGHUP blocked (the mask survives exec), so only the watchdog can notice the terminal is gone
+_NO_SIGHUP = ("import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP}); "
+              "os.execv(sys.executable, [sys.executable, '-m', 'gpuscope', '--simulate', 'mixed-4'])")
+
+
+@pytest.mark.slow
+@needs_tmux
+def test_watchdog_exits_when_the_terminal_hangs_up_without_sighup():
+    """The terminal-hang-up watchdog (tui/app.py ``_watchdog``): with SIGHUP never delivered, killing
+    the tmux session running the live TUI still ends gpuscope within 3 s (the watchdog runs every second)."""
+    with Tmux(f"{shlex.quote(sys.executable)} -c {shlex.quote(_NO_SIGHUP)}", size=(100, 30), keep=False) as t:
+        t.wait_screen("SIMULATED", "GPU3")
+        pid = t.pane_pid()
+        with open(f"/proc/{pid}/status") as f:  # the live TUI really runs with SIGHUP blocked
+            blocked = int(next(line for line in f if line.startswith("SigBlk:")).split()[1], 16)
+        assert blocked & (1 << (signal.SIGHUP - 1))
+        t.kill()
+        try:
+            wait_for(lambda: not pid_alive(pid), 3.0, "the watchdog to end gpuscope after the hang-up")
+        finally:
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+async def test_watchdog_exits_when_the_parent_is_gone(monkeypatch):
+    """The other half of the watchdog: the parent (the SSH session's shell) died and we were re-parented."""
+    import gpuscope.tui.app as app_mod
+
+    ended: list[bool] = []
+    monkeypatch.setattr(app_mod, "exit_soon", lambda *a, **k: ended.append(True))  # not the test process
+    app = make_app("mixed-4", 0, 5)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        app._watchdog()
+        assert not app._exit and not ended  # same parent, no terminal to lose under Pilot: keep running
+        app._ppid = os.getppid() + 1
+        app._watchdog()
+        await until(pilot, lambda: app._exit)
+        assert app._exit and app.return_code == 0 and ended == [True] and app.hung_up

@@ -159,7 +159,7 @@ class GpuscopeApp(App[int]):
 
     def on_mount(self) -> None:
         self._apply_layout()
-        self.set_interval(2.0, self._watchdog)
+        self.set_interval(1.0, self._watchdog)  # cheap: two tcgetattr calls
         try:
             signal.signal(signal.SIGHUP, lambda *_: self._hang_up())
         except (ValueError, OSError):  # not the main thread (tests)
