@@ -44,12 +44,15 @@ def test_connection_note(seen, connects, connected, err, since, want):
 @pytest.mark.skipif(MOSQUITTO is None, reason="mosquitto not installed (.ci/run installs it)")
 def test_agent_says_connected_and_publishes_its_summary(tmp_path):
     b = Broker(tmp_path)
-    sub = Subscriber(parse_broker(b.url, env={})).start()
+    sub = Subscriber(parse_broker(b.url, env={}))
+    sub.watch("sim-a100-4")  # its frames too: three of them mean the agent ticked after connecting
+    sub.start()
     agent = subprocess.Popen([sys.executable, "-m", "gpuscope", "agent", "--broker", b.url, "--simulate", "gpu-lost",
                               "--interval", "0.5"], stderr=subprocess.PIPE, text=True)
     try:
         assert until(lambda: host_of(sub, "sim-a100-4") is not None and host_of(sub, "sim-a100-4").summary
                      is not None, 30)
+        assert until(lambda: host_of(sub, "sim-a100-4").frames >= 3, 30)
         s = host_of(sub, "sim-a100-4").summary
         assert s.gpus == 4 and s.simulated and s.seq >= 1 and not host_of(sub, "sim-a100-4").legacy
     finally:

@@ -272,7 +272,8 @@ def test_agent_stops_cleanly_and_says_offline(broker):
     agent = subprocess.Popen([sys.executable, "-m", "gpuscope", "agent", "--broker", broker.url, "--simulate",
                               "mixed-4", "--interval", "0.5"], stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: (h := host_of(sub, "sim-mixed-4")) is not None and h.frames >= 1, 30, "a frame from the agent")
+        wait_for(lambda: (h := host_of(sub, "sim-mixed-4")) is not None and h.summary is not None, 30,
+                 "a summary from the agent")
         agent.send_signal(signal.SIGTERM)
         _, err = agent.communicate(timeout=30)
         assert agent.returncode == 0, err
