@@ -72,14 +72,14 @@ class OneLine(logging.Formatter):
         return f"gpuscope: {record.levelname.lower()}: {record.getMessage()}"
 
 
-class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+class _Stderr(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is when a record comes (it may be replaced after configure)."""
 
     def __init__(self, stream: TextIO | None = None):
         self._fixed = stream
         super().__init__(stream)
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> TextIO:
         return self._fixed if self._fixed is not None else sys.stderr
 

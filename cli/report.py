@@ -35,11 +35,21 @@ def open_or_fail(path: Any) -> Any:
     return rec
 
 
-def refuse_existing(path: Any, force: bool) -> None:
+def refuse_existing(path: Any, force: bool, source: Any = None) -> None:
     """A one-line :class:`GpuscopeError` when ``path`` exists and ``force`` is not given (never overwrite
-    user data by accident)."""
+    user data by accident), and always when ``path`` is the file being read (``--force`` included: a
+    symlink or hard link to it counts)."""
+    if source is not None and _same_file(path, source):
+        raise GpuscopeError(f"{path} is the recording being read; refusing to overwrite it (choose another name)")
     if not force and os.path.lexists(path):
         raise GpuscopeError(f"{path} exists; refusing to overwrite it (use --force)")
+
+
+def _same_file(a: Any, b: Any) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _fmt(v: float | None, scale: float = 1.0, digits: int = 0) -> str:
@@ -279,8 +289,8 @@ def check_serving_path(args: argparse.Namespace) -> None:
         raise GpuscopeError("--serving needs a path of its own (not the same as the GPU table's)")
     if out == "-" and main_out == "-":
         raise GpuscopeError("only one of the two tables can go to stdout")
-    if out != "-" and os.path.exists(out) and not getattr(args, "force", False):
-        raise GpuscopeError(f"{out} exists: not overwritten (choose another name)")
+    if out != "-":
+        refuse_existing(out, bool(getattr(args, "force", False)), args.file)
 
 
 def run_export_serving(args: argparse.Namespace, rec: Any) -> None:
@@ -302,7 +312,7 @@ def run_export(args: argparse.Namespace) -> int:
     out = args.csv or args.parquet
     force = bool(getattr(args, "force", False))
     if out != "-":
-        refuse_existing(out, force)
+        refuse_existing(out, force, args.file)
     columns = catalogue.export_columns()
     rows = export_rows(rec.frames())
     n = 0

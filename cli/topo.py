@@ -47,7 +47,7 @@ def label_color(label: str) -> str | None:
 def read_topology(src: Any, settle_s: float = 0.5) -> tuple[Inventory, list[Frame]]:
     """Two samples ``settle_s`` apart (GPM rates need an interval)."""
     frames = [src.sample()]
-    clock = getattr(src.nvml, "clock", None)
+    clock: Any = getattr(src.nvml, "clock", None)  # a simulated source's VirtualClock, else None
     if hasattr(clock, "now"):
         clock.now += 1.0
     else:

@@ -11,7 +11,7 @@ import dataclasses
 import math
 import types
 import typing
-from typing import Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import (
@@ -27,7 +27,10 @@ from gpuscope.core.model import (
 from gpuscope.core.validate import Tally, ValidationError, check_frame, check_inventory
 
 CODEC_VERSION = 1
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")  # the codec decodes dataclasses only
 
 
 class CodecError(GpuscopeError, ValueError):
@@ -111,7 +114,7 @@ def _check(tp: Any, v: Any, path: str) -> Any:
         return dict(v)
     if tp is Any:
         return v
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):  # a dataclass type (hints are never instances)
         return _from(tp, v, path)
     if tp is bool:
         if not isinstance(v, bool):

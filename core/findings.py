@@ -174,7 +174,7 @@ def _compute_gpu_state(frames: Sequence[Frame], i: int) -> dict[str, Any] | None
 def rule_pcie_below_max(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     """1. PCIe link below its generation or width while busy; a narrow link at any load; at idle, a lower
     generation is the power-saving downshift (GPUs lower the generation at idle, never the width)."""
-    out = []
+    out: list[Candidate] = []
     if not frames:
         return out
     for i, _r in enumerate(frames[-1].gpus):
@@ -355,7 +355,7 @@ def _slow_paths_summary(inv: Inventory, quiet: list[tuple[Any, float | None]]) -
 
 def rule_link_saturated(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     """3. PCIe or NVLink throughput above 80 % of the link's capacity."""
-    out = []
+    out: list[Candidate] = []
     if not frames:
         return out
     for i in range(len(frames[-1].gpus)):
@@ -391,13 +391,14 @@ def rule_link_saturated(inv: Inventory, frames: Sequence[Frame]) -> list[Candida
 
 
 # (name, severity, words) of the clock events that are findings, from the one list in vocab; worst first
-_CLOCK_RULES = tuple(sorted(((e.name, e.severity, e.meaning) for e in CLOCK_EVENTS if e.severity),
-                            key=lambda h: SEVERITY_RANK.get(h[1] or "", len(SEVERITIES))))
+_CLOCK_RULES: tuple[tuple[str, str, str], ...] = tuple(sorted(
+    ((e.name, e.severity, e.meaning) for e in CLOCK_EVENTS if e.severity and e.meaning),
+    key=lambda h: SEVERITY_RANK.get(h[1], len(SEVERITIES))))
 
 
 def rule_clock_events(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     """4. Power capped, thermal or hardware slowdown, from the clock event reasons."""
-    out = []
+    out: list[Candidate] = []
     if not frames:
         return out
     for i, r in enumerate(frames[-1].gpus):
@@ -408,7 +409,7 @@ def rule_clock_events(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate
         hits = [(key, sev, what) for key, sev, what in _CLOCK_RULES if key in names]
         if not hits:
             continue
-        sev = min((h[1] for h in hits), key=SEVERITY_RANK.get)
+        sev = min((h[1] for h in hits), key=lambda sv: SEVERITY_RANK[sv])
         lost_mhz = (dev.sm_clock_max_mhz - r.sm_clock_mhz) if dev.sm_clock_max_mhz and r.sm_clock_mhz else None
         parts = []
         if r.power_w is not None and (r.power_limit_w or dev.power_limit_w):
@@ -428,7 +429,7 @@ def rule_clock_events(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate
 
 def rule_pcie_errors(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     """5. PCIe replay, recovery or error counters rising: suspect riser, cable or slot."""
-    out = []
+    out: list[Candidate] = []
     if len(frames) < 2:
         return out
     first, last = frames[0], frames[-1]
@@ -459,7 +460,7 @@ def rule_pcie_errors(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]
 
 def rule_busy_not_computing(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     """6. Utilization high while GPM SM activity is low: copies or communication, not compute."""
-    out = []
+    out: list[Candidate] = []
     if not frames:
         return out
     for i in range(len(frames[-1].gpus)):
@@ -485,7 +486,7 @@ def rule_busy_not_computing(inv: Inventory, frames: Sequence[Frame]) -> list[Can
 
 def rule_gpu_lost(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     """7. A GPU that fell off the bus."""
-    out = []
+    out: list[Candidate] = []
     if not frames:
         return out
     for i, r in enumerate(frames[-1].gpus):
@@ -511,8 +512,8 @@ def rule_bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
 def _bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     if not frames:
         return []
-    states = [(i, _gpu_state(inv, frames, i)) for i in range(len(frames[-1].gpus))]
-    states = [(i, s) for i, s in states if s is not None and s["busy"]]
+    all_states = [(i, _gpu_state(inv, frames, i)) for i in range(len(frames[-1].gpus))]
+    states: list[tuple[int, dict[str, Any]]] = [(i, s) for i, s in all_states if s is not None and s["busy"]]
     if not states:
         return []
     # interconnect: a busy GPU whose PCIe link is nearly full and whose SMs are not the limit
@@ -742,6 +743,7 @@ class FindingsEngine:
                 continue
             if f.ended_at is None:
                 f = self._state[fid] = replace(f, ended_at=now)
+            assert f.ended_at is not None  # set just above when it was not
             if now - f.ended_at >= self.hold_s:
                 done = replace(f, cleared_at=now)
                 self.cleared.append(done)

@@ -95,8 +95,8 @@ def resample(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float
     sums = np.bincount(cells, weights=vals, minlength=columns)
     counts = np.bincount(cells, minlength=columns)
     filled = np.nonzero(counts)[0]
-    for c in filled:
-        out[int(c)] = float(sums[c] / counts[c])
+    for j in filled:
+        out[int(j)] = float(sums[j] / counts[j])
     # cells narrower than the sampling interval get no sample: carry the last value across such gaps
     last = None
     for c in range(int(filled[0]), int(filled[-1]) + 1):

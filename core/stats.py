@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpuscope.core import catalogue
-from gpuscope.core.model import Frame, Inventory
+from gpuscope.core.model import Event, Frame, Inventory
 from gpuscope.core.topology import pcie_capacity_bytes_per_s
 from gpuscope.core.vocab import link_label, reading_busy
 
@@ -130,8 +130,9 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
     cols: dict[str, list[list[float]]] = {m.name: [[] for _ in range(n)] for m in gpu_metrics}
     links_busy: list[dict[str, int]] = [{} for _ in range(n)]
     lost_at: list[float | None] = [None] * n
-    ep: dict[str, dict[str, list[float]]] = {}
-    events = []
+    # per (url, model): each metric's readings, and under "_kind" the server kinds seen (strings)
+    ep: dict[tuple[str, str | None], dict[str, list[Any]]] = {}
+    events: list[Event] = []
     frames = 0
     for f in rec.frames():
         frames += 1
@@ -153,7 +154,7 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
                 links_busy[r.index][key] = links_busy[r.index].get(key, 0) + 1
         for e in f.endpoints:
             d = ep.setdefault((e.url, e.model), {m.name: [] for m in ep_metrics})
-            d.setdefault("_kind", []).append(e.kind or "")  # type: ignore[arg-type]
+            d.setdefault("_kind", []).append(e.kind or "")
             for m in ep_metrics:
                 v = m.value(e)
                 if v is not None:
@@ -163,22 +164,22 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
     tally = getattr(rec, "tally", None)
     dropped = tally.describe() if tally is not None else ""
     gpus = []
-    for d in inv.devices:
-        i = d.index
+    for dev in inv.devices:
+        i = dev.index
         gpus.append({
-            "index": i, "name": d.name, "lost_at": lost_at[i],
+            "index": i, "name": dev.name, "lost_at": lost_at[i],
             "stats": {m.name: describe(cols[m.name][i]) for m in gpu_metrics},
             "pcie_links_while_busy": links_busy[i],
-            "pcie_gen_max": d.pcie_gen_gpu_max or d.pcie_gen_sys_max,
+            "pcie_gen_max": dev.pcie_gen_gpu_max or dev.pcie_gen_sys_max,
         })
     for (url, model) in list(ep):  # readings from before the model was known join the only model
         named = [k for k in ep if k[0] == url and k[1] is not None]
         if model is None and len(named) == 1:
-            for m, vals in ep.pop((url, None)).items():
-                ep[named[0]].setdefault(m, []).extend(vals)  # type: ignore[arg-type]
+            for name, vals in ep.pop((url, None)).items():
+                ep[named[0]].setdefault(name, []).extend(vals)
     endpoints = []
     for (url, model), d in ep.items():
-        kinds = [k for k in d.pop("_kind", []) if k]  # type: ignore[arg-type]
+        kinds = [k for k in d.pop("_kind", []) if k]
         endpoints.append({"url": url, "model": model, "kind": kinds[-1] if kinds else None,
                           "stats": {m.name: describe(d.get(m.name, [])) for m in ep_metrics}})
     return {
@@ -260,7 +261,7 @@ def span_stats(frames: Iterable[Frame], spans: list[dict[str, Any]], n_gpus: int
                findings: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """One row per span: frames, per-GPU means of :data:`SPAN_GPU_METRICS`, per endpoint and model means
     of :data:`SERVING_FIELDS` (None where never known, never 0), and the findings active in the span."""
-    acc = [{"frames": 0, "gpus": [{m: [] for m in SPAN_GPU_METRICS} for _ in range(n_gpus)], "eps": {}}
+    acc: list[dict[str, Any]] = [{"frames": 0, "gpus": [{m: [] for m in SPAN_GPU_METRICS} for _ in range(n_gpus)], "eps": {}}
            for _ in spans]
     for f in frames:
         hits = [k for k, s in enumerate(spans) if in_span(f.t, s, t_end)]

@@ -271,7 +271,7 @@ def check_frame(f: Frame, inventory: Inventory | None = None, tally: Tally | Non
                  events=tuple(check_event(e) for e in f.events))
 
 
-def json_depth_ok(text: str | bytes, max_depth: int = MAX_DEPTH) -> bool:
+def json_depth_ok(text: str | bytes | bytearray, max_depth: int = MAX_DEPTH) -> bool:
     """A fast pre-check: True when brackets nest no deeper than ``max_depth`` (strings are skipped)."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8", "replace")

@@ -59,9 +59,13 @@ def is_busy(util_pct: float | None, link_bytes_per_s: float | None, capacity_byt
 
 
 class _Reading(Protocol):
-    util_gpu_pct: float | None
-    pcie_tx_bytes_per_s: float | None
-    pcie_rx_bytes_per_s: float | None
+    # read-only members, so a frozen dataclass (core.model.GpuReading) satisfies the protocol
+    @property
+    def util_gpu_pct(self) -> float | None: ...
+    @property
+    def pcie_tx_bytes_per_s(self) -> float | None: ...
+    @property
+    def pcie_rx_bytes_per_s(self) -> float | None: ...
 
 
 def reading_busy(r: _Reading, capacity_bytes_per_s: float | None) -> bool:

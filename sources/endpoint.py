@@ -417,7 +417,7 @@ class EndpointTracker:
         models = sorted({m for rows in samples.values() for lab, _v in rows if (m := model_of(lab))})
         self.models_dropped = max(0, len(models) - MAX_MODELS)
         models = models[:MAX_MODELS]
-        self.models = models if len(models) > 1 else [None]  # one model: no need to split
+        self.models = list(models) if len(models) > 1 else [None]  # one model: no need to split
         self.model = models[0][:60] if len(models) == 1 else None
         by_model = split_by_model(samples, self.models)
         counters: dict[str | None, dict[str, float]] = {}
@@ -692,7 +692,8 @@ class EndpointPoller:
         except (httpx.TimeoutException, asyncio.TimeoutError):  # the deadline covers the whole response
             why = f"no answer in {self.timeout_s:g} s"
         except httpx.ConnectError as e:
-            chain, c = [], e
+            chain: list[BaseException] = []
+            c: BaseException | None = e
             while c is not None and len(chain) < 6:
                 chain.append(c)
                 c = c.__cause__ or c.__context__

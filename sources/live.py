@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from gpuscope.sources import scenario as scenario_mod
 from gpuscope.sources.nvml import NvmlSource, NvmlUnavailable
 from gpuscope.sources.simnvml import SimNvml
+
+if TYPE_CHECKING:
+    from gpuscope.core.model import Frame
+    from gpuscope.sources.endpoint import EndpointPoller
 
 NO_DRIVER_HINT = "try `gpuscope --simulate a6000-tp2-pcie-gen1` or `gpuscope demo`"
 
@@ -50,19 +55,19 @@ def open_source(simulate: str | None = None, *, pcie_mode: str = "auto", virtual
 class WithEndpoints:
     """A GPU source whose frames also carry the latest readings of inference endpoints."""
 
-    def __init__(self, source: NvmlSource, poller: object):
+    def __init__(self, source: NvmlSource, poller: EndpointPoller):
         self.source = source
         self.poller = poller
         self.inventory = source.inventory
         self.label = source.label
         self.nvml = source.nvml
 
-    def sample(self):  # noqa: ANN201
+    def sample(self) -> Frame:
         frame = self.source.sample()
-        return replace(frame, endpoints=self.poller.latest())  # type: ignore[attr-defined]
+        return replace(frame, endpoints=self.poller.latest())
 
     def close(self) -> None:
-        self.poller.stop()  # type: ignore[attr-defined]
+        self.poller.stop()
         self.source.close()
 
 

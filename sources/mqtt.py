@@ -24,6 +24,7 @@ import ssl
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -69,7 +70,7 @@ class BrokerConfig:
 
 
 def parse_broker(url: str, *, username: str | None = None, password_file: str | None = None,
-                 env: dict[str, str] | None = None, ca_file: str | None = None, cert_file: str | None = None,
+                 env: Mapping[str, str] | None = None, ca_file: str | None = None, cert_file: str | None = None,
                  key_file: str | None = None, prefix: str = "gpuscope", qos: int = 0) -> BrokerConfig:
     """``mqtt://host[:1883]`` or ``mqtts://host[:8883]``. The password comes from a file or the
     ``GPUSCOPE_MQTT_PASSWORD`` environment variable, never the command line; a password in the URL is

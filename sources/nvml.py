@@ -91,9 +91,10 @@ class NvmlSource:
                  host: str | None = None, slow_interval_s: float = 5.0):
         if nvml is None:
             try:
-                import pynvml as nvml  # noqa: PLC0415
+                import pynvml  # noqa: PLC0415
             except ImportError as e:  # pragma: no cover - packaging guarantees it
                 raise NvmlUnavailable(f"nvidia-ml-py is not installed ({e})") from None
+            nvml = pynvml
         self.nvml = nvml
         self.label = label
         self.host = host
@@ -154,7 +155,7 @@ class NvmlSource:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuscope-nvml")
         return self.inventory
 
-    def _static(self, fn: Callable[[], Any]) -> Any:
+    def _static(self, fn: Callable[..., Any]) -> Any:  # called with no arguments (lambdas may bind defaults)
         try:
             return fn()
         except (self._base_error, AttributeError):
@@ -529,8 +530,9 @@ class NvmlSource:
         cls = getattr(self, "_gpm_cls", None)
         if cls is None:
             nv = self.nvml
-            metric_t = getattr(nv, "c_nvmlGpmMetric_t", None)
-            sample_t = getattr(nv, "c_nvmlGpmSample_t", None)
+            # the binding's ctypes types (untyped), or None in the simulated NVML
+            metric_t: Any = getattr(nv, "c_nvmlGpmMetric_t", None)
+            sample_t: Any = getattr(nv, "c_nvmlGpmSample_t", None)
             if metric_t is None or sample_t is None:  # the simulated NVML: its own plain object
                 cls = nv.c_nvmlGpmMetricsGet_t
             else:

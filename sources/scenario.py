@@ -271,7 +271,7 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
         speed = gd["nvlink_speed_mbps"]
         if speed is not None and not 0 <= speed <= 1_000_000:
             raise _err(src, f"gpus[{gi}].nvlink_speed_mbps", "expected 0 (not supported) or MB/s per link up to 1000000")
-        for k in range(n):
+        for j in range(n):
             gen_max = gd["pcie_gen_gpu_max"]
             sys_max = gd["pcie_gen_sys_max"] or gen_max
             best = min(gen_max, sys_max)
@@ -285,8 +285,8 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
                 pcie_gen_idle=gd["pcie_gen_idle"] or best, pcie_gen_load=gd["pcie_gen_load"] or best,
                 pcie_width_idle=gd["pcie_width_idle"] or gd["pcie_width_max"],
                 pcie_width_load=gd["pcie_width_load"] or gd["pcie_width_max"],
-                numa_node=int(numa[k]) if numa is not None else None,
-                cpu_affinity=str(aff[k]) if aff is not None else None,
+                numa_node=int(numa[j]) if numa is not None else None,
+                cpu_affinity=str(aff[j]) if aff is not None else None,
                 gpm=gd["gpm"], nvlink_version=gd["nvlink_version"], fan=gd["fan"], memory_temp=gd["memory_temp"],
                 pcie_counters=gd["pcie_counters"], nvlink_speed_mbps=speed,
             ))
@@ -318,6 +318,7 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
         for name, v in (("a", a), ("b", b)):
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n:
                 raise _err(src, f"{path}.{name}", f"expected a GPU index 0-{n - 1}")
+        assert isinstance(a, int) and isinstance(b, int)  # checked just above
         if a == b:
             raise _err(src, f"{path}.b", "must differ from a")
         pp = p.get("path", default_path)
@@ -356,7 +357,9 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
                 if bad in od:
                     raise _err(src, f"{opath}.{bad}", "not allowed in an override")
             _check_events(src, f"{opath}.clock_events", od.get("clock_events"))
-            overrides.append((_gpu_list(src, f"{opath}.gpus", o["gpus"], n), od))
+            ogpus = _gpu_list(src, f"{opath}.gpus", o["gpus"], n)
+            assert ogpus is not None  # "gpus" is in o, and parsed TOML has no null
+            overrides.append((ogpus, od))
         values = {k: v for k, v in pd.items() if k not in ("name", "duration_s", "gpus", "overrides")}
         phases.append(Phase(name=pd["name"], duration_s=pd["duration_s"], values=values,
                             gpus=gsel, overrides=tuple(overrides)))

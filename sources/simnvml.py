@@ -15,7 +15,7 @@ import time
 import zlib
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NoReturn
 
 import pynvml as _real
 
@@ -44,7 +44,7 @@ _ARCH_ID = {"kepler": 2, "maxwell": 3, "pascal": 4, "volta": 5, "turing": 6, "am
             "blackwell": 10}
 
 
-def _raise(code: int) -> None:
+def _raise(code: int) -> NoReturn:
     raise _real.NVMLError(code)
 
 

@@ -441,3 +441,15 @@ def test_fleet_survives_a_duplicate_gpu_inventory(tmp_path):
     d["devices"] = d["devices"] * 2
     assert sub.handle("gpuscope/v1/evil/inventory", json.dumps(d).encode()) is False and sub.dropped == 1
     assert sub.handle("gpuscope/v1/evil/frame", b"[" * 50_000 + b"]" * 50_000) is False and sub.dropped == 2
+
+
+def test_export_never_overwrites_the_recording_it_reads(tmp_path):
+    """`export X --csv X --force` (or through a symlink) must not destroy X: --force is for other files."""
+    path = write(tmp_path / "x.jsonl.gz", [frame(1.7e9 + i) for i in range(5)])
+    before = path.read_bytes()
+    link = tmp_path / "link.csv"
+    link.symlink_to(path)
+    for out in (path, link):
+        p = run("export", str(path), "--csv", str(out), "--force")
+        assert p.returncode == 1 and "recording being read" in p.stderr and p.stderr.count("\n") == 1, p.stderr
+    assert path.read_bytes() == before

@@ -171,3 +171,13 @@ def test_plan_layout_priorities(size, n, nf, topo, want) -> None:
     assert (p.compact, p.findings_lines, p.topology) == want
     used = 2 + n + 1 + p.findings_rows + (topo[p.topology] + 2 if p.topology >= 0 else 0)
     assert used <= h  # every GPU row and each panel fits
+
+
+@pytest.mark.parametrize("label,val,cap", [("NV RX", 204.6e9, 450e9), ("NV TX", 450.0e9, 450e9), ("  RX", 63e9, 63e9),
+                                           ("  TX", None, 63e9)])
+def test_rate_line_never_glues_a_value_to_its_label(label: str, val: float | None, cap: float) -> None:
+    from gpuscope.widgets.gpu_panel import rate_line
+
+    text = rate_line(label, val, cap).plain
+    assert text.startswith(label.rstrip().ljust(len(label)) + " ") and cell_len(text) <= 35, text
+    assert re.search(r"[A-Z][0-9]", text) is None, text

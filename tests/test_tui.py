@@ -108,7 +108,7 @@ async def test_lost_gpu_is_shown_lost():
         await pilot.pause()
         panel = app.query_one("#gpu2")
         assert "lost" in panel.classes
-        assert "LOST" in str(panel.render())
+        assert "LOST" in panel._gs_last.plain  # line-drawn: its text, not render()
 
 
 async def test_replay_play_pause_seek_speed(tmp_path):

@@ -28,7 +28,7 @@ from gpuscope.core.view import RecordingStatus, StatusInfo, ViewState
 from gpuscope.sources.recording import Recorder, RecordingError
 from gpuscope.tui.commands import GpuscopeCommands
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
-from gpuscope.tui.hangup import exit_soon, terminal_gone
+from gpuscope.tui.hangup import exit_soon, terminal_gone, watch
 from gpuscope.tui.layout import Plan, plan_layout
 from gpuscope.tui.screens import FindingsScreen, GpuDetailScreen, HelpScreen, MarkerScreen
 from gpuscope.tui.workers import Worker
@@ -159,7 +159,7 @@ class GpuscopeApp(App[int]):
 
     def on_mount(self) -> None:
         self._apply_layout()
-        self.set_interval(1.0, self._watchdog)  # cheap: two tcgetattr calls
+        self._watch_stop = watch(self._watchdog)  # its own thread, twice a second: two tcgetattr calls
         try:
             signal.signal(signal.SIGHUP, lambda *_: self._hang_up())
         except (ValueError, OSError):  # not the main thread (tests)
@@ -321,12 +321,16 @@ class GpuscopeApp(App[int]):
             self._hang_up()
 
     def _hang_up(self) -> None:
+        """The terminal is gone (SIGHUP on the loop, or the watchdog's thread): close the recording, then
+        leave. Safe from either thread."""
         if self.hung_up:
             return
         self.hung_up = True
         self.session.stop_recording()  # the recording is closed cleanly before anything else
         exit_soon()  # Textual's shutdown can hang without a terminal: the process ends anyway
-        self.call_later(self.exit, 0)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.exit, 0)
 
     # ----------------------------------------------------------------- actions
     def action_pause(self) -> None:
@@ -487,6 +491,9 @@ class GpuscopeApp(App[int]):
     def on_unmount(self) -> None:
         """The App owns its feeder thread: stop it (which closes the source and its threads), then end
         every recording (their writers drain and join)."""
+        stop = getattr(self, "_watch_stop", None)
+        if stop is not None:
+            stop.set()
         if self.feeder is not None:
             self.feeder.stop()
         self.session.stop_recording()

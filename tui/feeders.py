@@ -262,7 +262,7 @@ def _history_from_json(history: Any, rec: Recording, i: int) -> None:
     history.count += 1
 
 
-class _Row(dict):  # type: ignore[type-arg]
+class _Row(dict[str, Any]):
     """A frame's JSON object read like a reading: a missing field is None (for the catalogue's getters)."""
 
     def __getattr__(self, name: str) -> Any:

@@ -6,6 +6,7 @@ import os
 import termios
 import threading
 import time
+from collections.abc import Callable
 
 
 def _ttys() -> tuple[int, ...]:
@@ -53,3 +54,21 @@ def exit_soon(grace_s: float = GRACE_S, code: int = 0) -> threading.Thread:
     t = threading.Thread(target=later, name="gpuscope-hangup", daemon=True)
     t.start()
     return t
+
+
+def watch(check: Callable[[], None], every_s: float = 0.5, name: str = "gpuscope-watchdog") -> threading.Event:
+    """Call ``check`` every ``every_s`` seconds on a daemon thread until the returned event is set.
+
+    The watchdog runs off the event loop on purpose: after an SSH drop Textual's loop can be stuck
+    writing to the dead terminal, and a timer on that loop would never fire."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(every_s):
+            try:
+                check()
+            except Exception:  # noqa: BLE001 - a watchdog must never die; the next round tries again
+                pass
+
+    threading.Thread(target=loop, name=name, daemon=True).start()
+    return stop

@@ -125,7 +125,10 @@ class GpuDetailScreen(Screen[None]):
             cur = m.value(r) if r is not None else None
             top = m.maximum or detail_top(key, dev, r, max(known))
             rows = graph_rows(cells, 3, top)
-            labels = [title, "now " + ("–" if cur is None else f"{cur / scale:.1f}") + f"  peak {max(known):.1f}",
+            # the peak of the readings themselves (the cells are means): never below "now"
+            raw = [float(x) / scale for x in vals.tolist() if x == x]
+            peak = max(raw + ([cur / scale] if cur is not None else []), default=max(known))
+            labels = [title, "now " + ("–" if cur is None else f"{cur / scale:.1f}") + f"  peak {peak:.1f}",
                       f"scale 0–{top:g}"]
             for k, row in enumerate(rows):
                 t = Text(f"{labels[k]:<{label_w}}", style="bold" if k == 0 else DIM)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -19,7 +21,7 @@ class FindingsPanel(Static):
     FindingsPanel:focus { border: round $accent; overflow-y: auto; }
     """
 
-    def __init__(self, **kw: object):
+    def __init__(self, **kw: Any):
         super().__init__(**kw)
         self.can_focus = True
         self.border_title = "Findings"

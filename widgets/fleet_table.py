@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from rich.text import Text
 from textual.widgets import Static
@@ -96,7 +97,7 @@ def row(h: RemoteHost, now: float) -> Text:
 class FleetTable(Static):
     DEFAULT_CSS = "FleetTable { height: 1fr; border: round $primary-darken-2; padding: 0 1; }"
 
-    def __init__(self, **kw: object):
+    def __init__(self, **kw: Any):
         super().__init__(**kw)
         self.border_title = "Fleet"
         self.selected: str | None = None  # a host name, never a row number

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
+from textual.geometry import Region, Size
 from textual.message import Message
-from textual.widgets import Static
+from textual.strip import Strip
+from textual.widget import Widget
 
 from gpuscope.core.history import resample
 from gpuscope.core.model import DeviceInfo, GpuReading
+from gpuscope.core.text import clean
 from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import CLOCK_EVENT_BY_NAME, LINK_LEVEL, link_label, link_state, reading_busy
@@ -21,7 +26,6 @@ from gpuscope.widgets.style import (
     fmt_rate,
     graph_rows,
     level_style,
-    set_content,
     short_name,
     sparkline,
 )
@@ -52,7 +56,7 @@ def link_text(dev: DeviceInfo, r: GpuReading, busy: bool) -> Text:
 
 def rate_line(label: str, val: float | None, cap: float | None) -> Text:
     """``  RX  398.5 GB/s  88% of 450.0 GB/s`` (at most 35 cells: the graphs start at column 36)."""
-    t = Text(f"{label:<5}")
+    t = Text(f"{label:<5} ")  # a space of its own: "NV RX 204.6 GB/s", never "NV RX204.6"
     share = (val / cap) if (val is not None and cap) else None
     t.append(f"{fmt_rate(val):>10}", style="bold " + level_style(share))
     t.append(f" {share * 100:3.0f}%" if share is not None else "     ", style=level_style(share))
@@ -61,8 +65,13 @@ def rate_line(label: str, val: float | None, cap: float | None) -> Text:
     return t
 
 
-class GpuPanel(Static):
-    """One GPU, several lines. ``index`` is the GPU's NVML index."""
+class GpuPanel(Widget):
+    """One GPU, several lines. ``index`` is the GPU's NVML index.
+
+    Drawn line by line (Textual's line API): a refresh repaints only the lines whose text changed, so
+    an idle GPU whose power moved by a watt costs one line on the wire, not the whole panel (the
+    panels were most of the bytes the TUI wrote: benchmarks/bench_peers_concurrent.py).
+    """
 
     DEFAULT_CSS = """
     GpuPanel { height: auto; border: round $primary-darken-2; padding: 0 1; }
@@ -70,11 +79,46 @@ class GpuPanel(Static):
     GpuPanel.lost { border: round red; }
     """
 
-    def __init__(self, index: int, **kw: object):
+    def __init__(self, index: int, **kw: Any):
         super().__init__(**kw)
         self.index = index
         self.can_focus = True
         self._graph_cache: dict[str, str] = {}
+        self._lines: list[Text] = []
+        self._strips: list[Strip | None] = []
+        self._gs_last: Text | None = None  # the whole panel's text, for tests and screen checks
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return max(1, len(self._lines))
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if not 0 <= y < len(self._lines):
+            return Strip.blank(width, self.rich_style)
+        strip = self._strips[y]
+        if strip is None or strip.cell_length != width:
+            segments = list(self._lines[y].render(self.app.console))
+            strip = Strip(segments).crop_extend(0, width, self.rich_style).apply_style(self.rich_style)
+            self._strips[y] = strip
+        return strip
+
+    def _set_lines(self, lines: list[Text]) -> None:
+        """Show ``lines``: repaint only those that changed; re-lay out only when their number changed."""
+        old = self._lines
+        self._lines = lines
+        self._gs_last = Text("\n").join(lines)
+        if len(old) != len(lines):
+            self._strips = [None] * len(lines)
+            self.refresh(layout=True)
+            return
+        width = self.size.width
+        for y, (a, b) in enumerate(zip(old, lines)):
+            if a.plain != b.plain or a.spans != b.spans or a.style != b.style:
+                self._strips[y] = None
+                self.refresh(Region(0, y, width, 1))
+
+    def on_resize(self) -> None:
+        self._strips = [None] * len(self._lines)
 
     class Opened(Message):
         """The user clicked the panel: open this GPU's detail view."""
@@ -93,13 +137,14 @@ class GpuPanel(Static):
         if self.border_title != title:
             self.border_title = title
         if r is None:
-            set_content(self, Text("waiting for the first sample…", style=DIM))
+            self._set_lines([Text("waiting for the first sample…", style=DIM)])
             return
         if r.lost:
             self.add_class("lost")
             if self.border_subtitle != "LOST":
                 self.border_subtitle = "LOST"
-            set_content(self, Text(f"LOST: fell off the bus ({dev.bus_id}); the other GPUs go on", style="bold red"))
+            self._set_lines([Text(f"LOST: fell off the bus ({clean(dev.bus_id, 20)}); the other GPUs go on",
+                                  style="bold red")])
             return
         if self.has_class("lost"):
             self.remove_class("lost")
@@ -171,7 +216,7 @@ class GpuPanel(Static):
         lines = [ln if ln.cell_len <= width else fit_words(ln, width) for ln in lines]
         if self.border_subtitle:
             self.border_subtitle = ""
-        set_content(self, Text("\n").join(lines))
+        self._set_lines(lines)
 
     def _graph(self, v: ViewState, metric: str, cols: int, maximum: float | None) -> str:
         if v.graphs or metric not in self._graph_cache or len(self._graph_cache[metric]) != cols:

@@ -9,6 +9,7 @@ are too coarse ("p50 10–25 ms"), the probe's own measurement is labelled "prob
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.text import Text
 from textual.widgets import Static
@@ -119,7 +120,7 @@ def endpoint_lines(e: EndpointReading) -> list[Text]:
 class InferencePanel(Static):
     DEFAULT_CSS = "InferencePanel { height: auto; border: round $primary-darken-2; padding: 0 1; }"
 
-    def __init__(self, **kw: object):
+    def __init__(self, **kw: Any):
         super().__init__(**kw)
         self.border_title = "Inference"
 

@@ -28,10 +28,10 @@ def timeline_text(width: int, t0: float, t1: float, pos: float, marks: list[tupl
             styles[k] = "green"
     cells[at] = "●"
     styles[at] = "bold white"
-    t = Text(head, style="bold")
+    text = Text(head, style="bold")
     for c, s in zip(cells, styles):
-        t.append(c, style=s)
-    return t
+        text.append(c, style=s)
+    return text
 
 
 class Timeline(Static):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Static
@@ -27,7 +29,7 @@ class TopologyPanel(Static):
         Binding("down,j", "move(1,0)", "pair ↓", show=False),
     ]
 
-    def __init__(self, **kw: object):
+    def __init__(self, **kw: Any):
         super().__init__(**kw)
         self.can_focus = True
         self.sel = (0, 1)
@@ -140,12 +142,12 @@ def topology_lines(v: ViewState, width: int, sel: tuple[int, int] | None = None,
         if p is not None:
             cur = {r.index: (r.pcie_gen, r.pcie_width) for r in (v.frame.gpus if v.frame else ())
                    if r.pcie_gen and r.pcie_width}
-            bw = pair_bandwidth_bytes_per_s(inv, p, cur)
+            pair_bw = pair_bandwidth_bytes_per_s(inv, p, cur)
             what = (f"{p.nvlinks} NVLinks" + (" via NVSwitch" if p.via_nvswitch else " direct")) if p.nvlinks \
                 else PATH_MEANING.get(p.pcie_path, p.pcie_path)
             t = Text(f"GPU{a}↔GPU{b} ")
             t.append(p.label, style=path_style(p.label))
-            t.append(f": up to {fmt_gb(bw)} GB/s each way, {what}")
+            t.append(f": up to {fmt_gb(pair_bw)} GB/s each way, {what}")
             t = fit_words(t, width)
             hint = "  (t: other pairs, legend)"
             if sel is None and t.cell_len + len(hint) <= width:
