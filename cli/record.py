@@ -59,10 +59,14 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     frames = 0
 
+    endpoint_state: dict[str, bool] = {}  # url -> up, as last told to the user
+
     def on_frame(frame: Any) -> None:
         nonlocal frames
         session.ingest(frame)
         frames += 1
+        for line in endpoint_changes(frame.endpoints, endpoint_state):
+            sys.stderr.write(f"gpuscope: {line}\n")  # headless: say when a server goes away or comes back
         if session.record_error:
             sys.stderr.write(f"gpuscope: {session.record_error}\n")
             stop.set()
@@ -178,6 +182,23 @@ class Escalation:
     def cancel(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+
+
+def endpoint_changes(readings: Any, state: dict[str, bool]) -> list[str]:
+    """One line per endpoint whose reachability changed since ``state`` (updated in place): the first
+    reading of an unreachable endpoint, and every later change either way."""
+    out = []
+    for e in readings:
+        url = clean(e.url, 200)
+        if url in state and state[url] == bool(e.up):
+            continue
+        first = url not in state
+        state[url] = bool(e.up)
+        if not e.up:
+            out.append(f"endpoint {url}: {clean(e.error or 'unreachable', 200)}; recording goes on")
+        elif not first:
+            out.append(f"endpoint {url} is back")
+    return out
 
 
 class MarkerPipe:

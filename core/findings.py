@@ -396,6 +396,18 @@ _CLOCK_RULES: tuple[tuple[str, str, str], ...] = tuple(sorted(
     key=lambda h: SEVERITY_RANK.get(h[1], len(SEVERITIES))))
 
 
+def _power_cap_bites(r: GpuReading, dev: DeviceInfo, lost_mhz: int | None) -> bool:
+    """NVML's power-cap reason can stay set for a moment after the load drops (seen on H200 at a phase
+    change: 458 of 700 W, SM clock at its max). It is a finding only while it costs something: the SM
+    clock held 2 % or more below its max, or the power within 5 % of the limit (or either unknown)."""
+    limit = r.power_limit_w or dev.power_limit_w
+    if lost_mhz is None or not dev.sm_clock_max_mhz:
+        return True
+    if lost_mhz >= 0.02 * dev.sm_clock_max_mhz:
+        return True
+    return r.power_w is None or not limit or r.power_w >= 0.95 * limit
+
+
 def rule_clock_events(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     """4. Power capped, thermal or hardware slowdown, from the clock event reasons."""
     out: list[Candidate] = []
@@ -406,11 +418,12 @@ def rule_clock_events(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate
         if r.lost or dev is None or not r.clock_event_reasons:
             continue
         names = r.clock_events
-        hits = [(key, sev, what) for key, sev, what in _CLOCK_RULES if key in names]
+        lost_mhz = (dev.sm_clock_max_mhz - r.sm_clock_mhz) if dev.sm_clock_max_mhz and r.sm_clock_mhz else None
+        hits = [(key, sev, what) for key, sev, what in _CLOCK_RULES
+                if key in names and not (key == "sw_power_cap" and not _power_cap_bites(r, dev, lost_mhz))]
         if not hits:
             continue
         sev = min((h[1] for h in hits), key=lambda sv: SEVERITY_RANK[sv])
-        lost_mhz = (dev.sm_clock_max_mhz - r.sm_clock_mhz) if dev.sm_clock_max_mhz and r.sm_clock_mhz else None
         parts = []
         if r.power_w is not None and (r.power_limit_w or dev.power_limit_w):
             parts.append(f"{r.power_w:.0f} of {(r.power_limit_w or dev.power_limit_w):.0f} W")
@@ -544,7 +557,9 @@ def _bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
         if cap and nv >= SATURATED_SHARE * cap and (s["sm"] is None or s["sm"] < 60):
             return [Candidate("bottleneck", "bottleneck", "info", "server",
                               f"looks NVLink-bound: GPU{i} NVLink {gb(nv)} of {gb(cap)} GB/s", {"cause": "nvlink", "gpu": i})]
-    capped = [(i, s) for i, s in states if "sw_power_cap" in s["now"].clock_events]
+    capped = [(i, s) for i, s in states if "sw_power_cap" in s["now"].clock_events and (dev := _dev(inv, i))
+              and _power_cap_bites(s["now"], dev, (dev.sm_clock_max_mhz - s["now"].sm_clock_mhz)
+                                   if dev.sm_clock_max_mhz and s["now"].sm_clock_mhz else None)]
     if capped and len(capped) * 2 >= len(states):
         i, s = capped[0]
         dev = _dev(inv, i)

@@ -122,6 +122,19 @@ def test_rule_clock_events(mask, severity, words):
     assert c.severity == severity and words in c.message
 
 
+@pytest.mark.parametrize("power,clock,finding", [
+    (299.0, 1500, True),  # at the limit, clocks pulled down: capped
+    (299.0, 2100, True),  # at the limit (within 5 %), clocks still at max: capped, about to bite
+    (196.0, 1700, True),  # well under the limit but clocks held 400 MHz down: the cap costs something
+    (196.0, 2100, False),  # the reason bit lingers after the load dropped (seen on H200): no finding
+    (None, 2100, True),  # power unknown: trust NVML's reason
+])
+def test_power_cap_is_a_finding_only_while_it_costs_something(power, clock, finding):
+    r = gpu(util_gpu_pct=99, clock_event_reasons=0x4, power_w=power, sm_clock_mhz=clock)
+    out = rule_clock_events(inv([dev()]), frames_of([r]))
+    assert bool(out) is finding, out
+
+
 @pytest.mark.parametrize("before,after,severity", [
     ((0, 0, 0), (10, 0, 0), "warning"), ((0, 5, 0), (0, 7, 0), "critical"), ((3, 3, 3), (3, 3, 3), None),
     ((None, None, None), (5, 5, 5), None), ((100, 0, 0), (100, 0, 4), "critical"),

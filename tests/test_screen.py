@@ -181,3 +181,27 @@ def test_rate_line_never_glues_a_value_to_its_label(label: str, val: float | Non
     text = rate_line(label, val, cap).plain
     assert text.startswith(label.rstrip().ljust(len(label)) + " ") and cell_len(text) <= 35, text
     assert re.search(r"[A-Z][0-9]", text) is None, text
+
+
+@pytest.mark.screen
+@pytest.mark.parametrize("first,then", [((120, 40), (80, 24)), ((80, 24), (200, 60)), ((200, 60), (60, 20))],
+                         ids=["shrink", "grow", "shrink-far"])
+async def test_the_layout_follows_a_resize(first: tuple[int, int], then: tuple[int, int]) -> None:
+    """Compact table or panels, findings and topology are decided again at the new size (a terminal that
+    shrinks must not keep two empty GPU cards; one that grows must not keep the compact table)."""
+    src = sim_source("a6000-tp2-pcie-gen1")
+    session = Session(src.inventory, interval_s=1.0)
+    for f in run_frames(src, 0, 40):
+        session.ingest(f)
+    app = GpuscopeApp(session, None, label="SIMULATED", interval_s=1.0)
+    async with app.run_test(size=first) as pilot:
+        await pilot.pause()
+        await pilot.resize_terminal(*then)
+        for _ in range(50):
+            await pilot.pause()
+            lines = screen_lines(app)
+            if app._plan is not None and not problems(app, lines, *then, "SIMULATED"):
+                break
+        found = problems(app, screen_lines(app), *then, "SIMULATED")
+        assert not found, "\n".join(found) + "\n\n" + "\n".join(screen_lines(app))
+        assert app._plan.compact is (then[0] < 100 or then[1] < 30), app._plan

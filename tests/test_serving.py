@@ -370,3 +370,21 @@ def test_kv_pressure_finding(rates, kv, expect):
         assert got == []
     else:
         assert len(got) == 1 and got[0].severity == expect[0] and got[0].message.startswith(expect[1])
+
+
+@pytest.mark.parametrize("seq,want", [
+    ([True, True], []),
+    ([False], ["unreachable"]),
+    ([False, False, True], ["unreachable", "back"]),
+    ([True, False, False, True, False], ["unreachable", "back", "unreachable"]),
+])
+def test_record_says_when_an_endpoint_goes_away_or_comes_back(seq, want):
+    from gpuscope.cli.record import endpoint_changes
+    from gpuscope.core.model import EndpointReading
+
+    state: dict[str, bool] = {}
+    lines = []
+    for up in seq:
+        lines += endpoint_changes([EndpointReading(url="http://h:8000", up=up, error=None if up else "refused")], state)
+    assert [("back" if "back" in ln else "unreachable") for ln in lines] == want
+    assert all("http://h:8000" in ln for ln in lines)

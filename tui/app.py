@@ -64,7 +64,7 @@ class GpuscopeApp(App[int]):
         Binding("f", "focus_findings", "findings", id="findings"),
         Binding("g", "focus_gpu", "next GPU", show=False, id="gpu"),
         Binding("d,enter", "detail", "detail", id="detail"),
-        Binding("1,2,3,4,5,6,7,8", "", "", show=False),
+        Binding("1,2,3,4,5,6,7,8", "", "detail of GPU0–GPU7", show=False),
         Binding("w", "cycle_window", "window", id="window"),
         Binding("c", "compact", "compact", id="compact"),
         Binding("question_mark,h", "help", "help", id="help"),
@@ -172,8 +172,14 @@ class GpuscopeApp(App[int]):
         self.call_after_refresh(self.refresh_view, True)
 
     def on_resize(self) -> None:
+        # after the resize has reached every widget (App.size can still be the old one here): share the
+        # rows out again (compact or panels, findings, topology), then redraw at the new width
+        self.call_after_refresh(self._relayout_and_redraw)
+
+    def _relayout_and_redraw(self) -> None:
         self._apply_layout()
-        self.call_after_refresh(self.refresh_view, True)  # panels size their bars and graphs to the new width
+        # the panels get their new sizes in the next layout pass: draw after that one
+        self.call_after_refresh(self.call_after_refresh, self.refresh_view, True)
 
     def _apply_layout(self) -> None:
         """Share the rows out (tui/layout.py: GPUs first, then findings, topology, graphs)."""
@@ -217,7 +223,7 @@ class GpuscopeApp(App[int]):
         topo.styles.width = content_w + 4
         side_w = w - (content_w + 4)
         self.query_one("#side").display = side_w >= 24
-        self.query_one("#note").display = important and (plan.topology < 0 or side_w < 24)
+        self.query_one("#note").display = important  # a message or error gets a whole line: never cut narrow
 
     # ----------------------------------------------------------------- refresh
     class DataReady(Message):
@@ -304,8 +310,9 @@ class GpuscopeApp(App[int]):
             err = self.feeder.error if self.feeder is not None else None
             if err:
                 msg = err
-            set_content(self.query_one("#message", Static),
-                        Text(clean(msg, 500), style="yellow" if (self.message_line or err) else DIM))
+            hint = "" if has_eps else ("No inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, "
+                                       "llama.cpp, TRT-LLM, LMDeploy) to see tok/s on the same time axis.")
+            set_content(self.query_one("#message", Static), Text(hint, style=DIM))
             note = self.query_one("#note", Static)
             if bool(self.message_line or err) != self._important:
                 self._apply_layout()
@@ -351,7 +358,7 @@ class GpuscopeApp(App[int]):
                                                   force=force,
                                                   origin={"host": inv.host, "simulated": inv.simulated}))
             self._rec_started = time.monotonic()
-            self.message_line = f"recording to {path}"
+            self.message_line = f"recording to {os.path.abspath(path)}"
         except RecordingError as e:
             self.message_line = str(e)
 
@@ -363,7 +370,7 @@ class GpuscopeApp(App[int]):
             if rec is not None:
                 self._finishing.append(rec)
                 n = getattr(rec, "accepted", rec.frames)
-                self.message_line = f"recording stopped: {n} frames in {getattr(rec, 'path', '?')}"
+                self.message_line = f"recording stopped: {n} frames in {os.path.abspath(str(getattr(rec, 'path', '?')))}"
         else:
             path = self.record_path if self.record_path and not os.path.lexists(self.record_path) else fresh_name()
             self._start_recording(path)
@@ -457,8 +464,13 @@ class GpuscopeApp(App[int]):
         self.call_after_refresh(self.refresh_view, True)
         self.refresh_view(force=True)
 
+    REPLAY_ONLY = frozenset({"faster", "slower", "fwd", "back", "fwd60", "back60", "start", "end", "next", "prev"})
+    LIVE_ONLY = frozenset({"record"})
+
     def action_help(self) -> None:
-        self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
+        """The keys that do something here: replay's seek/speed/marks only in replay, record only live."""
+        hide = self.LIVE_ONLY if self._replay else self.REPLAY_ONLY
+        self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding) and b.id not in hide]))
 
     def on_descendant_focus(self) -> None:
         self._relayout_on_focus()
