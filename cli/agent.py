@@ -9,10 +9,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session, run_ticks
+from gpuscope.core.summary import SummaryPacer, summarise
 from gpuscope.sources.mqtt import BrokerConfig, Publisher, Subscriber, parse_broker, safe_host
 from gpuscope.sources.recording import Recorder
 
@@ -65,6 +67,8 @@ def run_agent(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
                      f"{'; '.join(what)}; every {args.interval:g} s\n")
     last_note = [0.0]
     tick = _TickClock(args.interval)
+    pacer = SummaryPacer(every_s=max(5.0, args.interval))
+    connects = [0]
 
     def sample() -> Any:
         tick.begin()
@@ -72,12 +76,19 @@ def run_agent(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
 
     def on_frame(frame: Any) -> None:
         frame = session.ingest(frame)
-        if pub is not None:
+        if pub is not None and cfg is not None:
             pub.publish_frame(frame)
-            if not pub.connected and time.monotonic() - last_note[0] > 30:
-                last_note[0] = time.monotonic()
-                sys.stderr.write(f"gpuscope agent: broker unreachable ({pub.last_error or 'connecting'}); sampling "
-                                 f"on, {pub.dropped} frames dropped so far\n")
+            s = summarise(src.inventory, frame, session.findings.active, interval_s=args.interval)
+            if pacer.due(s.key(), frame.t):
+                pub.publish_summary(replace(s, host=pub.host, seq=pacer.seq))
+            note = connection_note(connects[0], pub.connects, pub.connected, pub.last_error,
+                                   time.monotonic() - last_note[0], pub.dropped,
+                                   f"{'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port}")
+            connects[0] = pub.connects
+            if note:
+                if "unreachable" in note:
+                    last_note[0] = time.monotonic()
+                sys.stderr.write(f"gpuscope agent: {note}\n")
         if exporter is not None:
             exporter.update(frame, session.findings.active,
                             tick.end(mqtt_dropped=pub.dropped if pub is not None else None))
@@ -96,6 +107,22 @@ def run_agent(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
     trouble = f"; {errs.text()}" if errs.count else ""
     sys.stderr.write(f"gpuscope agent: stopped{sent}{served}{trouble}\n")
     return 0
+
+
+def connection_note(seen_connects: int, connects: int, connected: bool, last_error: str | None,
+                    since_note_s: float, dropped: int, url: str) -> str:
+    """What the agent says about its broker connection this tick ('' for nothing).
+
+    ``connected to URL`` on the first connection, ``reconnected to URL`` on later ones; ``broker
+    unreachable`` only after an attempt failed (never while the first connection is still being made),
+    at most every 30 s.
+    """
+    if connects > seen_connects:
+        return f"{'connected to' if seen_connects == 0 and connects == 1 else 'reconnected to'} {url}"
+    if not connected and last_error and since_note_s > 30:
+        return (f"broker unreachable ({last_error}); sampling on, {dropped} frames dropped so far"
+                + ("" if connects else "; still trying"))
+    return ""
 
 
 class _TickClock:

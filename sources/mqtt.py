@@ -6,6 +6,8 @@ Topic schema v1, under a prefix (default ``gpuscope``):
 * ``{prefix}/v1/{host}/status`` retained: ``{"state": "online"|"offline", "t": …}``; the broker
   publishes the last will ``offline`` if the agent vanishes
 * ``{prefix}/v1/{host}/frame``: each frame (core codec; findings raised/cleared travel as its events)
+* ``{prefix}/v1/{host}/summary`` retained: a few hundred bytes per host (:mod:`gpuscope.core.summary`),
+  every few seconds and on change; the fleet screen subscribes to summaries and status only
 
 Every payload is validated with the codec; malformed, oversized or hostile messages are dropped and
 counted. Queues are bounded: an agent whose broker is down keeps sampling and drops the oldest frames.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import ssl
@@ -36,12 +39,16 @@ from gpuscope.core.codec import (
 )
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import Frame, Inventory
+from gpuscope.core.summary import HostSummary, SummaryError, summarise, summary_from_dict, summary_to_dict
 from gpuscope.core.vocab import SEV_RANK, SEVERITIES
 
 TOPIC_VERSION = "v1"
 MAX_PAYLOAD = 1_000_000  # bytes; larger messages are dropped
 MAX_HOSTS = 10_000
 HOST_RE = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")
+LEGACY_EVERY_S = 5.0  # an older agent's frames (no summary stream) are decoded at most this often per host
+BROKER_DROPPED_TOPIC = "$SYS/broker/publish/messages/dropped"  # Mosquitto's count, every client together
+STATUS_SUMMARY_MARK = "summary"  # a status with this key: the agent publishes the summary stream
 
 
 class BrokerError(GpuscopeError, ValueError):
@@ -102,7 +109,34 @@ def topic(cfg: BrokerConfig, host: str, kind: str) -> str:
     return f"{cfg.prefix}/{TOPIC_VERSION}/{host}/{kind}"
 
 
-def _client(cfg: BrokerConfig, identifier: str, will: Any = None) -> Any:
+class _DropCounter(logging.Handler):
+    """Counts the messages the client library discards (its log line "Message queue is full")."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "queue is full" in record.getMessage():
+            self.count += 1
+
+
+class _DirectQueue(asyncio.Queue):  # type: ignore[type-arg]
+    """An incoming "queue" that hands each message to :attr:`sink` as the client library reads it.
+
+    The viewer's handler is quick (~30 µs a summary) and runs in the same event-loop thread, so there is
+    no queue to overflow and no task per message (aiomqtt's iterator costs more than the handling). When
+    the viewer cannot keep up, the socket fills and the broker drops (counted via ``$SYS``).
+    """
+
+    sink: Any = None
+
+    def put_nowait(self, item: Any) -> None:
+        type(self).sink(item)
+
+
+def _client(cfg: BrokerConfig, identifier: str, will: Any = None, logger: logging.Logger | None = None,
+            queue_max: int = 10_000, queue_type: Any = None) -> Any:
     import aiomqtt
 
     ctx = None
@@ -111,7 +145,8 @@ def _client(cfg: BrokerConfig, identifier: str, will: Any = None) -> Any:
         if cfg.cert_file:
             ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
     return aiomqtt.Client(cfg.host, cfg.port, username=cfg.username, password=cfg.password, identifier=identifier,
-                          will=will, tls_context=ctx, timeout=5, keepalive=15, max_queued_incoming_messages=10_000)
+                          will=will, tls_context=ctx, timeout=5, keepalive=15, max_queued_incoming_messages=queue_max,
+                          logger=logger, queue_type=queue_type)
 
 
 def safe_host(name: str) -> str:
@@ -234,7 +269,10 @@ class Publisher(_LoopThread):
         self.dropped = 0
         self.sent = 0
         self.connected = False
+        self.connects = 0  # successful connections so far (1: connected, more: reconnected)
         self.last_error: str | None = None
+        self.summary_payload: bytes | None = None  # the latest summary not yet published (one slot)
+        self.summaries_sent = 0
 
     def start(self) -> Publisher:
         self._thread.start()
@@ -246,6 +284,11 @@ class Publisher(_LoopThread):
         self.queue.append(json.dumps(frame_to_dict(frame), separators=(",", ":")).encode())
         self._wake()
 
+    def publish_summary(self, summary: HostSummary) -> None:
+        """Publish ``summary`` (retained) at the next chance; a newer one replaces one not yet sent."""
+        self.summary_payload = json.dumps(summary_to_dict(summary), separators=(",", ":")).encode()
+        self._wake()
+
     def stop(self) -> None:
         """Publish ``offline`` (reason ``stopped``) if connected, end the thread and its loop, join."""
         self._end(grace_s=3.0)
@@ -254,26 +297,36 @@ class Publisher(_LoopThread):
         import aiomqtt
 
         status_t = topic(self.cfg, self.host, "status")
-        will = aiomqtt.Will(status_t, json.dumps({"state": "offline", "reason": "lost"}).encode(), qos=1, retain=True)
+        mark = {STATUS_SUMMARY_MARK: 1}  # tells viewers this agent publishes summaries
+        will = aiomqtt.Will(status_t, json.dumps({"state": "offline", "reason": "lost", **mark}).encode(), qos=1,
+                            retain=True)
         backoff = 0.5
         while not self._stop.is_set():
             try:
                 async with _client(self.cfg, f"gpuscope-agent-{self.host}-{os.getpid()}", will) as c:
-                    self.connected, backoff, self.last_error = True, 0.5, None
                     await c.publish(topic(self.cfg, self.host, "inventory"),
                                     json.dumps(inventory_to_dict(self.inventory)).encode(), qos=1, retain=True)
-                    await c.publish(status_t, json.dumps({"state": "online", "t": time.time()}).encode(), qos=1,
-                                    retain=True)
+                    await c.publish(status_t, json.dumps({"state": "online", "t": time.time(), **mark}).encode(),
+                                    qos=1, retain=True)
+                    self.connected, backoff, self.last_error = True, 0.5, None
+                    self.connects += 1
                     frame_t = topic(self.cfg, self.host, "frame")
+                    summary_t = topic(self.cfg, self.host, "summary")
                     while not self._stop.is_set():
+                        summary = self.summary_payload
+                        if summary is not None:
+                            await c.publish(summary_t, summary, qos=1, retain=True)
+                            if self.summary_payload is summary:
+                                self.summary_payload = None
+                            self.summaries_sent += 1
                         while self.queue:
                             payload = self.queue[0]
                             await c.publish(frame_t, payload, qos=self.cfg.qos)
                             self.queue.popleft()
                             self.sent += 1
                         await self._pause(1.0, self._nudge)  # until the next frame (or stop)
-                    await c.publish(status_t, json.dumps({"state": "offline", "reason": "stopped",
-                                                          "t": time.time()}).encode(), qos=1, retain=True)
+                    await c.publish(status_t, json.dumps({"state": "offline", "reason": "stopped", "t": time.time(),
+                                                          **mark}).encode(), qos=1, retain=True)
                     return
             except (aiomqtt.MqttError, OSError) as e:
                 self.connected, self.last_error = False, describe_error(e)
@@ -287,39 +340,93 @@ class RemoteHost:
     inventory: Inventory | None = None
     frame: Frame | None = None
     online: bool = False
-    last_seen: float | None = None
-    frames: int = 0
+    last_seen: float | None = None  # arrival time (epoch s) of the last message with data
+    frames: int = 0  # frames decoded in full (the open host, ``--host``)
     recent: deque[Frame] = field(default_factory=lambda: deque(maxlen=2))  # bounded: flat memory with many hosts
-    findings: dict[str, tuple[str, str]] = field(default_factory=dict)  # id → (severity, message)
+    findings: dict[str, tuple[str, str, float]] = field(default_factory=dict)  # from frames: id → (sev, text, since)
+    summary: HostSummary | None = None  # what the fleet row shows (the agent's, or built from an older agent's frame)
+    data_t: float | None = None  # sample time (epoch s) of the newest data: "seen Ns ago" is now - data_t
+    legacy: bool | None = None  # True: an older agent (frames only); False: publishes summaries; None: not known yet
+    last_seq: int | None = None
+    last_decode: float = 0.0  # monotonic time of the last legacy frame decoded for the fleet row
+    rank: int = len(SEVERITIES)  # worst()[0], kept up to date by the subscriber (the fleet sorts by it)
 
     def worst(self) -> tuple[int, str]:
         """(severity rank 0 critical … 3 none, message) of the worst active finding (ranks: core/vocab.py)."""
+        if self.summary is not None and not self.summary.from_frame:
+            return self.summary.worst()
         none = len(SEVERITIES)
         best = (none, "")
-        for sev, msg in self.findings.values():
+        for sev, msg, _ in self.findings.values():
             r = SEV_RANK.get(sev, none)
             if r < best[0]:
                 best = (r, msg)
         return best
 
 
-class Subscriber(_LoopThread):
-    """The viewer's side: one state per host from retained inventory/status and live frames.
+@dataclass(frozen=True)
+class Health:
+    """What the viewer did not get, for the status line: nothing is dropped silently."""
 
-    Malformed, oversized or hostile payloads are dropped and counted in :attr:`dropped`.
+    bad: int  # malformed / wrong-shape messages
+    lost: int  # summaries that never arrived (gaps in the per-host sequence numbers)
+    queue_dropped: int  # discarded by the client library's full incoming queue
+    broker_dropped: int | None  # Mosquitto's own count ($SYS, every client together), when the broker publishes it
+    behind_s: float  # the oldest live data (publish → arrival) in the last ~10 s
+
+    def line(self) -> str:
+        """'' when nothing was dropped and the data is fresh, else e.g. 'behind: 6,510 messages dropped; data up
+        to 27 s old'."""
+        parts = []
+        dropped = self.lost + self.queue_dropped
+        if dropped:
+            parts.append(f"{dropped:,} messages dropped")
+        if self.broker_dropped:
+            parts.append(f"broker dropped {self.broker_dropped:,} (all clients)")
+        if self.behind_s >= 5.0:
+            parts.append(f"data up to {self.behind_s:.0f} s old")
+        return ("behind: " + "; ".join(parts)) if parts else ""
+
+
+class Subscriber(_LoopThread):
+    """The viewer's side: one state per host.
+
+    Fleet mode (``only_host`` None) subscribes to the retained ``summary`` and ``status`` of every host;
+    full frames only for hosts opened with :meth:`watch`, and, for older agents that publish no
+    summaries, their frames, decoded at most every :data:`LEGACY_EVERY_S` per host. With ``only_host``
+    it subscribes to that host's topics alone. Malformed payloads are dropped and counted in
+    :attr:`dropped`; lost summaries, library queue overflows and the broker's drops in :meth:`health`.
+    A cleared retained message (empty payload) of a host's summary, status or inventory removes it.
     """
 
-    def __init__(self, cfg: BrokerConfig, only_host: str | None = None):
+    def __init__(self, cfg: BrokerConfig, only_host: str | None = None, legacy_every_s: float = LEGACY_EVERY_S,
+                 queue_max: int = 0):
         super().__init__("gpuscope-mqtt-sub")
         self.cfg = cfg
+        # 0: each message is handled as it is read (no queue); N: the client library queues up to N messages
+        # and discards (counted) beyond
+        self.queue_max = queue_max
         self.only_host = only_host
+        self.legacy_every_s = legacy_every_s
         self.hosts: dict[str, RemoteHost] = {}
         self.dropped = 0
+        self.lost = 0
+        self.removed = 0
+        self.broker_dropped: int | None = None
+        self._broker_dropped0: int | None = None
         self.tally = validate.Tally()  # readings the validation gate turned into unknown
         self.connected = False
         self.last_error: str | None = None
+        self.watched: set[str] = set()
+        self._lag = [0.0, 0.0]  # max lag (s) in the current and previous 10 s window
+        self._lag_window = 0
+        self._lib = _DropCounter()
+        self._logger = logging.getLogger(f"gpuscope.mqtt.sub{id(self)}")
+        self._logger.propagate = False
+        self._logger.addHandler(self._lib)
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
+        self._resub: asyncio.Event | None = None  # set (in the loop) when the wanted topics changed
 
     def start(self) -> Subscriber:
         self._thread.start()
@@ -333,17 +440,120 @@ class Subscriber(_LoopThread):
         with self._lock:
             return list(self.hosts.values())
 
-    def handle(self, topic_name: str, payload: bytes | bytearray | str | None) -> bool:
-        """Apply one message; False (and counted) when it was dropped."""
+    # ------------------------------------------------------------------ subscriptions
+    def _base(self, host: str = "+") -> str:
+        return f"{self.cfg.prefix}/{TOPIC_VERSION}/{host}"
+
+    def topics(self) -> set[str]:
+        """The topic filters this viewer wants now."""
+        if self.only_host:
+            return {f"{self._base(self.only_host)}/+"}
+        want = {f"{self._base()}/summary", f"{self._base()}/status", BROKER_DROPPED_TOPIC}
+        with self._lock:
+            full = set(self.watched) | {h.host for h in self.hosts.values() if h.legacy}
+        for host in full:
+            want |= {f"{self._base(host)}/frame", f"{self._base(host)}/inventory"}
+        return want
+
+    def watch(self, host: str) -> None:
+        """Subscribe to ``host``'s frames and inventory (the open host) until :meth:`unwatch`."""
+        with self._lock:
+            self.watched.add(host)
+        self._resync()
+
+    def unwatch(self, host: str) -> None:
+        """Stop decoding ``host``'s frames; drop the per-host frame state the fleet row does not need."""
+        with self._lock:
+            self.watched.discard(host)
+            h = self.hosts.get(host)
+            if h is not None and not h.legacy:
+                h.frame, h.frames = None, 0
+                h.recent.clear()
+                h.findings.clear()
+        self._resync()
+
+    def _resync(self) -> None:
+        ev = self._resub
+        if ev is not None:
+            self._call(ev.set)  # in the loop's thread
+
+    async def _sync(self, c: Any, subscribed: set[str]) -> None:
+        want = self.topics()
+        for t in sorted(want - subscribed):
+            await c.subscribe(t, qos=self.cfg.qos)
+            subscribed.add(t)
+        for t in sorted(subscribed - want):
+            await c.unsubscribe(t)
+            subscribed.discard(t)
+
+    async def _sync_loop(self, c: Any, subscribed: set[str]) -> None:
+        assert self._resub is not None
+        while True:
+            await self._resub.wait()
+            self._resub.clear()
+            await self._sync(c, subscribed)
+
+    # ------------------------------------------------------------------ health
+    def health(self) -> Health:
+        with self._lock:
+            self._roll_lag(time.monotonic())
+            bd = None
+            if self.broker_dropped is not None and self._broker_dropped0 is not None:
+                bd = self.broker_dropped - self._broker_dropped0
+            return Health(bad=self.dropped, lost=self.lost, queue_dropped=self._lib.count, broker_dropped=bd,
+                          behind_s=max(self._lag))
+
+    def _roll_lag(self, mono: float) -> None:
+        w = int(mono // 10)
+        if w != self._lag_window:
+            self._lag = [0.0, self._lag[0]] if w == self._lag_window + 1 else [0.0, 0.0]
+            self._lag_window = w
+
+    def _note_lag(self, data_t: float, now: float) -> None:
+        self._roll_lag(time.monotonic())
+        lag = now - data_t
+        if lag > self._lag[0]:
+            self._lag[0] = lag
+
+    # ------------------------------------------------------------------ messages
+    def handle(self, topic_name: str, payload: bytes | bytearray | str | None, retained: bool = False) -> bool:
+        """Apply one message. True: applied, or left aside on purpose (another host's, an older agent's frame
+        within its 5 s, a duplicate, a cleared message); False: dropped and counted in :attr:`dropped`."""
+        if topic_name == BROKER_DROPPED_TOPIC:
+            try:
+                n = int(payload or b"")  # type: ignore[arg-type]
+            except ValueError:
+                return self._drop()
+            with self._lock:
+                if self._broker_dropped0 is None:
+                    self._broker_dropped0 = n  # count from when this viewer started
+                self.broker_dropped = n
+            return True
         parts = topic_name.split("/")
         plen = len(self.cfg.prefix.split("/"))
         if len(parts) != plen + 3 or parts[plen] != TOPIC_VERSION:
             return self._drop()
         host, kind = parts[plen + 1], parts[plen + 2]
-        if not HOST_RE.match(host) or (self.only_host and host != self.only_host):
+        if not HOST_RE.match(host):
             return self._drop()
+        if self.only_host and host != self.only_host:
+            return True  # not this viewer's host (not bad: another host's message), left aside
         if payload is None or isinstance(payload, (int, float)) or len(payload) > MAX_PAYLOAD:
             return self._drop()
+        if len(payload) == 0:
+            return self._cleared(host, kind)
+        now = time.time()
+        if kind == "frame" and not self.only_host:
+            with self._lock:
+                h0 = self.hosts.get(host)
+                if host not in self.watched and h0 is not None and h0.legacy is False:
+                    return True  # a late frame after unwatch, or an agent with a summary stream: not needed
+                mono = time.monotonic()
+                if (host not in self.watched and h0 is not None
+                        and mono - h0.last_decode < self.legacy_every_s
+                        and (b"finding_" not in payload if isinstance(payload, (bytes, bytearray))
+                             else "finding_" not in payload)):
+                    return True  # bounded rate for an older agent; frames with finding events always read
         try:  # the validation gate: size, depth, valid JSON (a one-line ValidationError, counted as a drop)
             doc = validate.loads(payload, "payload", max_bytes=MAX_PAYLOAD)
         except validate.ValidationError:
@@ -355,33 +565,94 @@ class Subscriber(_LoopThread):
                     return self._drop_locked()
                 h = self.hosts[host] = RemoteHost(host=host)
             try:
-                if kind == "inventory":
+                if kind == "summary":
+                    s = summary_from_dict(doc)
+                    if h.summary is not None and h.last_seq is not None and s.seq <= h.last_seq and s.t <= h.summary.t:
+                        return True  # a duplicate (overlapping subscriptions, a resent retained message)
+                    if not retained and h.last_seq is not None and s.seq > h.last_seq + 1:
+                        self.lost += s.seq - h.last_seq - 1
+                    h.last_seq = s.seq
+                    if h.legacy:
+                        h.legacy = False
+                        self._resync()
+                    h.legacy = False
+                    h.summary = s
+                    h.rank = s.worst()[0]
+                    h.data_t = s.t
+                    h.last_seen = now
+                    if not retained:
+                        h.online = True
+                        self._note_lag(s.t, now)
+                elif kind == "inventory":
                     h.inventory = inventory_from_dict(doc)
+                    if h.legacy and h.frame is not None:
+                        self._legacy_summary(h, h.frame)
                     self._cond.notify_all()
                 elif kind == "status":
                     if not isinstance(doc, dict) or doc.get("state") not in ("online", "offline"):
                         return self._drop_locked()
                     h.online = doc["state"] == "online"
+                    legacy = STATUS_SUMMARY_MARK not in doc and h.summary is None
+                    if legacy != h.legacy:
+                        h.legacy = legacy
+                        self._resync()
                 elif kind == "frame":
                     f = frame_from_dict(doc, h.inventory, self.tally)  # rejects GPUs the inventory lacks
-                    h.frame = f
-                    h.recent.append(f)
                     for ev in f.events:
                         fid = ev.data.get("id") if isinstance(ev.data, dict) else None
                         if not isinstance(fid, str):
                             continue
-                        if ev.kind == "finding_raised" and len(h.findings) < 1000:
-                            h.findings[fid] = (str(ev.data.get("severity")), ev.text[:300])
+                        if ev.kind in ("finding_raised", "finding_changed") and len(h.findings) < 1000:
+                            ago = ev.data.get("since_s")
+                            ok = isinstance(ago, (int, float)) and not isinstance(ago, bool) and 0 <= ago < 1e9
+                            h.findings[fid] = (str(ev.data.get("severity")), ev.text[:300],
+                                               ev.t - float(ago) if ok else ev.t)
                         elif ev.kind == "finding_cleared":
                             h.findings.pop(fid, None)
-                    h.frames += 1
+                    if f.events:
+                        h.rank = h.worst()[0]
+                    if h.legacy is None:
+                        h.legacy = True  # frames, and neither a summary nor a status with the mark
+                    if host in self.watched or self.only_host or h.legacy:
+                        h.frame = f  # one frame per host at most: flat memory
+                    if host in self.watched or self.only_host:
+                        h.recent.append(f)
+                        h.frames += 1
+                    if h.legacy:
+                        h.last_decode = time.monotonic()
+                        self._legacy_summary(h, f)
+                        h.data_t = f.t
                     h.online = True
-                    h.last_seen = time.time()
+                    h.last_seen = now
+                    if not retained:
+                        self._note_lag(f.t, now)
                     self._cond.notify_all()
                 else:
                     return self._drop_locked()
-            except (CodecError, RecursionError, ValueError):
+            except (CodecError, SummaryError, RecursionError, ValueError):
                 return self._drop_locked()
+        return True
+
+    @staticmethod
+    def _legacy_summary(h: RemoteHost, f: Frame) -> None:
+        """The fleet row of an older agent (no summary stream), from its frame and the findings its events
+        raised."""
+        if h.inventory is None:
+            return
+        fs = [_F(k, sev, since, text) for k, (sev, text, since) in h.findings.items()]
+        fs.sort(key=lambda x: SEV_RANK.get(x.severity, len(SEVERITIES)))
+        h.summary = summarise(h.inventory, f, fs, from_frame=True)
+
+    def _on_message(self, msg: Any) -> None:
+        self.handle(msg.topic.value, msg.payload, retained=bool(msg.retain))
+
+    def _cleared(self, host: str, kind: str) -> bool:
+        """An empty payload: a retained message cleared. Summary, status or inventory: the host is retired."""
+        if kind not in ("summary", "status", "inventory"):
+            return True  # nothing to clear (frames are not retained)
+        with self._lock:
+            if self.hosts.pop(host, None) is not None:
+                self.removed += 1
         return True
 
     def _drop(self) -> bool:
@@ -412,15 +683,23 @@ class Subscriber(_LoopThread):
         import aiomqtt
 
         backoff = 0.5
+        self._resub = asyncio.Event()
         while not self._stop.is_set():
             try:
-                async with _client(self.cfg, f"gpuscope-view-{os.getpid()}-{id(self)}") as c:
-                    await c.subscribe(f"{self.cfg.prefix}/{TOPIC_VERSION}/+/+", qos=self.cfg.qos)
+                direct = None if self.queue_max else type("_Q", (_DirectQueue,), {"sink": self._on_message})
+                async with _client(self.cfg, f"gpuscope-view-{os.getpid()}-{id(self)}", logger=self._logger,
+                                   queue_max=self.queue_max, queue_type=direct) as c:
+                    subscribed: set[str] = set()
+                    await self._sync(c, subscribed)
                     self.connected, backoff, self.last_error = True, 0.5, None
-                    async for msg in c.messages:
-                        self.handle(msg.topic.value, msg.payload)
-                        if self._stop.is_set():
-                            return
+                    syncer = asyncio.create_task(self._sync_loop(c, subscribed))
+                    try:
+                        async for msg in c.messages:  # with the direct queue: only ends on a disconnection
+                            self._on_message(msg)
+                            if self._stop.is_set():
+                                return
+                    finally:
+                        syncer.cancel()
             except (aiomqtt.MqttError, OSError) as e:
                 self.last_error = describe_error(e)
             self.connected = False
@@ -429,3 +708,13 @@ class Subscriber(_LoopThread):
                     h.online = False
             await self._pause(backoff, self._astop)
             backoff = min(backoff * 2, 30.0)
+
+
+@dataclass(frozen=True)
+class _F:
+    """A finding as :func:`summarise` reads it (from an older agent's frame events)."""
+
+    id: str
+    severity: str
+    started_at: float
+    message: str

@@ -32,7 +32,9 @@ def test_round_trip_and_retained_inventory_for_a_late_viewer(broker):
         for f in frames:
             pub.publish_frame(f)
         wait_for(lambda: pub.sent == len(frames), what="every frame sent")
-        late = Subscriber(cfg).start()  # joins after everything was published
+        late = Subscriber(cfg)  # joins after everything was published
+        late.watch("sim-a6000-tp2")  # the open host: its inventory and frames (the fleet reads summaries only)
+        late.start()
         try:
             wait_for(lambda: host_of(late, "sim-a6000-tp2") is not None and
                      host_of(late, "sim-a6000-tp2").inventory is not None, what="the retained inventory")
@@ -55,8 +57,8 @@ def test_last_will_marks_a_killed_agent_offline(broker, tmp_path):
     agent = subprocess.Popen([sys.executable, "-m", "gpuscope", "agent", "--broker", broker.url, "--simulate",
                               "mixed-4", "--interval", "0.5"], stderr=subprocess.PIPE)
     try:
-        wait_for(lambda: host_of(sub, "sim-mixed-4") is not None and host_of(sub, "sim-mixed-4").frames >= 2,
-                 30, "two frames from the agent")
+        wait_for(lambda: host_of(sub, "sim-mixed-4") is not None and host_of(sub, "sim-mixed-4").summary
+                 is not None, 30, "the agent's summary")
         assert host_of(sub, "sim-mixed-4").online
         agent.send_signal(signal.SIGKILL)
         agent.wait()
@@ -73,7 +75,10 @@ def test_malformed_and_oversized_messages_are_dropped_and_counted(broker):
     import aiomqtt
 
     cfg = parse_broker(broker.url, env={})
-    sub = Subscriber(cfg).start()
+    sub = Subscriber(cfg)
+    sub.watch("evil")  # open hosts: their frames and inventory are subscribed too
+    sub.watch("ok-host")
+    sub.start()
 
     async def hostile():
         async with aiomqtt.Client("127.0.0.1", broker.port) as c:
@@ -83,13 +88,15 @@ def test_malformed_and_oversized_messages_are_dropped_and_counted(broker):
             await c.publish("gpuscope/v1/evil/frame", b"[" * 100_000 + b"]" * 100_000, qos=1)
             await c.publish("gpuscope/v1/evil/frame", b"x" * 1_200_000, qos=1)
             await c.publish("gpuscope/v1/evil/status", b'{"state": "pwned"}', qos=1)
-            await c.publish("gpuscope/v1/evil/unknown", b"{}", qos=1)
+            await c.publish("gpuscope/v1/evil/summary", b"{", qos=1)
+            await c.publish("gpuscope/v1/evil/summary", json.dumps({"schema": 1, "host": "evil", "t": 1.0,
+                                                                    "util_pct": 900}).encode(), qos=1)
             await c.publish("gpuscope/v1/ok-host/frame", json.dumps({"t": 1.0, "gpus": [{"index": 0}]}).encode(), qos=1)
 
     try:
         wait_for(lambda: sub.connected, what="the subscriber to connect")
         asyncio.run(hostile())  # QoS 1: every message reaches the broker before the client leaves
-        wait_for(lambda: sub.dropped >= 7, 20, "7 hostile messages dropped")
+        wait_for(lambda: sub.dropped >= 8, 20, "8 hostile messages dropped")
         assert host_of(sub, "ok-host") is not None and host_of(sub, "ok-host").frames == 1
     finally:
         sub.stop()
@@ -101,7 +108,9 @@ def test_broker_restart_agent_and_viewer_reconnect(tmp_path):
     cfg = parse_broker(b.url, env={})
     src = sim_source("mixed-4")
     pub = Publisher(cfg, src.inventory).start()
-    sub = Subscriber(cfg).start()
+    sub = Subscriber(cfg)
+    sub.watch("sim-mixed-4")  # the open host: subscribed again after the reconnect
+    sub.start()
     try:
         wait_for(lambda: pub.connected and sub.connected, what="both to connect")
         pub.publish_frame(run_frames(src, 1, 1)[0])
@@ -263,7 +272,8 @@ def test_agent_stops_cleanly_and_says_offline(broker):
     agent = subprocess.Popen([sys.executable, "-m", "gpuscope", "agent", "--broker", broker.url, "--simulate",
                               "mixed-4", "--interval", "0.5"], stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: (h := host_of(sub, "sim-mixed-4")) is not None and h.frames >= 1, 30, "a frame from the agent")
+        wait_for(lambda: (h := host_of(sub, "sim-mixed-4")) is not None and h.summary is not None, 30,
+                 "a summary from the agent")
         agent.send_signal(signal.SIGTERM)
         _, err = agent.communicate(timeout=30)
         assert agent.returncode == 0, err

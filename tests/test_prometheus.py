@@ -646,7 +646,7 @@ def test_agent_serves_prometheus_beside_the_broker(tmp_path):
     from gpuscope.sources.mqtt import Subscriber, parse_broker
 
     b = Broker(tmp_path)
-    sub = Subscriber(parse_broker(b.url, env={})).start()
+    sub = Subscriber(parse_broker(b.url, env={}), only_host="sim-mixed-4").start()  # that host's frames too
     p, url = start_agent("--broker", b.url)
     try:
         poll(lambda: any(h.host == "sim-mixed-4" and h.frames >= 3 for h in sub.snapshot()), 30, "frames over MQTT")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 from collections.abc import Callable
 
@@ -30,7 +31,7 @@ class RemoteFeeder(Worker):
         seen = 0
         while not self._stop.is_set():
             f = self.sub.wait_frame(self.host, seen, 1.0)
-            h = next((x for x in self.sub.snapshot() if x.host == self.host), None)
+            h = self.sub.hosts.get(self.host)  # one host: no snapshot of the whole fleet per frame
             if f is not None and h is not None:
                 seen = h.frames
                 try:
@@ -45,32 +46,53 @@ class RemoteFeeder(Worker):
 
 
 def run_fleet(args: argparse.Namespace) -> int:
-
+    """The fleet screen; enter opens a host (its frames subscribed while open, released when closed).
+    With ``--host`` only that host's topics are subscribed."""
     check_terminal()
     cfg = broker_config(args)
-    sub = Subscriber(cfg).start()
+    sub = Subscriber(cfg, only_host=args.host).start()  # --host: that host's topics only
     try:
         host = args.host
+        selected, needle = None, ""
         ppid = os.getppid()
         while True:
             if terminal_gone(ppid):  # the terminal went away while a screen was closing: start no other
                 return 0
             if host is None:
-                fleet = FleetApp(sub, cfg)
+                fleet = FleetApp(sub, cfg, selected=selected, needle=needle)
                 host = fleet.run()
-                if not host or fleet.hung_up:
+                needle = fleet.last_filter
+                hung_up = fleet.hung_up
+                del fleet
+                if not host or hung_up:
                     return 0
-            inv = sub.wait_inventory(host, 5.0)
-            if inv is None:
-                raise GpuscopeError(f"no inventory from host {host!r} on the broker (is its agent running?)")
-            session = Session(inv, interval_s=args.interval)
-            app = GpuscopeApp(session, None, label="REMOTE", interval_s=args.interval)
-            app.feeder = RemoteFeeder(sub, host, session, app.notify_update)
-            run_app(app)
-            if args.host or app.hung_up:  # the terminal went away: never start another app without one
+                selected = host
+            if not args.host:
+                sub.watch(host)  # subscribe to this host's frames and inventory while it is open
+            try:
+                hung_up = _show_host(sub, host, args.interval)
+            finally:
+                if not args.host:
+                    sub.unwatch(host)
+                gc.collect()  # the closed view's session, history and app go now: flat memory across visits
+            if args.host or hung_up:  # the terminal went away: never start another app without one
                 return 0
             host = None
     finally:
         sub.stop()
 
 
+def _show_host(sub: Subscriber, host: str, interval_s: float) -> bool:
+    """Run the REMOTE view of ``host`` until it closes; True when its terminal went away."""
+    inv = sub.wait_inventory(host, 5.0)
+    if inv is None:
+        raise GpuscopeError(f"no inventory from host {host!r} on the broker (is its agent running?)")
+    session = Session(inv, interval_s=interval_s)
+    app = GpuscopeApp(session, None, label="REMOTE", interval_s=interval_s)
+    feeder = RemoteFeeder(sub, host, session, app.notify_update)
+    app.feeder = feeder
+    try:
+        run_app(app)
+    finally:
+        feeder.stop()
+    return bool(app.hung_up)

@@ -1,4 +1,8 @@
-"""The fleet screen: every host publishing to the broker; enter opens one in the full view."""
+"""The fleet screen: every host publishing to the broker; enter opens one in the full view.
+
+It reads only the hosts' summaries and status (the subscriber's fleet mode). The selection is a host,
+`/` filters by name, and the status line says what was dropped and how old the data is.
+"""
 
 from __future__ import annotations
 
@@ -7,35 +11,58 @@ import signal
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Input, Static
 
 from gpuscope.sources.mqtt import BrokerConfig, Subscriber
 from gpuscope.tui.hangup import exit_soon, terminal_gone
 from gpuscope.widgets.fleet_table import FleetTable
 
 
+def status_line(sub: Subscriber, cfg: BrokerConfig, hosts: int) -> str:
+    """The fleet status line: broker, connection, hosts, bad messages and, when any, what was dropped."""
+    state = "connected" if sub.connected else f"connecting… {sub.last_error or ''}"
+    h = sub.health()
+    behind = h.line()
+    return (f" gpuscope  FLEET  {'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port}  {state}  {hosts:,} hosts  "
+            f"{h.bad:,} bad messages dropped" + (f"  {behind}" if behind else "")
+            + (f"  {sub.tally.readings} impossible readings shown as unknown" if sub.tally.readings else "")
+            + (f"  {sub.removed} retired" if sub.removed else ""))
+
+
 class FleetApp(App[str | None]):
     TITLE = "gpuscope fleet"
     AUTO_FOCUS = None
+    CSS = "#fleet-filter { dock: bottom; display: none; height: 3; } #fleet-filter.shown { display: block; }"
     BINDINGS = [
         Binding("q", "quit_fleet", "quit", id="quit"),
         Binding("up,k", "move(-1)", "up", id="up"),
         Binding("down,j", "move(1)", "down", id="down"),
+        Binding("pageup", "page(-1)", "page up", show=False),
+        Binding("pagedown", "page(1)", "page down", show=False),
+        Binding("home,g", "jump(0)", "first", show=False),
+        Binding("end,G", "jump(1)", "last", show=False),
+        Binding("slash", "filter", "filter", id="filter"),
+        Binding("escape", "clear_filter", "clear filter", show=False),
         Binding("enter", "open", "open host", id="open"),
     ]
 
-    def __init__(self, sub: Subscriber, cfg: BrokerConfig):
+    def __init__(self, sub: Subscriber, cfg: BrokerConfig, selected: str | None = None, needle: str = ""):
         super().__init__()
         self.sub, self.cfg = sub, cfg
+        self._start_selected, self._start_filter = selected, needle
+        self.last_filter = needle
         self.hung_up = False
         self._ppid = os.getppid()
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-status")
         yield FleetTable(id="fleet")
+        yield Input(placeholder="filter hosts by name (enter: keep, escape: clear)", id="fleet-filter")
         yield Footer()
 
     def on_mount(self) -> None:
+        t = self.query_one(FleetTable)
+        t.selected, t.filter = self._start_selected, self._start_filter
         self.set_interval(1.0, self.refresh_fleet)
         self.set_interval(2.0, self._watchdog)
         try:
@@ -55,25 +82,51 @@ class FleetApp(App[str | None]):
             self.call_later(self.exit, None)
 
     def refresh_fleet(self) -> None:
-        s = self.sub
-        state = "connected" if s.connected else f"connecting… {s.last_error or ''}"
-        self.query_one("#fleet-status", Static).update(
-            f" gpuscope  FLEET  {'mqtts' if self.cfg.tls else 'mqtt'}://{self.cfg.host}:{self.cfg.port}  {state}  "
-            f"{len(s.hosts)} hosts  {s.dropped} bad messages dropped"
-            + (f"  {s.tally.readings} impossible readings shown as unknown" if getattr(s, "tally", None)
-               and s.tally.readings else ""))
-        self.query_one(FleetTable).show(s.snapshot())
+        hosts = self.sub.snapshot()
+        self.query_one("#fleet-status", Static).update(status_line(self.sub, self.cfg, len(hosts)))
+        self.query_one(FleetTable).show(hosts)
 
     def action_move(self, d: int) -> None:
+        self.query_one(FleetTable).move(d)  # re-renders the rows in view only: no re-sort
+
+    def action_page(self, d: int) -> None:
         t = self.query_one(FleetTable)
-        if t.order:
-            t.selected = (t.selected + d) % len(t.order)
-            self.refresh_fleet()
+        t.move(d * t.rows)
+
+    def action_jump(self, end: int) -> None:
+        self.query_one(FleetTable).jump(bool(end))
+
+    def action_filter(self) -> None:
+        box = self.query_one("#fleet-filter", Input)
+        box.value = self.query_one(FleetTable).filter
+        box.add_class("shown")
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        t = self.query_one(FleetTable)
+        t.filter = event.value.strip()
+        t.show(self.sub.snapshot())
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._close_filter()
+
+    def _close_filter(self) -> None:
+        box = self.query_one("#fleet-filter", Input)
+        box.remove_class("shown")
+        self.set_focus(None)
+
+    def action_clear_filter(self) -> None:
+        t = self.query_one(FleetTable)
+        self.query_one("#fleet-filter", Input).value = ""
+        t.filter = ""
+        self._close_filter()
+        t.show(self.sub.snapshot())
 
     def action_open(self) -> None:
         t = self.query_one(FleetTable)
-        if t.order:
-            self.exit(t.order[t.selected])
+        if t.selected is not None:
+            self.last_filter = t.filter  # the fleet screen comes back with the same filter and selection
+            self.exit(t.selected)
 
     def action_quit_fleet(self) -> None:
         self.exit(None)

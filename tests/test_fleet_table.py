@@ -1,0 +1,114 @@
+"""The fleet table follows the user: the selection is a host, it stays in view, `/` filters (Pilot)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpuscope.core.summary import SCHEMA
+from gpuscope.sources.mqtt import RemoteHost, Subscriber, parse_broker
+from gpuscope.tui.fleet_app import FleetApp
+from gpuscope.widgets.fleet_table import FleetTable, scroll_top, visible
+
+
+@pytest.mark.parametrize("top,index,rows,total,want", [
+    (0, 0, 10, 100, 0),  # in view
+    (0, 9, 10, 100, 0),  # last row in view
+    (0, 10, 10, 100, 1),  # one below: scroll one
+    (50, 20, 10, 100, 20),  # above the view: it becomes the first row
+    (0, 99, 10, 100, 90),  # the end
+    (95, 99, 10, 100, 90),  # never past the end
+    (5, 3, 10, 8, 0),  # fewer rows than fit
+    (0, 0, 0, 0, 0),  # nothing
+])
+def test_scroll_top_keeps_the_selected_row_in_view(top, index, rows, total, want):
+    assert scroll_top(top, index, rows, total) == want
+
+
+@pytest.mark.parametrize("needle,want", [("", ["gpu-01", "gpu-02", "db-01"]), ("gpu", ["gpu-01", "gpu-02"]),
+                                         ("-01", ["gpu-01", "db-01"]), ("GPU-02", ["gpu-02"]), ("x", [])])
+def test_filter_by_name(needle, want):
+    hosts = [RemoteHost(host=n) for n in ("gpu-01", "gpu-02", "db-01")]
+    assert [h.host for h in visible(hosts, needle)] == want
+
+
+def summary(host: str, seq: int, findings: list[dict] | None = None) -> bytes:
+    d = {"schema": SCHEMA, "host": host, "t": 1_700_000_000.0 + seq, "seq": seq, "gpus": 8, "util_pct": 50.0,
+         "power_w": 3000.0}
+    if findings:
+        d["findings"] = findings
+    return json.dumps(d).encode()
+
+
+def fed(n: int) -> Subscriber:
+    sub = Subscriber(parse_broker("mqtt://127.0.0.1:1", env={}))  # fed by hand: no broker needed
+    for k in range(n):
+        sub.handle(f"gpuscope/v1/host-{k:04d}/status", b'{"state": "online", "summary": 1}')
+        sub.handle(f"gpuscope/v1/host-{k:04d}/summary", summary(f"host-{k:04d}", 1))
+    return sub
+
+
+def rendered_rows(table: FleetTable) -> list[str]:
+    return str(table.render()).splitlines()
+
+
+def selected_line(table: FleetTable) -> str:
+    """The line drawn in reverse video (the highlight), from the widget's rendered Text."""
+    text = table._gs_last  # what set_content last drew
+    for line in text.split("\n"):
+        if any("reverse" in str(span.style) for span in line.spans):
+            return line.plain
+    return ""
+
+
+async def test_selection_follows_the_host_scrolls_and_survives_a_resort():
+    sub = fed(300)
+    app = FleetApp(sub, sub.cfg)
+    async with app.run_test(size=(150, 20)) as pilot:
+        await pilot.pause()
+        table = app.query_one(FleetTable)
+        assert table.selected == "host-0000" and table.rows < 20
+        for _ in range(40):
+            await pilot.press("down")
+        await pilot.pause()
+        assert table.selected == "host-0040"
+        assert table.top > 0 and "host-0040" in selected_line(table)  # scrolled: the highlight is on screen
+        # another host gets a critical finding: it sorts first, every row below moves down by one
+        sub.handle("gpuscope/v1/host-0200/summary", summary("host-0200", 2, [
+            {"id": "gpu_lost:GPU3", "sev": "critical", "since": 1_700_000_000.0, "text": "GPU3 fell off the bus"}]))
+        app.refresh_fleet()
+        await pilot.pause()
+        assert table.order[0] == "host-0200"
+        assert table.selected == "host-0040" and "host-0040" in selected_line(table)
+        await pilot.press("end")
+        assert table.selected == "host-0299" and "host-0299" in selected_line(table)
+        await pilot.press("enter")
+    assert app.return_value == "host-0299"
+
+
+async def test_slash_filters_hosts_by_name_and_escape_clears():
+    sub = fed(120)
+    app = FleetApp(sub, sub.cfg)
+    async with app.run_test(size=(150, 20)) as pilot:
+        await pilot.pause()
+        table = app.query_one(FleetTable)
+        await pilot.press("slash", "0", "1", "1")
+        await pilot.pause()
+        assert table.order == ["host-0011", "host-0110", "host-0111", "host-0112", "host-0113", "host-0114",
+                               "host-0115", "host-0116", "host-0117", "host-0118", "host-0119"]
+        assert table.selected in table.order
+        await pilot.press("enter")  # keep the filter, back to the table
+        await pilot.press("down", "down")
+        assert table.selected == table.order[2] and "/011" in str(table.border_subtitle)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert len(table.order) == 120 and table.selected == "host-0111"  # the same host, unfiltered
+
+
+async def test_a_retired_host_goes_away_and_is_not_a_bad_message():
+    sub = fed(3)
+    assert len(sub.hosts) == 3
+    for kind in ("summary", "status", "inventory"):  # what an operator clears: mosquitto_pub -r -n -t …
+        assert sub.handle(f"gpuscope/v1/host-0001/{kind}", b"")
+    assert sorted(sub.hosts) == ["host-0000", "host-0002"] and sub.dropped == 0 and sub.removed == 1
