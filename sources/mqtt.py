@@ -121,7 +121,7 @@ class _DropCounter(logging.Handler):
             self.count += 1
 
 
-class _DirectQueue(asyncio.Queue):  # type: ignore[type-arg]
+class _DirectQueue(asyncio.Queue):
     """An incoming "queue" that hands each message to :attr:`sink` as the client library reads it.
 
     The viewer's handler is quick (~30 µs a summary) and runs in the same event-loop thread, so there is
@@ -521,7 +521,7 @@ class Subscriber(_LoopThread):
         within its 5 s, a duplicate, a cleared message); False: dropped and counted in :attr:`dropped`."""
         if topic_name == BROKER_DROPPED_TOPIC:
             try:
-                n = int(payload or b"")  # type: ignore[arg-type]
+                n = int(payload or b"")
             except ValueError:
                 return self._drop()
             with self._lock:
@@ -606,7 +606,7 @@ class Subscriber(_LoopThread):
                             ago = ev.data.get("since_s")
                             ok = isinstance(ago, (int, float)) and not isinstance(ago, bool) and 0 <= ago < 1e9
                             h.findings[fid] = (str(ev.data.get("severity")), ev.text[:300],
-                                               ev.t - float(ago) if ok else ev.t)
+                                               ev.t - float(ago) if ok and ago is not None else ev.t)
                         elif ev.kind == "finding_cleared":
                             h.findings.pop(fid, None)
                     if f.events:
