@@ -17,6 +17,7 @@ from gpuscope.core.errors import one_line
 from gpuscope.core.findings import FindingsEngine
 from gpuscope.core.history import History
 from gpuscope.core.model import Event, Frame, Inventory
+from gpuscope.core.text import clean
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +81,10 @@ class Session:
         self.tick_errors = TickErrors()
 
     def add_marker(self, label: str = "", t: float | None = None) -> Event:
-        """Queue a marker; it travels with the next frame."""
-        ev = Event(t=t if t is not None else time.time(), kind="marker", text=label or "marker")
+        """Queue a marker; it travels with the next frame. The label is made one printable line here, the
+        one door for markers (TUI prompt, ``$GPUSCOPE_MARKERS``, palette): escape sequences are removed
+        whole wherever the label came from."""
+        ev = Event(t=t if t is not None else time.time(), kind="marker", text=clean(label, 200) or "marker")
         with self.lock:
             self._pending.append(ev)
         return ev

@@ -388,7 +388,7 @@ class GpuscopeApp(App[int]):
         else:
             ev = self.session.add_marker(label)
             self.message_line = f"marker dropped at {time.strftime('%H:%M:%S', time.localtime(ev.t))}" + (
-                f": {label}" if label else "") + ("" if self.session.recorder else " (not recording: press r)")
+                f": {ev.text}" if label else "") + ("" if self.session.recorder else " (not recording: press r)")
         self.refresh_view(force=True)
 
     def action_focus_topology(self) -> None:
