@@ -465,7 +465,7 @@ class GpuscopeApp(App[int]):
         self.refresh_view(force=True)
 
     REPLAY_ONLY = frozenset({"faster", "slower", "fwd", "back", "fwd60", "back60", "start", "end", "next", "prev"})
-    LIVE_ONLY = frozenset({"record"})
+    LIVE_ONLY = frozenset({"record", "marker", "marker_label"})
 
     def action_help(self) -> None:
         """The keys that do something here: replay's seek/speed/marks only in replay, record only live."""
