@@ -23,16 +23,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import write_json  # noqa: E402
+from bench_peers import LOAD  # noqa: E402 - the same bf16 matmul load as the one-at-a-time comparison
 from ptyrun import RunCost, run_under_pty  # noqa: E402
 
-LOAD = """
-import torch, time
-xs = [(torch.randn(8192, 8192, dtype=torch.bfloat16, device=f'cuda:{i}'),) * 2 for i in range(torch.cuda.device_count())]
-while True:
-    for a, b in xs:
-        torch.matmul(a, b)
-    time.sleep(0.002)
-"""
 
 
 def _cases(out: str) -> list[tuple[str, list[str], int, int, bool]]:
