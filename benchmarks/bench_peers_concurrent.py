@@ -22,10 +22,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import write_json  # noqa: E402
 from bench_peers import LOAD  # noqa: E402 - the same bf16 matmul load as the one-at-a-time comparison
+from common import write_json  # noqa: E402
 from ptyrun import RunCost, run_under_pty  # noqa: E402
-
 
 
 def _cases(out: str) -> list[tuple[str, list[str], int, int, bool]]:
