@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,6 +184,18 @@ def check_device(d: DeviceInfo, tally: Tally | None = None) -> DeviceInfo:
     return dataclasses.replace(d, **ch)
 
 
+def _unique_indices(indices: Iterable[Any], limit: int, where: str, twice: str) -> None:
+    """Each GPU index once, each in 0…limit−1; else a :class:`ValidationError` naming the first offender."""
+    seen: set[int] = set()
+    for raw in indices:
+        i = _index(raw, f"{where}.{'devices' if where == 'inventory' else 'gpus'}")
+        if i in seen:
+            raise ValidationError(f"{where}: GPU {i} {twice}")
+        if not 0 <= i < limit:
+            raise ValidationError(f"{where}: GPU index {i} outside 0…{limit - 1}")
+        seen.add(i)
+
+
 def check_inventory(inv: Inventory, tally: Tally | None = None) -> Inventory:
     """The inventory with its strings cleaned and impossible limits unknown. Raises
     :class:`ValidationError` for no GPUs, too many, or indices that are not exactly 0…n−1 once each."""
@@ -191,14 +204,7 @@ def check_inventory(inv: Inventory, tally: Tally | None = None) -> Inventory:
         raise ValidationError("inventory: no GPUs listed")
     if n > MAX_GPUS:
         raise ValidationError(f"inventory: {n} GPUs listed (at most {MAX_GPUS})")
-    seen: set[int] = set()
-    for d in inv.devices:
-        i = _index(d.index, "inventory.devices")
-        if i in seen:
-            raise ValidationError(f"inventory: GPU {i} is listed twice")
-        if not 0 <= i < n:
-            raise ValidationError(f"inventory: GPU index {i} outside 0…{n - 1}")
-        seen.add(i)
+    _unique_indices((d.index for d in inv.devices), n, "inventory", "is listed twice")
     devices = tuple(sorted((check_device(d, tally) for d in inv.devices), key=lambda d: d.index))
     pairs: list[PairLink] = []
     seen_pairs: set[tuple[int, int]] = set()
@@ -256,14 +262,7 @@ def check_frame(f: Frame, inventory: Inventory | None = None, tally: Tally | Non
     limit = len(inventory.devices) if inventory is not None else MAX_GPUS
     if len(f.gpus) > limit:
         raise ValidationError(f"frame: {len(f.gpus)} GPUs but the inventory lists {limit}")
-    seen: set[int] = set()
-    for g in f.gpus:
-        i = _index(g.index, "frame.gpus")
-        if i in seen:
-            raise ValidationError(f"frame: GPU {i} appears twice")
-        if not 0 <= i < limit:
-            raise ValidationError(f"frame: GPU index {i} outside 0…{limit - 1}")
-        seen.add(i)
+    _unique_indices((g.index for g in f.gpus), limit, "frame", "appears twice")
     if len(f.endpoints) > MAX_ENDPOINTS or len(f.events) > MAX_EVENTS:
         raise ValidationError("frame: too many endpoints or events")
     return Frame(t=t, gpus=tuple(check_gpu(g, tally) for g in f.gpus),
