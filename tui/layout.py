@@ -47,8 +47,8 @@ def plan_layout(width: int, height: int, n_gpus: int, n_findings: int, *, topo_l
     6. the topology legend (``legend_lines``) when the panel is focused or rows are left;
     whatever is left goes to the GPU area's graphs.
     ``procs_lines``: lines the processes panel wants when the user turned it on (``P``; 0: off). It
-    comes after the first findings line and before the topology panel: at least a header and one row,
-    up to what it wants and at most half the rows left.
+    comes after the first findings line and before the topology panel: at least two lines, up to what it
+    wants and at most half the rows left; rows still left at the end go to it before the graphs.
     """
     rest = height - chrome - (n_gpus + 1)
     f_lines = 1 if rest >= 3 else 0
@@ -77,4 +77,7 @@ def plan_layout(width: int, height: int, n_gpus: int, n_findings: int, *, topo_l
     if not compact:
         rest -= full_need
     legend = topo >= 0 and rest >= legend_lines  # never at the cost of a GPU row
+    if p_lines:
+        rest -= legend_lines if legend else 0
+        p_lines += max(0, min(procs_lines - p_lines, rest))
     return Plan(compact=compact, cols=cols, findings_lines=f_lines, topology=topo, legend=legend, procs_lines=p_lines)

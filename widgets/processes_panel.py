@@ -162,13 +162,14 @@ def process_lines(frame: Frame | None, width: int, budget: int, gpu: int | None 
     kinds = any(p.kind != "C" for _, p in rows)
     cols = columns_for(width, gpu_column=gpu is None, kind_column=kinds)
     room = budget - 1 - len(notes)  # the header, and the note on silent GPUs
-    if room < 1:
+    if room < 1 or (room < len(rows) and room < 2):
         notes = []
         room = budget - 1
-    if room < 1:  # one line: the count only
+    if budget == 1:  # one line: the count only
         return [Text(f"{len(rows)} processes (no room to list them)", style=DIM)]
-    shown = rows if len(rows) <= room else rows[:room - 1]
-    out = [header_row(cols, width)]
+    header = len(rows) <= room or room >= 2  # two lines for many: the largest, and how many more
+    shown = rows if len(rows) <= room else rows[:room - 1 if header else 1]
+    out = [header_row(cols, width)] if header else []
     out += [process_row(g, p, cols, width) for g, p in shown]
     if len(shown) < len(rows):
         out.append(Text(f"+{len(rows) - len(shown)} more (smaller)", style=DIM))
@@ -207,5 +208,5 @@ class ProcessesPanel(Static):
         sub = f"{n} · largest first · read every 5 s" if n else ""
         if self.border_subtitle != sub:
             self.border_subtitle = sub
-        width = max(20, self.size.width - 4 if self.size.width else 76)
+        width = max(20, self.size.width or 76)  # the content area (inside border and padding)
         set_content(self, Text("\n").join(process_lines(v.frame, width, self.budget)))
