@@ -502,3 +502,42 @@ async def test_screen_fits_with_the_panel_on(scenario: str, size: tuple[int, int
     app = _app(scenario, 40)
     app._procs_on = True  # as after P
     await _check(app, size, "SIMULATED")
+
+
+async def test_P_in_replay_shows_an_old_recordings_processes() -> None:  # noqa: N802
+    """The bundled demo was recorded on real H200s before user, command and SM % existed: its processes
+    still show, with user "?" and SM % "–" (nothing invented)."""
+    from gpuscope.tui.app import demo_path
+    from gpuscope.tui.feeders import ReplayFeeder
+
+    rec = open_recording(demo_path())
+    session = Session(rec.inventory, interval_s=1.0, history_s=3600.0)
+    app = GpuscopeApp(session, None, label="REPLAY", interval_s=1.0, origin_note="demo")
+    feeder = ReplayFeeder(rec, session, app.notify_update, window_s=lambda: app.window_s)
+    feeder.seek(rec.times[0] + 0.5 * rec.duration_s)
+    feeder.playing = False
+    feeder.start = lambda: None  # type: ignore[method-assign]
+    feeder.stop = lambda: None  # type: ignore[method-assign]
+    app.feeder = feeder
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("P")
+        await _until(pilot, lambda: re.search(r"\b835 \?\s+2\.1 GB\s+– python3", _screen(app)) is not None)
+        assert "Processes (simulated)" not in _screen(app)  # a real recording is not labelled simulated
+
+
+async def test_P_is_in_the_palette_and_harmless_in_the_detail_view() -> None:  # noqa: N802
+    from gpuscope.tui.commands import palette_commands
+
+    app = _app("mixed-4")
+    async with app.run_test(size=(100, 30)) as pilot:
+        cmds = {n: cb for n, _h, cb in palette_commands(app)}
+        assert "Processes panel" in cmds
+        await cmds["Processes panel"]()  # run_action: a coroutine, as the palette awaits it
+        await _until(pilot, lambda: "carol" in _screen(app))
+        await pilot.press("2")  # GPU1's detail, then P there: nothing breaks, the main screen keeps the state
+        await _until(pilot, lambda: isinstance(app.screen, GpuDetailScreen))
+        await pilot.press("P")
+        await pilot.press("escape")
+        await _until(pilot, lambda: not isinstance(app.screen, GpuDetailScreen))
+        await _until(pilot, lambda: "carol" not in _screen(app))  # P toggled it off
+        assert app.crash is None
