@@ -199,6 +199,7 @@ class ProcessesPanel(Static):
     def __init__(self, **kw: Any):
         super().__init__(**kw)
         self.budget = 6
+        self._key: tuple[Any, ...] | None = None  # what the lines were built from (processes change every 5 s)
 
     def show(self, v: ViewState) -> None:
         title = "Processes" + (" (simulated)" if v.inventory.simulated else "")
@@ -209,4 +210,9 @@ class ProcessesPanel(Static):
         if self.border_subtitle != sub:
             self.border_subtitle = sub
         width = max(20, self.size.width or 76)  # the content area (inside border and padding)
+        key = (width, self.budget, v.frame is None,
+               tuple((g.index, g.lost, g.processes) for g in v.frame.gpus) if v.frame else ())
+        if key == self._key:
+            return  # the same processes as at the last redraw: nothing to build
+        self._key = key
         set_content(self, Text("\n").join(process_lines(v.frame, width, self.budget)))
