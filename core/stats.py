@@ -121,18 +121,6 @@ class FrameFile(Protocol):
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[Frame]: ...
 
 
-def covered_s(times: Sequence[float] | np.ndarray) -> float:
-    """Seconds a recording covers: first to last frame plus one sampling interval (the median gap), since
-    each frame's rates average the interval before it. 5 frames at 1 s cover 5 s, as ``record`` said; 0 for
-    fewer than 2 frames."""
-    t = np.asarray(times, dtype=float)
-    if t.size < 2:
-        return 0.0
-    gaps = np.diff(t)
-    gaps = gaps[gaps > 0]
-    return float(t.max() - t.min() + (np.median(gaps) if gaps.size else 0.0))
-
-
 def summarize(rec: FrameFile) -> dict[str, Any]:
     """The summary document (schema ``gpuscope.summary/1``)."""
     inv = rec.inventory
@@ -173,7 +161,6 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
                     d[m.name].append(float(v))
     t0 = float(rec.times.min()) if rec.n_frames else 0.0  # frames keep file order; a clock step back is allowed
     t1 = float(rec.times.max()) if rec.n_frames else 0.0
-    covered = covered_s(rec.times)
     tally = getattr(rec, "tally", None)
     dropped = tally.describe() if tally is not None else ""
     gpus = []
@@ -197,7 +184,7 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
                           "stats": {m.name: describe(d.get(m.name, [])) for m in ep_metrics}})
     return {
         "schema": SUMMARY_SCHEMA, "file": str(rec.path), "host": inv.host, "simulated": rec.simulated,
-        "scenario": inv.scenario, "start": t0, "end": t1, "duration_s": covered, "frames": frames,
+        "scenario": inv.scenario, "start": t0, "end": t1, "duration_s": t1 - t0, "frames": frames,
         "complete": rec.complete, "problems": list(rec.problems) + ([dropped] if dropped else []), "gpus": gpus, "endpoints": endpoints,
         "findings": finding_durations(events, t1),
         "markers": [{"t": e.t, "text": e.text} for e in events if e.kind == "marker"],

@@ -23,7 +23,7 @@ from gpuscope.core.findings import (
 )
 from gpuscope.core.model import DeviceInfo, Frame, GpuReading, Inventory, PairLink
 from gpuscope.core.session import Session
-from gpuscope.core.stats import covered_s, finding_durations, summarize
+from gpuscope.core.stats import finding_durations, summarize
 from gpuscope.core.topology import (
     device_nvlink_capacity_bytes_per_s,
     nvlink_link_bytes_per_s,
@@ -435,11 +435,3 @@ def test_seek_keeps_since_from_the_events(tmp_path):
         assert rebuilt[fid][2] == pytest.approx(since, abs=0.01), fid
     assert min(started for _s, started, _x in live.values()) < t - 10  # the case the window alone can't know
 
-
-@pytest.mark.parametrize("times,covered", [
-    ([], 0.0), ([5.0], 0.0), ([0.0, 1.0, 2.0, 3.0, 3.998], 4.998),  # 5 frames at 1 s cover 5 s, as record says
-    ([0.0, 0.5, 1.0], 1.5), ([0.0, 1.0, 2.0, 60.0], 61.0),  # a pause: the typical gap, not the pause
-    ([10.0, 10.0, 11.0], 2.0),  # a repeated timestamp is not a gap
-])
-def test_a_recording_covers_its_span_plus_one_interval(times, covered):
-    assert covered_s(times) == pytest.approx(covered)
