@@ -79,6 +79,7 @@ class Session:
         self.lock = threading.RLock()
         self.record_findings = record_findings
         self.tick_errors = TickErrors()
+        self._announce = False
 
     def add_marker(self, label: str = "", t: float | None = None) -> Event:
         """Queue a marker; it travels with the next frame. The label is made one printable line here, the
@@ -99,6 +100,11 @@ class Session:
             events = list(frame.events) + pending
             if self.record_findings:
                 events += self.findings.update(frame)
+                if self._announce and self.recorder is not None:
+                    raised = {str(e.data.get("id")) for e in events
+                              if e.kind == "finding_raised" and isinstance(e.data, dict)}
+                    events += self.findings.open_events(frame.t, skip=raised)
+                self._announce = False
             else:
                 self.findings.update(frame)
             if len(events) != len(frame.events):
@@ -133,6 +139,7 @@ class Session:
         with self.lock:
             self.record_error = None
             self.recorder = sink
+            self._announce = True  # the first recorded frame says which findings are already raised
         log.info("recording to %s", getattr(sink, "path", sink))
         return sink
 
