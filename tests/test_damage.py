@@ -453,3 +453,21 @@ def test_export_never_overwrites_the_recording_it_reads(tmp_path):
         p = run("export", str(path), "--csv", str(out), "--force")
         assert p.returncode == 1 and "recording being read" in p.stderr and p.stderr.count("\n") == 1, p.stderr
     assert path.read_bytes() == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("what", ["device", "fifo"])
+@pytest.mark.parametrize("argv", [["summary", "{p}"], ["export", "{p}", "--csv", "{out}"], ["replay", "{p}"],
+                                  ["record", "-o", "{out}", "--simulate", "{p}", "--duration", "1"]])
+def test_devices_and_fifos_are_refused_not_read_forever(tmp_path, what, argv):
+    """`summary /dev/zero` grew to 4.8 GB and never ended; a FIFO blocked until someone wrote to it."""
+    if what == "fifo":
+        p = tmp_path / "pipe"
+        os.mkfifo(p)
+    else:
+        p = Path("/dev/zero")
+    out = tmp_path / "out.x"
+    r = run(*[a.format(p=p, out=out) for a in argv], timeout=30)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert ("is a device, not a file" if what == "device" else "is a named pipe (FIFO), not a file") in r.stderr
+    assert not out.exists()
