@@ -15,7 +15,7 @@ from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session, run_ticks
-from gpuscope.core.text import clean
+from gpuscope.core.text import clean, count
 from gpuscope.core.units import duration as human_duration
 from gpuscope.core.units import human_bytes
 from gpuscope.sources.recording import Recorder
@@ -88,7 +88,9 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
                     os.unlink(args.output)
                 except OSError:
                     pass
-                raise GpuscopeError(f"cannot run {clean(cmd[0])}: {e.strerror or e}") from None
+                # the shell's statuses: 127 not found, 126 found but not runnable
+                raise GpuscopeError(f"cannot run {clean(cmd[0])}: {e.strerror or e}",
+                                    exit_status=127 if isinstance(e, FileNotFoundError) else 126) from None
         run_ticks(src.sample, on_frame, args.interval, stop, on_error=session.tick_failed,
                   until=t_start + args.duration if args.duration is not None else None)
         if proc is not None:
@@ -118,7 +120,8 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
     trouble = f"; {errs.text()}" if errs.count else ""
     if rec is not None and rec.dropped:
         trouble += f"; {rec.dropped} frames dropped (the disk was too slow)"
-    sys.stderr.write(f"gpuscope: {state} {n}{sim} frames of {len(src.inventory.devices)} GPUs over "
+    sys.stderr.write(f"gpuscope: {state} {n}{sim} {'frame' if n == 1 else 'frames'} of "
+                     f"{count(len(src.inventory.devices), 'GPU')} over "
                      f"{human_duration(time.monotonic() - t_start)} to {args.output} ({human_bytes(size)}){worst}"
                      f"{trouble}\n")
     if proc is not None:

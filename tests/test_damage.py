@@ -316,9 +316,13 @@ def test_cli_numbers_must_be_finite(argv):
     assert out.returncode == 2 and out.stderr.startswith("gpuscope: error: argument") and "Traceback" not in out.stderr
 
 
-def test_failed_command_leaves_no_file(tmp_path):
-    out = run("record", "-o", str(tmp_path / "c.jsonl.gz"), "--simulate", "mixed-4", "--", "/nonexistent/cmd")
-    assert out.returncode == 1 and "cannot run /nonexistent/cmd" in out.stderr
+@pytest.mark.parametrize("cmd,status", [("/nonexistent/cmd", 127), ("{tmp}/not-executable.sh", 126)])
+def test_failed_command_leaves_no_file(tmp_path, cmd, status):
+    """A command that cannot start: the shell's status (127 not found, 126 not runnable), one line, no file."""
+    (tmp_path / "not-executable.sh").write_text("echo hi\n")  # mode 644
+    cmd = cmd.format(tmp=tmp_path)
+    out = run("record", "-o", str(tmp_path / "c.jsonl.gz"), "--simulate", "mixed-4", "--", cmd)
+    assert out.returncode == status and f"cannot run {cmd}" in out.stderr and out.stderr.count("\n") == 1
     assert not (tmp_path / "c.jsonl.gz").exists()
 
 
