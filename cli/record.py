@@ -70,8 +70,6 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
         if session.record_error:
             sys.stderr.write(f"gpuscope: {session.record_error}\n")
             stop.set()
-        if args.duration is not None and time.monotonic() - t_start >= args.duration:
-            stop.set()
         if proc is not None and proc.poll() is not None:
             stop.set()
 
@@ -91,7 +89,8 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
                 except OSError:
                     pass
                 raise GpuscopeError(f"cannot run {clean(cmd[0])}: {e.strerror or e}") from None
-        run_ticks(src.sample, on_frame, args.interval, stop, on_error=session.tick_failed)
+        run_ticks(src.sample, on_frame, args.interval, stop, on_error=session.tick_failed,
+                  until=t_start + args.duration if args.duration is not None else None)
         if proc is not None:
             status = proc.wait()
             session.add_marker(f"end: exit status {status}" + (" (killed by gpuscope: SIGKILL)"
