@@ -52,9 +52,9 @@ def release_closed_app() -> None:
 
     Textual's ``StylesCache.get_inner_outer`` is an ``lru_cache`` (1,024 entries) on a method: its key holds the
     widget's StylesCache, and with it every line the widget last rendered, after the widget and its app are
-    gone. Measured (benchmarks/bench_fleet_visits.py): ~0.7 MB per visit of a host's screen, still growing
-    linearly at 50 visits (the cap is reached after ~130). Clearing it costs the next app a few recomputed
-    colour pairs.
+    gone. Measured (benchmarks/bench_fleet_visits.py, fleet screen → host → back): ~1 MB per visit until the
+    cap, reached after ~50 visits, 55 MB above what the viewer needs (docs/mqtt.md). Clearing it costs the
+    next app a few recomputed colour pairs.
     """
     clear = getattr(getattr(StylesCache, "get_inner_outer", None), "cache_clear", None)
     if clear is not None:  # a Textual without this cache has nothing to release
