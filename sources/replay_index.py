@@ -66,8 +66,9 @@ class HistoryIndex:
         per_frame = 4 * (self.n_gpus * len(gpu) + len(ep)) + 1
         self.stride = max(1, -(-n * per_frame // max(1, max_bytes)))
         rows = -(-n // self.stride)
-        self.data = np.full((rows, self.n_gpus, len(gpu)), np.nan, dtype=np.float32)
-        self.endpoint = np.full((rows, len(ep)), np.nan, dtype=np.float32)
+        # metric-major, so that a window of one metric is one contiguous block (a seek copies 15 of them)
+        self.data = np.full((len(gpu), rows, self.n_gpus), np.nan, dtype=np.float32)
+        self.endpoint = np.full((len(ep), rows), np.nan, dtype=np.float32)
         self.ok = np.zeros(rows, dtype=bool)  # False: the frame is damaged (playing skips it) or not in yet
         self.ready = 0  # frames [0, ready) are indexed
         self._next = 0  # the member being indexed
@@ -110,12 +111,12 @@ class HistoryIndex:
             for k, v in gpus:
                 cells.append(row * g + k)
                 vals.append(v)
-            self.endpoint[row] = eps
+            self.endpoint[:, row] = eps
             self.ok[row] = True
         if vals:
             a = np.array(vals, dtype=np.float64)
             a[(a < self._lo) | (a > self._hi)] = np.nan  # the gate's ranges (NaN compares false: stays NaN)
-            self.data.reshape(-1, len(self.gpu_keys))[cells] = a
+            self.data.reshape(len(self.gpu_keys), -1)[:, cells] = a.T
         self._j = j1
         self.ready = mem.first + j1
         if j1 >= len(lines):
@@ -194,13 +195,18 @@ class HistoryIndex:
         if set(history.data) != set(self.gpu_keys) or set(history.endpoint_data) != set(self.ep_keys):
             return False
         r0, r1 = -(-lo // self.stride), -(-hi // self.stride)
-        rows = np.arange(r0, r1)
-        rows = rows[self.ok[r0:r1]][-history.capacity:]
-        n = len(rows)
-        history.times[:n] = self.rec.times[rows * self.stride]
+        rows: slice | np.ndarray
+        if self.ok[r0:r1].all():  # the usual case: a plain slice, contiguous copies
+            r0 = max(r0, r1 - history.capacity)
+            rows, n = slice(r0, r1), r1 - r0
+            history.times[:n] = self.rec.times[r0 * self.stride:r1 * self.stride:self.stride]
+        else:
+            rows = np.arange(r0, r1)[self.ok[r0:r1]][-history.capacity:]
+            n = len(rows)
+            history.times[:n] = self.rec.times[rows * self.stride]
         for k, key in enumerate(self.gpu_keys):
-            history.data[key][:n] = self.data[rows, :, k]
+            history.data[key][:n] = self.data[k, rows]
         for k, key in enumerate(self.ep_keys):
-            history.endpoint_data[key][:n] = self.endpoint[rows, k]
+            history.endpoint_data[key][:n] = self.endpoint[k, rows]
         history.count = n
         return True

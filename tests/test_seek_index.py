@@ -113,9 +113,9 @@ def test_hostile_frames_are_blanked_or_skipped_as_playing_does(recording):
     ix = HistoryIndex(recording)
     ix.build()
     k = ix.gpu_keys.index("util")
-    assert np.isnan(ix.data[50, 0, k])  # 500 % is out of range
+    assert np.isnan(ix.data[k, 50, 0]) and not np.isnan(ix.data[k, 50, 1])  # 500 % is out of range
     assert not ix.ok[51] and not ix.ok[52]  # skipped
-    assert np.isnan(ix.data[53, 1]).all() and not np.isnan(ix.data[53, 0, k])  # the lost GPU only
+    assert np.isnan(ix.data[:, 53, 1]).all() and not np.isnan(ix.data[k, 53, 0])  # the lost GPU only
     assert ix.ok.sum() == recording.n_frames - 2
 
 
@@ -145,3 +145,16 @@ def test_index_memory_is_bounded(frames, gpus, max_mb, stride):
     ix = HistoryIndex(rec, max_bytes=int(max_mb * 1024 * 1024))
     assert ix.stride == stride
     assert ix.nbytes <= max_mb * 1024 * 1024 + 4 * (gpus * 14 + 1) + 1  # within one frame of the bound
+
+
+def test_a_strided_index_fills_every_kth_frame(recording):
+    """Beyond its memory bound the index keeps every k-th frame; a seek fills the window at that stride."""
+    ix = HistoryIndex(recording, max_bytes=400 * 117 // 4)  # 2 GPUs: 117 bytes a frame → every 4th
+    ix.build()
+    assert ix.stride == 4
+    s = Session(recording.inventory, interval_s=1.0)
+    assert ix.fill(s.history, 100, 200)
+    t, v = s.history.window("power", 0, 1e9)
+    np.testing.assert_array_equal(t, recording.times[100:200:4])
+    want = [f.gpus[0].power_w for f in recording.frames(100, 200)][::4]
+    np.testing.assert_array_equal(v, np.array(want, dtype=np.float32))

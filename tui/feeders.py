@@ -21,7 +21,7 @@ from gpuscope.core import catalogue
 from gpuscope.core.history import History
 from gpuscope.core.model import EndpointReading, Event, Frame, GpuReading, ProcessInfo
 from gpuscope.core.session import Session, run_ticks
-from gpuscope.core.validate import ENDPOINT_RANGES, GPU_RANGES, ValidationError, check_frame
+from gpuscope.core.validate import ENDPOINT_RANGES, GPU_RANGES, ValidationError, check_frame, check_gpu
 from gpuscope.core.view import ReplayStatus
 from gpuscope.sources.recording import Recording
 from gpuscope.sources.replay_index import HistoryIndex
@@ -236,7 +236,7 @@ class ReplayFeeder(Worker):
             for i in range(start, exact, stride):
                 _history_from_json(fresh.history, self.rec, i)
         for i in range(exact, target + 1):
-            f = _trusted_frame(self.rec, i)
+            f = _trusted_frame(self.rec, i, full_check=i == target)
             if f is None:
                 continue
             try:
@@ -334,15 +334,32 @@ _GPU_NUMERIC = tuple(GPU_RANGES)
 _EP_NUMERIC = tuple(ENDPOINT_RANGES)
 
 
-def _trusted_frame(rec: Recording, i: int) -> Frame | None:
+def _in_ranges(g: dict[str, Any]) -> bool:
+    """True when every reading of a GPU's JSON object is unknown or inside the gate's range (NaN is not)."""
+    for name, (lo, hi) in _GPU_RANGE_ITEMS:
+        v = g.get(name)
+        if v is not None and not lo <= v <= hi:
+            return False
+    return True
+
+
+_GPU_RANGE_ITEMS = tuple(GPU_RANGES.items())
+
+
+def _trusted_frame(rec: Recording, i: int, full_check: bool = True) -> Frame | None:
     """Frame ``i`` built straight from its JSON line, without the codec's per-field type dispatch: the
     seek's fast path for the file's own frames (several times faster). Readings keep the validation
     gate (ranges, GPU indices) as a played frame does; a reading that is not a number, or anything else
     unexpected, falls back to the checked decode (which skips a damaged frame and notes it in
-    ``rec.problems``), so the findings see what playing would show them."""
+    ``rec.problems``), so the findings see what playing would show them.
+
+    Without ``full_check`` (frames that only feed the findings, never shown) a GPU whose readings are
+    all in range skips the gate's copy (its process list is then not re-cleaned); a frame with events
+    always takes the full gate."""
     try:
         d = json.loads(rec.raw_line(i))
         gpus = []
+        plain = not full_check and not d.get("events")
         for g in d.get("gpus") or ():
             if not _NUM.issuperset(map(type, map(g.get, _GPU_NUMERIC))):
                 raise TypeError("a reading that is not a number")
@@ -350,7 +367,8 @@ def _trusted_frame(rec: Recording, i: int) -> Frame | None:
             if kw.get("processes") is not None:
                 kw["processes"] = tuple(ProcessInfo(**{k: v for k, v in p.items() if k in _PROC})
                                         for p in kw["processes"])
-            gpus.append(GpuReading(**kw))
+            r = GpuReading(**kw)
+            gpus.append(r if plain and _in_ranges(g) else check_gpu(r, rec.tally))
         kw = {k: v for k, v in d.items() if k in _FRAME}
         kw["gpus"] = tuple(gpus)
         eps = d.get("endpoints") or ()
@@ -358,6 +376,18 @@ def _trusted_frame(rec: Recording, i: int) -> Frame | None:
             raise TypeError("a reading that is not a number")
         kw["endpoints"] = tuple(EndpointReading(**{k: v for k, v in e.items() if k in _EP}) for e in eps)
         kw["events"] = tuple(Event(**{k: v for k, v in e.items() if k in _EV}) for e in d.get("events") or ())
-        return check_frame(Frame(**kw), rec.inventory, rec.tally)
+        f = Frame(**kw)
+        # the frame-level gate (time, GPU indices, counts, endpoints, events); GPUs are already through it
+        checked = check_frame(dataclasses.replace(f, gpus=()), rec.inventory, rec.tally)
+        _check_indices(f, rec)
+        return dataclasses.replace(checked, gpus=f.gpus)
     except (ValueError, TypeError, AttributeError, KeyError, IndexError, ValidationError):
         return next(rec.frames(i, i + 1), None)
+
+
+def _check_indices(f: Frame, rec: Recording) -> None:
+    """The gate's GPU index rules (each once, 0 ≤ index < the inventory's count). Raises ValidationError."""
+    n = len(rec.inventory.devices)
+    idx = [g.index for g in f.gpus]
+    if len(idx) > n or len(set(idx)) != len(idx) or not all(type(k) is int and 0 <= k < n for k in idx):
+        raise ValidationError(f"frame {f.t}: GPU indices {idx[:8]} do not match the inventory")
