@@ -19,16 +19,40 @@ from __future__ import annotations
 
 import json
 import math
+import typing
 from typing import Any
 
 import numpy as np
 
 from gpuscope.core import catalogue
+from gpuscope.core.model import EndpointReading, GpuReading
 from gpuscope.core.validate import ENDPOINT_RANGES, GPU_RANGES, MAX_ENDPOINTS
 from gpuscope.sources.recording import Recording, RecordingError
 
 MAX_BYTES = 64 * 1024 * 1024
 _NUM = frozenset({int, float, type(None)})
+
+
+def _int_fields(cls: type) -> frozenset[str]:
+    hints = typing.get_type_hints(cls)
+    return frozenset(n for n, tp in hints.items() if int in typing.get_args(tp) and float not in typing.get_args(tp))
+
+
+GPU_INTS = _int_fields(GpuReading)
+ENDPOINT_INTS = _int_fields(EndpointReading)
+
+
+def numbers_ok(obj: dict[str, Any], names: tuple[str, ...] | list[str], ints: frozenset[str]) -> bool:
+    """True when the JSON object's ``names`` are all numbers or null, as the codec takes them: not a
+    bool or a string, and a whole number where the field is an integer (a non-finite value is left
+    to the gate's ranges)."""
+    vals = list(map(obj.get, names))
+    if not _NUM.issuperset(map(type, vals)):
+        return False
+    for n, v in zip(names, vals):
+        if type(v) is float and n in ints and math.isfinite(v) and not v.is_integer():
+            return False
+    return True
 
 
 def _fields(scope: str, ranges: dict[str, tuple[float, float]]) -> list[tuple[str, str, float, float]] | None:
@@ -153,9 +177,9 @@ class HistoryIndex:
             if type(k) is not int or not 0 <= k < self.n_gpus or k in seen:
                 return None
             seen.add(k)
-            v = list(map(r.get, names))
-            if not _NUM.issuperset(map(type, v)):
+            if not numbers_ok(r, names, GPU_INTS):
                 return None
+            v = list(map(r.get, names))
             if r.get("lost") is True:
                 continue
             out.append((k, v))
@@ -166,7 +190,7 @@ class HistoryIndex:
                 if not isinstance(e, dict):
                     return None
                 x = e.get(n)
-                if type(x) not in _NUM:
+                if not numbers_ok(e, (n,), ENDPOINT_INTS):
                     return None
                 if x is not None and math.isfinite(x) and lo <= x <= hi:
                     got.append(x)

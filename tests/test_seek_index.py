@@ -9,6 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 from conftest import run_frames, sim_source
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuscope.core.session import Session
 from gpuscope.sources.recording import Recorder, open_recording
@@ -158,3 +160,45 @@ def test_a_strided_index_fills_every_kth_frame(recording):
     np.testing.assert_array_equal(t, recording.times[100:200:4])
     want = [f.gpus[0].power_w for f in recording.frames(100, 200)][::4]
     np.testing.assert_array_equal(v, np.array(want, dtype=np.float32))
+
+
+_NUMBER = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=32), st.integers(-10, 10**13),
+                    st.floats(-10, 1e4), st.integers(0, 200))
+_VALUE = st.one_of(st.none(), _NUMBER, _NUMBER, _NUMBER, st.booleans(), st.just("x"))  # mostly numbers
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.fixed_dictionaries({
+    "util_gpu_pct": _VALUE, "power_w": _VALUE, "mem_used_bytes": _VALUE, "pcie_tx_bytes_per_s": _VALUE,
+    "index": st.sampled_from([0, 0, 0, 1, 1, 5, -1]), "lost": st.sampled_from([False, False, False, True])}),
+    min_size=1, max_size=3),
+    st.one_of(st.none(), _VALUE))
+def test_index_rows_equal_what_playing_the_line_stores(tmp_path_factory, gpus, tok):
+    """Any frame line, hostile or not: the index row is what History.add stores for the played frame
+    (skipped when the checked decode refuses it)."""
+    import gzip
+    import json
+
+    inv = sim_source(SCENARIO).inventory  # 2 GPUs
+    from gpuscope.core.codec import inventory_to_dict
+
+    path = tmp_path_factory.mktemp("hyp") / "h.jsonl.gz"
+    header = {"type": "header", "format": "gpuscope-recording", "version": 1, "inventory": inventory_to_dict(inv)}
+    frame = {"t": 1000.0, "gpus": gpus}
+    if tok is not None:
+        frame["endpoints"] = [{"url": "http://x", "gen_tokens_per_s": tok}]
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps(header) + "\n" + json.dumps(frame) + "\n")
+    rec = open_recording(path)
+    assert rec.n_frames == 1
+    ix = HistoryIndex(rec)
+    ix.build()
+    play = Session(rec.inventory, interval_s=1.0)
+    for fr in rec.frames():
+        play.history.add(fr)
+    s = Session(rec.inventory, interval_s=1.0)
+    assert ix.fill(s.history, 0, 1)
+    assert s.history.count == play.history.count
+    for key in play.history.data:
+        np.testing.assert_array_equal(s.history.data[key][:1], play.history.data[key][:1], err_msg=key)
+    np.testing.assert_array_equal(s.history.tok_s[:1], play.history.tok_s[:1])

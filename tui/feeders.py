@@ -24,7 +24,7 @@ from gpuscope.core.session import Session, run_ticks
 from gpuscope.core.validate import ENDPOINT_RANGES, GPU_RANGES, ValidationError, check_frame, check_gpu
 from gpuscope.core.view import ReplayStatus
 from gpuscope.sources.recording import Recording
-from gpuscope.sources.replay_index import HistoryIndex
+from gpuscope.sources.replay_index import ENDPOINT_INTS, GPU_INTS, HistoryIndex, numbers_ok
 from gpuscope.tui.workers import Worker
 
 log = logging.getLogger(__name__)
@@ -329,7 +329,6 @@ def _names(cls: type) -> frozenset[str]:
 _GPU, _PROC, _EP, _EV, _FRAME = (_names(c) for c in (GpuReading, ProcessInfo, EndpointReading, Event, Frame))
 
 
-_NUM = frozenset({int, float, type(None)})
 _GPU_NUMERIC = tuple(GPU_RANGES)
 _EP_NUMERIC = tuple(ENDPOINT_RANGES)
 
@@ -361,7 +360,7 @@ def _trusted_frame(rec: Recording, i: int, full_check: bool = True) -> Frame | N
         gpus = []
         plain = not full_check and not d.get("events")
         for g in d.get("gpus") or ():
-            if not _NUM.issuperset(map(type, map(g.get, _GPU_NUMERIC))):
+            if not numbers_ok(g, _GPU_NUMERIC, GPU_INTS):
                 raise TypeError("a reading that is not a number")
             kw = {k: v for k, v in g.items() if k in _GPU}
             if kw.get("processes") is not None:
@@ -372,7 +371,7 @@ def _trusted_frame(rec: Recording, i: int, full_check: bool = True) -> Frame | N
         kw = {k: v for k, v in d.items() if k in _FRAME}
         kw["gpus"] = tuple(gpus)
         eps = d.get("endpoints") or ()
-        if not all(_NUM.issuperset(map(type, map(e.get, _EP_NUMERIC))) for e in eps):
+        if not all(numbers_ok(e, _EP_NUMERIC, ENDPOINT_INTS) for e in eps):
             raise TypeError("a reading that is not a number")
         kw["endpoints"] = tuple(EndpointReading(**{k: v for k, v in e.items() if k in _EP}) for e in eps)
         kw["events"] = tuple(Event(**{k: v for k, v in e.items() if k in _EV}) for e in d.get("events") or ())
