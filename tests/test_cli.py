@@ -31,6 +31,8 @@ def test_scenarios_lists_the_shipped_ones():
     for name in ("a6000-tp2-pcie-gen1", "h200-nvswitch-8", "idle-downshift", "pcie-riser-errors", "gpu-lost",
                  "mixed-4"):
         assert name in p.stdout
+    lines = p.stdout.splitlines()
+    assert len({line.index(" GPU") for line in lines}) == 1, "the GPU-count column is aligned for every name"
 
 
 def test_topo_design_story_text():

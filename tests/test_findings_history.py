@@ -434,3 +434,4 @@ def test_seek_keeps_since_from_the_events(tmp_path):
         assert rebuilt[fid][1] == pytest.approx(started, abs=0.01), fid  # not the window's start (t - 10)
         assert rebuilt[fid][2] == pytest.approx(since, abs=0.01), fid
     assert min(started for _s, started, _x in live.values()) < t - 10  # the case the window alone can't know
+

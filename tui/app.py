@@ -38,6 +38,7 @@ from gpuscope.widgets.gpu_panel import GpuPanel
 from gpuscope.widgets.gpu_table import GpuTable
 from gpuscope.widgets.inference_panel import InferencePanel
 from gpuscope.widgets.keybar import KeyBar
+from gpuscope.widgets.processes_panel import ProcessesPanel, lines_wanted
 from gpuscope.widgets.status_bar import StatusBar
 from gpuscope.widgets.style import DIM, set_content
 from gpuscope.widgets.timeline import Timeline
@@ -69,6 +70,7 @@ class GpuscopeApp(App[int]):
         Binding("c", "compact", "compact", id="compact"),
         Binding("question_mark,h", "help", "help", id="help"),
         Binding("a", "toggle_legend", "topology legend on/off", show=False, id="legend"),
+        Binding("P", "toggle_processes", "processes panel on/off", show=False, id="processes"),
         Binding("plus,equals_sign", "speed(1)", "faster", show=False, id="faster"),
         Binding("minus", "speed(-1)", "slower", show=False, id="slower"),
         Binding("right", "seek(10)", "+10s", show=False, id="fwd"),
@@ -94,6 +96,8 @@ class GpuscopeApp(App[int]):
         self.origin_note = origin_note
         self.paused = False
         self._legend_off = False  # the topology legend hidden with `a` (else shown where rows are left)
+        self._procs_on = False  # the processes panel, toggled with `P` (hidden by default)
+        self._procs_want = 0  # lines the processes panel wanted at the last layout
         self._plan: Plan | None = None
         self._n_findings = -1
         self._important = False
@@ -141,6 +145,7 @@ class GpuscopeApp(App[int]):
             with Grid(id="grid"):
                 for d in self.session.inventory.devices:
                     yield GpuPanel(d.index, id=f"gpu{d.index}")
+        yield ProcessesPanel(id="procs")
         with Horizontal(id="bottom"):
             yield TopologyPanel(id="topology")
             with Vertical(id="side"):
@@ -153,9 +158,9 @@ class GpuscopeApp(App[int]):
         if self._replay:
             return [("?", "help"), ("q", "quit"), ("space", "play"), ("←→", "seek"), ("n N", "mark"),
                     ("f", "findings"), ("d", "detail"), ("w", "window"), ("t", "topology"), ("c", "compact"),
-                    ("+-", "speed")]
+                    ("+-", "speed"), ("P", "procs")]
         return [("?", "help"), ("q", "quit"), ("p", "pause"), ("f", "findings"), ("d", "detail"), ("t", "topology"),
-                ("w", "window"), ("r", "record"), ("m", "marker"), ("c", "compact")]
+                ("w", "window"), ("r", "record"), ("m", "marker"), ("c", "compact"), ("P", "procs")]
 
     def on_mount(self) -> None:
         self._apply_layout()
@@ -200,9 +205,14 @@ class GpuscopeApp(App[int]):
         self._important = important
         findings = self.query_one(FindingsPanel)
         any_nvlink = any(d.nvlinks_active for d in self.session.inventory.devices)
+        self._procs_want = lines_wanted(v.frame) if self._procs_on else 0
         plan = plan_layout(w, h, n, len(v.findings), topo_lines=need, chrome=chrome, compact=self.compact,
                            panel_rows=11 if any_nvlink else 9, findings_focused=findings.has_focus,
-                           topo_focused=topo.has_focus, legend_lines=len(legend_lines(cw)))
+                           topo_focused=topo.has_focus, legend_lines=len(legend_lines(cw)),
+                           procs_lines=self._procs_want)
+        procs = self.query_one(ProcessesPanel)
+        procs.display = plan.procs_lines > 0
+        procs.budget = plan.procs_lines
         self._plan = plan
         self._n_findings = len(v.findings)
         self.query_one("#table").display = plan.compact
@@ -302,6 +312,11 @@ class GpuscopeApp(App[int]):
                 self._apply_layout()
             if has_eps:
                 inference.show(v)
+            if self._procs_on and lines_wanted(v.frame) != self._procs_want:
+                self._apply_layout()  # processes came or went: the panel's rows are shared out again
+            procs = self.query_one(ProcessesPanel)
+            if procs.display:
+                procs.show(v)
             if self.query_one("#bottom").display:
                 self.query_one(TopologyPanel).show(v)
             msg = self.message_line or ("" if has_eps else
@@ -400,6 +415,15 @@ class GpuscopeApp(App[int]):
             self.message_line = "no room for the topology panel at this size: enlarge the terminal or run gpuscope topo"
             self._apply_layout()
             self.refresh_view(force=True)
+
+    def action_toggle_processes(self) -> None:
+        """Show or hide the processes panel; it takes rows after the GPUs and the first findings line."""
+        self._procs_on = not self._procs_on
+        self._apply_layout()
+        if self._procs_on and not self.query_one(ProcessesPanel).display:
+            self.message_line = "no room for the processes panel at this size: enlarge the terminal or open a GPU's detail (1-8)"
+            self._apply_layout()
+        self.refresh_view(force=True)
 
     def action_toggle_legend(self) -> None:
         self._legend_off = not self._legend_off
