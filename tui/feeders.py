@@ -64,7 +64,7 @@ class ReplayFeeder(Worker):
 
     Seeks asked for by the UI (:meth:`request_seek`) run on this thread, never on the event loop. In its
     idle time (paused, or between frames) the thread builds the recording's history index
-    (:class:`~gpuscope.sources.replay_index.HistoryIndex`, a gzip member at a time, in file order), from
+    (:class:`~gpuscope.sources.replay_index.HistoryIndex`, 16 frames at a time, in file order), from
     which a seek fills the graphs' window by a copy. A frame that cannot be read (a damaged file) is
     logged, counted in ``session.tick_errors`` and skipped; playback goes on."""
 
