@@ -249,7 +249,7 @@ class GpuscopeApp(App[int]):
 
     def on_gpuscope_app_data_ready(self, _msg: DataReady) -> None:
         wait = MIN_REDRAW_S - (time.monotonic() - self._last_redraw)
-        if wait > 0:
+        if wait > 0 and getattr(self.feeder, "seeks", 0) == self._seek_gen:  # a seek's answer is not held back
             self.set_timer(wait, self._redraw_if_dirty)
         else:
             self._redraw_if_dirty()
