@@ -49,6 +49,10 @@ def test_graph_labels(height: int, want: list[str]) -> None:
     assert graph_labels("power W", "205.2", "205.5", "300", height) == want
 
 
+def test_graph_labels_fold_alike() -> None:
+    assert graph_labels("power W", "205.2", "205.5", "300", 3, fold=True) == ["power W  0–300", "now 205.2  peak 205.5", ""]
+
+
 @pytest.mark.parametrize("labels,total,want", [
     (["power W"], 120, LABEL_MIN),
     (["now 1440.0  peak 1980.0"], 120, 24),  # the label that pushed its graph one column right

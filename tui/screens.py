@@ -153,7 +153,8 @@ def detail_lines(v: ViewState, index: int, width: int, rows: int) -> list[Text]:
         top = m.maximum or detail_top(key, dev, r, peak)
         graphs.append((m, times, vals / m.scale, cur, peak, top))
     heights = graph_heights(rows - len(head), len(graphs))
-    labels = [graph_labels(m.label, "–" if cur is None else f"{cur:.1f}", f"{peak:.1f}", f"{top:g}", h)
+    fold = min(heights, default=3) < 3  # some graphs have two rows: all label alike, the scale by the title
+    labels = [graph_labels(m.label, "–" if cur is None else f"{cur:.1f}", f"{peak:.1f}", f"{top:g}", h, fold)
               for (m, _, _, cur, peak, top), h in zip(graphs, heights)]
     label_w = label_width([s for ls in labels for s in ls], width)
     cols = width - label_w

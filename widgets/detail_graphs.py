@@ -16,7 +16,7 @@ from gpuscope.widgets.style import DIM, graph_rows
 
 MIN_GRAPH_ROWS = 2  # below this a graph is unreadable: the view scrolls instead
 MAX_GRAPH_ROWS = 10  # above this spare rows stay blank (a 10-row graph resolves 80 levels)
-LABEL_MIN = 22  # the label column's width when every label is short
+LABEL_MIN = 24  # the label column: "now 1980.0  peak 1980.0" and a space, so 4-digit readings do not shift the graphs
 SCALE_SEP = "  "
 
 
@@ -31,15 +31,15 @@ def graph_heights(free_rows: int, n: int, lo: int = MIN_GRAPH_ROWS, hi: int = MA
     return [min(hi, base + (1 if k < extra else 0)) for k in range(n)]
 
 
-def graph_labels(title: str, now: str, peak: str, top: str, height: int) -> list[str]:
+def graph_labels(title: str, now: str, peak: str, top: str, height: int, fold: bool = False) -> list[str]:
     """The words left of a ``height``-row graph, one per row: title, ``now X  peak Y``, ``scale 0–T``
-    (``top``: the full-height value); in two rows the scale joins the title (``utilization %  0–100``);
-    in one, the title and now."""
+    (``top``: the full-height value). Folded (in two rows, or when ``fold``: every graph alike when some
+    have two rows), the scale joins the title (``utilization %  0–100``); in one row, the title and now."""
     reading = f"now {now}  peak {peak}"
-    if height >= 3:
+    if height >= 3 and not fold:
         return [title, reading, f"scale 0–{top}"] + [""] * (height - 3)
-    if height == 2:
-        return [f"{title}{SCALE_SEP}0–{top}", reading]
+    if height >= 2:
+        return [f"{title}{SCALE_SEP}0–{top}", reading] + [""] * (height - 2)
     return [f"{title} {now}"]
 
 
