@@ -132,7 +132,7 @@ class GpuDetailScreen(Screen[None]):
 def detail_lines(v: ViewState, index: int, width: int, rows: int) -> list[Text]:
     """The detail view of GPU ``index`` as lines of at most ``width`` cells, graphs sized to share ``rows``
     (rows left after the head and the processes; the graphs scroll when they need more)."""
-    width = max(30, width)
+    width = max(12, width)
     dev = v.inventory.devices[index]
     head = [fit_words(Text(f"GPU{index} {short_name(dev.name)}  window {fmt_duration(v.window_s)}  "
                            f"{clean(dev.bus_id, 20)}  NUMA {dev.numa_node}  affinity {dev.cpu_affinity or '–'}",
