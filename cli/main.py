@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GpuscopeError as e:
         log.info("error: %s", e)
         _stderr(f"gpuscope: error: {e}\n")
-        return EXIT_FAIL
+        return e.exit_status if e.exit_status != 1 else EXIT_FAIL
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `gpuscope summary X | head`: the reader is done, that is fine

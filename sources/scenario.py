@@ -16,6 +16,7 @@ from typing import Any
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.text import clean
 from gpuscope.core.vocab import CLOCK_EVENT_NAMES
+from gpuscope.sources.files import not_a_regular_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -504,6 +505,8 @@ def load(name_or_path: str) -> Scenario:
     elif not p.exists():
         raise ScenarioError(f"unknown scenario {name_or_path!r}: not a file, and not one of "
                             f"{', '.join(sorted(builtin))} (see `gpuscope scenarios`)")
+    if (why := not_a_regular_file(p)) is not None:
+        raise ScenarioError(f"scenario {p}: {why}")
     try:
         if p.stat().st_size > MAX_SCENARIO_BYTES:
             raise ScenarioError(f"scenario {p}: larger than {MAX_SCENARIO_BYTES // 1024} KB")

@@ -319,14 +319,11 @@ class GpuscopeApp(App[int]):
                 procs.show(v)
             if self.query_one("#bottom").display:
                 self.query_one(TopologyPanel).show(v)
-            msg = self.message_line or ("" if has_eps else
-                                        "No inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, "
-                                        "llama.cpp, TRT-LLM, LMDeploy) to see tok/s on the same time axis.")
+            msg = self.message_line or ("" if has_eps else self._no_endpoint_hint())
             err = self.feeder.error if self.feeder is not None else None
             if err:
                 msg = err
-            hint = "" if has_eps else ("No inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, "
-                                       "llama.cpp, TRT-LLM, LMDeploy) to see tok/s on the same time axis.")
+            hint = "" if has_eps else self._no_endpoint_hint()
             set_content(self.query_one("#message", Static), Text(hint, style=DIM))
             note = self.query_one("#note", Static)
             if bool(self.message_line or err) != self._important:
@@ -487,6 +484,13 @@ class GpuscopeApp(App[int]):
         self._apply_layout()
         self.call_after_refresh(self.refresh_view, True)
         self.refresh_view(force=True)
+
+    def _no_endpoint_hint(self) -> str:
+        """What the inference panel says without an endpoint: a replay cannot add one (it was not recorded)."""
+        if self._replay:
+            return "No inference endpoint in this recording (record with --endpoint URL to keep tok/s beside the GPUs)."
+        return ("No inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, llama.cpp, TRT-LLM, "
+                "LMDeploy) to see tok/s on the same time axis.")
 
     REPLAY_ONLY = frozenset({"faster", "slower", "fwd", "back", "fwd60", "back60", "start", "end", "next", "prev"})
     LIVE_ONLY = frozenset({"record", "marker", "marker_label"})
