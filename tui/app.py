@@ -590,6 +590,14 @@ def demo_path() -> Path:
     return Path(names[0])
 
 
+def damage_line(problems: list[str]) -> str:
+    """The message line a replay opens with when its file was damaged or cut off ("" when whole)."""
+    if not problems:
+        return ""
+    more = f" (+{len(problems) - 1} more: gpuscope summary)" if len(problems) > 1 else ""
+    return clean(f"damaged or incomplete recording: {problems[0]}{more}", 300)
+
+
 def run_replay(args: argparse.Namespace) -> int:
     path = getattr(args, "file", None) or demo_path()
     rec = open_or_fail(path)
@@ -602,6 +610,7 @@ def run_replay(args: argparse.Namespace) -> int:
     app = GpuscopeApp(session, None, label="REPLAY", interval_s=interval, compact=True if args.compact else None,
                       origin_note=f"{Path(path).name} ({note})")
     app.feeder = ReplayFeeder(rec, session, app.notify_update, speed=args.speed, window_s=lambda: app.window_s)
+    app.message_line = damage_line(rec.problems)  # on screen, not only in the header's note (cut when narrow)
     run_app(app)
     return 0
 
