@@ -526,7 +526,9 @@ class GpuscopeApp(App[int]):
 
     def action_jump(self, forward: int) -> None:
         if (r := self._replayer) is not None:
-            r.jump_mark(bool(forward))
+            said = r.jump_mark(bool(forward))  # the mark's label on screen: the timeline only shows a tick
+            self.message_line = said if said is not None else f"no {'later' if forward else 'earlier'} mark"
+            self.refresh_view()
 
     def on_unmount(self) -> None:
         """The App owns its feeder thread: stop it (which closes the source and its threads), then end

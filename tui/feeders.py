@@ -21,6 +21,8 @@ from gpuscope.core import catalogue
 from gpuscope.core.history import History
 from gpuscope.core.model import EndpointReading, Event, Frame, GpuReading, ProcessInfo
 from gpuscope.core.session import Session, run_ticks
+from gpuscope.core.text import clean
+from gpuscope.core.units import duration
 from gpuscope.core.validate import ENDPOINT_RANGES, GPU_RANGES, ValidationError, check_frame, check_gpu
 from gpuscope.core.view import ReplayStatus
 from gpuscope.sources.recording import Recording
@@ -89,6 +91,10 @@ class ReplayFeeder(Worker):
         self._mark_index = -1
         self._marks = tuple((e.t, "marker" if e.kind == "marker" else "finding") for e in rec.events
                             if e.kind in ("marker", "finding_raised", "gpu_lost"))
+        self._mark_text: dict[float, list[str]] = {}  # what each mark says (marker labels, finding messages)
+        for e in rec.events:
+            if e.kind in ("marker", "finding_raised", "gpu_lost"):
+                self._mark_text.setdefault(e.t, []).append(clean(e.text or e.kind, 120))
         self._wake_ev = threading.Event()
         self.history_index: HistoryIndex | None = None
         self._quiet_until = 0.0
@@ -270,9 +276,10 @@ class ReplayFeeder(Worker):
     def marks(self) -> list[tuple[float, str]]:
         return list(self._marks)
 
-    def jump_mark(self, forward: bool) -> None:
-        """Seek to the next (previous) marker or finding. A mark between two frames lands on the frame
-        before it, so the mark last jumped to, not the position, is the base of the next jump."""
+    def jump_mark(self, forward: bool) -> str | None:
+        """Seek to the next (previous) marker or finding and return what it says (``"+1m05s marker: phase 2"``;
+        None when there is no further mark). A mark between two frames lands on the frame before it, so the
+        mark last jumped to, not the position, is the base of the next jump."""
         ts = sorted({t for t, _k in self._marks})
         base = self._mark_t if (self._mark_t is not None and self._mark_index == self.index
                                 and self._seek_to is None) else self.target
@@ -282,6 +289,10 @@ class ReplayFeeder(Worker):
             self._mark_t = t
             self._mark_index = self.rec.index_at(t)
             self.request_seek(t)
+            texts = self._mark_text.get(t, [])
+            more = f" (+{len(texts) - 1} more)" if len(texts) > 1 else ""
+            return f"+{duration(t - self.t0)} {texts[0] if texts else 'mark'}{more}"
+        return None
 
 
 def _history_from_json(history: Any, rec: Recording, i: int) -> None:
