@@ -168,6 +168,9 @@ class GpuscopeApp(App[int]):
             self._start_recording(self.record_path)
         if self.feeder is not None:
             self.feeder.start()
+            if not self._replay:  # the clock shows whole minutes: say so when samples stop coming
+                self.query_one(StatusBar).watch_stale = True
+                self.set_interval(2.0, self._check_stale)
         self.refresh_view(force=True)
         self.call_after_refresh(self.refresh_view, True)
 
@@ -321,6 +324,13 @@ class GpuscopeApp(App[int]):
             if v.replay is not None:
                 r = v.replay
                 self.query_one(Timeline).show_position(r.t0, r.t1, r.position, list(r.marks), r.speed, r.playing)
+
+    def _check_stale(self) -> None:
+        if self.paused or not self.screen_stack or self.screen is not self.screen_stack[0]:
+            return
+        bar = self.query_one(StatusBar)
+        if bar.stale_changed(self.interval_s):
+            bar.show(self.build_view(False))
 
     def _watchdog(self) -> None:
         """Exit when the terminal went away (SSH drop): the parent died or stdin is gone."""

@@ -5,10 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual.geometry import Region, Size
 from textual.message import Message
-from textual.strip import Strip
-from textual.widget import Widget
 
 from gpuscope.core.history import resample
 from gpuscope.core.model import DeviceInfo, GpuReading
@@ -17,6 +14,7 @@ from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import CLOCK_EVENT_BY_NAME, LINK_LEVEL, link_label, link_state, reading_busy
 from gpuscope.widgets.fit import fit_words
+from gpuscope.widgets.lines import LineWidget
 from gpuscope.widgets.style import (
     DIM,
     LEVEL_STYLE,
@@ -65,7 +63,7 @@ def rate_line(label: str, val: float | None, cap: float | None) -> Text:
     return t
 
 
-class GpuPanel(Widget):
+class GpuPanel(LineWidget):
     """One GPU, several lines. ``index`` is the GPU's NVML index.
 
     Drawn line by line (Textual's line API): a refresh repaints only the lines whose text changed, so
@@ -84,41 +82,6 @@ class GpuPanel(Widget):
         self.index = index
         self.can_focus = True
         self._graph_cache: dict[str, str] = {}
-        self._lines: list[Text] = []
-        self._strips: list[Strip | None] = []
-        self._gs_last: Text | None = None  # the whole panel's text, for tests and screen checks
-
-    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return max(1, len(self._lines))
-
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        if not 0 <= y < len(self._lines):
-            return Strip.blank(width, self.rich_style)
-        strip = self._strips[y]
-        if strip is None or strip.cell_length != width:
-            segments = list(self._lines[y].render(self.app.console))
-            strip = Strip(segments).crop_extend(0, width, self.rich_style).apply_style(self.rich_style)
-            self._strips[y] = strip
-        return strip
-
-    def _set_lines(self, lines: list[Text]) -> None:
-        """Show ``lines``: repaint only those that changed; re-lay out only when their number changed."""
-        old = self._lines
-        self._lines = lines
-        self._gs_last = Text("\n").join(lines)
-        if len(old) != len(lines):
-            self._strips = [None] * len(lines)
-            self.refresh(layout=True)
-            return
-        width = self.size.width
-        for y, (a, b) in enumerate(zip(old, lines)):
-            if a.plain != b.plain or a.spans != b.spans or a.style != b.style:
-                self._strips[y] = None
-                self.refresh(Region(0, y, width, 1))
-
-    def on_resize(self) -> None:
-        self._strips = [None] * len(self._lines)
 
     class Opened(Message):
         """The user clicked the panel: open this GPU's detail view."""
@@ -137,13 +100,13 @@ class GpuPanel(Widget):
         if self.border_title != title:
             self.border_title = title
         if r is None:
-            self._set_lines([Text("waiting for the first sample…", style=DIM)])
+            self.set_lines([Text("waiting for the first sample…", style=DIM)])
             return
         if r.lost:
             self.add_class("lost")
             if self.border_subtitle != "LOST":
                 self.border_subtitle = "LOST"
-            self._set_lines([Text(f"LOST: fell off the bus ({clean(dev.bus_id, 20)}); the other GPUs go on",
+            self.set_lines([Text(f"LOST: fell off the bus ({clean(dev.bus_id, 20)}); the other GPUs go on",
                                   style="bold red")])
             return
         if self.has_class("lost"):
@@ -216,7 +179,7 @@ class GpuPanel(Widget):
         lines = [ln if ln.cell_len <= width else fit_words(ln, width) for ln in lines]
         if self.border_subtitle:
             self.border_subtitle = ""
-        self._set_lines(lines)
+        self.set_lines(lines)
 
     def _graph(self, v: ViewState, metric: str, cols: int, maximum: float | None) -> str:
         if v.graphs or metric not in self._graph_cache or len(self._graph_cache[metric]) != cols:

@@ -1,0 +1,92 @@
+"""A widget drawn line by line from Rich ``Text`` lines (Textual's line API).
+
+The panels that change every second (GPU panels, the compact table, the findings panel) show a list of
+lines. Drawn as one ``Static``, any change repaints and re-renders the whole panel, and a new text can
+re-run layout; drawn here, a refresh repaints only the lines whose text or style changed, and layout
+runs only when the number of lines changed (profiled: repainting unchanged lines and re-laying out was
+most of the TUI's CPU and of the bytes it wrote to the terminal; benchmarks/bench_tui_cost.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.geometry import Region, Size
+from textual.strip import Strip
+from textual.widget import Widget
+
+
+def same_line(a: Text, b: Text) -> bool:
+    """Whether two lines draw the same cells (text, spans and base style)."""
+    return a.plain == b.plain and a.spans == b.spans and a.style == b.style
+
+
+class LineWidget(Widget):
+    """A widget whose content is a list of one-row ``Text`` lines, set with :meth:`set_lines`.
+
+    ``_gs_last`` holds the whole content (lines joined by newlines) for tests and the screen check,
+    and :meth:`render` returns it, so ``str(widget.render())`` reads what is shown.
+    """
+
+    def __init__(self, *args: Any, **kw: Any):
+        super().__init__(*args, **kw)
+        self._lines: list[Text] = []
+        self._strips: list[Strip | None] = []
+        self._base_style: Style | None = None  # self.rich_style, cached: it walks the ancestors' CSS
+        self._gs_last: Text | None = None
+
+    def render(self) -> Text:  # type: ignore[override]
+        """The whole content as one text (not used to paint: :meth:`render_line` does)."""
+        return self._gs_last if self._gs_last is not None else Text("")
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return max(1, len(self._lines))
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._base_style = None
+        self._strips = [None] * len(self._lines)
+
+    def on_resize(self) -> None:
+        self._strips = [None] * len(self._lines)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        style = self._base_style
+        if style is None:
+            style = self._base_style = self.rich_style
+        if not 0 <= y < len(self._lines):
+            return Strip.blank(width, style)
+        strip = self._strips[y]
+        if strip is None or strip.cell_length != width:
+            text, console = self._lines[y], self.app.console
+            segments = list(text.render(console))
+            if text.style and not text.spans:  # Rich applies a span-less text's own style only in __rich_console__
+                segments = list(Segment.apply_style(segments, console.get_style(text.style)))
+            strip = Strip(segments).crop_extend(0, width, style).apply_style(style)
+            self._strips[y] = strip
+        return strip
+
+    def set_lines(self, lines: list[Text]) -> bool:
+        """Show ``lines`` (one row each: wider ones are cut at the edge, so fit them first).
+
+        Repaints only the lines that changed; re-lays out only when their number changed. Returns
+        True when anything changed."""
+        old = self._lines
+        if len(old) == len(lines) and all(same_line(a, b) for a, b in zip(old, lines)):
+            return False
+        self._lines = lines
+        self._gs_last = Text("\n").join(lines)
+        if len(old) != len(lines):
+            self._strips = [None] * len(lines)
+            self.refresh(layout=True)
+            return True
+        width = self.size.width
+        for y, (a, b) in enumerate(zip(old, lines)):
+            if not same_line(a, b):
+                self._strips[y] = None
+                self.refresh(Region(0, y, width, 1))
+        return True
