@@ -26,6 +26,7 @@ from gpuscope.core.session import FrameSink, Session
 from gpuscope.core.text import clean
 from gpuscope.core.view import RecordingStatus, StatusInfo, ViewState
 from gpuscope.sources.recording import Recorder, RecordingError
+from gpuscope.tui import partial_writes
 from gpuscope.tui.commands import GpuscopeCommands
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
 from gpuscope.tui.hangup import exit_soon, terminal_gone, watch
@@ -84,6 +85,7 @@ class GpuscopeApp(App[int]):
     def __init__(self, session: Session, feeder: Worker | None, *, label: str, interval_s: float, window: str = "1m",
                  compact: bool | None = None, record_path: str | None = None, origin_note: str = ""):
         super().__init__()
+        partial_writes.install()  # only the changed cells of a line go to the terminal
         self.session = session
         self.feeder = feeder
         self.label = label

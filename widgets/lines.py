@@ -19,6 +19,27 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 
+def changed_cells(old: Strip, new: Strip) -> tuple[int, int] | None:
+    """The cells ``[start, end)`` where two strips of one width differ (text or style); ``None`` when they
+    draw the same. Strips holding double-width characters count as changed throughout."""
+    width = new.cell_length
+    if old.cell_length != width:
+        return (0, width)
+    a = [(ch, seg.style) for seg in old for ch in seg.text]
+    b = [(ch, seg.style) for seg in new for ch in seg.text]
+    if len(a) != width or len(b) != width:  # a wide character: cells and characters do not line up
+        return (0, width)
+    start = 0
+    while start < width and a[start] == b[start]:
+        start += 1
+    if start == width:
+        return None
+    end = width
+    while end > start and a[end - 1] == b[end - 1]:
+        end -= 1
+    return (start, end)
+
+
 def same_line(a: Text, b: Text) -> bool:
     """Whether two lines draw the same cells (text, spans and base style)."""
     return a.plain == b.plain and a.spans == b.spans and a.style == b.style
@@ -53,21 +74,27 @@ class LineWidget(Widget):
     def on_resize(self) -> None:
         self._strips = [None] * len(self._lines)
 
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
+    def _style(self) -> Style:
         style = self._base_style
         if style is None:
             style = self._base_style = self.rich_style
+        return style
+
+    def _strip(self, text: Text, width: int) -> Strip:
+        """One line as a strip of exactly ``width`` cells, in the widget's style."""
+        console, style = self.app.console, self._style()
+        segments = list(text.render(console))
+        if text.style and not text.spans:  # Rich applies a span-less text's own style only in __rich_console__
+            segments = list(Segment.apply_style(segments, console.get_style(text.style)))
+        return Strip(segments).crop_extend(0, width, style).apply_style(style)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
         if not 0 <= y < len(self._lines):
-            return Strip.blank(width, style)
+            return Strip.blank(width, self._style())
         strip = self._strips[y]
         if strip is None or strip.cell_length != width:
-            text, console = self._lines[y], self.app.console
-            segments = list(text.render(console))
-            if text.style and not text.spans:  # Rich applies a span-less text's own style only in __rich_console__
-                segments = list(Segment.apply_style(segments, console.get_style(text.style)))
-            strip = Strip(segments).crop_extend(0, width, style).apply_style(style)
-            self._strips[y] = strip
+            strip = self._strips[y] = self._strip(self._lines[y], width)
         return strip
 
     def set_lines(self, lines: list[Text]) -> bool:
@@ -86,7 +113,16 @@ class LineWidget(Widget):
             return True
         width = self.size.width
         for y, (a, b) in enumerate(zip(old, lines)):
-            if not same_line(a, b):
+            if same_line(a, b):
+                continue
+            prev = self._strips[y]
+            if prev is None or not width:
                 self._strips[y] = None
                 self.refresh(Region(0, y, width, 1))
+                continue
+            # only the cells that changed go to the terminal: "400 KB/s" → "410 KB/s" is 1 cell, not the line
+            new = self._strips[y] = self._strip(b, width)
+            cells = changed_cells(prev, new)
+            if cells is not None:
+                self.refresh(Region(cells[0], y, cells[1] - cells[0], 1))
         return True
