@@ -7,7 +7,6 @@ from typing import Any
 
 from rich.text import Text
 
-from gpuscope.core.history import resample
 from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.topology import best_link, pcie_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
@@ -22,7 +21,7 @@ from gpuscope.widgets.style import (
     fmt_gb,
     level_style,
     short_name,
-    sparkline,
+    spark_window,
 )
 
 Cell = Callable[[DeviceInfo, GpuReading], Text]
@@ -117,7 +116,7 @@ class GpuTable(LineWidget):
         g = self._graph_cache.get(key)
         if v.graphs or g is None or len(g) != cols:
             times, vals = v.history.window(metric, index, v.window_s, v.now or None)
-            g = self._graph_cache[key] = sparkline(resample(times, vals, v.now or 0, v.window_s, cols), top)
+            g = self._graph_cache[key] = spark_window(times, vals, v.now or 0, v.window_s, cols, top)
         return g
 
     def show(self, v: ViewState) -> None:

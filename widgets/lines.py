@@ -42,7 +42,7 @@ def changed_cells(old: Strip, new: Strip) -> tuple[int, int] | None:
 
 def same_line(a: Text, b: Text) -> bool:
     """Whether two lines draw the same cells (text, spans and base style)."""
-    return a.plain == b.plain and a.spans == b.spans and a.style == b.style
+    return a is b or a.plain == b.plain and a.spans == b.spans and a.style == b.style
 
 
 class LineWidget(Widget):
