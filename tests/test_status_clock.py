@@ -3,6 +3,8 @@ while recording; an overdue sample is said in words, so a frozen screen is never
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import time
 
 import pytest
@@ -40,3 +42,30 @@ def test_clock_seconds_only_where_they_matter(label: str, recording: bool, repla
                                                (125.0, 1.0, "no sample for 2m05s")])
 def test_stale_text(age: float, interval: float, want: str) -> None:
     assert stale_text(age, interval) == want
+
+
+async def test_header_says_when_samples_stop_and_clears_when_they_return() -> None:
+    """With the clock in whole minutes, a stalled sampler must not look like an idle machine: the app's
+    check (every 2 s) puts "no sample for …" in the header; the next sample takes it away."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_tui import make_app
+
+    from gpuscope.widgets.status_bar import StatusBar
+
+    app = make_app("healthy-gen4", 0, 10)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        bar = app.query_one(StatusBar)
+        bar.watch_stale = True
+        assert not bar.stale_changed(1.0)
+        bar._seen_at -= 20  # the last sample arrived 20 s ago
+        app._check_stale()
+        assert "no sample for 20s" in str(bar.render())
+        assert re.search(r"\d\d:\d\d$", str(bar.render()).rstrip())  # the clock stays (whole minutes)
+        frame = app.session.last_frame
+        app.session.ingest(dataclasses.replace(frame, t=frame.t + 1))  # a new sample arrives
+        app.refresh_view(force=True)
+        assert "no sample" not in str(bar.render())
