@@ -88,3 +88,51 @@ def test_screen_is_the_same_as_with_textuals_output(seed: int) -> None:
 def test_install_is_idempotent() -> None:
     assert partial_writes.install() and partial_writes.install()
     assert ChopsUpdate.render_segments is partial_writes.render_segments
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_partial_updates_leave_the_screen_as_a_full_redraw_would(size: tuple[int, int]) -> None:
+    """Change a few cells in two GPU panels (or table rows) far apart; apply the partial update Textual
+    sends (with both replacements installed) to the screen as it was: it must read exactly like a full
+    redraw of the new screen, and it must have been rendered from the changed rows only."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_tui import make_app
+
+    from gpuscope.widgets.lines import LineWidget
+
+    captured: list[ChopsUpdate] = []
+    original_init = ChopsUpdate.__init__
+
+    def spy(self, chops, spans, chop_ends):  # type: ignore[no-untyped-def]
+        captured.append(self)
+        original_init(self, chops, spans, chop_ends)
+
+    app = make_app("h200-nvswitch-8", 0, 30)
+    async with app.run_test(size=size) as pilot:
+        for _ in range(6):
+            await pilot.pause()
+        assert ChopsUpdate.render_segments is partial_writes.render_segments
+        comp = app.screen._compositor
+        before = [[ch for ch in "".join(s.text for s in row)] for row in comp.render_full_update().strips]
+        widgets = [w for w in app.screen.query(LineWidget) if w.display and w.size.height > 1]
+        first, last = widgets[0], widgets[-1]
+        for w, k in ((first, 1), (last, len(last._lines) - 1)):
+            lines = list(w._lines)
+            t = lines[k]
+            lines[k] = t[:5] + type(t)("#", style="bold") + t[6:]
+            w.set_lines(lines)
+        ChopsUpdate.__init__ = spy  # type: ignore[method-assign]
+        try:
+            for _ in range(3):
+                await pilot.pause()
+        finally:
+            ChopsUpdate.__init__ = original_init  # type: ignore[method-assign]
+        assert captured, "no partial update was sent"
+        for upd in captured:
+            apply(before, partial_writes.render_segments(upd, CONSOLE))
+        after = ["".join(s.text for s in row) for row in comp.render_full_update().strips]
+        assert ["".join(r) for r in before] == after
+        assert any("#" in row for row in after)

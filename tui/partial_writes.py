@@ -1,4 +1,5 @@
-"""Write only the changed cells of a line to the terminal, not everything left of them.
+"""Partial screen updates that cost what changed: only the changed cells are written, only the changed
+rows are rendered.
 
 Textual (8.2.8) turns a partial screen update into terminal bytes with ``ChopsUpdate.render_segments``:
 for each changed span ``x1..x2`` of a line it crops the right end at ``x2`` but starts writing at the
@@ -10,7 +11,9 @@ side resends the entire line. gpuscope's panels repaint only the cells that chan
 :func:`install` replaces that one method with a version that also skips the whole segments (runs of
 one style) lying left of ``x1``: it starts at the first segment that reaches into the span, so no
 character is ever split (a double-width character stays whole) and what the terminal shows afterwards
-is the same cell for cell (tests/test_partial_writes.py checks that on an emulated screen).
+is the same cell for cell (tests/test_partial_writes.py checks that on an emulated screen). It also
+replaces ``Compositor._get_renders`` (:func:`get_renders`) so that a partial update renders only the rows
+it will use.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from typing import Any
 
 from rich.console import Console
 from rich.control import Control
-from textual._compositor import ChopsUpdate
+from textual._compositor import ChopsUpdate, Compositor
+from textual.geometry import Region
 from textual.strip import Strip
 
 TEXTUAL_RENDER_SEGMENTS = ChopsUpdate.render_segments  # Textual's own, kept for the tests' comparison
+TEXTUAL_GET_RENDERS = Compositor._get_renders
 
 
 def render_segments(self: Any, console: Console) -> str:
@@ -58,6 +63,27 @@ def render_segments(self: Any, console: Console) -> str:
     return "".join(sequences)
 
 
+def get_renders(self: Any, crop: Region | None = None) -> Any:
+    """``Compositor._get_renders`` that, for a partial update, renders each widget's rows inside ``crop``
+    only. Textual renders every row of every widget that overlaps the changed area (and then uses the
+    changed rows): a one-line change in a GPU panel ran the screen's, the containers' and the panel's
+    every row through the style cache and the line filters. The rows outside ``crop`` were never used."""
+    if crop is None:
+        yield from TEXTUAL_GET_RENDERS(self, None)
+        return
+    top, bottom = crop.y, crop.bottom
+    crop_overlaps = crop.overlaps
+    for widget, (region, clip) in self.visible_widgets.items():
+        if not crop_overlaps(clip):
+            continue
+        x, y, width, height = region.intersection(clip)
+        y0, y1 = max(y, top), min(y + height, bottom)
+        if not width or y1 <= y0:
+            continue
+        shown = Region(x, y0, width, y1 - y0)  # the clip the chops are cut with: these rows only
+        yield region, shown, widget.render_lines(Region(x - region.x, y0 - region.y, width, y1 - y0))
+
+
 def install() -> bool:
     """Use :func:`render_segments` for Textual's partial updates (once; only on the Textual 8 it was
     written against, else Textual's own is kept). Returns True when it is in place."""
@@ -66,4 +92,5 @@ def install() -> bool:
     if not getattr(textual, "__version__", "").startswith("8."):
         return False
     ChopsUpdate.render_segments = render_segments  # type: ignore[method-assign]
+    Compositor._get_renders = get_renders  # type: ignore[method-assign]
     return True
