@@ -15,6 +15,7 @@ from typing import Any
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session, run_ticks
 from gpuscope.core.summary import SummaryPacer, summarise
+from gpuscope.core.text import count
 from gpuscope.sources.mqtt import BrokerConfig, Publisher, Subscriber, parse_broker, safe_host
 from gpuscope.sources.recording import Recorder
 
@@ -186,6 +187,6 @@ def run_remote_record(args: argparse.Namespace) -> int:
         rec = session.stop_recording()
         sub.stop()
     size = os.path.getsize(args.output) if os.path.exists(args.output) else 0
-    sys.stderr.write(f"gpuscope: recorded {rec.frames if rec else 0} frames of remote host {host} to {args.output} "
+    sys.stderr.write(f"gpuscope: recorded {count(rec.frames if rec else 0, 'frame')} of remote host {host} to {args.output} "
                      f"({human_bytes(size)}); {sub.dropped} bad messages dropped\n")
     return 0

@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GpuscopeError as e:
         log.info("error: %s", e)
         _stderr(f"gpuscope: error: {e}\n")
-        return EXIT_FAIL
+        return e.exit_status if e.exit_status != 1 else EXIT_FAIL
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `gpuscope summary X | head`: the reader is done, that is fine
@@ -270,9 +270,11 @@ def _dispatch(cmd: str, args: argparse.Namespace) -> int:
     if cmd == "scenarios":
         from gpuscope.sources.scenario import load, shipped
 
-        for name in sorted(shipped()):
+        names = sorted(shipped())
+        width = max((len(n) for n in names), default=0)  # the longest name sets the column: descriptions align
+        for name in names:
             sc = load(name)
-            print(f"{name:<22} {len(sc.gpus)} GPU{'s' if len(sc.gpus) > 1 else ' '}  {clean(sc.description, 200)}")
+            print(f"{name:<{width}}  {len(sc.gpus)} GPU{'s' if len(sc.gpus) > 1 else ' '}  {clean(sc.description, 200)}")
         return 0
     if cmd == "topo":
         from gpuscope.cli.topo import run_topo

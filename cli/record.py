@@ -15,7 +15,7 @@ from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session, run_ticks
-from gpuscope.core.text import clean
+from gpuscope.core.text import clean, count
 from gpuscope.core.units import duration as human_duration
 from gpuscope.core.units import human_bytes
 from gpuscope.sources.recording import Recorder
@@ -59,18 +59,16 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     frames = 0
 
-    endpoint_state: dict[str, bool] = {}  # url -> up, as last told to the user
+    endpoints_told: dict[str, str] = {}  # url -> its state, as last told to the user
 
     def on_frame(frame: Any) -> None:
         nonlocal frames
         session.ingest(frame)
         frames += 1
-        for line in endpoint_changes(frame.endpoints, endpoint_state):
+        for line in endpoint_changes(frame.endpoints, endpoints_told):
             sys.stderr.write(f"gpuscope: {line}\n")  # headless: say when a server goes away or comes back
         if session.record_error:
             sys.stderr.write(f"gpuscope: {session.record_error}\n")
-            stop.set()
-        if args.duration is not None and time.monotonic() - t_start >= args.duration:
             stop.set()
         if proc is not None and proc.poll() is not None:
             stop.set()
@@ -90,8 +88,11 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
                     os.unlink(args.output)
                 except OSError:
                     pass
-                raise GpuscopeError(f"cannot run {clean(cmd[0])}: {e.strerror or e}") from None
-        run_ticks(src.sample, on_frame, args.interval, stop, on_error=session.tick_failed)
+                # the shell's statuses: 127 not found, 126 found but not runnable
+                raise GpuscopeError(f"cannot run {clean(cmd[0])}: {e.strerror or e}",
+                                    exit_status=127 if isinstance(e, FileNotFoundError) else 126) from None
+        run_ticks(src.sample, on_frame, args.interval, stop, on_error=session.tick_failed,
+                  until=t_start + args.duration if args.duration is not None else None)
         if proc is not None:
             status = proc.wait()
             session.add_marker(f"end: exit status {status}" + (" (killed by gpuscope: SIGKILL)"
@@ -119,7 +120,8 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
     trouble = f"; {errs.text()}" if errs.count else ""
     if rec is not None and rec.dropped:
         trouble += f"; {rec.dropped} frames dropped (the disk was too slow)"
-    sys.stderr.write(f"gpuscope: {state} {n}{sim} frames of {len(src.inventory.devices)} GPUs over "
+    sys.stderr.write(f"gpuscope: {state} {n}{sim} {'frame' if n == 1 else 'frames'} of "
+                     f"{count(len(src.inventory.devices), 'GPU')} over "
                      f"{human_duration(time.monotonic() - t_start)} to {args.output} ({human_bytes(size)}){worst}"
                      f"{trouble}\n")
     if proc is not None:
@@ -184,17 +186,27 @@ class Escalation:
             self._timer.cancel()
 
 
-def endpoint_changes(readings: Any, state: dict[str, bool]) -> list[str]:
-    """One line per endpoint whose reachability changed since ``state`` (updated in place): the first
-    reading of an unreachable endpoint, and every later change either way."""
+def endpoint_state(e: Any) -> str:
+    """``down`` (unreachable), ``bad`` (it answers, but no answer was usable: too large, not metrics) or ``ok``."""
+    if not e.up:
+        return "down"
+    if e.gen_tokens_per_s is None and e.error and "bad responses" in e.error:
+        return "bad"
+    return "ok"
+
+
+def endpoint_changes(readings: Any, state: dict[str, str]) -> list[str]:
+    """One line per endpoint whose state (:func:`endpoint_state`) changed since ``state`` (updated in
+    place): the first reading of an endpoint that is down or gives only bad answers, and every later change."""
     out = []
     for e in readings:
         url = clean(e.url, 200)
-        if url in state and state[url] == bool(e.up):
+        now = endpoint_state(e)
+        if state.get(url) == now:
             continue
         first = url not in state
-        state[url] = bool(e.up)
-        if not e.up:
+        state[url] = now
+        if now != "ok":
             out.append(f"endpoint {url}: {clean(e.error or 'unreachable', 200)}; recording goes on")
         elif not first:
             out.append(f"endpoint {url} is back")

@@ -19,7 +19,7 @@ from gpuscope.core.stats import (
     summarize,
     summarize_by_marker,
 )
-from gpuscope.core.text import clean
+from gpuscope.core.text import clean, count
 from gpuscope.core.units import duration as human_duration
 from gpuscope.core.units import fmt_num
 from gpuscope.core.validate import dumps_out
@@ -61,7 +61,7 @@ def render_summary(doc: dict[str, Any]) -> str:
     sim = "  SIMULATED" if doc["simulated"] else ""
     start = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc["start"]))
     out.append(f"{clean(doc['file'], 300)}: {clean(doc['host'])}{sim}, {start}, {human_duration(doc['duration_s'])}, "
-               f"{doc['frames']} frames")
+               f"{count(doc['frames'], 'frame')}")
     if doc["problems"]:
         out.append("problems: " + "; ".join(clean(p, 300) for p in doc["problems"]))
     for g in doc["gpus"]:
@@ -136,7 +136,7 @@ def render_phases(doc: dict[str, Any]) -> str:
         out.append("")
         kind = "" if s["kind"] == "phase" else f"  [{s['kind']}]"
         out.append(f"{clean(s['label'], 70)}{kind}  +{human_duration(s['start'] - doc['start'])}, "
-                   f"{human_duration(s['duration_s'])}, {s['frames']} frames")
+                   f"{human_duration(s['duration_s'])}, {count(s['frames'], 'frame')}")
         if not s["frames"]:
             continue
         out.append(f"  {'GPU':<4}{'util %':>7}{'power W':>9}{'SM MHz':>8}{'PCIe RX':>9}{'PCIe TX':>9}"
@@ -165,7 +165,15 @@ def run_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _points(a: float | None, b: float | None) -> str:
+    """The change of a percentage in percentage points (72 % → 76 % is +4 pt, not +6 %)."""
+    if a is None or b is None:
+        return ""
+    return "" if a == b else f"{b - a:+.0f} pt"
+
+
 def _pct(a: float | None, b: float | None) -> str:
+    """The relative change of a quantity, in per cent of A."""
     if a is None or b is None:
         return ""
     if a == 0:
@@ -184,7 +192,8 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             ma = sa["mean"] if sa else None
             mb = sb["mean"] if sb else None
             rows.append({"gpu": ga["index"], "metric": m.name, "label": m.label, "a": ma, "b": mb,
-                         "change": _pct(ma, mb), "scale": m.scale, "digits": m.digits})
+                         "change": _points(ma, mb) if m.unit == "%" else _pct(ma, mb), "scale": m.scale,
+                         "digits": m.digits})
         la = max(ga["pcie_links_while_busy"], key=ga["pcie_links_while_busy"].get, default=None)
         lb = max(gb["pcie_links_while_busy"], key=gb["pcie_links_while_busy"].get, default=None)
         if la or lb:
@@ -195,11 +204,13 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         sa, sb = ea["stats"].get("gen_tokens_per_s"), eb["stats"].get("gen_tokens_per_s")
         ma, mb = (sa or {}).get("mean"), (sb or {}).get("mean")
         eps.append({"a": ma, "b": mb, "change": _pct(ma, mb), "url_a": ea["url"], "url_b": eb["url"]})
-    fa = {f["id"] for f in a["findings"]}
-    fb = {f["id"] for f in b["findings"]}
+    fa = {f["id"]: f["message"] for f in a["findings"]}
+    fb = {f["id"]: f["message"] for f in b["findings"]}
     return {"schema": "gpuscope.compare/1", "a": a["file"], "b": b["file"], "duration_s": [a["duration_s"],
             b["duration_s"]], "rows": rows, "endpoints_tok_s": eps,
-            "findings_only_in_a": sorted(fa - fb), "findings_only_in_b": sorted(fb - fa),
+            "findings_only_in_a": sorted(fa.keys() - fb.keys()), "findings_only_in_b": sorted(fb.keys() - fa.keys()),
+            "findings_only_in_a_text": [fa[k] for k in sorted(fa.keys() - fb.keys())],
+            "findings_only_in_b_text": [fb[k] for k in sorted(fb.keys() - fa.keys())],
             "gpu_count": [len(a["gpus"]), len(b["gpus"])]}
 
 
@@ -250,10 +261,12 @@ def run_compare(args: argparse.Namespace) -> int:
         else:
             print(f"{r['gpu']:<4}{r['label']:<18}{_fmt(r['a'], r['scale'], r['digits']):>10}"
                   f"{_fmt(r['b'], r['scale'], r['digits']):>10}  {r['change']}")
-    if doc["findings_only_in_a"]:
-        print("findings only in A: " + clean(", ".join(doc["findings_only_in_a"]), 1000))
-    if doc["findings_only_in_b"]:
-        print("findings only in B: " + clean(", ".join(doc["findings_only_in_b"]), 1000))
+    for side in ("a", "b"):
+        texts = doc[f"findings_only_in_{side}_text"]
+        if texts:
+            print(f"findings only in {side.upper()}:")
+            for t in texts:
+                print("  " + clean(t, 300))
     return 0
 
 

@@ -18,7 +18,15 @@ SHOWN: dict[str, Any] = {"shown": True}
 
 
 class GpuscopeError(Exception):
-    """An error whose ``str()`` is the one line the user sees (no traceback)."""
+    """An error whose ``str()`` is the one line the user sees (no traceback). ``exit_status`` is the
+    process's exit status (1; a command that cannot be run gives the shell's 127 / 126)."""
+
+    exit_status = 1
+
+    def __init__(self, *args: object, exit_status: int | None = None):
+        super().__init__(*args)
+        if exit_status is not None:
+            self.exit_status = exit_status
 
 
 def one_line(exc: BaseException, limit: int = 160) -> str:

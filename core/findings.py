@@ -768,6 +768,15 @@ class FindingsEngine:
                                           "worst": f.worst, "held_s": round(f.ended_at - f.started_at, 3)}))
         return events
 
+    def open_events(self, now: float, skip: set[str] | frozenset[str] = frozenset()) -> list[Event]:
+        """A ``finding_raised`` event at ``now`` for every raised finding (ids in ``skip`` left out), with
+        its true condition start and "since": what a recording started mid-session (``r`` in the TUI)
+        writes first, so the file knows what was already wrong when it began."""
+        return [Event(t=now, kind="finding_raised", text=f.message,
+                      data={**self._data(f, now), "since_s": round(now - (f.since or now), 3),
+                            "evidence": _clean(f.evidence)})
+                for f in self.active if f.id not in skip]
+
     @staticmethod
     def _data(f: Finding, now: float) -> dict[str, Any]:
         return {"id": f.id, "rule": f.rule, "severity": f.severity, "subject": f.subject,

@@ -92,11 +92,29 @@ class Inventory:
         return None
 
 
+PROCESS_KINDS = ("C", "G", "C+G")  # compute, graphics, both (as nvidia-smi's Type column)
+
+
 @dataclass(frozen=True, slots=True)
 class ProcessInfo:
+    """One process on one GPU, from NVML's running-process lists (read on the slow path, every 5 s).
+
+    ``name`` is the short name (``/proc/PID/comm``), ``command`` the command line (cut to 120
+    characters), ``user`` the effective user (``"?"`` when the process could not be looked up: it ended,
+    or lives in another PID namespace). ``sm_pct`` / ``mem_pct`` are NVML's per-process SM and memory
+    controller shares (``nvmlDeviceGetProcessUtilization``), None where the GPU does not report them.
+    ``kind``: ``C`` compute, ``G`` graphics, ``C+G`` both. Fields after ``name`` were added later:
+    recordings without them decode with the defaults.
+    """
+
     pid: int
     used_memory_bytes: int | None = None
     name: str | None = None
+    user: str | None = None
+    command: str | None = None
+    sm_pct: float | None = None
+    mem_pct: float | None = None
+    kind: str = "C"
 
 
 @dataclass(frozen=True, slots=True)

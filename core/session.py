@@ -79,6 +79,7 @@ class Session:
         self.lock = threading.RLock()
         self.record_findings = record_findings
         self.tick_errors = TickErrors()
+        self._announce = False
 
     def add_marker(self, label: str = "", t: float | None = None) -> Event:
         """Queue a marker; it travels with the next frame. The label is made one printable line here, the
@@ -99,6 +100,11 @@ class Session:
             events = list(frame.events) + pending
             if self.record_findings:
                 events += self.findings.update(frame)
+                if self._announce and self.recorder is not None:
+                    raised = {str(e.data.get("id")) for e in events
+                              if e.kind == "finding_raised" and isinstance(e.data, dict)}
+                    events += self.findings.open_events(frame.t, skip=raised)
+                self._announce = False
             else:
                 self.findings.update(frame)
             if len(events) != len(frame.events):
@@ -133,6 +139,7 @@ class Session:
         with self.lock:
             self.record_error = None
             self.recorder = sink
+            self._announce = True  # the first recorded frame says which findings are already raised
         log.info("recording to %s", getattr(sink, "path", sink))
         return sink
 
@@ -153,8 +160,10 @@ class Session:
 
 def run_ticks(sample: Callable[[], Frame], on_frame: Callable[[Frame], None], interval_s: float,
               stop: threading.Event, clock: Callable[[], float] = time.monotonic,
-              on_error: Callable[[Exception], None] | None = None) -> None:
-    """Call ``sample`` every ``interval_s`` on a fixed schedule until ``stop`` is set.
+              on_error: Callable[[Exception], None] | None = None, until: float | None = None) -> None:
+    """Call ``sample`` every ``interval_s`` on a fixed schedule until ``stop`` is set, or until the clock
+    reaches ``until`` (a deadline on ``clock``: one last sample is taken at the deadline itself, so
+    ``--duration 2 --interval 10`` ends after 2 s with a frame at 0 s and one at 2 s, not after 10 s).
 
     A tick that overruns skips the ticks it missed instead of queueing them (no backlog). A tick whose
     ``sample`` or ``on_frame`` raises an ``Exception`` is handed to ``on_error`` (usually
@@ -168,8 +177,11 @@ def run_ticks(sample: Callable[[], Frame], on_frame: Callable[[Frame], None], in
             if on_error is None:
                 raise
             on_error(e)
-        next_t += interval_s
         now = clock()
+        if until is not None and now >= until:
+            return
+        next_t += interval_s
         if next_t < now:
             next_t = now + interval_s - ((now - next_t) % interval_s)
-        stop.wait(max(0.0, next_t - now))
+        wake = next_t if until is None else min(next_t, until)
+        stop.wait(max(0.0, wake - now))

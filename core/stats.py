@@ -44,7 +44,8 @@ def _t(v: Any, default: float) -> float:
 def finding_durations(events: Iterable[Any], t_end: float) -> list[dict[str, Any]]:
     """Each finding's history from its raised / changed / cleared events, one entry per finding id.
 
-    An entry: ``id``, ``rule``, ``subject``, ``severity`` (the worst it reached), ``message`` (the last),
+    An entry: ``id``, ``rule``, ``subject``, ``severity`` (the worst it reached), ``message`` (as raised, or as last changed: never the
+    clear's, which describes the condition's fading last moment),
     ``started_at`` (its first condition start), ``raised_at`` (first raise), ``cleared_at`` (last clear,
     None while open at the end), ``duration_s`` (total over its episodes, seconds), ``episodes``: each
     ``started_at`` (the condition's start, hold_s before the raise), ``raised_at``, ``ended_at`` (the
@@ -90,7 +91,8 @@ def finding_durations(events: Iterable[Any], t_end: float) -> list[dict[str, Any
             ep["ended_at"] = e.t - _t(e.data.get("ended_s"), 0.0)
             ep["cleared_at"] = e.t
             ep["severity"] = _worse(_worse(ep["severity"], sev), e.data.get("worst"))
-            by_id[fid]["message"] = e.text
+            # the message stays the raise's (or the last change's): the clear's is the condition's last
+            # moment, when load was already leaving (a power cap quoted at "458 of 700 W, −0 MHz")
     out = []
     for ent in by_id.values():
         for ep in ent["episodes"]:

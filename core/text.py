@@ -45,3 +45,8 @@ def clean(s: object, max_len: int = 200) -> str:
 def clean_opt(s: str | None, max_len: int = 200) -> str | None:
     """:func:`clean` that keeps ``None`` as ``None``."""
     return None if s is None else clean(s, max_len)
+
+
+def count(n: int, noun: str) -> str:
+    """``1 frame``, ``0 frames``, ``2 frames``: a count with its noun in the right number (regular plurals)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

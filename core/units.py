@@ -8,11 +8,12 @@ NONE = "–"  # how a missing reading reads
 
 
 def duration(seconds: float, short: bool = False) -> str:
-    """Seconds as ``1h02m03s``, ``3m05s`` or ``12s`` (whole seconds, rounded down, never negative).
+    """Seconds as ``1h02m03s``, ``3m05s`` or ``12s`` (nearest whole second, never negative: a recording
+    of 4.998 s reads ``5s``, not ``4s``).
 
     ``short`` drops the seconds from durations of an hour or more (``1h02m``), for narrow places.
     """
-    s = max(0, int(seconds))
+    s = max(0, int(seconds + 0.5))
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
     if h:

@@ -27,6 +27,7 @@ from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import (
+    PROCESS_KINDS,
     DeviceInfo,
     EndpointReading,
     Event,
@@ -235,7 +236,10 @@ def check_gpu(g: GpuReading, tally: Tally | None = None) -> GpuReading:
                     tally.readings += 1
                 continue
             mem = p.used_memory_bytes if p.used_memory_bytes is None or in_range(p.used_memory_bytes, *_BYTES) else None
-            procs.append(ProcessInfo(pid=p.pid, used_memory_bytes=mem, name=clean_opt(p.name, 100)))
+            sm, mp = (v if v is None or in_range(v, *_PCT) else None for v in (p.sm_pct, p.mem_pct))
+            procs.append(ProcessInfo(pid=p.pid, used_memory_bytes=mem, name=clean_opt(p.name, 100),
+                                     user=clean_opt(p.user, 32), command=clean_opt(p.command, 120), sm_pct=sm,
+                                     mem_pct=mp, kind=p.kind if p.kind in PROCESS_KINDS else "C"))
         ch["processes"] = tuple(procs)
     return dataclasses.replace(g, **ch) if ch else g
 

@@ -655,17 +655,22 @@ class EndpointPoller:
                     self.probes[k] = res
             await asyncio.sleep(self.probe_every_s or 10.0)
 
-    async def _fetch(self, client: Any, url: str) -> tuple[int, bytes | None]:
-        """(status, body) with the size cap enforced as the bytes arrive: body None past ``max_body``."""
+    async def _fetch(self, client: Any, url: str) -> tuple[int, bytes | None, float]:
+        """(status, body, when) with the size cap enforced as the bytes arrive: body None past ``max_body``.
+
+        ``when`` is the wall time the response headers arrived: the server had read its counters just
+        before, so rates are not skewed by connection set-up (the first scrape's TCP connect made a 4 s
+        window read 3 % low under load when the request's start time was used)."""
         async with client.stream("GET", url) as r:
+            when = time.time()
             buf = bytearray()
             async for chunk in r.aiter_bytes():
                 buf += chunk
                 if len(buf) > self.max_body or (r.status_code != 200 and len(buf) > 4096):
                     if r.status_code != 200:
                         break
-                    return r.status_code, None
-            return r.status_code, bytes(buf)
+                    return r.status_code, None, when
+            return r.status_code, bytes(buf), when
 
     async def _poll(self, client: Any, k: int) -> bool:
         import httpx
@@ -674,7 +679,7 @@ class EndpointPoller:
         t = time.time()
         why: str
         try:
-            status, raw = await asyncio.wait_for(self._fetch(client, self.urls[k]), self.timeout_s)
+            status, raw, t = await asyncio.wait_for(self._fetch(client, self.urls[k]), self.timeout_s)
             if raw is None:
                 tr.garbage += 1
                 tr.last_error = f"response larger than {self.max_body / 2**20:g} MB refused"

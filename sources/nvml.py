@@ -27,7 +27,9 @@ from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory, PairLink, ProcessInfo
+from gpuscope.core.text import clean_opt
 from gpuscope.core.topology import cpu_list, normalize_bus_id, nvlink_count, topology_label
+from gpuscope.sources.procinfo import COMMAND_MAX, UNKNOWN_USER, ProcTable
 
 
 class NvmlUnavailable(GpuscopeError, RuntimeError):
@@ -116,7 +118,8 @@ class NvmlSource:
         self._gpm_ok: dict[int, bool] = {}
         self._nvlink_links: dict[int, list[int]] = {}
         self._nvlink_prev: dict[int, tuple[float, float, float]] = {}
-        self._proc_names: dict[int, str | None] = {}
+        self._procs = ProcTable()  # user, name, command per pid, from /proc (real NVML only)
+        self._util_seen: dict[int, int] = {}  # per GPU: the newest process-utilisation sample's timestamp (µs)
         self._pending_events: list[Event] = []
         self._nvlink_remote: dict[int, tuple[list[tuple[str, int]], int]] = {}
         self._errors = tuple(getattr(nvml, n) for n in _NOT_SUPPORTED_NAMES if hasattr(nvml, n))
@@ -352,6 +355,8 @@ class NvmlSource:
                 out.append(GpuReading(index=i, lost=True))
                 continue
             out.append(replace(r, **extra))
+        if slow and self.read_sysfs:
+            self._procs.keep(p.pid for g in out for p in g.processes or ())
         events = tuple(self._pending_events)
         self._pending_events.clear()
         return Frame(t=(t0 + t) / 2, gpus=tuple(out), events=events)
@@ -386,10 +391,10 @@ class NvmlSource:
             energy = cache.get("_energy")
         reasons = c(i, "clock_events", nv.nvmlDeviceGetCurrentClocksEventReasons, h)
         if slow:
-            procs = c(i, "procs", nv.nvmlDeviceGetComputeRunningProcesses, h)
-            self._slow_cache.setdefault(i, {})["_procs"] = procs
+            procs = self._processes(i, h)
+            cache["_procs"] = procs
         else:
-            procs = self._slow_cache.get(i, {}).get("_procs")
+            procs = cache.get("_procs")
         return GpuReading(
             index=i,
             util_gpu_pct=float(util.gpu) if util is not None else None,
@@ -408,17 +413,78 @@ class NvmlSource:
             clock_event_reasons=int(reasons) if reasons is not None else None,
             pcie_gen=c(i, "pcie_gen", nv.nvmlDeviceGetCurrPcieLinkGeneration, h),
             pcie_width=c(i, "pcie_width", nv.nvmlDeviceGetCurrPcieLinkWidth, h),
-            processes=tuple(self._process(p) for p in procs) if procs is not None else None,
+            processes=procs,
         )
 
-    def _process(self, p: Any) -> ProcessInfo:
-        pid = int(p.pid)
-        if pid not in self._proc_names:
-            if len(self._proc_names) > 4096:
-                self._proc_names.clear()
-            self._proc_names[pid] = _proc_name(pid) if self.read_sysfs else getattr(p, "name", None)
-        used = getattr(p, "usedGpuMemory", None)
-        return ProcessInfo(pid=pid, used_memory_bytes=int(used) if used is not None else None, name=self._proc_names[pid])
+    def _processes(self, i: int, h: Any) -> tuple[ProcessInfo, ...] | None:
+        """GPU ``i``'s processes (slow path only): compute and graphics lists merged by pid (kind C, G or
+        C+G), each with its user and command, and its SM % where NVML reports per-process utilisation.
+        None when neither list is reported (NotSupported: never asked again)."""
+        nv = self.nvml
+        compute = self._call(i, "procs", nv.nvmlDeviceGetComputeRunningProcesses, h)
+        graphics = None
+        if hasattr(nv, "nvmlDeviceGetGraphicsRunningProcesses"):
+            graphics = self._call(i, "gprocs", nv.nvmlDeviceGetGraphicsRunningProcesses, h)
+        if compute is None and graphics is None:
+            return None
+        merged: dict[int, tuple[str, int | None, Any]] = {}
+        for kind, plist in (("C", compute or ()), ("G", graphics or ())):
+            for p in plist:
+                pid = int(p.pid)
+                used = getattr(p, "usedGpuMemory", None)
+                used = int(used) if used is not None else None
+                if pid in merged:  # in both lists: one row, C+G, the larger memory figure
+                    k0, u0, p0 = merged[pid]
+                    merged[pid] = ("C+G" if k0 != kind else k0, u0 if used is None else max(u0 or 0, used), p0)
+                else:
+                    merged[pid] = (kind, used, p)
+        util = self._process_util(i, h) if merged else None
+        out = []
+        for pid, (kind, used, p) in merged.items():
+            if self.read_sysfs:
+                facts = self._procs.facts(pid)
+                user, name, command = facts.user, facts.name, facts.command
+            else:  # the simulated NVML carries its own (simulated) facts
+                user = getattr(p, "user", None) or UNKNOWN_USER
+                name = clean_opt(getattr(p, "name", None), 32)
+                command = clean_opt(getattr(p, "cmdline", None), COMMAND_MAX)
+            sm = mem = None
+            if util is not None:  # a process without a sample since the last read used 0 %
+                sm, mem = util.get(pid, (0.0, 0.0))
+            out.append(ProcessInfo(pid=pid, used_memory_bytes=used, name=name, user=user, command=command,
+                                   sm_pct=sm, mem_pct=mem, kind=kind))
+        return tuple(out)
+
+    def _process_util(self, i: int, h: Any) -> dict[int, tuple[float, float]] | None:
+        """Per-pid (SM %, memory %) from ``nvmlDeviceGetProcessUtilization`` since the previous read: the
+        newest sample of each pid. NVML returns samples only for processes that used the GPU, and
+        NotFound when there are none (every process 0 %). None when not reported: NotSupported (then never
+        asked again on this GPU) or a transient error."""
+        nv = self.nvml
+        fn = getattr(nv, "nvmlDeviceGetProcessUtilization", None)
+        if fn is None or not self.supported(i, "proc_util"):
+            return None
+        not_found = getattr(nv, "NVMLError_NotFound", None)
+        try:
+            samples = fn(h, self._util_seen.get(i, 0))
+        except self._errors:
+            with self._lock:
+                self._unsupported.add((i, "proc_util"))
+            return None
+        except self._base_error as e:
+            if self._lost_error is not None and isinstance(e, self._lost_error):
+                raise _Lost() from None
+            if (not_found is not None and isinstance(e, not_found)) or getattr(e, "value", None) == 0:
+                return {}  # no sample since the last read (nvidia-ml-py raises NVMLError(SUCCESS) for "none")
+            return None
+        newest: dict[int, Any] = {}
+        for sm in samples or ():
+            pid = int(sm.pid)
+            if pid not in newest or sm.timeStamp > newest[pid].timeStamp:
+                newest[pid] = sm
+        if newest:
+            self._util_seen[i] = max(int(sm.timeStamp) for sm in newest.values())
+        return {pid: (float(min(100, sm.smUtil)), float(min(100, sm.memUtil))) for pid, sm in newest.items()}
 
     def _field_ids(self, i: int, slow: bool = True) -> list[Any]:
         """Health counters and memory temperature, on slow ticks."""
@@ -581,10 +647,3 @@ def _sysfs_numa(bus_id: str) -> int | None:
     except (OSError, ValueError):
         return None
 
-
-def _proc_name(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip() or None
-    except OSError:
-        return None

@@ -30,6 +30,7 @@ from gpuscope.core import catalogue
 from gpuscope.core.catalogue import MIB
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import CLOCK_EVENT_REASONS, DeviceInfo, EndpointReading, Frame, GpuReading, Inventory
+from gpuscope.core.text import clean
 from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.vocab import SEVERITIES
 
@@ -69,8 +70,11 @@ def parse_listen(spec: str) -> tuple[str, int]:
 
 
 def escape_label(value: str) -> str:
-    """A label value as the text format wants it: backslash, double quote and newline escaped."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A label value as the text format wants it, made safe for whoever reads it in a terminal (``curl``):
+    escape sequences and control characters removed (:func:`clean`, 256 characters at most: a model name
+    from an endpoint or a host name from a broker is outside text), then backslash and double quote escaped.
+    """
+    return clean(value, 256).replace("\\", "\\\\").replace('"', '\\"')
 
 
 def escape_help(text: str) -> str:

@@ -38,6 +38,7 @@ from gpuscope.core.errors import SHOWN, GpuscopeError
 from gpuscope.core.model import Event, Frame, Inventory
 from gpuscope.core.text import clean
 from gpuscope.core.validate import Tally, ValidationError, in_range, loads
+from gpuscope.sources.files import not_a_regular_file
 
 FORMAT = "gpuscope-recording"
 FORMAT_VERSION = 1
@@ -468,6 +469,8 @@ def open_recording(path: str | os.PathLike[str]) -> Recording:
     :meth:`Recording.summary` when anything was).
     """
     p = Path(path)
+    if (why := not_a_regular_file(p)) is not None:
+        raise RecordingError(f"{p}: {why}")
     try:
         raw = p.read_bytes()
     except FileNotFoundError:

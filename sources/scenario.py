@@ -16,6 +16,7 @@ from typing import Any
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.text import clean
 from gpuscope.core.vocab import CLOCK_EVENT_NAMES
+from gpuscope.sources.files import not_a_regular_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -55,6 +56,8 @@ GPU_FIELDS: dict[str, tuple[Any, Any]] = {
     "fan": (bool, True),
     "memory_temp": (bool, False),
     "pcie_counters": (bool, True),
+    "process_list": (bool, True),
+    "process_util": (bool, True),
 }
 PHASE_FIELDS: dict[str, tuple[Any, Any]] = {
     "name": (str, "phase"),
@@ -80,7 +83,7 @@ PHASE_FIELDS: dict[str, tuple[Any, Any]] = {
     "pstate": (int, None),
     "clock_events": (list, None),
     "load": (bool, None),
-    "processes": (int, 0),
+    "processes": (int, None),
     "noise": (float, None),
     "overrides": (list, None),
 }
@@ -95,7 +98,20 @@ EVENT_FIELDS: dict[str, tuple[Any, Any]] = {
     "errors_per_s": (float, 0.0),
 }
 TOP_FIELDS = {"name", "description", "host", "driver_version", "cuda_driver_version", "cpu_count", "loop", "seed",
-              "noise", "gpus", "topology", "phases", "events"}
+              "noise", "gpus", "topology", "phases", "events", "processes"}
+PROCESS_FIELDS: dict[str, tuple[Any, Any]] = {
+    "gpu": (int, None),
+    "gpus": (list, None),
+    "pid": (int, None),
+    "user": (str, "root"),
+    "name": (str, None),
+    "command": (str, None),
+    "memory_gib": (float, None),
+    "sm_pct": ("pct", None),
+    "graphics": (bool, False),
+}
+MAX_PID = 4_194_304  # Linux's pid_max ceiling
+MAX_SIM_PROCESSES = 512
 TOPO_FIELDS = {"default_path", "nvswitch_links", "pairs"}
 PAIR_FIELDS = {"a", "b", "path", "nvlinks"}
 
@@ -125,6 +141,22 @@ class GpuSpec:
     memory_temp: bool
     pcie_counters: bool
     nvlink_speed_mbps: int | None = None  # what NVML's NVLINK_SPEED_MBPS fields answer (None: by the part)
+    process_list: bool = True  # the running-process lists answer (else NotSupported)
+    process_util: bool = True  # per-process utilisation answers (else NotSupported)
+
+
+@dataclass(frozen=True)
+class SimProcess:
+    """A simulated process on one GPU (``[[processes]]``): memory and SM % None = the GPU's share."""
+
+    gpu: int
+    pid: int
+    user: str
+    name: str
+    command: str
+    memory_gib: float | None = None
+    sm_pct: float | None = None
+    graphics: bool = False
 
 
 @dataclass(frozen=True)
@@ -172,6 +204,11 @@ class Scenario:
     events: tuple[SimEvent, ...] = ()
     source: str = ""
     idle: dict[str, Any] = field(default_factory=dict)
+    processes: tuple[SimProcess, ...] = ()
+
+    def processes_of(self, gpu: int) -> tuple[SimProcess, ...]:
+        """The processes listed for GPU ``gpu``, in file order."""
+        return tuple(p for p in self.processes if p.gpu == gpu)
 
     @property
     def duration_s(self) -> float:
@@ -289,6 +326,7 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
                 cpu_affinity=str(aff[j]) if aff is not None else None,
                 gpm=gd["gpm"], nvlink_version=gd["nvlink_version"], fan=gd["fan"], memory_temp=gd["memory_temp"],
                 pcie_counters=gd["pcie_counters"], nvlink_speed_mbps=speed,
+                process_list=gd["process_list"], process_util=gd["process_util"],
             ))
     n = len(gpus)
     topo = data.get("topology", {})
@@ -378,6 +416,7 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
             raise _err(src, f"{path}.gpu", f"expected a GPU index 0-{n - 1}")
         events.append(SimEvent(**ed))
     values_idle = {k: v for k, v in idle.items() if k not in ("name", "duration_s", "gpus", "overrides")}
+    processes = _processes(src, data.get("processes", []), n)
     for k, kind in (("name", str), ("description", str), ("host", str), ("driver_version", str)):
         if k in data and not isinstance(data[k], kind):
             raise _err(src, k, "expected a string")
@@ -392,7 +431,47 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
         cuda_driver_version=data.get("cuda_driver_version", 12040), cpu_count=data.get("cpu_count", 64),
         loop=data.get("loop", True), seed=data.get("seed", 1), noise=float(noise), gpus=tuple(gpus), pairs=pairs,
         nvswitch_links=nvswitch, phases=tuple(phases), events=tuple(events), source=src, idle=values_idle,
+        processes=processes,
     )
+
+
+def _processes(src: str, raw: Any, n: int) -> tuple[SimProcess, ...]:
+    """``[[processes]]``: one entry per process, or one per GPU with ``gpus = [...]`` (then the pid is
+    ``pid + k`` and ``{rank}`` in the name and command is ``k``, the GPU's position in the list)."""
+    if not isinstance(raw, list):
+        raise _err(src, "processes", "expected a list of [[processes]]")
+    out: list[SimProcess] = []
+    seen: dict[tuple[int, int], str] = {}
+    for k, p in enumerate(raw):
+        path = f"processes[{k}]"
+        d = _table(src, path, p, PROCESS_FIELDS)
+        if (d["gpu"] is None) == (d["gpus"] is None):
+            raise _err(src, path, "expected one of gpu = N or gpus = [...]")
+        if d["gpu"] is not None and not 0 <= d["gpu"] < n:
+            raise _err(src, f"{path}.gpu", f"expected a GPU index 0-{n - 1}")
+        gpus = (d["gpu"],) if d["gpu"] is not None else _gpu_list(src, f"{path}.gpus", d["gpus"], n)
+        assert gpus is not None  # one of the two is set (checked above)
+        if not gpus:
+            raise _err(src, f"{path}.gpus", "expected at least one GPU index")
+        pid = d["pid"]
+        if pid is None:
+            raise _err(src, f"{path}.pid", "required")
+        if not 1 <= pid <= MAX_PID - len(gpus):
+            raise _err(src, f"{path}.pid", f"expected a process id 1-{MAX_PID - len(gpus)}")
+        if not (d["command"] or d["name"] or "").strip():
+            raise _err(src, path, "expected a non-empty name or command (or both)")
+        for rank, g in enumerate(gpus):
+            command = (d["command"] or d["name"]).replace("{rank}", str(rank))
+            name = (d["name"] or Path(command.split()[0]).name).replace("{rank}", str(rank))
+            key = (g, pid + rank)
+            if key in seen:
+                raise _err(src, f"{path}.pid", f"pid {pid + rank} on GPU{g} is already listed by {seen[key]}")
+            seen[key] = path
+            out.append(SimProcess(gpu=g, pid=pid + rank, user=d["user"], name=name[:32], command=command,
+                                  memory_gib=d["memory_gib"], sm_pct=d["sm_pct"], graphics=d["graphics"]))
+    if len(out) > MAX_SIM_PROCESSES:
+        raise _err(src, "processes", f"more than {MAX_SIM_PROCESSES} processes")
+    return tuple(out)
 
 
 def _gpu_list(src: str, path: str, v: Any, n: int) -> tuple[int, ...] | None:
@@ -426,6 +505,8 @@ def load(name_or_path: str) -> Scenario:
     elif not p.exists():
         raise ScenarioError(f"unknown scenario {name_or_path!r}: not a file, and not one of "
                             f"{', '.join(sorted(builtin))} (see `gpuscope scenarios`)")
+    if (why := not_a_regular_file(p)) is not None:
+        raise ScenarioError(f"scenario {p}: {why}")
     try:
         if p.stat().st_size > MAX_SCENARIO_BYTES:
             raise ScenarioError(f"scenario {p}: larger than {MAX_SCENARIO_BYTES // 1024} KB")

@@ -21,7 +21,7 @@ import pynvml as _real
 
 from gpuscope.core.model import CLOCK_EVENT_BITS
 from gpuscope.core.topology import nvlink_link_bytes_per_s, pcie_capacity_bytes_per_s
-from gpuscope.sources.scenario import GpuSpec, Scenario
+from gpuscope.sources.scenario import GpuSpec, Scenario, SimProcess
 
 _PATH_LEVEL = {"PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
 # Parts whose NVLINK_SPEED_MBPS fields answer NOT_SUPPORTED on real hardware (H200, driver 580:
@@ -365,13 +365,62 @@ class SimNvml:
     def nvmlDeviceGetCurrPcieLinkWidth(self, h: Any) -> int:
         return self._link(self._h(h))[1]
 
-    def nvmlDeviceGetComputeRunningProcesses(self, h: Any) -> list[Any]:
-        hh = self._h(h)
+    def _running(self, hh: _Handle) -> list[tuple[SimProcess, bool]]:
+        """The processes running on ``hh`` now, with whether each was listed in the scenario (True) or is
+        a generic one padding the phase's ``processes`` count (False)."""
         v = self._values(hh)
-        n = v.get("processes") or 0
+        listed = self.scenario.processes_of(hh.spec.index)
+        want = v.get("processes")
+        n = len(listed) if want is None else want
+        out = [(p, True) for p in listed[:n]]
+        for k in range(len(out), n):  # more than listed: generic ones, as before lists existed
+            out.append((SimProcess(gpu=hh.spec.index, pid=40000 + 100 * hh.spec.index + k, user="root",
+                                   name="python3", command="python3 (simulated)"), False))
+        return out
+
+    def _process_rows(self, hh: _Handle, graphics: bool) -> list[Any]:
+        if not hh.spec.process_list:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        running = self._running(hh)
         used = self.nvmlDeviceGetMemoryInfo(hh).used
-        return [SimpleNamespace(pid=40000 + 100 * hh.spec.index + k, usedGpuMemory=used // max(n, 1),
-                                name="python3 (simulated)") for k in range(n)]
+        split = [p for p, _ in running if p.memory_gib is None]
+        fixed = sum(int(p.memory_gib * 2**30) for p, _ in running if p.memory_gib is not None)
+        share = max(0, used - fixed) // max(len(split), 1)
+        return [SimpleNamespace(pid=p.pid, name=p.name, user=p.user, cmdline=p.command,
+                                usedGpuMemory=int(p.memory_gib * 2**30) if p.memory_gib is not None else share,
+                                gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
+                for p, _ in running if p.graphics == graphics]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: Any) -> list[Any]:
+        return self._process_rows(self._h(h), graphics=False)
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, h: Any) -> list[Any]:
+        return self._process_rows(self._h(h), graphics=True)
+
+    def nvmlDeviceGetProcessUtilization(self, h: Any, last_seen_us: int) -> list[Any]:
+        """One sample per running process with SM activity, stamped now (µs of the simulated clock);
+        NotFound when none is newer than ``last_seen_us``, as the driver answers. SM % is the process's
+        own ``sm_pct``, else the GPU's utilisation shared among its processes without one."""
+        hh = self._h(h)
+        if not hh.spec.process_util:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        now_us = int(self.clock() * 1e6) + 1
+        running = [p for p, _ in self._running(hh)]
+        v = self._values(hh)
+        util = min(100.0, self._num(hh, v, "util_gpu_pct", 0))
+        fixed = sum(p.sm_pct for p in running if p.sm_pct is not None)
+        free = [p for p in running if p.sm_pct is None]
+        share = max(0.0, util - fixed) / max(len(free), 1)
+        out = []
+        for p in running:
+            sm = p.sm_pct if p.sm_pct is not None else share
+            if sm >= 0.5 and now_us > last_seen_us:
+                out.append(SimpleNamespace(pid=p.pid, timeStamp=now_us, smUtil=int(round(sm)),
+                                           memUtil=int(round(sm * v.get("util_mem_pct", 0) / max(util, 1))),
+                                           encUtil=0, decUtil=0))
+        if not out:
+            _raise(_real.NVML_ERROR_NOT_FOUND)
+        return out
 
     def nvmlDeviceGetPcieThroughput(self, h: Any, counter: int) -> int:
         hh = self._h(h)

@@ -31,6 +31,8 @@ def test_scenarios_lists_the_shipped_ones():
     for name in ("a6000-tp2-pcie-gen1", "h200-nvswitch-8", "idle-downshift", "pcie-riser-errors", "gpu-lost",
                  "mixed-4"):
         assert name in p.stdout
+    lines = p.stdout.splitlines()
+    assert len({line.index(" GPU") for line in lines}) == 1, "the GPU-count column is aligned for every name"
 
 
 def test_topo_design_story_text():
@@ -145,3 +147,13 @@ def test_export_parquet(tmp_path):
     assert p.returncode == 0, p.stderr
     t = pq.read_table(out)
     assert t.num_rows % 4 == 0 and t.num_rows >= 8 and "pcie_rx_bytes_per_s" in t.column_names
+
+
+@pytest.mark.parametrize("a,b,unit,change", [
+    (72.0, 76.0, "%", "+4 pt"), (50.0, 25.0, "%", "-25 pt"), (40.0, 40.0, "%", ""), (None, 3.0, "%", ""),
+    (1500.0, 1980.0, "MHz", "+32 %"), (0.0, 5.0, "W", "new"), (0.0, 0.0, "W", ""), (200.0, 100.0, "GB/s", "-50 %"),
+])
+def test_compare_says_points_for_percentages_and_per_cent_for_quantities(a, b, unit, change):
+    from gpuscope.cli.report import _pct, _points
+
+    assert (_points(a, b) if unit == "%" else _pct(a, b)) == change

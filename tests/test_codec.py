@@ -43,7 +43,9 @@ readings = st.builds(
     pcie_rx_bytes_per_s=opt(rate), nvlink_tx_bytes_per_s=opt(rate), temp_mem_c=opt(pct),
     clock_event_reasons=opt(st.integers(0, 0x3FF)), pcie_replay_count=opt(st.integers(0, 2**40)),
     processes=opt(st.lists(st.builds(ProcessInfo, pid=st.integers(1, 2**22), used_memory_bytes=opt(st.integers(0, 2**40)),
-                                     name=opt(safe_text(10))), max_size=3).map(tuple)),
+                                     name=opt(safe_text(10)), user=opt(safe_text(8)), command=opt(safe_text(40)),
+                                     sm_pct=opt(pct), mem_pct=opt(pct), kind=st.sampled_from(["C", "G", "C+G"])),
+                           max_size=3).map(tuple)),
 )
 endpoints = st.builds(EndpointReading, url=safe_text(20).filter(bool), kind=opt(st.sampled_from(["vllm", "sglang"])),
                       gen_tokens_per_s=opt(small.filter(lambda x: 0 <= x < 1000)), up=st.booleans(), error=opt(safe_text(20)))

@@ -145,7 +145,7 @@ def test_clock_steps_back_are_kept_in_file_order(tmp_path):
     assert [f.t for f in rec.frames()] == ts
     assert rec.index_at(1000.0) == 70 and rec.index_at(0.0) == 0
     doc = summarize(rec)
-    assert doc["duration_s"] == pytest.approx(79.0)
+    assert doc["duration_s"] == pytest.approx(79.0)  # earliest to latest frame
 
 
 @pytest.mark.parametrize("t", ["NaN", "Infinity", "-Infinity", "1e400"])
@@ -316,9 +316,13 @@ def test_cli_numbers_must_be_finite(argv):
     assert out.returncode == 2 and out.stderr.startswith("gpuscope: error: argument") and "Traceback" not in out.stderr
 
 
-def test_failed_command_leaves_no_file(tmp_path):
-    out = run("record", "-o", str(tmp_path / "c.jsonl.gz"), "--simulate", "mixed-4", "--", "/nonexistent/cmd")
-    assert out.returncode == 1 and "cannot run /nonexistent/cmd" in out.stderr
+@pytest.mark.parametrize("cmd,status", [("/nonexistent/cmd", 127), ("{tmp}/not-executable.sh", 126)])
+def test_failed_command_leaves_no_file(tmp_path, cmd, status):
+    """A command that cannot start: the shell's status (127 not found, 126 not runnable), one line, no file."""
+    (tmp_path / "not-executable.sh").write_text("echo hi\n")  # mode 644
+    cmd = cmd.format(tmp=tmp_path)
+    out = run("record", "-o", str(tmp_path / "c.jsonl.gz"), "--simulate", "mixed-4", "--", cmd)
+    assert out.returncode == status and f"cannot run {cmd}" in out.stderr and out.stderr.count("\n") == 1
     assert not (tmp_path / "c.jsonl.gz").exists()
 
 
@@ -453,3 +457,21 @@ def test_export_never_overwrites_the_recording_it_reads(tmp_path):
         p = run("export", str(path), "--csv", str(out), "--force")
         assert p.returncode == 1 and "recording being read" in p.stderr and p.stderr.count("\n") == 1, p.stderr
     assert path.read_bytes() == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("what", ["device", "fifo"])
+@pytest.mark.parametrize("argv", [["summary", "{p}"], ["export", "{p}", "--csv", "{out}"], ["replay", "{p}"],
+                                  ["record", "-o", "{out}", "--simulate", "{p}", "--duration", "1"]])
+def test_devices_and_fifos_are_refused_not_read_forever(tmp_path, what, argv):
+    """`summary /dev/zero` grew to 4.8 GB and never ended; a FIFO blocked until someone wrote to it."""
+    if what == "fifo":
+        p = tmp_path / "pipe"
+        os.mkfifo(p)
+    else:
+        p = Path("/dev/zero")
+    out = tmp_path / "out.x"
+    r = run(*[a.format(p=p, out=out) for a in argv], timeout=30)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert ("is a device, not a file" if what == "device" else "is a named pipe (FIFO), not a file") in r.stderr
+    assert not out.exists()

@@ -434,3 +434,59 @@ def test_seek_keeps_since_from_the_events(tmp_path):
         assert rebuilt[fid][1] == pytest.approx(started, abs=0.01), fid  # not the window's start (t - 10)
         assert rebuilt[fid][2] == pytest.approx(since, abs=0.01), fid
     assert min(started for _s, started, _x in live.values()) < t - 10  # the case the window alone can't know
+
+
+
+def test_a_summary_quotes_a_finding_as_raised_not_as_it_faded():
+    from gpuscope.core.model import Event
+    d = {"id": "clocks:gpu1", "rule": "clock_events", "severity": "warning", "started_s": 5.0}
+    evs = [Event(t=10.0, kind="finding_raised", text="GPU1 power capped: 691 of 700 W (−465 MHz)", data=d),
+           Event(t=30.0, kind="finding_cleared", text="GPU1 power capped: 458 of 700 W (−0 MHz)",
+                 data={**d, "ended_s": 5.0, "held_s": 20.0})]
+    (f,) = finding_durations(evs, t_end=40.0)
+    assert f["message"] == "GPU1 power capped: 691 of 700 W (−465 MHz)"
+
+
+class _ListSink:
+    """A recorder that keeps frames in memory (the FrameSink protocol)."""
+
+    def __init__(self):
+        self.error, self.dropped, self.got = None, 0, []
+
+    @property
+    def frames(self):
+        return len(self.got)
+
+    def write(self, frame):
+        self.got.append(frame)
+
+    def close(self, wait=True):
+        pass
+
+
+def test_a_recording_started_mid_session_knows_the_findings_already_raised():
+    """`r` in the TUI 30 s into the design story: the file's first frame carries every raised finding
+    with its true start, so summary lists them (it said "findings: none")."""
+    from conftest import run_frames, sim_source
+
+    from gpuscope.core.session import Session
+
+    src = sim_source("a6000-tp2-pcie-gen1")
+    frames = run_frames(src, 0, 40)
+    session = Session(src.inventory)
+    for f in frames[:30]:
+        session.ingest(f)
+    before = {f.id: f.started_at for f in session.findings.active}
+    assert len(before) >= 3
+    sink = _ListSink()
+    session.start_recording(sink)
+    for f in frames[30:]:
+        session.ingest(f)
+    first = sink.got[0]
+    raised = {e.data["id"]: e for e in first.events if e.kind == "finding_raised"}
+    assert set(raised) == set(before)
+    assert all(e.t - e.data["started_s"] == pytest.approx(before[fid]) for fid, e in raised.items())
+    later = [e for f in sink.got[1:] for e in f.events if e.kind == "finding_raised" and e.data["id"] in before]
+    assert not later, "announced once, not again"
+    found = {f["id"]: f for f in finding_durations([e for f in sink.got for e in f.events], t_end=sink.got[-1].t)}
+    assert set(before) <= set(found)

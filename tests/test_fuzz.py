@@ -258,3 +258,57 @@ async def test_mutated_recordings_replay_in_the_tui(base_file, tmp_path):
             await pilot.pause()
             assert app.crash is None, app.crash
     assert opened >= 6  # most damaged files still replay what survived
+
+
+# ------------------------------------------------------------------ hostile /metrics text → the inference panel
+_HOSTILE = st.text(alphabet=st.characters(codec="utf-8"), max_size=40) | st.sampled_from([
+    "\x1b]52;c;ZXZpbA==\x07", "\x1b[2J\x1b[H", "\x9b31m", "\r\x1b[1A", "model\u202eevil", "x" * 500,
+    "NaN", "+Inf", "-Inf", "1e309", "-1", "\x00"])
+_NUMBERS = st.sampled_from(["NaN", "+Inf", "-Inf", "1e309", "-1e309", "-5", "0", "1e300", "abc", "", "0x10"])
+_FIXTURES = ["vllm_v1.txt", "vllm_v0.txt", "sglang.txt", "tgi.txt", "llamacpp_b10452.txt", "triton_tensorrtllm.txt"]
+
+
+def _mutate_metrics(text: str, rnd: random.Random, hostile: list[str], numbers: list[str]) -> str:
+    """Real /metrics text with label values, sample values and whole lines replaced by hostile ones."""
+    lines = text.splitlines()
+    for _ in range(rnd.randint(1, 8)):
+        if not lines:
+            break
+        k = rnd.randrange(len(lines))
+        line, how = lines[k], rnd.choice(["label", "value", "line", "dup", "cut"])
+        if how == "label" and '="' in line:
+            a = line.index('="') + 2
+            b = line.find('"', a)
+            lines[k] = line[:a] + rnd.choice(hostile).replace('"', '\\"') + line[b if b >= 0 else len(line):]
+        elif how == "value" and " " in line and not line.startswith("#"):
+            lines[k] = line.rsplit(" ", 1)[0] + " " + rnd.choice(numbers)
+        elif how == "line":
+            lines.insert(k, rnd.choice(hostile))
+        elif how == "dup":
+            lines.insert(k, line)
+        else:
+            lines = lines[:k]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_FIXTURES), st.integers(0, 2**32), st.lists(_HOSTILE, min_size=1, max_size=5), st.lists(_NUMBERS, min_size=1, max_size=3))
+def test_hostile_metrics_reach_the_inference_panel_clean(name, seed, hostile, numbers):
+    """Any /metrics body: counted as garbage or read; what the panel and header draw has no control characters
+    (no escape sequence reaches the terminal), no 'nan'/'inf', and nothing raises."""
+    import unicodedata
+
+    from gpuscope.sources.endpoint import EndpointTracker
+    from gpuscope.widgets.inference_panel import endpoint_lines, header_line
+
+    rnd = random.Random(seed)
+    base = (Path(__file__).parent / "fixtures" / "inference" / name).read_text()
+    tr = EndpointTracker("http://127.0.0.1:1/metrics")
+    for t in (0.0, 1.0, 2.0):  # three scrapes: rates exist from the second
+        tr.feed(t, _mutate_metrics(base, rnd, hostile, numbers))
+    readings = tr.readings()
+    drawn = [str(x) for r in readings for x in endpoint_lines(r)] + list(header_line(readings))
+    for line in drawn:
+        bad = [c for c in line if unicodedata.category(c) in ("Cc", "Cf") and c != "\t"]
+        assert not bad, (line, bad)
+        assert "nan" not in line.lower().split() and "inf" not in line.lower().split(), line

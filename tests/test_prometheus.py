@@ -29,6 +29,7 @@ from gpuscope.core.catalogue import Metric, Series
 from gpuscope.core.findings import Finding
 from gpuscope.core.model import EndpointReading
 from gpuscope.core.session import Session
+from gpuscope.core.text import clean
 from gpuscope.sources.prometheus import (
     DEFAULT_PORT,
     PrometheusError,
@@ -114,9 +115,11 @@ def test_parse_listen_rejects(spec):
     ("plain", "plain"),
     ('a"b', 'a\\"b'),
     ("a\\b", "a\\\\b"),
-    ("a\nb", "a\\nb"),
-    ('\\"\n', '\\\\\\"\\n'),
+    ("a\nb", "a b"),  # a newline is outside text's: one line, like everywhere else
+    ('\\"\n', '\\\\\\" '),
     ("NVIDIA H200 · 141 GB", "NVIDIA H200 · 141 GB"),
+    ("\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b[31mLLM", "LLM"),  # a clipboard write and a screen clear from a model name
+    ("x" * 300, "x" * 255 + "…"),
 ])
 def test_escape_label(raw, escaped):
     assert escape_label(raw) == escaped
@@ -126,7 +129,7 @@ def test_escape_label(raw, escaped):
 def test_label_values_round_trip_through_the_parser(value):
     text = f"# TYPE x gauge\nx{labels([('v', value)])} 1\n"
     (fam,) = text_string_to_metric_families(text)
-    assert fam.samples[0].labels == {"v": value}
+    assert fam.samples[0].labels == {"v": clean(value, 256)}  # what is safe on a terminal, read back intact
 
 
 @pytest.mark.parametrize("v,text", [
@@ -270,7 +273,7 @@ def test_endpoints_per_model_with_latency_stats_and_down_servers():
     up = {lab["endpoint"]: v for lab, v in got["gpuscope_endpoint_up"]}
     assert up == {"http://a:8000": 1, "http://b:30000": 0}
     (lab, v), = got["gpuscope_endpoint_generation_tokens_per_second"]
-    assert lab["model"] == 'llama "3"\n8B' and v == 812.5
+    assert lab["model"] == 'llama "3" 8B' and v == 812.5  # the newline is gone: one line on any terminal
     assert got["gpuscope_endpoint_kv_cache_usage_ratio"][0][1] == pytest.approx(0.42)
     ttft = {lab["stat"]: v for lab, v in got["gpuscope_endpoint_time_to_first_token_seconds"]}
     assert ttft == {"mean": 0.2, "p50": 0.15, "p95": 0.9}

@@ -116,6 +116,41 @@ def test_run_ticks_goes_on_after_a_failing_tick(fail_on, log_file):
         assert "Traceback" in text and "RuntimeError: injected fault" in text
 
 
+class _FakeTime(threading.Event):
+    """A clock and a stop event whose wait() moves the clock instead of sleeping."""
+
+    def __init__(self, cost: float = 0.0):
+        super().__init__()
+        self.now, self.cost = 0.0, cost
+
+    def clock(self) -> float:
+        return self.now
+
+    def wait(self, timeout=None):
+        self.now += timeout or 0.0
+        return self.is_set()
+
+
+@pytest.mark.parametrize("interval,until,cost,times", [
+    (1.0, 5.0, 0.0, [0, 1, 2, 3, 4, 5]),  # --duration 5: a frame at each second and one at the end
+    (10.0, 2.0, 0.0, [0, 2]),  # an interval longer than the duration: it still ends at 2 s, not 10 s
+    (2.0, 5.0, 0.0, [0, 2, 4, 5]),  # the last frame at the deadline itself
+    (1.0, 2.5, 0.3, [0, 1, 2, 2.5]),  # slow samples (0.3 s each) keep the fixed schedule
+    (1.0, 0.5, 0.0, [0, 0.5]),
+])
+def test_run_ticks_ends_at_its_deadline(interval, until, cost, times):
+    ft = _FakeTime()
+    got: list[float] = []
+
+    def sample():
+        got.append(ft.now)
+        ft.now += cost
+        return None
+
+    run_ticks(sample, lambda f: None, interval, ft, clock=ft.clock, until=until)
+    assert got == pytest.approx(times)
+
+
 def test_run_ticks_without_on_error_raises():
     src = FaultySource("mixed-4", {2})
     with pytest.raises(RuntimeError, match="tick 2"):

@@ -372,19 +372,39 @@ def test_kv_pressure_finding(rates, kv, expect):
         assert len(got) == 1 and got[0].severity == expect[0] and got[0].message.startswith(expect[1])
 
 
+_READ = {"up": dict(up=True, gen_tokens_per_s=10.0), "down": dict(up=False, error="unreachable since 10:00:00 (refused)"),
+         "bad": dict(up=True, error="3 bad responses: response larger than 8 MB refused")}
+
+
 @pytest.mark.parametrize("seq,want", [
-    ([True, True], []),
-    ([False], ["unreachable"]),
-    ([False, False, True], ["unreachable", "back"]),
-    ([True, False, False, True, False], ["unreachable", "back", "unreachable"]),
+    (["up", "up"], []),
+    (["down"], ["unreachable"]),
+    (["down", "down", "up"], ["unreachable", "back"]),
+    (["up", "down", "down", "up", "down"], ["unreachable", "back", "unreachable"]),
+    (["bad", "bad"], ["bad responses"]),  # every answer refused: said once, not silently "waiting"
+    (["up", "bad", "down", "up"], ["bad responses", "unreachable", "back"]),
 ])
 def test_record_says_when_an_endpoint_goes_away_or_comes_back(seq, want):
     from gpuscope.cli.record import endpoint_changes
     from gpuscope.core.model import EndpointReading
 
-    state: dict[str, bool] = {}
+    state: dict[str, str] = {}
     lines = []
-    for up in seq:
-        lines += endpoint_changes([EndpointReading(url="http://h:8000", up=up, error=None if up else "refused")], state)
-    assert [("back" if "back" in ln else "unreachable") for ln in lines] == want
+    for what in seq:
+        lines += endpoint_changes([EndpointReading(url="http://h:8000", **_READ[what])], state)
+    assert [("back" if "back" in ln else "bad responses" if "bad responses" in ln else "unreachable")
+            for ln in lines] == want
     assert all("http://h:8000" in ln for ln in lines)
+
+
+@pytest.mark.parametrize("error,shown", [
+    ("3 bad responses: response larger than 8 MB refused", "3 bad responses: response larger than 8 MB refused"),
+    ("waiting for the first scrape", "rates: waiting for two scrapes"),
+    (None, "rates: waiting for two scrapes"),
+])
+def test_the_panel_says_why_there_is_no_rate(error, shown):
+    from gpuscope.core.model import EndpointReading
+    from gpuscope.widgets.inference_panel import endpoint_lines
+
+    lines = [str(x) for x in endpoint_lines(EndpointReading(url="http://h:8000/metrics", up=True, error=error))]
+    assert any(shown in ln for ln in lines), lines

@@ -114,7 +114,7 @@ def test_server_kinds_are_one_list():
 
 
 @pytest.mark.parametrize("s,short,text", [
-    (0, False, "0s"), (-3, False, "0s"), (12.9, False, "12s"), (65, False, "1m05s"), (3600, False, "1h00m00s"),
+    (0, False, "0s"), (-3, False, "0s"), (12.9, False, "13s"), (12.4, False, "12s"), (59.6, False, "1m00s"), (3.998, False, "4s"), (65, False, "1m05s"), (3600, False, "1h00m00s"),
     (3723, False, "1h02m03s"), (3723, True, "1h02m"), (65, True, "1m05s"),
 ])
 def test_duration(s, short, text):

@@ -39,6 +39,7 @@ from gpuscope.widgets.gpu_panel import GpuPanel
 from gpuscope.widgets.gpu_table import GpuTable
 from gpuscope.widgets.inference_panel import InferencePanel
 from gpuscope.widgets.keybar import KeyBar
+from gpuscope.widgets.processes_panel import ProcessesPanel, lines_wanted
 from gpuscope.widgets.status_bar import StatusBar
 from gpuscope.widgets.style import DIM, set_content
 from gpuscope.widgets.timeline import Timeline
@@ -70,6 +71,7 @@ class GpuscopeApp(App[int]):
         Binding("c", "compact", "compact", id="compact"),
         Binding("question_mark,h", "help", "help", id="help"),
         Binding("a", "toggle_legend", "topology legend on/off", show=False, id="legend"),
+        Binding("P", "toggle_processes", "processes panel on/off", show=False, id="processes"),
         Binding("plus,equals_sign", "speed(1)", "faster", show=False, id="faster"),
         Binding("minus", "speed(-1)", "slower", show=False, id="slower"),
         Binding("right", "seek(10)", "+10s", show=False, id="fwd"),
@@ -96,6 +98,8 @@ class GpuscopeApp(App[int]):
         self.origin_note = origin_note
         self.paused = False
         self._legend_off = False  # the topology legend hidden with `a` (else shown where rows are left)
+        self._procs_on = False  # the processes panel, toggled with `P` (hidden by default)
+        self._procs_want = 0  # lines the processes panel wanted at the last layout
         self._plan: Plan | None = None
         self._n_findings = -1
         self._important = False
@@ -143,6 +147,7 @@ class GpuscopeApp(App[int]):
             with Grid(id="grid"):
                 for d in self.session.inventory.devices:
                     yield GpuPanel(d.index, id=f"gpu{d.index}")
+        yield ProcessesPanel(id="procs")
         with Horizontal(id="bottom"):
             yield TopologyPanel(id="topology")
             with Vertical(id="side"):
@@ -155,9 +160,9 @@ class GpuscopeApp(App[int]):
         if self._replay:
             return [("?", "help"), ("q", "quit"), ("space", "play"), ("←→", "seek"), ("n N", "mark"),
                     ("f", "findings"), ("d", "detail"), ("w", "window"), ("t", "topology"), ("c", "compact"),
-                    ("+-", "speed")]
+                    ("+-", "speed"), ("P", "procs")]
         return [("?", "help"), ("q", "quit"), ("p", "pause"), ("f", "findings"), ("d", "detail"), ("t", "topology"),
-                ("w", "window"), ("r", "record"), ("m", "marker"), ("c", "compact")]
+                ("w", "window"), ("r", "record"), ("m", "marker"), ("c", "compact"), ("P", "procs")]
 
     def on_mount(self) -> None:
         self._apply_layout()
@@ -205,9 +210,14 @@ class GpuscopeApp(App[int]):
         self._important = important
         findings = self.query_one(FindingsPanel)
         any_nvlink = any(d.nvlinks_active for d in self.session.inventory.devices)
+        self._procs_want = lines_wanted(v.frame) if self._procs_on else 0
         plan = plan_layout(w, h, n, len(v.findings), topo_lines=need, chrome=chrome, compact=self.compact,
                            panel_rows=11 if any_nvlink else 9, findings_focused=findings.has_focus,
-                           topo_focused=topo.has_focus, legend_lines=len(legend_lines(cw)))
+                           topo_focused=topo.has_focus, legend_lines=len(legend_lines(cw)),
+                           procs_lines=self._procs_want)
+        procs = self.query_one(ProcessesPanel)
+        procs.display = plan.procs_lines > 0
+        procs.budget = plan.procs_lines
         self._plan = plan
         self._n_findings = len(v.findings)
         self.query_one("#table").display = plan.compact
@@ -307,16 +317,18 @@ class GpuscopeApp(App[int]):
                 self._apply_layout()
             if has_eps:
                 inference.show(v)
+            if self._procs_on and lines_wanted(v.frame) != self._procs_want:
+                self._apply_layout()  # processes came or went: the panel's rows are shared out again
+            procs = self.query_one(ProcessesPanel)
+            if procs.display:
+                procs.show(v)
             if self.query_one("#bottom").display:
                 self.query_one(TopologyPanel).show(v)
-            msg = self.message_line or ("" if has_eps else
-                                        "No inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, "
-                                        "llama.cpp, TRT-LLM, LMDeploy) to see tok/s on the same time axis.")
+            msg = self.message_line or ("" if has_eps else self._no_endpoint_hint())
             err = self.feeder.error if self.feeder is not None else None
             if err:
                 msg = err
-            hint = "" if has_eps else ("No inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, "
-                                       "llama.cpp, TRT-LLM, LMDeploy) to see tok/s on the same time axis.")
+            hint = "" if has_eps else self._no_endpoint_hint()
             set_content(self.query_one("#message", Static), Text(hint, style=DIM))
             note = self.query_one("#note", Static)
             if bool(self.message_line or err) != self._important:
@@ -413,6 +425,15 @@ class GpuscopeApp(App[int]):
             self._apply_layout()
             self.refresh_view(force=True)
 
+    def action_toggle_processes(self) -> None:
+        """Show or hide the processes panel; it takes rows after the GPUs and the first findings line."""
+        self._procs_on = not self._procs_on
+        self._apply_layout()
+        if self._procs_on and not self.query_one(ProcessesPanel).display:
+            self.message_line = "no room for the processes panel at this size: enlarge the terminal or open a GPU's detail (1-8)"
+            self._apply_layout()
+        self.refresh_view(force=True)
+
     def action_toggle_legend(self) -> None:
         self._legend_off = not self._legend_off
         self._apply_layout()
@@ -475,6 +496,13 @@ class GpuscopeApp(App[int]):
         self._apply_layout()
         self.call_after_refresh(self.refresh_view, True)
         self.refresh_view(force=True)
+
+    def _no_endpoint_hint(self) -> str:
+        """What the inference panel says without an endpoint: a replay cannot add one (it was not recorded)."""
+        if self._replay:
+            return "No inference endpoint in this recording (record with --endpoint URL to keep tok/s beside the GPUs)."
+        return ("No inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, llama.cpp, TRT-LLM, "
+                "LMDeploy) to see tok/s on the same time axis.")
 
     REPLAY_ONLY = frozenset({"faster", "slower", "fwd", "back", "fwd60", "back60", "start", "end", "next", "prev"})
     LIVE_ONLY = frozenset({"record", "marker", "marker_label"})

@@ -19,6 +19,8 @@ def palette_commands(app: Any) -> list[tuple[str, str, Callable[[], Any]]]:
         ("Compact table / GPU panels", "one row per GPU or a panel each (c)", partial(run, "compact")),
         ("Topology panel", "focus it; arrows pick a GPU pair (t)", partial(run, "focus_topology")),
         ("Topology legend", "show or hide the path legend (a)", partial(run, "toggle_legend")),
+        ("Processes panel", "show or hide every GPU's processes: PID, user, memory, SM % (P)",
+         partial(run, "toggle_processes")),
         ("Findings", "every finding with its full text (f)", partial(run, "focus_findings")),
         ("Help", "every key (?)", partial(run, "help")),
     ]

@@ -19,6 +19,11 @@ class Plan:
     findings_lines: int  # lines inside the findings panel; 0 = hidden
     topology: int  # which topology form is shown (an index into ``topo_lines``); -1 = hidden
     legend: bool  # its legend line is shown
+    procs_lines: int = 0  # lines inside the processes panel (P); 0 = hidden
+
+    @property
+    def procs_rows(self) -> int:
+        return self.procs_lines + 2 if self.procs_lines else 0
 
     @property
     def findings_rows(self) -> int:
@@ -28,7 +33,7 @@ class Plan:
 def plan_layout(width: int, height: int, n_gpus: int, n_findings: int, *, topo_lines: tuple[int, ...] = (),
                 chrome: int = 2,
                 compact: bool | None = None, panel_rows: int = PANEL_ROWS, findings_focused: bool = False,
-                topo_focused: bool = False, legend_lines: int = 1) -> Plan:
+                topo_focused: bool = False, legend_lines: int = 1, procs_lines: int = 0) -> Plan:
     """Share ``height`` rows out by priority.
 
     ``topo_lines``: lines each form of the topology panel needs at this width, best form first
@@ -41,10 +46,17 @@ def plan_layout(width: int, height: int, n_gpus: int, n_findings: int, *, topo_l
     5. full GPU panels instead of the table when they fit (``compact`` None; True/False forces it);
     6. the topology legend (``legend_lines``) when the panel is focused or rows are left;
     whatever is left goes to the GPU area's graphs.
+    ``procs_lines``: lines the processes panel wants when the user turned it on (``P``; 0: off). It
+    comes after the first findings line and before the topology panel: at least two lines, up to what it
+    wants and at most half the rows left; rows still left at the end go to it before the graphs.
     """
     rest = height - chrome - (n_gpus + 1)
     f_lines = 1 if rest >= 3 else 0
     rest -= f_lines + 2 if f_lines else 0
+    p_lines = 0
+    if procs_lines > 0 and rest >= 2 + 2:
+        p_lines = max(2, min(procs_lines, rest // 2 - 2, rest - 2)) if procs_lines >= 2 else 1
+        rest -= p_lines + 2
     topo = -1
     if not findings_focused:
         for k, need in enumerate(topo_lines):
@@ -65,4 +77,7 @@ def plan_layout(width: int, height: int, n_gpus: int, n_findings: int, *, topo_l
     if not compact:
         rest -= full_need
     legend = topo >= 0 and rest >= legend_lines  # never at the cost of a GPU row
-    return Plan(compact=compact, cols=cols, findings_lines=f_lines, topology=topo, legend=legend)
+    if p_lines:
+        rest -= legend_lines if legend else 0
+        p_lines += max(0, min(procs_lines - p_lines, rest))
+    return Plan(compact=compact, cols=cols, findings_lines=f_lines, topology=topo, legend=legend, procs_lines=p_lines)

@@ -18,8 +18,11 @@ from gpuscope.core.topology import nvlink_capacity_bytes_per_s, pcie_capacity_by
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.fit import fit_words, key_names
 from gpuscope.widgets.keybar import KeyBar
+from gpuscope.widgets.processes_panel import process_lines
 from gpuscope.widgets.status_bar import StatusBar
 from gpuscope.widgets.style import DIM, fmt_duration, graph_rows, short_name
+
+DETAIL_PROCESS_LINES = 9  # the header and up to 8 processes (then "+k more") above the graphs
 
 
 def detail_metrics() -> list[Metric]:
@@ -111,9 +114,8 @@ class GpuDetailScreen(Screen[None]):
                               f"{clean(dev.bus_id, 20)}  NUMA {dev.numa_node}  affinity {dev.cpu_affinity or '–'}", style="bold"),
                          width + 22)]
         r = v.frame.gpus[self.index] if v.frame else None
-        if r is not None and r.processes:
-            out.append(fit_words(Text("processes: " + ", ".join(f"{p.pid} {clean(p.name, 60)} {(p.used_memory_bytes or 0) / 1e9:.1f} GB"
-                                                      for p in r.processes[:6]), style=DIM), width + 22))
+        out.append(Text("Processes" + (" (simulated)" if v.inventory.simulated else ""), style="bold"))
+        out += process_lines(v.frame, width + 22, DETAIL_PROCESS_LINES, gpu=self.index)
         label_w = 22
         for m in detail_metrics():
             title, scale, key = m.label, m.scale, m.key or m.name

@@ -85,8 +85,9 @@ def endpoint_lines(e: EndpointReading) -> list[Text]:
         state.append(f"  accept {e.spec_accept_length:.2f}")
     if e.rate_window_s:
         state.append(f"  rates over {e.rate_window_s:.0f} s", style=DIM)
-    elif e.gen_tokens_per_s is None:
-        state.append("  rates: waiting for two scrapes", style=DIM)
+    elif e.gen_tokens_per_s is None:  # no rate: say why (every answer refused or unreadable, or too early)
+        bad = bool(e.error and "bad responses" in e.error)
+        state.append("  " + (clean(e.error, 70) if bad else "rates: waiting for two scrapes"), style=BAD if bad else DIM)
     lines.append(state)
     work = []
     if e.prompt_computed_tokens_per_s is not None or e.prompt_cached_tokens_per_s is not None:

@@ -1,0 +1,26 @@
+"""Checks on paths the user names before gpuscope reads them whole."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+
+def not_a_regular_file(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot be read as a file (a FIFO, a device, a socket: reading ``/dev/zero`` whole never
+    ends and takes all memory; a FIFO blocks until someone writes), or None when it is a regular file,
+    a directory or missing (the caller says those in its own words). Symbolic links are followed."""
+    try:
+        mode = os.stat(Path(path)).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "is a named pipe (FIFO), not a file"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "is a device, not a file"
+    if stat.S_ISSOCK(mode):
+        return "is a socket, not a file"
+    return "is not a regular file"

@@ -1,0 +1,103 @@
+"""Who runs a GPU process: user, short name and command line from ``/proc``, cached per pid.
+
+NVML gives only pids (and memory); the rest comes from ``/proc/PID/status`` (``Uid:`` → the user name),
+``/proc/PID/comm`` and ``/proc/PID/cmdline``. Every string is passed through :func:`clean` (a command
+line is anything its owner wrote). The root is a parameter so tests use a fake ``/proc``.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from gpuscope.core.text import clean
+
+COMMAND_MAX = 120  # characters of a command line kept (recordings carry it every frame)
+UNKNOWN_USER = "?"  # the process ended, or /proc does not show it (another PID namespace)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcFacts:
+    """What ``/proc`` says about one pid (``user`` is ``"?"`` when it could not be read)."""
+
+    user: str
+    name: str | None
+    command: str | None
+
+
+def _read(path: str, limit: int = 8192) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit)
+    except OSError:
+        return None
+
+
+def parse_uid(status: str) -> int | None:
+    """The effective uid from the text of ``/proc/PID/status`` (``Uid:\\treal\\teffective\\t…``), or None."""
+    for line in status.splitlines():
+        if line.startswith("Uid:"):
+            parts = line.split()
+            try:
+                return int(parts[2] if len(parts) > 2 else parts[1])
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+def user_name(uid: int, getpwuid: Callable[[int], pwd.struct_passwd] = pwd.getpwuid) -> str:
+    """The login name of ``uid``; the number itself when the password database does not know it
+    (a container's uid, as ``ps`` shows it)."""
+    try:
+        return clean(getpwuid(uid).pw_name, 32) or str(uid)
+    except (KeyError, OverflowError):
+        return str(uid)
+
+
+def parse_cmdline(raw: bytes) -> str | None:
+    """``/proc/PID/cmdline`` (NUL-separated arguments) as one cleaned line, cut to :data:`COMMAND_MAX`
+    characters; None when empty (a kernel thread, a zombie)."""
+    args = [a for a in raw.split(b"\0") if a]
+    if not args:
+        return None
+    return clean(" ".join(a.decode("utf-8", "replace") for a in args), COMMAND_MAX) or None
+
+
+def read_facts(pid: int, root: str = "/proc", getpwuid: Callable[[int], pwd.struct_passwd] = pwd.getpwuid) -> ProcFacts:
+    """User, short name and command of ``pid`` under ``root``; user ``"?"`` when the pid is not there."""
+    base = os.path.join(root, str(pid))
+    status = _read(os.path.join(base, "status"))
+    uid = parse_uid(status.decode("utf-8", "replace")) if status is not None else None
+    comm = _read(os.path.join(base, "comm"), 256)
+    cmd = _read(os.path.join(base, "cmdline"), 4096)
+    return ProcFacts(user=user_name(uid, getpwuid) if uid is not None else UNKNOWN_USER,
+                     name=clean(comm.decode("utf-8", "replace").strip(), 32) or None if comm is not None else None,
+                     command=parse_cmdline(cmd) if cmd is not None else None)
+
+
+class ProcTable:
+    """:func:`read_facts` cached per pid. A pid is read once while it stays on a GPU; :meth:`keep` forgets
+    the pids that left, so a reused pid is read afresh. A pid that vanished before its first read stays
+    ``"?"`` until it leaves the GPU's list."""
+
+    def __init__(self, root: str = "/proc", getpwuid: Callable[[int], pwd.struct_passwd] = pwd.getpwuid):
+        self.root = root
+        self.getpwuid = getpwuid
+        self._facts: dict[int, ProcFacts] = {}
+        self.reads = 0  # /proc look-ups made (for tests and benchmarks)
+
+    def facts(self, pid: int) -> ProcFacts:
+        got = self._facts.get(pid)
+        if got is None:
+            got = read_facts(pid, self.root, self.getpwuid)
+            self.reads += 1
+            self._facts[pid] = got
+        return got
+
+    def keep(self, pids: Iterable[int]) -> None:
+        """Forget every pid not in ``pids`` (called after each read of the process lists)."""
+        live = set(pids)
+        for pid in [p for p in self._facts if p not in live]:
+            del self._facts[pid]
