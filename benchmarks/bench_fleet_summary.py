@@ -15,8 +15,8 @@ agents' summary streams, and the fleet viewer (gpuscope's Subscriber + FleetApp,
 * the probe host ``0-probe`` (critical, so it is the first row) publishes every 2 s a finding whose text
   carries its publish time; the viewer notes when that text is first in the table's rendered rows:
   publish → on screen.
-* the viewer presses down/up every 0.5 s through Pilot and times each press until the app is idle
-  again with the highlight moved: key → screen.
+* the viewer sends a down/up key every 0.5 s through the driver (as a terminal's key arrives) and times
+  it to the first paint of the screen after the table moved its highlight: key → screen.
 
 Reports per size: the viewer's CPU (% of one core: process time / wall, MQTT thread and Textual
 together), publish → screen (median, max), key → screen (median, p95), what was dropped (the status
@@ -63,8 +63,7 @@ async def main():
     def refresh():
         orig()
         table = app.query_one(FleetTable)
-        last = getattr(table, "_gs_last", None)
-        text = last.plain if last is not None else ""
+        text = table.plain()  # the lines the table shows now
         now = time.time()
         i = text.find("probe@")
         if i >= 0:
@@ -92,6 +91,13 @@ async def main():
         await asyncio.sleep(3)  # the retained burst settles
         warm[0] = True
         table = app.query_one(FleetTable)
+        drawn = []  # when the table asked for the moved highlight to be painted (polling for the change would
+        # miss a paint that came before the poll and wait for the next one, up to the 1 s refresh)
+        move = table.move
+        def timed_move(d):
+            move(d)
+            drawn.append(time.perf_counter())
+        table.move = timed_move
         t0, c0, rss0 = time.monotonic(), time.process_time(), rss()
         k = 0
         while time.monotonic() - t0 < seconds:
@@ -103,11 +109,10 @@ async def main():
             ev = events.Key(key, None)  # as a terminal's key press arrives: through the driver
             ev.set_sender(app)
             app._driver.send_message(ev)
-            moved = None
+            drawn.clear()
             while time.perf_counter() - s < 5:
                 await asyncio.sleep(0.001)
-                if moved is None and table.selected != before:
-                    moved = time.perf_counter()
+                moved = drawn[0] if drawn and table.selected != before else None
                 if moved is not None and painted and painted[-1] >= moved:
                     keys.append(min(p for p in painted if p >= moved) - s)  # the first paint with it
                     break

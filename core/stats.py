@@ -217,6 +217,7 @@ SERVING_FIELDS = ("gen_tokens_per_s", "prompt_tokens_per_s", "prompt_computed_to
                   "prompt_cached_tokens_per_s", "requests_running", "requests_waiting", "kv_cache_pct", "ttft_mean_s",
                   "itl_mean_s", "queue_mean_s", "prefill_mean_s", "prefix_cache_hit_pct", "preemptions_per_min",
                   "spec_accept_length", "spec_accept_rate", "rate_window_s")
+INSTANT_FIELDS = ("requests_running", "requests_waiting", "kv_cache_pct", "rate_window_s")  # gauges: no window
 RUN_START, RUN_END = "start: ", "end: "  # the markers `record -- CMD` writes around the command
 
 
@@ -260,9 +261,14 @@ def _mean(vals: list[float]) -> float | None:
 
 
 def span_stats(frames: Iterable[Frame], spans: list[dict[str, Any]], n_gpus: int, t_end: float,
-               findings: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+               findings: Sequence[dict[str, Any]] = (), margin_s: float = 0.0) -> list[dict[str, Any]]:
     """One row per span: frames, per-GPU means of :data:`SPAN_GPU_METRICS`, per endpoint and model means
-    of :data:`SERVING_FIELDS` (None where never known, never 0), and the findings active in the span."""
+    of :data:`SERVING_FIELDS` (None where never known, never 0), and the findings active in the span.
+
+    A serving rate (tok/s, TTFT mean…) is computed over the endpoint's window (``rate_window_s``): a
+    reading whose window began before the span (less ``margin_s``, the age a reading may have in its
+    frame) mixes in the previous phase, so the span's mean takes only readings whose window lies inside
+    it, when it has any (a span shorter than the window keeps them all). Gauges are taken as they are."""
     acc: list[dict[str, Any]] = [{"frames": 0, "gpus": [{m: [] for m in SPAN_GPU_METRICS} for _ in range(n_gpus)], "eps": {}}
            for _ in spans]
     for f in frames:
@@ -279,17 +285,24 @@ def span_stats(frames: Iterable[Frame], spans: list[dict[str, Any]], n_gpus: int
                         if v is not None and math.isfinite(v):
                             a["gpus"][r.index][m].append(float(v))
             for e in f.endpoints:
-                d = a["eps"].setdefault((e.url, e.model), {"kind": e.kind, **{m: [] for m in SERVING_FIELDS}})
+                d = a["eps"].setdefault((e.url, e.model), {"kind": e.kind, **{m: [] for m in SERVING_FIELDS},
+                                                           "inside": {m: [] for m in SERVING_FIELDS}})
                 d["kind"] = e.kind or d["kind"]
                 if not e.up:
                     continue
+                w = e.rate_window_s
+                inside = w is None or not math.isfinite(w) or f.t - w - margin_s >= spans[k]["start"]
                 for m in SERVING_FIELDS:
                     v = getattr(e, m)
                     if v is not None and math.isfinite(v):
                         d[m].append(float(v))
+                        if inside:
+                            d["inside"][m].append(float(v))
     out = []
     for s, a in zip(spans, acc):
-        eps = [{"url": url, "model": model, "kind": d["kind"], **{m: _mean(d[m]) for m in SERVING_FIELDS}}
+        eps = [{"url": url, "model": model, "kind": d["kind"],
+                **{m: _mean(d[m] if m in INSTANT_FIELDS or not d["inside"][m] else d["inside"][m])
+                   for m in SERVING_FIELDS}}
                for (url, model), d in a["eps"].items()]
         # a row with no reading at all (before the first scrape) is dropped where the endpoint has another
         eps = [e for e in eps if any(e[m] is not None for m in SERVING_FIELDS)
@@ -310,7 +323,9 @@ def summarize_by_marker(rec: FrameFile) -> dict[str, Any]:
     t0 = float(rec.times[0]) if rec.n_frames else 0.0
     t1 = float(rec.times[-1]) if rec.n_frames else 0.0
     spans = marker_spans([(e.t, e.text) for e in events if e.kind == "marker"], t0, t1)
-    rows = span_stats(rec.frames(), spans, len(rec.inventory.devices), t1, finding_durations(events, t1))
+    gaps = np.diff(rec.times) if rec.n_frames > 1 else np.zeros(0)
+    margin = float(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 0.0  # a reading is up to a frame old
+    rows = span_stats(rec.frames(), spans, len(rec.inventory.devices), t1, finding_durations(events, t1), margin)
     return {"schema": PHASES_SCHEMA, "file": str(rec.path), "host": rec.inventory.host, "simulated": rec.simulated,
             "start": t0, "end": t1, "spans": rows}
 

@@ -409,6 +409,9 @@ class Subscriber(_LoopThread):
         self.only_host = only_host
         self.legacy_every_s = legacy_every_s
         self.hosts: dict[str, RemoteHost] = {}
+        # bumped whenever the fleet's order may change (a host added or removed, online or worst finding changed):
+        # the fleet screen re-sorts only then
+        self.order_gen = 0
         self.dropped = 0
         self.lost = 0
         self.removed = 0
@@ -564,6 +567,8 @@ class Subscriber(_LoopThread):
                 if len(self.hosts) >= MAX_HOSTS:
                     return self._drop_locked()
                 h = self.hosts[host] = RemoteHost(host=host)
+                self.order_gen += 1
+            was = (h.online, h.rank)
             try:
                 if kind == "summary":
                     s = summary_from_dict(doc)
@@ -631,6 +636,9 @@ class Subscriber(_LoopThread):
                     return self._drop_locked()
             except (CodecError, SummaryError, RecursionError, ValueError):
                 return self._drop_locked()
+            finally:
+                if (h.online, h.rank) != was:
+                    self.order_gen += 1
         return True
 
     @staticmethod
@@ -653,6 +661,7 @@ class Subscriber(_LoopThread):
         with self._lock:
             if self.hosts.pop(host, None) is not None:
                 self.removed += 1
+                self.order_gen += 1
         return True
 
     def _drop(self) -> bool:
@@ -706,6 +715,7 @@ class Subscriber(_LoopThread):
             with self._lock:  # the broker is gone: nobody can be confirmed online
                 for h in self.hosts.values():
                     h.online = False
+                self.order_gen += 1
             await self._pause(backoff, self._astop)
             backoff = min(backoff * 2, 30.0)
 

@@ -50,6 +50,28 @@ def test_span_stats_keep_unknown_as_none_and_endpoints_per_model():
     assert e["gen_tokens_per_s"] == 250.0 and e["ttft_mean_s"] is None  # unknown stays unknown
 
 
+@pytest.mark.parametrize("window,margin,gen,waiting", [
+    (1.0, 0.0, 241.0, 3.5),  # 1 s windows: the readings at 10 and 10.5 s began in the previous phase
+    (1.0, 0.5, 241.0, 3.5),  # readings up to a frame (0.5 s) old: one more left out
+    (None, 0.0, (68 * 2 + 241 * 6) / 8, 3.5),  # no window known: every reading counts
+    (20.0, 0.0, (68 * 2 + 241 * 6) / 8, 3.5),  # windows longer than the span: nothing is inside, all are kept
+])
+def test_a_phase_rate_leaves_out_readings_whose_window_began_before_it(window, margin, gen, waiting):
+    """tok/s at a phase change: the first readings after the marker still average the previous phase
+    (CI measured 197 for a 241 tok/s phase). Gauges (waiting) are not windowed: all count."""
+    spans = marker_spans([(0.0, "slow"), (10.0, "fast")], 0.0, 13.5)
+
+    def ep(t):
+        rate = 68.0 if t < 11.0 else 241.0  # the 1 s window still sees the slow phase until 11 s
+        return EndpointReading(url="u", kind="vllm", model="m", gen_tokens_per_s=rate, rate_window_s=window,
+                               requests_waiting=3.5)
+
+    frames = [Frame(t=t, gpus=(GpuReading(index=0),), endpoints=(ep(t),)) for t in [10.0 + 0.5 * i for i in range(8)]]
+    (fast,) = [r for r in span_stats(frames, spans, 1, 13.5, margin_s=margin) if r["label"] == "fast"]
+    (e,) = fast["endpoints"]
+    assert e["gen_tokens_per_s"] == pytest.approx(gen) and e["requests_waiting"] == waiting
+
+
 def test_serving_export_is_long_not_per_gpu():
     frames = [Frame(t=1.0, gpus=(GpuReading(index=0), GpuReading(index=1)),
                     endpoints=(EndpointReading(url="u", model="a", gen_tokens_per_s=1.0),

@@ -254,7 +254,7 @@ async def test_fleet_screen_lists_hosts_worst_first_and_opens_one():
         await pilot.pause()
         table = app.query_one("#fleet")
         assert table.order == ["sim-a100-4", "sim-healthy"]  # the host with a lost GPU first
-        text = str(table.render())
+        text = table.plain()  # the lines it shows (drawn line by line)
         assert "(1 lost)" in text and "GPU2 NVIDIA A100" in text  # the worst finding, cut to the width
         await pilot.press("down", "enter")
     assert app.return_value == "sim-healthy"

@@ -7,6 +7,8 @@ import gc
 import os
 from collections.abc import Callable
 
+from textual._styles_cache import StylesCache
+
 from gpuscope.cli.agent import broker_config
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session
@@ -45,6 +47,21 @@ class RemoteFeeder(Worker):
             self.on_update()
 
 
+def release_closed_app() -> None:
+    """Let a closed app's widgets and their rendered lines go (call between apps: flat memory across visits).
+
+    Textual's ``StylesCache.get_inner_outer`` is an ``lru_cache`` (1,024 entries) on a method: its key holds the
+    widget's StylesCache, and with it every line the widget last rendered, after the widget and its app are
+    gone. Measured (benchmarks/bench_fleet_visits.py, fleet screen → host → back): ~1 MB per visit until the
+    cap, reached after ~50 visits, 55 MB above what the viewer needs (docs/mqtt.md). Clearing it costs the
+    next app a few recomputed colour pairs.
+    """
+    clear = getattr(getattr(StylesCache, "get_inner_outer", None), "cache_clear", None)
+    if clear is not None:  # a Textual without this cache has nothing to release
+        clear()
+    gc.collect()
+
+
 def run_fleet(args: argparse.Namespace) -> int:
     """The fleet screen; enter opens a host (its frames subscribed while open, released when closed).
     With ``--host`` only that host's topics are subscribed."""
@@ -64,6 +81,7 @@ def run_fleet(args: argparse.Namespace) -> int:
                 needle = fleet.last_filter
                 hung_up = fleet.hung_up
                 del fleet
+                release_closed_app()
                 if not host or hung_up:
                     return 0
                 selected = host
@@ -74,7 +92,7 @@ def run_fleet(args: argparse.Namespace) -> int:
             finally:
                 if not args.host:
                     sub.unwatch(host)
-                gc.collect()  # the closed view's session, history and app go now: flat memory across visits
+                release_closed_app()  # the closed view's session, history and app go now: flat memory across visits
             if args.host or hung_up:  # the terminal went away: never start another app without one
                 return 0
             host = None

@@ -61,7 +61,9 @@ class FleetApp(App[str | None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        t = self.query_one(FleetTable)
+        t = self._table = self.query_one(FleetTable)
+        self._status = self.query_one("#fleet-status", Static)
+        self._status_shown = ""
         t.selected, t.filter = self._start_selected, self._start_filter
         self.set_interval(1.0, self.refresh_fleet)
         self.set_interval(2.0, self._watchdog)
@@ -82,9 +84,16 @@ class FleetApp(App[str | None]):
             self.call_later(self.exit, None)
 
     def refresh_fleet(self) -> None:
-        hosts = self.sub.snapshot()
-        self.query_one("#fleet-status", Static).update(status_line(self.sub, self.cfg, len(hosts)))
-        self.query_one(FleetTable).show(hosts)
+        """Once a second: the status line, and the rows in view (re-sorted only when the subscriber says the
+        order may have changed)."""
+        sub = self.sub
+        line = status_line(sub, self.cfg, len(sub.hosts))
+        if line != self._status_shown:
+            self._status_shown = line
+            self._status.update(line)
+        gen = sub.order_gen  # read before the snapshot: a change in between re-sorts next time
+        table = self._table
+        table.show(sub.snapshot() if table.needs_sort(gen) else None, gen)
 
     def action_move(self, d: int) -> None:
         self.query_one(FleetTable).move(d)  # re-renders the rows in view only: no re-sort
@@ -105,7 +114,7 @@ class FleetApp(App[str | None]):
     def on_input_changed(self, event: Input.Changed) -> None:
         t = self.query_one(FleetTable)
         t.filter = event.value.strip()
-        t.show(self.sub.snapshot())
+        t.show(self.sub.snapshot(), self.sub.order_gen)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self._close_filter()
@@ -120,7 +129,7 @@ class FleetApp(App[str | None]):
         self.query_one("#fleet-filter", Input).value = ""
         t.filter = ""
         self._close_filter()
-        t.show(self.sub.snapshot())
+        t.show(self.sub.snapshot(), self.sub.order_gen)
 
     def action_open(self) -> None:
         t = self.query_one(FleetTable)
