@@ -26,6 +26,7 @@ from gpuscope.core.session import FrameSink, Session
 from gpuscope.core.text import clean
 from gpuscope.core.view import RecordingStatus, StatusInfo, ViewState
 from gpuscope.sources.recording import Recorder, RecordingError
+from gpuscope.tui import partial_writes
 from gpuscope.tui.commands import GpuscopeCommands
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
 from gpuscope.tui.hangup import exit_soon, terminal_gone, watch
@@ -86,6 +87,7 @@ class GpuscopeApp(App[int]):
     def __init__(self, session: Session, feeder: Worker | None, *, label: str, interval_s: float, window: str = "1m",
                  compact: bool | None = None, record_path: str | None = None, origin_note: str = ""):
         super().__init__()
+        partial_writes.install()  # only the changed cells of a line go to the terminal
         self.session = session
         self.feeder = feeder
         self.label = label
@@ -173,6 +175,9 @@ class GpuscopeApp(App[int]):
             self._start_recording(self.record_path)
         if self.feeder is not None:
             self.feeder.start()
+            if not self._replay:  # the clock shows whole minutes: say so when samples stop coming
+                self.query_one(StatusBar).watch_stale = True
+                self.set_interval(2.0, self._check_stale)
         self.refresh_view(force=True)
         self.call_after_refresh(self.refresh_view, True)
 
@@ -333,6 +338,13 @@ class GpuscopeApp(App[int]):
             if v.replay is not None:
                 r = v.replay
                 self.query_one(Timeline).show_position(r.t0, r.t1, r.position, list(r.marks), r.speed, r.playing)
+
+    def _check_stale(self) -> None:
+        if self.paused or not self.screen_stack or self.screen is not self.screen_stack[0]:
+            return
+        bar = self.query_one(StatusBar)
+        if bar.stale_changed(self.interval_s):
+            bar.show(self.build_view(False))
 
     def _watchdog(self) -> None:
         """Exit when the terminal went away (SSH drop): the parent died or stdin is gone."""
