@@ -26,6 +26,9 @@ class History:
         self.endpoint_data = {key: np.full(self.capacity, np.nan, dtype=np.float32) for key, _ in self._ep}
         self.count = 0  # total samples ever added
         self._rows = np.arange(n_gpus)
+        # how many samples add() has put in, every one at or after the one before (times in order): while
+        # it equals count, window() finds the window's start by binary search instead of scanning the ring
+        self._ordered = 0
 
     @property
     def tok_s(self) -> np.ndarray:
@@ -37,9 +40,12 @@ class History:
         for a in (*self.data.values(), *self.endpoint_data.values()):
             a[:] = np.nan
         self.count = 0
+        self._ordered = 0
 
     def add(self, frame: Frame) -> None:
         k = self.count % self.capacity
+        if self._ordered == self.count and (self.count == 0 or frame.t >= self.times[(k - 1) % self.capacity]):
+            self._ordered += 1
         self.times[k] = frame.t
         for key, get in self._gpu:
             row = self.data[key][k]
@@ -61,6 +67,8 @@ class History:
         n = min(self.count, self.capacity)
         if n == 0:
             return np.empty(0), np.empty(0, dtype=np.float32)
+        if self._ordered == self.count:
+            return self._window_ordered(metric, gpu, seconds, now)
         end = self.count % self.capacity
         idx = (np.arange(end - n, end)) % self.capacity
         t = self.times[idx]
@@ -71,6 +79,26 @@ class History:
         last = t[-1] if now is None else now
         keep = t >= last - seconds
         return t[keep], v[keep]
+
+    def _window_ordered(self, metric: str, gpu: int | None, seconds: float, now: float | None
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`window` when the times are in order: the kept samples (``t >= last - seconds``) are the
+        newest ones, found by binary search; the same arrays, without gathering the whole ring."""
+        cap, count = self.capacity, self.count
+        end = count % cap
+        data = self.endpoint_data[metric] if gpu is None else self.data[metric][:, gpu]
+        last = self.times[(count - 1) % cap] if now is None else now
+        th = last - seconds
+        if count <= cap or end == 0:  # one run, oldest first: [0, count) or the full ring from 0
+            n = min(count, cap)
+            lo = int(np.searchsorted(self.times[:n], th, side="left"))
+            return self.times[lo:n].copy(), data[lo:n].copy()
+        newer = self.times[:end]  # the ring wrapped: [end, cap) holds the older samples, [0, end) the newer
+        if newer[0] >= th:
+            lo = end + int(np.searchsorted(self.times[end:], th, side="left"))
+            return (np.concatenate((self.times[lo:], newer)), np.concatenate((data[lo:], data[:end])))
+        lo = int(np.searchsorted(newer, th, side="left"))
+        return self.times[lo:end].copy(), data[lo:end].copy()
 
     def latest_time(self) -> float | None:
         if self.count == 0:

@@ -19,25 +19,58 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 
+def _first_diff(a: str, b: str) -> int:
+    """The first index where two different strings of one length differ: a binary search over
+    prefixes, compared in C."""
+    lo, hi = 0, len(a)  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def changed_cells(old: Strip, new: Strip) -> tuple[int, int] | None:
     """The cells ``[start, end)`` where two strips of one width differ (text or style); ``None`` when they
-    draw the same. Strips holding double-width characters count as changed throughout."""
+    draw the same. Strips holding double-width characters count as changed throughout.
+
+    Equal whole segments at either end are skipped first (a tuple compare each; the strips of one line
+    are usually cut alike), then the cells in between are compared one by one."""
     width = new.cell_length
     if old.cell_length != width:
         return (0, width)
-    a = [(ch, seg.style) for seg in old for ch in seg.text]
-    b = [(ch, seg.style) for seg in new for ch in seg.text]
-    if len(a) != width or len(b) != width:  # a wide character: cells and characters do not line up
-        return (0, width)
-    start = 0
-    while start < width and a[start] == b[start]:
-        start += 1
-    if start == width:
+    sa, sb = list(old), list(new)
+    if len("".join([seg.text for seg in sa])) != width or len("".join([seg.text for seg in sb])) != width:
+        return (0, width)  # a wide character: cells and characters do not line up
+    n = min(len(sa), len(sb))
+    i = pos = 0
+    while i < n and sa[i] == sb[i]:
+        pos += len(sa[i].text)
+        i += 1
+    if i == len(sa) == len(sb):
         return None
-    end = width
-    while end > start and a[end - 1] == b[end - 1]:
-        end -= 1
-    return (start, end)
+    j, end = 0, width
+    while j < n - i and sa[-1 - j] == sb[-1 - j]:
+        end -= len(sa[-1 - j].text)
+        j += 1
+    ma, mb = sa[i:len(sa) - j], sb[i:len(sb) - j]  # cells [pos, end) of each
+    if len(ma) == len(mb) and all(len(x.text) == len(y.text) and x.style == y.style for x, y in zip(ma, mb)):
+        ta, tb = "".join([x.text for x in ma]), "".join([y.text for y in mb])  # same styles: the text decides
+        if ta == tb:
+            return None
+        return (pos + _first_diff(ta, tb), end - _first_diff(ta[::-1], tb[::-1]))
+    a = [(ch, seg.style) for seg in ma for ch in seg.text]
+    b = [(ch, seg.style) for seg in mb for ch in seg.text]
+    k, m = 0, len(a)
+    while k < m and a[k] == b[k]:
+        k += 1
+    if k == m:
+        return None
+    while m > k and a[m - 1] == b[m - 1]:
+        m -= 1
+    return (pos + k, pos + m)
 
 
 def same_line(a: Text, b: Text) -> bool:
