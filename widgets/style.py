@@ -98,23 +98,23 @@ def spark_window(times: np.ndarray, values: np.ndarray, t_end: float, seconds: f
     counts = np.bincount(cells, minlength=columns)
     filled = np.nonzero(counts)[0]
     first, last = int(filled[0]), int(filled[-1])
-    # cells with no sample between the first and the last carry the previous cell's value
-    idx = np.where(counts > 0, np.arange(columns), 0)
+    # cells with no sample between the first and the last carry the previous cell's value; outside them
+    # the graph is blank, so only [first, last] is computed
+    idx = np.where(counts[first:last + 1] > 0, np.arange(first, last + 1), first)
     idx = np.maximum.accumulate(idx)
-    means = np.full(columns, np.nan)
+    means = np.zeros(columns)
     means[filled] = sums[filled] / counts[filled]
     row = means[idx]
-    row[:first] = np.nan
-    row[last + 1:] = np.nan
-    known = row[~np.isnan(row)]
-    top = maximum if maximum else (float(known.max()) if known.size else 0.0)
+    top = maximum if maximum else float(means[filled].max())
     if top <= 0:
-        levels = np.zeros(columns, dtype=np.int64)
-    else:
+        mid = SPARK[0] * (last + 1 - first)
+    elif not math.isfinite(top) or not np.isfinite(row).all():
         levels = np.rint(np.clip(np.nan_to_num(row) / top, 0.0, 1.0) * (len(SPARK) - 1)).astype(np.int64)
-    chars = _SPARK_CHARS[levels]
-    chars[np.isnan(row)] = " "
-    return "".join(chars.tolist())
+        mid = "".join(_SPARK_CHARS[levels].tolist())
+    else:
+        levels = np.rint(np.minimum(np.maximum(row / top, 0.0), 1.0) * (len(SPARK) - 1)).astype(np.int64)
+        mid = "".join(_SPARK_CHARS[levels].tolist())
+    return " " * first + mid + " " * (columns - 1 - last)
 
 
 def graph_rows(values: Sequence[float | None], height: int, maximum: float | None = None) -> list[str]:
