@@ -124,12 +124,26 @@ async def test_partial_updates_leave_the_screen_as_a_full_redraw_would(size: tup
             t = lines[k]
             lines[k] = t[:5] + type(t)("#", style="bold") + t[6:]
             w.set_lines(lines)
+        from textual.widget import Widget
+
+        rendered: list[int] = []  # screen rows that widgets were asked to render
+        original_render_lines = Widget.render_lines
+
+        def spy_lines(self, crop):  # type: ignore[no-untyped-def]
+            top = self.region.y if self.region else 0
+            rendered.extend(range(top + crop.y, top + crop.bottom))
+            return original_render_lines(self, crop)
+
         ChopsUpdate.__init__ = spy  # type: ignore[method-assign]
+        Widget.render_lines = spy_lines  # type: ignore[method-assign]
         try:
             for _ in range(3):
                 await pilot.pause()
         finally:
             ChopsUpdate.__init__ = original_init  # type: ignore[method-assign]
+            Widget.render_lines = original_render_lines  # type: ignore[method-assign]
+        changed_rows = {y for upd in captured for y, _, _ in upd.spans}
+        assert rendered and set(rendered) <= changed_rows  # not the rows between the two changes
         assert captured, "no partial update was sent"
         for upd in captured:
             apply(before, partial_writes.render_segments(upd, CONSOLE))

@@ -73,6 +73,9 @@ def get_renders(self: Any, crop: Region | None = None) -> Any:
         return
     top, bottom = crop.y, crop.bottom
     crop_overlaps = crop.overlaps
+    # the rows that changed (set by render_partial_update): the crop spans from the first changed row to
+    # the last, so a change in GPU0's first line and one in GPU1's last would render every row between
+    rows: set[int] | None = getattr(self, "_gs_rows", None)
     for widget, (region, clip) in self.visible_widgets.items():
         if not crop_overlaps(clip):
             continue
@@ -80,8 +83,47 @@ def get_renders(self: Any, crop: Region | None = None) -> Any:
         y0, y1 = max(y, top), min(y + height, bottom)
         if not width or y1 <= y0:
             continue
-        shown = Region(x, y0, width, y1 - y0)  # the clip the chops are cut with: these rows only
-        yield region, shown, widget.render_lines(Region(x - region.x, y0 - region.y, width, y1 - y0))
+        for a, b in _runs(y0, y1, rows):
+            shown = Region(x, a, width, b - a)  # the clip the chops are cut with: these rows only
+            yield region, shown, widget.render_lines(Region(x - region.x, a - region.y, width, b - a))
+
+
+def _runs(y0: int, y1: int, rows: set[int] | None) -> list[tuple[int, int]]:
+    """The runs ``[a, b)`` of consecutive rows of ``[y0, y1)`` that are in ``rows`` (all of it when None)."""
+    if rows is None:
+        return [(y0, y1)]
+    out: list[tuple[int, int]] = []
+    start = None
+    for y in range(y0, y1):
+        if y in rows:
+            if start is None:
+                start = y
+        elif start is not None:
+            out.append((start, y))
+            start = None
+    if start is not None:
+        out.append((start, y1))
+    return out
+
+
+def render_partial_update(self: Any) -> ChopsUpdate | None:
+    """``Compositor.render_partial_update`` (Textual 8.2.8's, unchanged) that also leaves the set of
+    changed rows where :func:`get_renders` reads it."""
+    screen_region = self.size.region
+    update_regions = self._dirty_regions.copy()
+    self._dirty_regions.clear()
+    if not update_regions:
+        return None
+    crop = Region.from_union(update_regions).intersection(screen_region)
+    spans = list(self._regions_to_spans(update_regions))
+    rows = {y for y, _, _ in spans}
+    self._gs_rows = rows
+    try:
+        chops = self._render_chops(crop, rows.__contains__)
+    finally:
+        self._gs_rows = None
+    chop_ends = [cut_set[1:] for cut_set in self.cuts]
+    return ChopsUpdate(chops, spans, chop_ends)
 
 
 def install() -> bool:
@@ -93,4 +135,5 @@ def install() -> bool:
         return False
     ChopsUpdate.render_segments = render_segments  # type: ignore[method-assign]
     Compositor._get_renders = get_renders  # type: ignore[method-assign]
+    Compositor.render_partial_update = render_partial_update  # type: ignore[method-assign]
     return True
