@@ -29,12 +29,14 @@ class FindingsPanel(LineWidget):
         self.can_focus = True
         self.border_title = "Findings"
         self.budget = 8  # lines the layout gives this panel (one finding a line, the last may be "+k more")
+        self._key: tuple[object, ...] | None = None  # what the lines shown were drawn from
 
     def show(self, v: ViewState) -> None:
         fs = v.findings
         if not fs:
             if self.border_subtitle:
                 self.border_subtitle = ""
+            self._key = None
             self.set_lines([Text("✔ nothing limits this server that gpuscope can see", style=OK)])
             return
         counts = {s: sum(1 for f in fs if f.severity == s) for s in SEVERITIES}
@@ -45,15 +47,20 @@ class FindingsPanel(LineWidget):
         width = max(20, self.size.width - 4 if self.size.width else 76)
         budget = max(1, self.budget)
         limit = len(fs) if full or len(fs) <= budget else budget - 1
+        # the lines depend on these only: when they read the same as last time, nothing is built again
+        shown = [(f.id, f.severity, finding_line(f, v.now)) for f in fs[:max(1, limit)]]
+        key = (shown, len(fs), limit, full, width, self.size.width)
+        if key == self._key:
+            return
+        self._key = key
         lines = []
         if limit == 0:  # one line for several findings: the worst, and how many more
             more = Text(f"  +{len(fs) - 1} more — f", style=DIM)
             limit = 1
         else:
             more = None
-        for f in fs[:limit]:
+        for f, (_id, _sev, (text, state)) in zip(fs[:limit], shown):
             t = Text()
-            text, state = finding_line(f, v.now)
             text = clean(text, 400)  # finding texts can come from recordings and brokers
             message, _sep, when = text.rpartition("  · ") if state == "active" else (text, "", "")
             if state == "clearing":  # the condition ended: dimmed, its numbers are the last ones seen

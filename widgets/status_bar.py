@@ -49,6 +49,7 @@ class StatusBar(Static):
         self._seen_at = time.monotonic()  # when it was first shown (monotonic seconds)
         self.watch_stale = False  # the app sets it while a live sampler feeds the screen
         self._stale = ""
+        self._key: tuple[object, ...] | None = None  # the words and width last drawn
 
     def sample_age(self) -> float:
         """Seconds since the sample now shown arrived (on this machine's monotonic clock)."""
@@ -65,10 +66,10 @@ class StatusBar(Static):
             self._now, self._seen_at = v.now, time.monotonic()
         stale = stale_text(self.sample_age(), st.interval_s) if self.watch_stale and not st.paused and v.now else ""
         self._stale = stale
-        segs: list[tuple[Text, int]] = []  # (text, priority): 0 always shown, higher dropped first to fit
+        segs: list[tuple[str, str, int]] = []  # (text, style, priority): 0 always shown, higher dropped first
 
         def seg(text: str, style: str = "", prio: int = 0) -> None:
-            segs.append((Text(text, style=style), prio))
+            segs.append((text, style, prio))
 
         seg(" gpuscope", "bold", 6)
         seg(f" {v.label} ", LABEL_STYLE.get(v.label, "reverse"), 0)
@@ -98,4 +99,8 @@ class StatusBar(Static):
         clock = clock_text(v.now, clock_seconds(v))
         if clock:
             seg(clock, "", 0)
-        set_content(self, fit_segments(segs, max(20, self.size.width or 80)))
+        key = (tuple(segs), max(20, self.size.width or 80))
+        if key == self._key:  # the same words at the same width: nothing to fit or compare again
+            return
+        self._key = key
+        set_content(self, fit_segments([(Text(t, style=style), prio) for t, style, prio in segs], key[1]))

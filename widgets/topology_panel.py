@@ -8,7 +8,14 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Static
 
-from gpuscope.core.topology import PATH_MEANING, best_link, link_row, matrix, pair_bandwidth_bytes_per_s
+from gpuscope.core.topology import (
+    PATH_MEANING,
+    best_link,
+    link_row,
+    matrix,
+    pair_bandwidth_bytes_per_s,
+    pcie_capacity_bytes_per_s,
+)
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import LINK_LEVEL, link_label, link_state, reading_busy
 from gpuscope.widgets.fit import fit_words, short_affinity
@@ -37,6 +44,7 @@ class TopologyPanel(Static):
         self.border_title = "Topology"
         self.form = "matrix"  # or "pairs" when the matrix does not fit (set by the layout)
         self.avail_width = 0  # content width the layout allows (0: the panel's own width)
+        self._key: tuple[object, ...] | None = None  # what the lines shown were drawn from
         self.legend = False  # the legend line, shown when there is room or the panel is focused
 
     def action_move(self, dr: int, dc: int) -> None:
@@ -55,8 +63,23 @@ class TopologyPanel(Static):
     def show(self, v: ViewState) -> None:
         self._last = v
         width = self.avail_width or max(20, self.size.width - 4 if self.size.width else 76)
-        lines = topology_lines(v, width, self.sel if self.has_focus else None, legend_on=self.legend, form=self.form)
+        sel = self.sel if self.has_focus else None
+        key = (v.inventory, width, sel, self.legend, self.form, link_key(v))
+        old = self._key
+        if old is not None and old[0] is v.inventory and old[1:] == key[1:]:
+            return  # the lines depend on nothing else: not built again every second
+        self._key = key
+        lines = topology_lines(v, width, sel, legend_on=self.legend, form=self.form)
         set_content(self, Text("\n").join(lines))
+
+
+def link_key(v: ViewState) -> tuple[object, ...]:
+    """What :func:`topology_lines` reads from the readings: each GPU's current PCIe link and whether it
+    is busy (the colour of a link below its max)."""
+    if not v.frame:
+        return ()
+    return tuple((r.index, r.pcie_gen, r.pcie_width, reading_busy(r, pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)))
+                 for r in v.frame.gpus)
 
 
 CELL = 5  # matrix cell width: labels are at most 4 characters (NV18, NODE)
