@@ -73,9 +73,6 @@ def get_renders(self: Any, crop: Region | None = None) -> Any:
         return
     top, bottom = crop.y, crop.bottom
     crop_overlaps = crop.overlaps
-    # the changed regions (left by render_partial_update): the crop spans from the first changed row to
-    # the last, so a change in GPU0's first line and one in GPU1's last would render every row between
-    dirty: list[Region] | None = getattr(self, "_gs_dirty", None)
     for widget, (region, clip) in self.visible_widgets.items():
         if not crop_overlaps(clip):
             continue
@@ -83,46 +80,8 @@ def get_renders(self: Any, crop: Region | None = None) -> Any:
         y0, y1 = max(y, top), min(y + height, bottom)
         if not width or y1 <= y0:
             continue
-        runs = [(y0, y1)]
-        if dirty is not None:  # only the rows of this widget that a changed region reaches
-            visible = Region(x, y0, width, y1 - y0)
-            rows = {r for d in dirty if visible.overlaps(d) for r in range(max(y0, d.y), min(y1, d.bottom))}
-            runs = row_runs(rows)
-        for a, b in runs:
-            shown = Region(x, a, width, b - a)  # the clip the chops are cut with: these rows only
-            yield region, shown, widget.render_lines(Region(x - region.x, a - region.y, width, b - a))
-
-
-def row_runs(rows: set[int], gap: int = 2) -> list[tuple[int, int]]:
-    """``rows`` as runs ``[a, b)``, runs at most ``gap`` rows apart merged (each render call has a fixed
-    cost of about two rows' rendering, so a short gap is cheaper rendered than split)."""
-    out: list[tuple[int, int]] = []
-    for r in sorted(rows):
-        if out and r - out[-1][1] <= gap:
-            out[-1] = (out[-1][0], r + 1)
-        else:
-            out.append((r, r + 1))
-    return out
-
-
-def render_partial_update(self: Any) -> ChopsUpdate | None:
-    """``Compositor.render_partial_update`` (Textual 8.2.8's, unchanged) that also leaves the set of
-    changed regions where :func:`get_renders` reads them."""
-    screen_region = self.size.region
-    update_regions = self._dirty_regions.copy()
-    self._dirty_regions.clear()
-    if not update_regions:
-        return None
-    crop = Region.from_union(update_regions).intersection(screen_region)
-    spans = list(self._regions_to_spans(update_regions))
-    is_rendered_line = {y for y, _, _ in spans}.__contains__
-    self._gs_dirty = list(update_regions)
-    try:
-        chops = self._render_chops(crop, is_rendered_line)
-    finally:
-        self._gs_dirty = None
-    chop_ends = [cut_set[1:] for cut_set in self.cuts]
-    return ChopsUpdate(chops, spans, chop_ends)
+        shown = Region(x, y0, width, y1 - y0)  # the clip the chops are cut with: these rows only
+        yield region, shown, widget.render_lines(Region(x - region.x, y0 - region.y, width, y1 - y0))
 
 
 def install() -> bool:
@@ -134,5 +93,4 @@ def install() -> bool:
         return False
     ChopsUpdate.render_segments = render_segments  # type: ignore[method-assign]
     Compositor._get_renders = get_renders  # type: ignore[method-assign]
-    Compositor.render_partial_update = render_partial_update  # type: ignore[method-assign]
     return True
