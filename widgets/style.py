@@ -118,21 +118,35 @@ def spark_window(times: np.ndarray, values: np.ndarray, t_end: float, seconds: f
 
 
 def graph_rows(values: Sequence[float | None], height: int, maximum: float | None = None) -> list[str]:
-    """A ``height``-row block graph (top row first), 8 levels per row."""
+    """A ``height``-row block graph (top row first), 8 levels per row.
+
+    Built column by column, each distinct value's column once (a steady load repeats one value across
+    the window), then read out row by row."""
     known = [v for v in values if v is not None and not math.isnan(v)]
     top = maximum if maximum else (max(known) if known else 1.0)
     top = top or 1.0
-    rows = []
-    for r in range(height - 1, -1, -1):
-        line = []
-        for v in values:
-            if v is None or math.isnan(v):
-                line.append(" ")
-                continue
-            level = max(0.0, min(1.0, v / top)) * height * 8 - r * 8
-            line.append(" " if level <= 0 else (BAR_FULL if level >= 8 else SPARK[max(0, int(level) - 1)]))
-        rows.append("".join(line))
-    return rows
+    if height <= 0:
+        return []
+    blank = (" ",) * height
+    columns: dict[float, tuple[str, ...]] = {}
+    cols: list[tuple[str, ...]] = []
+    for v in values:
+        if v is None or math.isnan(v):
+            cols.append(blank)
+            continue
+        col = columns.get(v)
+        if col is None:
+            scaled = max(0.0, min(1.0, v / top)) * height * 8
+            col = columns[v] = tuple(_block(scaled - r * 8) for r in range(height - 1, -1, -1))
+        cols.append(col)
+    if not cols:
+        return [""] * height
+    return ["".join(row) for row in zip(*cols)]
+
+
+def _block(level: float) -> str:
+    """The block character of one cell of a :func:`graph_rows` column, ``level`` eighths filled."""
+    return " " if level <= 0 else (BAR_FULL if level >= 8 else SPARK[max(0, int(level) - 1)])
 
 
 def fmt_duration(s: float) -> str:
