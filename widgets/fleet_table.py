@@ -44,7 +44,7 @@ class Column:
 COLUMNS: tuple[Column, ...] = (
     Column("host", "host", 22),
     Column("state", "state", 7),
-    Column("gpus", "GPUs", 9, drop=5),
+    Column("gpus", "GPUs", 10, drop=5),
     Column("util", "util", 5, right=True, drop=4),
     Column("power", "power", 7, right=True, drop=6),
     Column("tok", "tok/s", 7, right=True, drop=3),
@@ -159,7 +159,7 @@ def cells(h: RemoteHost, now: float) -> dict[str, tuple[str, str] | tuple[str, s
         for k in ("util", "power", "tok", "link"):
             out[k] = ("–", DIM)
     else:
-        out["gpus"] = ((f"{s.gpus}, {len(s.lost)} lost", BAD) if s.lost
+        out["gpus"] = ((f"{s.gpus} ({len(s.lost)} lost)", BAD) if s.lost
                        else (f"{s.gpus} GPU{'' if s.gpus == 1 else 's'}", ""))
         out["util"] = (f"{s.util_pct:.0f} %", "") if s.util_pct is not None else ("–", DIM)
         out["power"] = (f"{s.power_w:.0f} W", "") if s.power_w is not None else ("–", DIM)
