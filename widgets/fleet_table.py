@@ -147,7 +147,7 @@ def _age(now: float, t: float | None) -> str:
     return f"{duration(now - t, short=True)} ago" if now - t >= 0 else "0s ago"
 
 
-def cells(h: RemoteHost, now: float) -> dict[str, tuple[str, str] | tuple[str, str, str, int]]:
+def cells(h: RemoteHost, now: float) -> dict[str, Any]:
     """One host's values, before fitting: ``key → (text, style)``; the finding ``(text, style, since, more)``."""
     s: HostSummary | None = h.summary
     sim_flag = s.simulated if s is not None else bool(h.inventory is not None and h.inventory.simulated)
@@ -200,7 +200,7 @@ def row(h: RemoteHost, now: float, columns: Sequence[Column] | None = None) -> T
         if k:
             t.append(" " * HEADER_GAP)
         if c.key == "finding":
-            msg, style, since, more = v["finding"]  # type: ignore[misc]
+            msg, style, since, more = v["finding"]
             w = max(0, c.width - debt)
             used = 0
             for text, part in finding_cell(msg, since, more, w):
@@ -208,7 +208,7 @@ def row(h: RemoteHost, now: float, columns: Sequence[Column] | None = None) -> T
                 used += cell_len(text)
             t.append(" " * max(0, w - used))
             continue
-        text, style = v[c.key][:2]  # type: ignore[misc]
+        text, style = v[c.key][:2]
         if c.key == "host":
             sim = v["sim"][0]
             text = cut(text, max(1, c.width - len(sim))) + sim if len(sim) < c.width else cut(text, c.width)
