@@ -1,13 +1,15 @@
 """gpuscope beside nvitop and nvidia-smi dmon, all at once, on a machine with GPUs.
 
-    python benchmarks/bench_peers_concurrent.py [--idle 30] [--load 60] [--json out.json]
+    python benchmarks/bench_peers_concurrent.py [--idle 30] [--load 60] [--warmup 6] [--json out.json]
 
 Every monitor runs at the same time, at a 1 s interval, so that whatever else the machine does hits all
 of them alike (measuring them in turn, as bench_peers.py does, lets noise favour one): gpuscope's TUI at
 120×40 and at 80×24, nvitop at 120×40 and at 80×24 (TUIs under real ptys whose output is drained like a
 terminal), headless `gpuscope record`, and `nvidia-smi dmon -s puct -d 1`. Two phases: idle (no load:
 bytes/s to the terminal), then a bf16 matmul load on every GPU. Prints CPU seconds per minute, % of a
-core, peak RSS, bytes/s to the terminal and the ratio to nvitop at the same size.
+core, peak RSS, bytes/s to the terminal and the ratio to nvitop at the same size. ``--warmup`` seconds
+pass before each phase's measurement starts (every tool alike): 70 s measures the steady state, after
+gpuscope's 1 min history graphs have filled (until then they change every second).
 """
 
 from __future__ import annotations
@@ -43,14 +45,14 @@ def _cases(out: str) -> list[tuple[str, list[str], int, int, bool]]:
     return cases
 
 
-def run_phase(seconds: float, out: str) -> list[dict[str, object]]:
+def run_phase(seconds: float, out: str, warmup_s: float = 6.0) -> list[dict[str, object]]:
     """Start every monitor at once, measure each for the same ``seconds``, return one row each."""
     results: dict[str, RunCost] = {}
     threads = []
     for name, cmd, cols, rows, tui in _cases(out):
         def one(name: str = name, cmd: list[str] = cmd, cols: int = cols, rows: int = rows, tui: bool = tui) -> None:
             results[name] = run_under_pty(cmd, seconds, cols=cols, rows=rows, quit_keys=b"q" if tui else b"",
-                                          warmup_s=6.0)
+                                          warmup_s=warmup_s)
         t = threading.Thread(target=one, name=name)
         t.start()
         threads.append((name, t))
@@ -83,22 +85,23 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--idle", type=float, default=30)
     ap.add_argument("--load", type=float, default=60)
+    ap.add_argument("--warmup", type=float, default=6.0)
     ap.add_argument("--json", metavar="FILE")
     a = ap.parse_args(argv)
     out = tempfile.mkdtemp()
     doc: dict[str, object] = {}
     if a.idle > 0:
-        doc["idle"] = run_phase(a.idle, out)
-        _print(f"idle, {a.idle:g} s, all monitors at once", doc["idle"])  # type: ignore[arg-type]
+        doc["idle"] = run_phase(a.idle, out, a.warmup)
+        _print(f"idle, {a.idle:g} s after {a.warmup:g} s, all monitors at once", doc["idle"])  # type: ignore[arg-type]
     if a.load > 0:
         load = subprocess.Popen([sys.executable, "-c", LOAD])
         try:
             time.sleep(8)
-            doc["load"] = run_phase(a.load, out)
+            doc["load"] = run_phase(a.load, out, a.warmup)
         finally:
             load.terminate()
             load.wait()
-        _print(f"bf16 matmul on every GPU, {a.load:g} s, all monitors at once", doc["load"])  # type: ignore[arg-type]
+        _print(f"bf16 matmul on every GPU, {a.load:g} s after {a.warmup:g} s, all monitors at once", doc["load"])  # type: ignore[arg-type]
     write_json(a.json, doc)
     return 0
 

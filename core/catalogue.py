@@ -82,6 +82,7 @@ class Metric:
 
 
 MIB = 2**20  # dcgm-exporter's framebuffer unit
+GIB = 2**30  # memory sizes on screen: binary, like nvidia-smi's MiB (rates stay decimal GB/s)
 
 # gpuscope's families shared by several metrics, told apart by a constant label
 _TTFT = Series("gpuscope_endpoint_time_to_first_token_seconds", "Time to first token over the poll window "
@@ -97,10 +98,10 @@ METRICS: tuple[Metric, ...] = (
            dcgm=Series("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).")),
     Metric("util_mem_pct", "memory controller %", key="mem_util", unit="%", maximum=100.0,
            dcgm=Series("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).")),
-    Metric("mem_used_bytes", "memory used GB", key="mem_used", unit="GB", scale=1e9, digits=1, detail=True,
+    Metric("mem_used_bytes", "memory used GiB", key="mem_used", unit="GiB", scale=GIB, digits=1, detail=True,
            dcgm=Series("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", scale=MIB, integer=True),
            prom=Series("gpuscope_memory_used_bytes", "Framebuffer used.")),
-    Metric("mem_total_bytes", "memory total GB", unit="GB", scale=1e9, digits=1,
+    Metric("mem_total_bytes", "memory total GiB", unit="GiB", scale=GIB, digits=1,
            prom=Series("gpuscope_memory_total_bytes", "Framebuffer size.")),
     Metric("sm_clock_mhz", "SM clock MHz", key="sm_clock", unit="MHz", summary=True, detail=True,
            dcgm=Series("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).")),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 NONE = "–"  # how a missing reading reads
 
 
@@ -30,15 +32,29 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} GB"
 
 
+def sig2(x: float) -> float:
+    """``x`` rounded to two significant digits (``412_345`` → ``410_000``; 0 and below → 0)."""
+    if not x > 0 or math.isinf(x):
+        return 0.0 if not x > 0 else x
+    return round(x, 1 - math.floor(math.log10(x)))
+
+
 def fmt_rate(bytes_per_s: float | None) -> str:
-    """Bytes/s as a short GB/s, MB/s or KB/s figure (``3.9 GB/s``, ``420 MB/s``, ``–``)."""
-    if bytes_per_s is None:
+    """Bytes/s as a short figure: ``3.9 GB/s``, ``420 MB/s``; below 1 MB/s two significant digits
+    (``410 KB/s``, ``5.3 KB/s``, ``540 B/s``), so an idle link's noise (400 ± 4 KB/s) does not change the
+    text every second; ``–`` when missing. The one formatter of rates on screen."""
+    if bytes_per_s is None or math.isnan(bytes_per_s):
         return NONE
     if bytes_per_s >= 1e9:
         return f"{bytes_per_s / 1e9:.1f} GB/s"
-    if bytes_per_s >= 1e6:
-        return f"{bytes_per_s / 1e6:.0f} MB/s"
-    return f"{bytes_per_s / 1e3:.0f} KB/s"
+    if bytes_per_s < 1e6:
+        x = sig2(bytes_per_s)
+        if x < 1e6:  # 999.7 KB/s rounds up to 1 MB/s
+            if x < 1e3:
+                return f"{x:.0f} B/s"
+            return f"{x / 1e3:.1f} KB/s" if x < 1e4 else f"{x / 1e3:.0f} KB/s"
+        bytes_per_s = x
+    return f"{bytes_per_s / 1e6:.0f} MB/s"
 
 
 def fmt_gb(x: float | None) -> str:

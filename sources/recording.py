@@ -301,15 +301,21 @@ class Recording:
         if m not in self._cache:
             if len(self._cache) > 8:
                 self._cache.pop(next(iter(self._cache)))
-            mem = self.members[m]
-            if self._raw and mem.offset == 0 and not self._raw.startswith(MAGIC[:2]):
-                text = self._raw
-            else:
-                dec = next(_members(self._raw_bytes(mem.offset, mem.end), []), None)
-                text = dec.text if dec is not None else b""
-            lines = text.split(b"\n")
-            self._cache[m] = [lines[k] if k < len(lines) else b"" for k in mem.keep]
+            self._cache[m] = self.member_lines(m)
         return self._cache[m]
+
+    def member_lines(self, m: int) -> list[bytes]:
+        """The stored JSON lines of member ``m``'s frames (frames ``members[m].first`` on), decompressed
+        now and not cached: for a reader that walks the whole file once (the replay's history index)
+        without evicting what seeks keep in the cache. Not validated."""
+        mem = self.members[m]
+        if self._raw and mem.offset == 0 and not self._raw.startswith(MAGIC[:2]):
+            text = self._raw
+        else:
+            dec = next(_members(self._raw_bytes(mem.offset, mem.end), []), None)
+            text = dec.text if dec is not None else b""
+        lines = text.split(b"\n")
+        return [lines[k] if k < len(lines) else b"" for k in mem.keep]
 
     def _raw_bytes(self, a: int, b: int) -> bytes:
         if self._raw:

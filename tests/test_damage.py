@@ -475,3 +475,16 @@ def test_devices_and_fifos_are_refused_not_read_forever(tmp_path, what, argv):
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
     assert ("is a device, not a file" if what == "device" else "is a named pipe (FIFO), not a file") in r.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("problems,line", [
+    ([], ""),
+    (["frames 351 of ~401; 1 damaged member at byte 884"],
+     "damaged or incomplete recording: frames 351 of ~401; 1 damaged member at byte 884"),
+    (["a", "b", "c"], "damaged or incomplete recording: a (+2 more: gpuscope summary)"),
+    (["\x1b[2Jcut\x07"], "damaged or incomplete recording: cut"),
+])
+def test_a_replay_says_on_screen_that_its_file_was_damaged(problems, line):
+    from gpuscope.tui.app import damage_line
+
+    assert damage_line(problems) == line

@@ -294,11 +294,12 @@ def test_process_util_answers(tmp_path, answer: str, want_sm: float | None) -> N
 
 # ------------------------------------------------------------------ the panel's lines
 def P(pid: int, mem: float | None, **kw) -> ProcessInfo:  # noqa: N802
-    return ProcessInfo(pid=pid, used_memory_bytes=None if mem is None else int(mem * 1e9), **kw)
+    return ProcessInfo(pid=pid, used_memory_bytes=None if mem is None else int(mem * 2**30), **kw)  # mem in GiB
 
 
-@pytest.mark.parametrize("n,want", [(None, "–"), (135.5e9, "135.5 GB"), (512e6, "512 MB"), (2e12, "2.0 TB"),
-                                    (4096, "4 KB"), (999.96e9, "1000.0 GB")])
+@pytest.mark.parametrize("n,want", [(None, "–"), (135.5e9, "126 GiB"), (45.25 * 2**30, "45.2 GiB"),
+                                    (512 * 2**20, "512 MiB"), (2 * 2**40, "2.0 TiB"), (4096, "4 KiB"),
+                                    (999.96e9, "931 GiB")])
 def test_fmt_mem(n, want) -> None:
     assert fmt_mem(None if n is None else int(n)) == want and cell_len(want) <= 9
 
@@ -322,7 +323,7 @@ def test_rows_fit_and_never_cut_a_number(width: int) -> None:
     cols = columns_for(width, kind_column=True)
     row = process_row(7, p, cols, width).plain
     assert cell_len(row) <= width
-    for number in ("7", "4194303", "141.2 GB"):
+    for number in ("7", "4194303", "141 GiB"):
         assert re.search(rf"(^|\s){re.escape(number)}(\s|$)", row), (number, row)
     if any(c.key == "sm" for c in cols):
         assert "100%" in row
@@ -356,22 +357,22 @@ MID = P(12, 20.0, user="bob", command="python3 train.py")
     (_f(GpuReading(0, processes=()), GpuReading(1, processes=None)), 5, None,
      ["no processes on any GPU", "GPU1: processes not reported by this GPU"]),
     (_f(GpuReading(0, processes=(SMALL,)), GpuReading(1, processes=(BIG, MID))), 5, None,
-     ["HEADER", "1 10 vllm 70.0 GB 97% python3 -m vllm", "1 12 bob 20.0 GB – python3 train.py",
-      "0 11 alice 1.5 GB 1% python3 notebook.py"]),
+     ["HEADER", "1 10 vllm 70.0 GiB 97% python3 -m vllm", "1 12 bob 20.0 GiB – python3 train.py",
+      "0 11 alice 1.5 GiB 1% python3 notebook.py"]),
     (_f(GpuReading(0, processes=(SMALL,)), GpuReading(1, processes=(BIG, MID))), 3, None,
-     ["HEADER", "1 10 vllm 70.0 GB 97% python3 -m vllm", "+2 more (smaller)"]),
+     ["HEADER", "1 10 vllm 70.0 GiB 97% python3 -m vllm", "+2 more (smaller)"]),
     (_f(GpuReading(0, processes=(SMALL,)), GpuReading(1, processes=(BIG, MID))), 2, None,
-     ["1 10 vllm 70.0 GB 97% python3 -m vllm", "+2 more (smaller)"]),  # two lines: no header, the largest
+     ["1 10 vllm 70.0 GiB 97% python3 -m vllm", "+2 more (smaller)"]),  # two lines: no header, the largest
     (_f(GpuReading(0, processes=(SMALL,)), GpuReading(1, processes=None)), 3, None,
-     ["HEADER", "0 11 alice 1.5 GB 1% python3 notebook.py", "GPU1: processes not reported by this GPU"]),
+     ["HEADER", "0 11 alice 1.5 GiB 1% python3 notebook.py", "GPU1: processes not reported by this GPU"]),
     (_f(GpuReading(0, processes=(SMALL, MID)), GpuReading(1, processes=None)), 3, None,
-     ["HEADER", "0 12 bob 20.0 GB – python3 train.py", "0 11 alice 1.5 GB 1% python3 notebook.py"]),  # rows first
+     ["HEADER", "0 12 bob 20.0 GiB – python3 train.py", "0 11 alice 1.5 GiB 1% python3 notebook.py"]),  # rows first
     (_f(GpuReading(0, processes=(SMALL,)), GpuReading(1, processes=(BIG, MID))), 1, None,
      ["3 processes (no room to list them)"]),
     (_f(GpuReading(0, processes=(SMALL,)), GpuReading(1, processes=(BIG, MID))), 5, 0,
-     ["HEADER", "11 alice 1.5 GB 1% python3 notebook.py"]),
+     ["HEADER", "11 alice 1.5 GiB 1% python3 notebook.py"]),
     (_f(GpuReading(0, processes=(SMALL,)), GpuReading(1, processes=None)), 5, None,
-     ["HEADER", "0 11 alice 1.5 GB 1% python3 notebook.py", "GPU1: processes not reported by this GPU"]),
+     ["HEADER", "0 11 alice 1.5 GiB 1% python3 notebook.py", "GPU1: processes not reported by this GPU"]),
     (_f(GpuReading(0, lost=True), GpuReading(1, processes=())), 5, None, ["no processes on this GPU"]),
     (_f(GpuReading(0, lost=True)), 5, 0, ["GPU0 lost"]),
 ])
@@ -521,7 +522,7 @@ async def test_P_in_replay_shows_an_old_recordings_processes() -> None:  # noqa:
     app.feeder = feeder
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("P")
-        await _until(pilot, lambda: re.search(r"\b835 \?\s+2\.1 GB\s+– python3", _screen(app)) is not None)
+        await _until(pilot, lambda: re.search(r"\b835 \?\s+2\.0 GiB\s+– python3", _screen(app)) is not None)
         assert "Processes (simulated)" not in _screen(app)  # a real recording is not labelled simulated
 
 

@@ -180,9 +180,14 @@ async def test_n_walks_every_mark_of_the_demo_in_order():
     async with app.run_test(size=(100, 30)) as pilot:
         f = app.feeder
         await pilot.press("space")
+        labels = {e.t: e.text for e in rec.events if e.kind == "marker"}
         for want in marks:
             await pilot.press("n")
             await until(pilot, lambda w=want: f._mark_t == pytest.approx(w) and f._seek_to is None)
+            if want in labels:  # the marker's own words are on screen, not only a tick on the timeline
+                assert labels[want][:40] in app.message_line
+        await pilot.press("n")
+        assert app.message_line == "no later mark"
         for want in reversed(marks[:-1]):
             await pilot.press("N")
             await until(pilot, lambda w=want: f._mark_t == pytest.approx(w) and f._seek_to is None)

@@ -21,7 +21,8 @@ gpuscope topo > "$OUT/r/topo.txt" 2>&1; echo "topo rc=$?" >> "$OUT/r/topo.txt"
 gpuscope topo --json > "$OUT/r/topo.json" 2>&1
 python3 -X faulthandler benchmarks/bench_nvml.py --real --ticks 30 --json "$OUT/r/bench_nvml_real.json" \
   > "$OUT/r/bench_nvml.txt" 2>&1
-python3 benchmarks/bench_peers_concurrent.py --idle "${IDLE:-20}" --load "${LOAD:-40}" --json "$OUT/r/peers.json" \
+python3 benchmarks/bench_peers_concurrent.py --idle "${IDLE:-20}" --load "${LOAD:-40}" --warmup "${WARMUP:-6}" \
+  --json "$OUT/r/peers.json" \
   > "$OUT/r/peers.txt" 2>&1
 if [ "${PROCS:-0}" = 1 ]; then  # the processes panel's data under a real CUDA process on every GPU
   python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from bench_peers import LOAD; exec(LOAD)" &

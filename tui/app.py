@@ -26,6 +26,7 @@ from gpuscope.core.session import FrameSink, Session
 from gpuscope.core.text import clean
 from gpuscope.core.view import RecordingStatus, StatusInfo, ViewState
 from gpuscope.sources.recording import Recorder, RecordingError
+from gpuscope.tui import partial_writes
 from gpuscope.tui.commands import GpuscopeCommands
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
 from gpuscope.tui.hangup import exit_soon, terminal_gone, watch
@@ -86,6 +87,7 @@ class GpuscopeApp(App[int]):
     def __init__(self, session: Session, feeder: Worker | None, *, label: str, interval_s: float, window: str = "1m",
                  compact: bool | None = None, record_path: str | None = None, origin_note: str = ""):
         super().__init__()
+        partial_writes.install()  # only the changed cells of a line go to the terminal
         self.session = session
         self.feeder = feeder
         self.label = label
@@ -173,6 +175,9 @@ class GpuscopeApp(App[int]):
             self._start_recording(self.record_path)
         if self.feeder is not None:
             self.feeder.start()
+            if not self._replay:  # the clock shows whole minutes: say so when samples stop coming
+                self.query_one(StatusBar).watch_stale = True
+                self.set_interval(2.0, self._check_stale)
         self.refresh_view(force=True)
         self.call_after_refresh(self.refresh_view, True)
 
@@ -249,7 +254,7 @@ class GpuscopeApp(App[int]):
 
     def on_gpuscope_app_data_ready(self, _msg: DataReady) -> None:
         wait = MIN_REDRAW_S - (time.monotonic() - self._last_redraw)
-        if wait > 0:
+        if wait > 0 and getattr(self.feeder, "seeks", 0) == self._seek_gen:  # a seek's answer is not held back
             self.set_timer(wait, self._redraw_if_dirty)
         else:
             self._redraw_if_dirty()
@@ -333,6 +338,13 @@ class GpuscopeApp(App[int]):
             if v.replay is not None:
                 r = v.replay
                 self.query_one(Timeline).show_position(r.t0, r.t1, r.position, list(r.marks), r.speed, r.playing)
+
+    def _check_stale(self) -> None:
+        if self.paused or not self.screen_stack or self.screen is not self.screen_stack[0]:
+            return
+        bar = self.query_one(StatusBar)
+        if bar.stale_changed(self.interval_s):
+            bar.show(self.build_view(False))
 
     def _watchdog(self) -> None:
         """Exit when the terminal went away (SSH drop): the parent died or stdin is gone."""
@@ -526,7 +538,9 @@ class GpuscopeApp(App[int]):
 
     def action_jump(self, forward: int) -> None:
         if (r := self._replayer) is not None:
-            r.jump_mark(bool(forward))
+            said = r.jump_mark(bool(forward))  # the mark's label on screen: the timeline only shows a tick
+            self.message_line = said if said is not None else f"no {'later' if forward else 'earlier'} mark"
+            self.refresh_view()
 
     def on_unmount(self) -> None:
         """The App owns its feeder thread: stop it (which closes the source and its threads), then end
@@ -590,6 +604,14 @@ def demo_path() -> Path:
     return Path(names[0])
 
 
+def damage_line(problems: list[str]) -> str:
+    """The message line a replay opens with when its file was damaged or cut off ("" when whole)."""
+    if not problems:
+        return ""
+    more = f" (+{len(problems) - 1} more: gpuscope summary)" if len(problems) > 1 else ""
+    return clean(f"damaged or incomplete recording: {problems[0]}{more}", 300)
+
+
 def run_replay(args: argparse.Namespace) -> int:
     path = getattr(args, "file", None) or demo_path()
     rec = open_or_fail(path)
@@ -602,6 +624,7 @@ def run_replay(args: argparse.Namespace) -> int:
     app = GpuscopeApp(session, None, label="REPLAY", interval_s=interval, compact=True if args.compact else None,
                       origin_note=f"{Path(path).name} ({note})")
     app.feeder = ReplayFeeder(rec, session, app.notify_update, speed=args.speed, window_s=lambda: app.window_s)
+    app.message_line = damage_line(rec.problems)  # on screen, not only in the header's note (cut when narrow)
     run_app(app)
     return 0
 

@@ -21,8 +21,12 @@ from gpuscope.core import catalogue
 from gpuscope.core.history import History
 from gpuscope.core.model import EndpointReading, Event, Frame, GpuReading, ProcessInfo
 from gpuscope.core.session import Session, run_ticks
+from gpuscope.core.text import clean
+from gpuscope.core.units import duration
+from gpuscope.core.validate import ENDPOINT_RANGES, GPU_RANGES, ValidationError, check_frame, check_gpu
 from gpuscope.core.view import ReplayStatus
 from gpuscope.sources.recording import Recording
+from gpuscope.sources.replay_index import ENDPOINT_INTS, GPU_INTS, HistoryIndex, numbers_ok
 from gpuscope.tui.workers import Worker
 
 log = logging.getLogger(__name__)
@@ -60,14 +64,17 @@ class LiveFeeder(Worker):
 class ReplayFeeder(Worker):
     """Plays a recording at ``speed`` (0.25×–64×) with pause and seek; frames keep their own times.
 
-    Seeks asked for by the UI (:meth:`request_seek`) run on this thread, never on the event loop. A frame
-    that cannot be read (a damaged file) is logged, counted in ``session.tick_errors`` and skipped;
-    playback goes on."""
+    Seeks asked for by the UI (:meth:`request_seek`) run on this thread, never on the event loop. In its
+    idle time (paused, or between frames) the thread builds the recording's history index
+    (:class:`~gpuscope.sources.replay_index.HistoryIndex`, 16 frames at a time, in file order), from
+    which a seek fills the graphs' window by a copy. A frame that cannot be read (a damaged file) is
+    logged, counted in ``session.tick_errors`` and skipped; playback goes on."""
 
     label = "REPLAY"
     SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
     REBUILD_FRAMES = 240  # at most this many frames fill the graphs' window on a seek (a stride beyond)
     FINDINGS_S = 12.0  # findings are re-run over this much before the target (they average 5 s, hold 5 s)
+    QUIET_S = 0.15  # no index building this long after the thread changed what the screen shows
 
     def __init__(self, rec: Recording, session: Session, on_update: Callable[[], None], speed: float = 1.0,
                  window_s: Callable[[], float] = lambda: 60.0):
@@ -84,7 +91,18 @@ class ReplayFeeder(Worker):
         self._mark_index = -1
         self._marks = tuple((e.t, "marker" if e.kind == "marker" else "finding") for e in rec.events
                             if e.kind in ("marker", "finding_raised", "gpu_lost"))
+        self._mark_text: dict[float, list[str]] = {}  # what each mark says (marker labels, finding messages)
+        for e in rec.events:
+            if e.kind in ("marker", "finding_raised", "gpu_lost"):
+                self._mark_text.setdefault(e.t, []).append(clean(e.text or e.kind, 120))
         self._wake_ev = threading.Event()
+        self.history_index: HistoryIndex | None = None
+        self._quiet_until = 0.0
+        if rec.n_frames:
+            try:
+                self.history_index = HistoryIndex(rec)
+            except ValueError:
+                pass  # a derived history metric: seeks read the window from the file
 
     @property
     def t0(self) -> float:
@@ -139,7 +157,7 @@ class ReplayFeeder(Worker):
                 if self.index >= self.rec.n_frames - 1 and self.playing:
                     self.playing = False
                     self.on_update()
-                self._wake_ev.wait(0.5)
+                self._idle(0.5)
                 self._wake_ev.clear()
                 continue
             with self.session.lock:
@@ -147,7 +165,7 @@ class ReplayFeeder(Worker):
                 gap = float(self.rec.times[i] - self.rec.times[self.index]) if self.index >= 0 else 0.0
             deadline = time.monotonic() + min(max(gap, 0.0) / self.speed, 5.0)
             while not self._stop.is_set() and time.monotonic() < deadline:
-                if self._wake_ev.wait(max(0.0, deadline - time.monotonic())):
+                if self._idle(max(0.0, deadline - time.monotonic())):
                     break
             if self._wake_ev.is_set():
                 self._wake_ev.clear()
@@ -155,7 +173,39 @@ class ReplayFeeder(Worker):
             with self.session.lock:
                 if self.index + 1 == i and self.playing:
                     self._ingest(i)
+            self._quiet()
             self.on_update()
+
+    def _idle(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for a wake-up (a seek, a key), indexing the recording meanwhile. True
+        when woken.
+
+        The index is built in steps of ~1 ms, each followed by a pause as long (half a core at most),
+        and not in the ``QUIET_S`` after this thread changed the screen: the UI's redraw then runs
+        without sharing the GIL (a busy thread makes every GIL hand-over of the event loop wait up to
+        the 5 ms switch interval)."""
+        deadline = time.monotonic() + timeout_s
+        ix = self.history_index
+        while ix is not None and not ix.done and not self._stop.is_set():
+            now = time.monotonic()
+            if now >= deadline:
+                return False
+            if now < self._quiet_until:
+                if self._wake_ev.wait(min(deadline, self._quiet_until) - now):
+                    return True
+                continue
+            try:
+                ix.step()
+            except Exception:  # noqa: BLE001 - the index is an optimisation: seeks go on without it
+                log.exception("history index of %s abandoned", self.rec.path)
+                self.history_index = ix = None
+                break
+            if self._wake_ev.wait(min(time.monotonic() - now, max(0.0, deadline - time.monotonic()))):
+                return True
+        return self._wake_ev.wait(max(0.0, deadline - time.monotonic()))
+
+    def _quiet(self) -> None:
+        self._quiet_until = time.monotonic() + self.QUIET_S
 
     def _ingest(self, i: int) -> None:
         try:
@@ -169,11 +219,13 @@ class ReplayFeeder(Worker):
         """Jump to time ``t`` (synchronously; the UI calls :meth:`request_seek`, which runs this on the
         replay thread).
 
-        Rebuilds only what the window shows: the history of the window before ``t`` from at most
-        ``REBUILD_FRAMES`` frames (every k-th frame of a long window, read straight from the file's
-        JSON into the history: the file's own frames, no validation), then the last ``FINDINGS_S``
-        seconds through the full decode and the findings, as live frames go. The new state is built
-        aside and swapped in under the session lock, so the UI never waits on a rebuild."""
+        The history before the last ``FINDINGS_S`` seconds comes from the history index when it reaches
+        that far (every frame, as playing there would have left the history: a copy, ~1 ms); otherwise
+        only what the window shows is rebuilt, from at most ``REBUILD_FRAMES`` frames (every k-th frame
+        of a long window, read straight from the file's JSON: the file's own frames, no validation).
+        Then the last ``FINDINGS_S`` seconds go through a trusted decode and the findings, as live frames
+        go. The new state is built aside and swapped in under the session lock, so the UI never waits
+        on a rebuild."""
         s = self.session
         target = self.rec.index_at(t)
         t_target = float(self.rec.times[target])
@@ -184,11 +236,13 @@ class ReplayFeeder(Worker):
         # findings open before the rebuilt stretch keep their start times ("since" survives a seek)
         t_exact = float(self.rec.times[exact])
         fresh.findings.prime(e for e in self.rec.events if e.t < t_exact)
-        stride = max(1, -(-(exact - start) // self.REBUILD_FRAMES))
-        for i in range(start, exact, stride):
-            _history_from_json(fresh.history, self.rec, i)
+        ix = self.history_index
+        if ix is None or not ix.fill(fresh.history, max(0, exact - fresh.history.capacity), exact):
+            stride = max(1, -(-(exact - start) // self.REBUILD_FRAMES))
+            for i in range(start, exact, stride):
+                _history_from_json(fresh.history, self.rec, i)
         for i in range(exact, target + 1):
-            f = _trusted_frame(self.rec, i)
+            f = _trusted_frame(self.rec, i, full_check=i == target)
             if f is None:
                 continue
             try:
@@ -200,6 +254,7 @@ class ReplayFeeder(Worker):
             self.index = target
             self.seeks += 1
         self._wake_ev.set()
+        self._quiet()
         self.on_update()
 
     def step(self, seconds: float) -> None:
@@ -221,9 +276,10 @@ class ReplayFeeder(Worker):
     def marks(self) -> list[tuple[float, str]]:
         return list(self._marks)
 
-    def jump_mark(self, forward: bool) -> None:
-        """Seek to the next (previous) marker or finding. A mark between two frames lands on the frame
-        before it, so the mark last jumped to, not the position, is the base of the next jump."""
+    def jump_mark(self, forward: bool) -> str | None:
+        """Seek to the next (previous) marker or finding and return what it says (``"+1m05s marker: phase 2"``;
+        None when there is no further mark). A mark between two frames lands on the frame before it, so the
+        mark last jumped to, not the position, is the base of the next jump."""
         ts = sorted({t for t, _k in self._marks})
         base = self._mark_t if (self._mark_t is not None and self._mark_index == self.index
                                 and self._seek_to is None) else self.target
@@ -233,6 +289,10 @@ class ReplayFeeder(Worker):
             self._mark_t = t
             self._mark_index = self.rec.index_at(t)
             self.request_seek(t)
+            texts = self._mark_text.get(t, [])
+            more = f" (+{len(texts) - 1} more)" if len(texts) > 1 else ""
+            return f"+{duration(t - self.t0)} {texts[0] if texts else 'mark'}{more}"
+        return None
 
 
 def _history_from_json(history: Any, rec: Recording, i: int) -> None:
@@ -280,24 +340,64 @@ def _names(cls: type) -> frozenset[str]:
 _GPU, _PROC, _EP, _EV, _FRAME = (_names(c) for c in (GpuReading, ProcessInfo, EndpointReading, Event, Frame))
 
 
-def _trusted_frame(rec: Recording, i: int) -> Frame | None:
-    """Frame ``i`` built straight from its JSON line, without the codec's per-field checks: the seek's
-    fast path for the file's own frames (about 10× faster). Anything unexpected falls back to the
-    checked decode (which skips a damaged frame and notes it in ``rec.problems``)."""
+_GPU_NUMERIC = tuple(GPU_RANGES)
+_EP_NUMERIC = tuple(ENDPOINT_RANGES)
+
+
+def _in_ranges(g: dict[str, Any]) -> bool:
+    """True when every reading of a GPU's JSON object is unknown or inside the gate's range (NaN is not)."""
+    for name, (lo, hi) in _GPU_RANGE_ITEMS:
+        v = g.get(name)
+        if v is not None and not lo <= v <= hi:
+            return False
+    return True
+
+
+_GPU_RANGE_ITEMS = tuple(GPU_RANGES.items())
+
+
+def _trusted_frame(rec: Recording, i: int, full_check: bool = True) -> Frame | None:
+    """Frame ``i`` built straight from its JSON line, without the codec's per-field type dispatch: the
+    seek's fast path for the file's own frames (several times faster). Readings keep the validation
+    gate (ranges, GPU indices) as a played frame does; a reading that is not a number, or anything else
+    unexpected, falls back to the checked decode (which skips a damaged frame and notes it in
+    ``rec.problems``), so the findings see what playing would show them.
+
+    Without ``full_check`` (frames that only feed the findings, never shown) a GPU whose readings are
+    all in range skips the gate's copy (its process list is then not re-cleaned); a frame with events
+    always takes the full gate."""
     try:
         d = json.loads(rec.raw_line(i))
         gpus = []
+        plain = not full_check and not d.get("events")
         for g in d.get("gpus") or ():
+            if not numbers_ok(g, _GPU_NUMERIC, GPU_INTS):
+                raise TypeError("a reading that is not a number")
             kw = {k: v for k, v in g.items() if k in _GPU}
             if kw.get("processes") is not None:
                 kw["processes"] = tuple(ProcessInfo(**{k: v for k, v in p.items() if k in _PROC})
                                         for p in kw["processes"])
-            gpus.append(GpuReading(**kw))
+            r = GpuReading(**kw)
+            gpus.append(r if plain and _in_ranges(g) else check_gpu(r, rec.tally))
         kw = {k: v for k, v in d.items() if k in _FRAME}
         kw["gpus"] = tuple(gpus)
-        kw["endpoints"] = tuple(EndpointReading(**{k: v for k, v in e.items() if k in _EP})
-                                for e in d.get("endpoints") or ())
+        eps = d.get("endpoints") or ()
+        if not all(numbers_ok(e, _EP_NUMERIC, ENDPOINT_INTS) for e in eps):
+            raise TypeError("a reading that is not a number")
+        kw["endpoints"] = tuple(EndpointReading(**{k: v for k, v in e.items() if k in _EP}) for e in eps)
         kw["events"] = tuple(Event(**{k: v for k, v in e.items() if k in _EV}) for e in d.get("events") or ())
-        return Frame(**kw)
-    except (ValueError, TypeError, AttributeError, KeyError, IndexError):
+        f = Frame(**kw)
+        # the frame-level gate (time, GPU indices, counts, endpoints, events); GPUs are already through it
+        checked = check_frame(dataclasses.replace(f, gpus=()), rec.inventory, rec.tally)
+        _check_indices(f, rec)
+        return dataclasses.replace(checked, gpus=f.gpus)
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError, ValidationError):
         return next(rec.frames(i, i + 1), None)
+
+
+def _check_indices(f: Frame, rec: Recording) -> None:
+    """The gate's GPU index rules (each once, 0 ≤ index < the inventory's count). Raises ValidationError."""
+    n = len(rec.inventory.devices)
+    idx = [g.index for g in f.gpus]
+    if len(idx) > n or len(set(idx)) != len(idx) or not all(type(k) is int and 0 <= k < n for k in idx):
+        raise ValidationError(f"frame {f.t}: GPU indices {idx[:8]} do not match the inventory")

@@ -16,11 +16,12 @@ from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.text import clean
 from gpuscope.core.topology import nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
+from gpuscope.widgets.detail_graphs import graph_block, graph_heights, graph_labels, label_width
 from gpuscope.widgets.fit import fit_words, key_names
 from gpuscope.widgets.keybar import KeyBar
 from gpuscope.widgets.processes_panel import process_lines
 from gpuscope.widgets.status_bar import StatusBar
-from gpuscope.widgets.style import DIM, fmt_duration, graph_rows, short_name
+from gpuscope.widgets.style import DIM, fmt_duration, short_name
 
 DETAIL_PROCESS_LINES = 9  # the header and up to 8 processes (then "+k more") above the graphs
 
@@ -92,51 +93,75 @@ class MarkerScreen(ModalScreen[str | None]):
 
 
 class GpuDetailScreen(Screen[None]):
-    """Larger graphs of every metric of one GPU over the current window."""
+    """Larger graphs of every metric of one GPU over the current window, sized to the screen: spare rows
+    make the graphs taller (up to MAX_GRAPH_ROWS); when even MIN_GRAPH_ROWS each do not fit, the view
+    scrolls (arrows, page keys, mouse) and the footer says so."""
 
     BINDINGS = [Binding("escape,q,d", "app.pop_screen", "back"), Binding("w", "app.cycle_window", "window")]
-    DEFAULT_CSS = "GpuDetailScreen #detail { padding: 0 1; }"
+    # a one-cell scrollbar gutter kept whether or not the view scrolls, so the graph width never depends on it
+    DEFAULT_CSS = "GpuDetailScreen #detail { padding: 0 1; } " \
+                  "GpuDetailScreen #detail-scroll { scrollbar-gutter: stable; scrollbar-size-vertical: 1; }"
+    AUTO_FOCUS = "#detail-scroll"  # the arrow and page keys scroll at once
+    HINTS = [("esc", "back"), ("w", "window"), ("1-8", "GPU")]
+    SCROLL_HINT = ("↑↓", "scroll")
+    CHROME_COLS = 3  # the padding either side and the scrollbar gutter
+    CHROME_ROWS = 2  # the header and the footer
 
     def __init__(self, index: int):
         super().__init__()
         self.index = index
+        self.scrolls = False  # the last drawing was taller than the screen
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
-        yield VerticalScroll(Static(id="detail"))
-        yield KeyBar([("esc", "back"), ("w", "window"), ("1-8", "GPU")], id="keys")
+        yield VerticalScroll(Static(id="detail"), id="detail-scroll")
+        yield KeyBar(list(self.HINTS), id="keys")
 
     def show(self, v: ViewState) -> None:
         self.query_one(StatusBar).show(v)
-        dev = v.inventory.devices[self.index]
-        width = max(30, (self.size.width or 100) - 24)  # graph columns
-        out = [fit_words(Text(f"GPU{self.index} {short_name(dev.name)}  window {fmt_duration(v.window_s)}  "
-                              f"{clean(dev.bus_id, 20)}  NUMA {dev.numa_node}  affinity {dev.cpu_affinity or '–'}", style="bold"),
-                         width + 22)]
-        r = v.frame.gpus[self.index] if v.frame else None
-        out.append(Text("Processes" + (" (simulated)" if v.inventory.simulated else ""), style="bold"))
-        out += process_lines(v.frame, width + 22, DETAIL_PROCESS_LINES, gpu=self.index)
-        label_w = 22
-        for m in detail_metrics():
-            title, scale, key = m.label, m.scale, m.key or m.name
-            times, vals = v.history.window(key, self.index, v.window_s, v.now or None)
-            cells = resample(times, vals / scale if len(vals) else vals, v.now or 0, v.window_s, width)
-            known = [c for c in cells if c is not None]
-            if not known:
-                continue
-            cur = m.value(r) if r is not None else None
-            top = m.maximum or detail_top(key, dev, r, max(known))
-            rows = graph_rows(cells, 3, top)
-            # the peak of the readings themselves (the cells are means): never below "now"
-            raw = [float(x) / scale for x in vals.tolist() if x == x]
-            peak = max(raw + ([cur / scale] if cur is not None else []), default=max(known))
-            labels = [title, "now " + ("–" if cur is None else f"{cur / scale:.1f}") + f"  peak {peak:.1f}",
-                      f"scale 0–{top:g}"]
-            for k, row in enumerate(rows):
-                t = Text(f"{labels[k]:<{label_w}}", style="bold" if k == 0 else DIM)
-                t.append(row, style="green")
-                out.append(t)
-        self.query_one("#detail", Static).update(Text("\n").join(out))
+        size = self.size if self.size.width else self.app.size
+        lines = detail_lines(v, self.index, size.width - self.CHROME_COLS, size.height - self.CHROME_ROWS)
+        scrolls = len(lines) > size.height - self.CHROME_ROWS
+        if scrolls != self.scrolls:
+            self.scrolls = scrolls
+            self.query_one(KeyBar).set_hints([self.HINTS[0], self.SCROLL_HINT, *self.HINTS[1:]] if scrolls
+                                             else list(self.HINTS))
+        self.query_one("#detail", Static).update(Text("\n", no_wrap=True, overflow="crop").join(lines))
+
+
+def detail_lines(v: ViewState, index: int, width: int, rows: int) -> list[Text]:
+    """The detail view of GPU ``index`` as lines of at most ``width`` cells, graphs sized to share ``rows``
+    (rows left after the head and the processes; the graphs scroll when they need more)."""
+    width = max(12, width)
+    dev = v.inventory.devices[index]
+    head = [fit_words(Text(f"GPU{index} {short_name(dev.name)}  window {fmt_duration(v.window_s)}  "
+                           f"{clean(dev.bus_id, 20)}  NUMA {dev.numa_node}  affinity {dev.cpu_affinity or '–'}",
+                           style="bold"), width)]
+    r = v.frame.gpus[index] if v.frame else None
+    head.append(Text("Processes" + (" (simulated)" if v.inventory.simulated else ""), style="bold"))
+    head += process_lines(v.frame, width, DETAIL_PROCESS_LINES, gpu=index)
+    graphs = []  # (metric, times, values in displayed units, now, peak, top)
+    for m in detail_metrics():
+        key = m.key or m.name
+        times, vals = v.history.window(key, index, v.window_s, v.now or None)
+        finite = [float(x) / m.scale for x in vals.tolist() if x == x]
+        if not finite:
+            continue
+        raw = m.value(r) if r is not None else None
+        cur = None if raw is None else raw / m.scale
+        peak = max(finite + ([cur] if cur is not None else []))  # the readings' peak (cells are means)
+        top = m.maximum or detail_top(key, dev, r, peak)
+        graphs.append((m, times, vals / m.scale, cur, peak, top))
+    heights = graph_heights(rows - len(head), len(graphs))
+    fold = min(heights, default=3) < 3  # some graphs have two rows: all label alike, the scale by the title
+    labels = [graph_labels(m.label, "–" if cur is None else f"{cur:.1f}", f"{peak:.1f}", f"{top:g}", h, fold)
+              for (m, _, _, cur, peak, top), h in zip(graphs, heights)]
+    label_w = label_width([s for ls in labels for s in ls], width)
+    cols = width - label_w
+    out = list(head)
+    for (_, times, vals, _, _, top), ls in zip(graphs, labels):
+        out += graph_block(ls, resample(times, vals, v.now or 0, v.window_s, cols), top, label_w)
+    return out
 
 
 def detail_top(metric: str, dev: DeviceInfo, r: GpuReading | None, peak: float) -> float:
@@ -157,6 +182,6 @@ def detail_top(metric: str, dev: DeviceInfo, r: GpuReading | None, peak: float) 
     if metric == "sm_clock" and dev.sm_clock_max_mhz:
         return float(dev.sm_clock_max_mhz)
     if metric == "mem_used" and r is not None and r.mem_total_bytes:
-        return round(r.mem_total_bytes / 1e9, 1)
+        return round(r.mem_total_bytes / 2**30, 1)  # GiB, as the catalogue's mem_used
     floors = {"pcie_rx": 1.0, "pcie_tx": 1.0, "nvlink_rx": 1.0, "nvlink_tx": 1.0, "temp": 100.0}
     return max(peak, floors.get(metric, 0.0)) or 1.0

@@ -5,17 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import Static
 
 from gpuscope.core.findings import finding_line
 from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import SEVERITIES
 from gpuscope.widgets.fit import fit_words
-from gpuscope.widgets.style import DIM, OK, SEV_MARK, SEV_STYLE, fmt_duration, set_content
+from gpuscope.widgets.lines import LineWidget
+from gpuscope.widgets.style import DIM, OK, SEV_MARK, SEV_STYLE, fmt_duration
 
 
-class FindingsPanel(Static):
+class FindingsPanel(LineWidget):
+    """One line per finding (the focused panel: full text, wrapped), drawn line by line
+    (widgets/lines.py): a finding whose text changed repaints its own line only."""
+
     DEFAULT_CSS = """
     FindingsPanel { height: auto; border: round $primary-darken-2; padding: 0 1; }
     FindingsPanel:focus { border: round $accent; overflow-y: auto; }
@@ -32,7 +35,7 @@ class FindingsPanel(Static):
         if not fs:
             if self.border_subtitle:
                 self.border_subtitle = ""
-            set_content(self, Text("✔ nothing limits this server that gpuscope can see", style=OK))
+            self.set_lines([Text("✔ nothing limits this server that gpuscope can see", style=OK)])
             return
         counts = {s: sum(1 for f in fs if f.severity == s) for s in SEVERITIES}
         sub = " ".join(f"{n} {s}" for s, n in counts.items() if n)
@@ -66,10 +69,14 @@ class FindingsPanel(Static):
             if more is not None:
                 t = fit_words(t, width - more.cell_len)
                 t.append_text(more)
-            lines.append(t if full else fit_words(t, width))
+            if full:  # prose wrapped between words, one screen row a line
+                wrap_w = self.size.width or width
+                lines.extend(t.wrap(self.app.console, wrap_w) if t.cell_len > wrap_w else [t])
+            else:
+                lines.append(fit_words(t, width))
         if len(fs) > limit and more is None:
             lines.append(Text(f"+{len(fs) - limit} more — f: all findings", style=DIM))
-        set_content(self, Text("\n").join(lines), wrap_width=width)  # rows as shown: a width change re-lays out
+        self.set_lines(lines)
 
 
 def findings_text(v: ViewState) -> Text:

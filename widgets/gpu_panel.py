@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
-from textual.geometry import Region, Size
 from textual.message import Message
-from textual.strip import Strip
-from textual.widget import Widget
 
 from gpuscope.core.history import resample
 from gpuscope.core.model import DeviceInfo, GpuReading
@@ -17,17 +15,19 @@ from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import CLOCK_EVENT_BY_NAME, LINK_LEVEL, link_label, link_state, reading_busy
 from gpuscope.widgets.fit import fit_words
+from gpuscope.widgets.lines import LineWidget
 from gpuscope.widgets.style import (
     DIM,
     LEVEL_STYLE,
     OK,
     bar,
+    bar_key,
     fmt_num,
     fmt_rate,
     graph_rows,
     level_style,
     short_name,
-    sparkline,
+    spark_window,
 )
 
 
@@ -65,7 +65,7 @@ def rate_line(label: str, val: float | None, cap: float | None) -> Text:
     return t
 
 
-class GpuPanel(Widget):
+class GpuPanel(LineWidget):
     """One GPU, several lines. ``index`` is the GPU's NVML index.
 
     Drawn line by line (Textual's line API): a refresh repaints only the lines whose text changed, so
@@ -84,41 +84,8 @@ class GpuPanel(Widget):
         self.index = index
         self.can_focus = True
         self._graph_cache: dict[str, str] = {}
-        self._lines: list[Text] = []
-        self._strips: list[Strip | None] = []
-        self._gs_last: Text | None = None  # the whole panel's text, for tests and screen checks
-
-    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return max(1, len(self._lines))
-
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        if not 0 <= y < len(self._lines):
-            return Strip.blank(width, self.rich_style)
-        strip = self._strips[y]
-        if strip is None or strip.cell_length != width:
-            segments = list(self._lines[y].render(self.app.console))
-            strip = Strip(segments).crop_extend(0, width, self.rich_style).apply_style(self.rich_style)
-            self._strips[y] = strip
-        return strip
-
-    def _set_lines(self, lines: list[Text]) -> None:
-        """Show ``lines``: repaint only those that changed; re-lay out only when their number changed."""
-        old = self._lines
-        self._lines = lines
-        self._gs_last = Text("\n").join(lines)
-        if len(old) != len(lines):
-            self._strips = [None] * len(lines)
-            self.refresh(layout=True)
-            return
-        width = self.size.width
-        for y, (a, b) in enumerate(zip(old, lines)):
-            if a.plain != b.plain or a.spans != b.spans or a.style != b.style:
-                self._strips[y] = None
-                self.refresh(Region(0, y, width, 1))
-
-    def on_resize(self) -> None:
-        self._strips = [None] * len(self._lines)
+        self._line_cache: dict[str, tuple[tuple[object, ...], Text]] = {}
+        self._rows_cache: list[str] = []
 
     class Opened(Message):
         """The user clicked the panel: open this GPU's detail view."""
@@ -137,13 +104,13 @@ class GpuPanel(Widget):
         if self.border_title != title:
             self.border_title = title
         if r is None:
-            self._set_lines([Text("waiting for the first sample…", style=DIM)])
+            self.set_lines([Text("waiting for the first sample…", style=DIM)])
             return
         if r.lost:
             self.add_class("lost")
             if self.border_subtitle != "LOST":
                 self.border_subtitle = "LOST"
-            self._set_lines([Text(f"LOST: fell off the bus ({clean(dev.bus_id, 20)}); the other GPUs go on",
+            self.set_lines([Text(f"LOST: fell off the bus ({clean(dev.bus_id, 20)}); the other GPUs go on",
                                   style="bold red")])
             return
         if self.has_class("lost"):
@@ -155,72 +122,129 @@ class GpuPanel(Widget):
         prefix = 36  # every graph starts at the same column, so their time axes line up
         graphw = max(8, width - prefix)
 
-        line1 = Text()
-        line1.append(f"util {fmt_num(r.util_gpu_pct, '%'):>4}", style="bold " + level_style((r.util_gpu_pct or 0) / 100, 2, 2))
-        line1.append(f"  P{r.pstate if r.pstate is not None else '?'}", style=DIM)
-        line1.append(f"  {fmt_num(r.temp_gpu_c, '°C')}")
-        if r.temp_mem_c is not None:
-            line1.append(f" mem {fmt_num(r.temp_mem_c, '°C')}", style=DIM)
-        if r.fan_pct is not None:
-            line1.append(f"  fan {r.fan_pct:.0f}%", style=DIM)
-        if r.mem_used_bytes is not None and r.mem_total_bytes:
-            line1.append(f"  mem {r.mem_used_bytes / 2**30:.1f}/{r.mem_total_bytes / 2**30:.0f} GiB")
-        line1.append("  ")
-        line1.append_text(badges(r))
+        line = self._line  # each line is rebuilt only when what it shows changed (keys: the shown values)
+        util = fmt_num(r.util_gpu_pct, '%')
+
+        def build1() -> Text:
+            t = Text()
+            t.append(f"util {util:>4}", style="bold " + level_style((r.util_gpu_pct or 0) / 100, 2, 2))
+            t.append(f"  P{r.pstate if r.pstate is not None else '?'}", style=DIM)
+            t.append(f"  {fmt_num(r.temp_gpu_c, '°C')}")
+            if r.temp_mem_c is not None:
+                t.append(f" mem {fmt_num(r.temp_mem_c, '°C')}", style=DIM)
+            if r.fan_pct is not None:
+                t.append(f"  fan {r.fan_pct:.0f}%", style=DIM)
+            if r.mem_used_bytes is not None and r.mem_total_bytes:
+                t.append(f"  mem {r.mem_used_bytes / 2**30:.1f}/{r.mem_total_bytes / 2**30:.0f} GiB")
+            t.append("  ")
+            t.append_text(badges(r))
+            return t
+
+        mem = (f"{r.mem_used_bytes / 2**30:.1f}/{r.mem_total_bytes / 2**30:.0f}"
+               if r.mem_used_bytes is not None and r.mem_total_bytes else None)
+        lines = [line("1", (util, r.pstate, fmt_num(r.temp_gpu_c), fmt_num(r.temp_mem_c),
+                            fmt_num(r.fan_pct), mem, tuple(r.clock_events)), build1, width)]
 
         sm_max = dev.sm_clock_max_mhz
-        line2 = Text("SM  ")
-        line2.append_text(bar(r.sm_clock_mhz, sm_max, barw, style=OK))
-        line2.append(f" {fmt_num(r.sm_clock_mhz)}/{fmt_num(sm_max)} MHz")
-        line2.append(f"   MEM {fmt_num(r.mem_clock_mhz)} MHz", style=DIM)
-        plimit = r.power_limit_w or dev.power_limit_w
-        line3 = Text("PWR ")
-        line3.append_text(bar(r.power_w, plimit, barw))
-        line3.append(f" {fmt_num(r.power_w)}/{fmt_num(plimit)} W")
-        if r.sm_active_pct is not None:
-            line3.append("   SM act ", style=DIM)
-            line3.append(f"{r.sm_active_pct:.0f}%", style="bold")
-            line3.append(f" tensor {fmt_num(r.tensor_active_pct, '%')} DRAM {fmt_num(r.dram_bw_util_pct, '%')}", style=DIM)
 
-        line4 = Text("PCIe ")
-        line4.append_text(link_text(dev, r, busy))
-        if dev.nvlinks_active:
-            line4.append(f"  NVLink ×{dev.nvlinks_active}", style=DIM)
-        lines = [line1, line2, line3, fit_words(line4, width)]
+        def build2() -> Text:
+            t = Text("SM  ")
+            t.append_text(bar(r.sm_clock_mhz, sm_max, barw, style=OK))
+            t.append(f" {fmt_num(r.sm_clock_mhz)}/{fmt_num(sm_max)} MHz")
+            t.append(f"   MEM {fmt_num(r.mem_clock_mhz)} MHz", style=DIM)
+            return t
+
+        lines.append(line("2", (bar_key(r.sm_clock_mhz, sm_max, barw), fmt_num(r.sm_clock_mhz), sm_max,
+                                fmt_num(r.mem_clock_mhz)), build2, width))
+        plimit = r.power_limit_w or dev.power_limit_w
+
+        def build3() -> Text:
+            t = Text("PWR ")
+            t.append_text(bar(r.power_w, plimit, barw))
+            t.append(f" {fmt_num(r.power_w)}/{fmt_num(plimit)} W")
+            if r.sm_active_pct is not None:
+                t.append("   SM act ", style=DIM)
+                t.append(f"{r.sm_active_pct:.0f}%", style="bold")
+                t.append(f" tensor {fmt_num(r.tensor_active_pct, '%')} DRAM {fmt_num(r.dram_bw_util_pct, '%')}",
+                         style=DIM)
+            return t
+
+        lines.append(line("3", (bar_key(r.power_w, plimit, barw), fmt_num(r.power_w), fmt_num(plimit),
+                                fmt_num(r.sm_active_pct), fmt_num(r.tensor_active_pct),
+                                fmt_num(r.dram_bw_util_pct)), build3, width))
+
+        def build4() -> Text:
+            t = Text("PCIe ")
+            t.append_text(link_text(dev, r, busy))
+            if dev.nvlinks_active:
+                t.append(f"  NVLink ×{dev.nvlinks_active}", style=DIM)
+            return t
+
+        lines.append(line("4", (r.pcie_gen, r.pcie_width, best_link(dev), busy, dev.nvlinks_active), build4, width))
         rates = [("  RX", r.pcie_rx_bytes_per_s, "pcie_rx", cap), ("  TX", r.pcie_tx_bytes_per_s, "pcie_tx", cap)]
         if dev.nvlinks_active:
             ncap = device_nvlink_capacity_bytes_per_s(dev)
             rates += [("NV RX", r.nvlink_rx_bytes_per_s, "nvlink_rx", ncap),
                       ("NV TX", r.nvlink_tx_bytes_per_s, "nvlink_tx", ncap)]
         for name, val, metric, c in rates:
-            t = rate_line(name, val, c)
             share = (val / c) if (val is not None and c) else None
-            t.pad_right(prefix - t.cell_len)
-            t.append(self._graph(v, metric, graphw, c), style=level_style(share))
-            lines.append(t)
-        head = Text(f"util {fmt_num(r.util_gpu_pct, '%')} over {int(v.window_s // 60)} min", style=DIM)
+            graph = self._graph(v, metric, graphw, c)
+
+            def build_rate(name: str = name, val: float | None = val, c: float | None = c,
+                           share: float | None = share, graph: str = graph) -> Text:
+                t = rate_line(name, val, c)
+                t.pad_right(prefix - t.cell_len)
+                t.append(graph, style=level_style(share))
+                return t
+
+            pct = f"{share * 100:3.0f}" if share is not None else None
+            lines.append(line(name, (fmt_rate(val), pct, level_style(share), c, graph), build_rate, width))
+        head_text = f"util {util} over {int(v.window_s // 60)} min"
         # spare rows (the panel is taller than its lines) go to a taller utilisation graph
         spare = max(0, (self.size.height - 2 if self.size.height else 0) - len(lines) - 1)
         if spare:
-            times, vals = v.history.window("util", self.index, v.window_s, v.now or None)
-            cells = resample(times, vals, v.now or 0, v.window_s, graphw)
-            for k, row in enumerate(graph_rows(cells, spare + 1, 100.0)):
-                t = head.copy() if k == 0 else Text("")
-                t.pad_right(prefix - t.cell_len)
-                t.append(row, style=OK)
-                lines.append(t)
+            if v.graphs or len(self._rows_cache) != spare + 1 or len(self._rows_cache[0]) != graphw:
+                times, vals = v.history.window("util", self.index, v.window_s, v.now or None)
+                cells = resample(times, vals, v.now or 0, v.window_s, graphw)
+                self._rows_cache = graph_rows(cells, spare + 1, 100.0)
+            for k, row in enumerate(self._rows_cache):
+                def build_row(k: int = k, row: str = row) -> Text:
+                    t = Text(head_text, style=DIM) if k == 0 else Text("")
+                    t.pad_right(prefix - t.cell_len)
+                    t.append(row, style=OK)
+                    return t
+                lines.append(line(f"g{k}", (head_text if k == 0 else "", row), build_row, width))
         else:
-            head.pad_right(prefix - head.cell_len)
-            head.append(self._graph(v, "util", graphw, 100.0), style=OK)
-            lines.append(head)
-        lines = [ln if ln.cell_len <= width else fit_words(ln, width) for ln in lines]
+            graph = self._graph(v, "util", graphw, 100.0)
+
+            def build_head() -> Text:
+                t = Text(head_text, style=DIM)
+                t.pad_right(prefix - t.cell_len)
+                t.append(graph, style=OK)
+                return t
+
+            lines.append(line("g0", (head_text, graph), build_head, width))
         if self.border_subtitle:
             self.border_subtitle = ""
-        self._set_lines(lines)
+        self.set_lines(lines)
+
+    def _line(self, slot: str, key: tuple[object, ...], build: Callable[[], Text], width: int) -> Text:
+        """The line in ``slot``: the one shown before (the same object) when ``key`` (the values it shows,
+        as shown) and the width are unchanged, else ``build()`` fitted to ``width``. Most lines of an
+        idle GPU do not change from one second to the next: this skips building and comparing them."""
+        key = (key, width)
+        old = self._line_cache.get(slot)
+        if old is not None and old[0] == key:
+            return old[1]
+        t = build()
+        if t.cell_len > width:
+            t = fit_words(t, width)
+        self._line_cache[slot] = (key, t)
+        return t
 
     def _graph(self, v: ViewState, metric: str, cols: int, maximum: float | None) -> str:
         if v.graphs or metric not in self._graph_cache or len(self._graph_cache[metric]) != cols:
             times, vals = v.history.window(metric, self.index, v.window_s, v.now or None)
-            self._graph_cache[metric] = sparkline(resample(times, vals, v.now or (times[-1] if len(times) else 0),
-                                                           v.window_s, cols), maximum)
+            self._graph_cache[metric] = spark_window(times, vals, v.now or (times[-1] if len(times) else 0),
+                                                     v.window_s, cols, maximum)
         return self._graph_cache[metric]

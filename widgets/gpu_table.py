@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from rich.text import Text
-from textual.widgets import Static
 
-from gpuscope.core.history import resample
 from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.topology import best_link, pcie_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import LINK_LEVEL, link_label, link_state, reading_busy
+from gpuscope.widgets.lines import LineWidget
 from gpuscope.widgets.style import (
     DIM,
     LEVEL_STYLE,
@@ -20,9 +20,8 @@ from gpuscope.widgets.style import (
     bar,
     fmt_gb,
     level_style,
-    set_content,
     short_name,
-    sparkline,
+    spark_window,
 )
 
 Cell = Callable[[DeviceInfo, GpuReading], Text]
@@ -101,8 +100,24 @@ def table_name(name: str, width: int) -> str:
     return s if len(s) <= width else s[:width - 1] + "…"
 
 
-class GpuTable(Static):
+class GpuTable(LineWidget):
+    """One line per GPU, drawn line by line (widgets/lines.py): only the rows that changed repaint."""
+
     DEFAULT_CSS = "GpuTable { height: auto; padding: 0 1; }"
+
+    def __init__(self, **kw: Any):
+        super().__init__(**kw)
+        self._graph_cache: dict[tuple[str, int], str] = {}  # (metric, GPU) → sparkline
+
+    def _graph(self, v: ViewState, metric: str, index: int, cols: int, top: float | None, tag: str = "") -> str:
+        """A GPU's sparkline over the window, recomputed only when the graphs are redrawn (about once a
+        second: ``v.graphs``) or the width changed."""
+        key = (tag + metric, index)
+        g = self._graph_cache.get(key)
+        if v.graphs or g is None or len(g) != cols:
+            times, vals = v.history.window(metric, index, v.window_s, v.now or None)
+            g = self._graph_cache[key] = spark_window(times, vals, v.now or 0, v.window_s, cols, top)
+        return g
 
     def show(self, v: ViewState) -> None:
         width = max(30, self.size.width - 2 if self.size.width else 78)
@@ -125,14 +140,12 @@ class GpuTable(Static):
                     t.append(" ")
                     t.append_text(COLUMNS[i][3](dev, r))
                 if graphw >= 8:
-                    times, vals = v.history.window("util", dev.index, v.window_s, v.now or None)
-                    t.append("  " + sparkline(resample(times, vals, v.now or 0, v.window_s, graphw - 1), 100),
-                             style=OK)
+                    t.append("  " + self._graph(v, "util", dev.index, graphw - 1, 100), style=OK)
                 if r.clock_events and set(r.clock_events) - {"gpu_idle"}:
                     t.append(" !", style=WARN)
             lines.append(t)
         lines += self._spare_graphs(v, width, len(lines))
-        set_content(self, Text("\n").join(lines))
+        self.set_lines(lines)
 
     def _spare_graphs(self, v: ViewState, width: int, used: int) -> list[Text]:
         """Rows left below the table (the panel is given all spare rows) show each GPU's utilisation
@@ -152,9 +165,8 @@ class GpuTable(Static):
             for dev in v.inventory.devices:
                 r = v.frame.gpus[dev.index] if dev.index < len(v.frame.gpus) else None
                 cap = top or (pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width) if r else None)
-                times, vals = v.history.window(metric, dev.index, v.window_s, v.now or None)
                 t = Text(f"{dev.index} {title:<7}", style=DIM)
                 t.pad_right(13 - t.cell_len)
-                t.append(sparkline(resample(times, vals, v.now or 0, v.window_s, gw), cap), style=OK)
+                t.append(self._graph(v, metric, dev.index, gw, cap, tag="spare:"), style=OK)
                 out.append(t)
         return out

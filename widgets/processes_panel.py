@@ -46,14 +46,15 @@ DROP_ORDER = ("command", "kind", "user", "sm")
 
 
 def fmt_mem(n: int | None) -> str:
-    """GPU memory in decimal units, at most 8 cells: ``135.5 GB``, ``512 MB``, ``–``."""
+    """GPU memory in binary units (GiB, as the GPU panel and the detail view; nvidia-smi's MiB), at most
+    8 cells: ``135 GiB``, ``45.2 GiB``, ``512 MiB``, ``4 KiB``, ``–``."""
     if n is None:
         return NONE
-    if n >= 1e9:
-        return f"{n / 1e9:.1f} GB" if n < 1e12 else f"{n / 1e12:.1f} TB"
-    if n >= 1e6:
-        return f"{n / 1e6:.0f} MB"
-    return f"{n / 1e3:.0f} KB"
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= size:
+            x = n / size
+            return f"{x:.1f} {unit}" if x < 99.95 and unit != "MiB" else f"{x:.0f} {unit}"
+    return f"{n / 2**10:.0f} KiB"
 
 
 def fmt_sm(p: ProcessInfo) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from rich.text import Text
 from textual.widgets import Static
@@ -16,11 +17,54 @@ LABEL_STYLE = {"LIVE": "bold black on green", "SIMULATED": "bold black on yellow
                "REMOTE": "bold black on magenta"}
 
 
+def clock_text(now: float, seconds: bool) -> str:
+    """The header's clock for the sample time ``now`` (epoch seconds): ``14:05`` or ``14:05:09``; empty
+    before the first sample."""
+    if not now:
+        return ""
+    return time.strftime("%H:%M:%S" if seconds else "%H:%M", time.localtime(now))
+
+
+def clock_seconds(v: ViewState) -> bool:
+    """Whether the clock shows seconds: in a replay (where you are in the recording) and while recording
+    (the ``REC`` time ticks anyway); watching live, whole minutes, so an idle screen is not rewritten
+    every second for the clock alone (a stalled sampler is flagged by :func:`stale_text` instead)."""
+    return v.replay is not None or v.label == "REPLAY" or v.status.recording is not None
+
+
+def stale_text(age_s: float, interval_s: float) -> str:
+    """``no sample for 12s`` when the last sample is overdue (older than 3 intervals and 5 s), else ``""``:
+    with the clock in whole minutes, this is what tells a frozen screen from an idle one."""
+    if age_s <= max(3 * interval_s, 5.0):
+        return ""
+    return f"no sample for {fmt_duration(age_s)}"
+
+
 class StatusBar(Static):
     DEFAULT_CSS = "StatusBar { height: 1; background: $panel; }"
 
+    def __init__(self, *args: Any, **kw: Any):
+        super().__init__(*args, **kw)
+        self._now = 0.0  # the sample time last shown
+        self._seen_at = time.monotonic()  # when it was first shown (monotonic seconds)
+        self.watch_stale = False  # the app sets it while a live sampler feeds the screen
+        self._stale = ""
+
+    def sample_age(self) -> float:
+        """Seconds since the sample now shown arrived (on this machine's monotonic clock)."""
+        return time.monotonic() - self._seen_at
+
+    def stale_changed(self, interval_s: float) -> bool:
+        """Whether the overdue-sample note would read differently now (the app asks every few seconds)."""
+        note = stale_text(self.sample_age(), interval_s) if self.watch_stale else ""
+        return note != self._stale
+
     def show(self, v: ViewState) -> None:
         st = v.status
+        if v.now != self._now:
+            self._now, self._seen_at = v.now, time.monotonic()
+        stale = stale_text(self.sample_age(), st.interval_s) if self.watch_stale and not st.paused and v.now else ""
+        self._stale = stale
         segs: list[tuple[Text, int]] = []  # (text, priority): 0 always shown, higher dropped first to fit
 
         def seg(text: str, style: str = "", prio: int = 0) -> None:
@@ -49,7 +93,9 @@ class StatusBar(Static):
                 seg(f"{st.recording.dropped} frames dropped: disk too slow", "bold red", 1)
         if st.record_error:
             seg(clean(st.record_error, 300), "bold red", 1)
-        clock = time.strftime("%H:%M:%S", time.localtime(v.now)) if v.now else ""
+        if stale:
+            seg(stale, "bold red", 0)
+        clock = clock_text(v.now, clock_seconds(v))
         if clock:
             seg(clock, "", 0)
         set_content(self, fit_segments(segs, max(20, self.size.width or 80)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 from rich.text import Text
 
 from gpuscope.core.text import clean
@@ -53,6 +54,15 @@ def bar(value: float | None, maximum: float | None, width: int, style: str | Non
     return t
 
 
+def bar_key(value: float | None, maximum: float | None, width: int) -> tuple[int, str] | None:
+    """What :func:`bar` draws, in short: (filled eighths, colour); None for the grey unknown bar. Equal keys
+    draw equal bars (the panels use it to skip rebuilding a line whose bar did not move)."""
+    if width <= 0 or value is None or not maximum or maximum <= 0 or math.isnan(value):
+        return None
+    share = max(0.0, min(1.0, value / maximum))
+    return int(round(share * width * 8)), level_style(share)
+
+
 def sparkline(values: Sequence[float | None], maximum: float | None = None) -> str:
     """One character per value; blank where no value; scaled to ``maximum`` (or the largest value)."""
     known = [v for v in values if v is not None and not math.isnan(v)]
@@ -67,6 +77,44 @@ def sparkline(values: Sequence[float | None], maximum: float | None = None) -> s
             k = int(round(max(0.0, min(1.0, v / top)) * (len(SPARK) - 1)))
             out.append(SPARK[k])
     return "".join(out)
+
+
+_SPARK_CHARS = np.array(list(SPARK))
+
+
+def spark_window(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float, columns: int,
+                 maximum: float | None = None) -> str:
+    """``sparkline(resample(times, values, t_end, seconds, columns), maximum)`` in a few array operations
+    (the panels draw several graphs a second; this is the same picture, character for character)."""
+    if columns <= 0:
+        return ""
+    vals = np.asarray(values, dtype=np.float64)
+    cell = np.floor((np.asarray(times, dtype=np.float64) - (t_end - seconds)) / seconds * columns)
+    ok = (cell >= 0) & (cell < columns) & ~np.isnan(vals)
+    if not ok.any():
+        return " " * columns
+    cells = cell[ok].astype(np.int64)
+    sums = np.bincount(cells, weights=vals[ok], minlength=columns)
+    counts = np.bincount(cells, minlength=columns)
+    filled = np.nonzero(counts)[0]
+    first, last = int(filled[0]), int(filled[-1])
+    # cells with no sample between the first and the last carry the previous cell's value
+    idx = np.where(counts > 0, np.arange(columns), 0)
+    idx = np.maximum.accumulate(idx)
+    means = np.full(columns, np.nan)
+    means[filled] = sums[filled] / counts[filled]
+    row = means[idx]
+    row[:first] = np.nan
+    row[last + 1:] = np.nan
+    known = row[~np.isnan(row)]
+    top = maximum if maximum else (float(known.max()) if known.size else 0.0)
+    if top <= 0:
+        levels = np.zeros(columns, dtype=np.int64)
+    else:
+        levels = np.rint(np.clip(np.nan_to_num(row) / top, 0.0, 1.0) * (len(SPARK) - 1)).astype(np.int64)
+    chars = _SPARK_CHARS[levels]
+    chars[np.isnan(row)] = " "
+    return "".join(chars.tolist())
 
 
 def graph_rows(values: Sequence[float | None], height: int, maximum: float | None = None) -> list[str]:

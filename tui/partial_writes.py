@@ -1,0 +1,96 @@
+"""Partial screen updates that cost what changed: only the changed cells are written, only the changed
+rows are rendered.
+
+Textual (8.2.8) turns a partial screen update into terminal bytes with ``ChopsUpdate.render_segments``:
+for each changed span ``x1..x2`` of a line it crops the right end at ``x2`` but starts writing at the
+left edge of the widget (its "TODO: crop to x extents"). So when a GPU panel's power moves from 74 to
+75 W, the whole line up to the new digit is sent again, and a graph that gained one cell on its right
+side resends the entire line. gpuscope's panels repaint only the cells that changed
+(widgets/lines.py), so this left edge was most of what the TUI still wrote at idle.
+
+:func:`install` replaces that one method with a version that also skips the whole segments (runs of
+one style) lying left of ``x1``: it starts at the first segment that reaches into the span, so no
+character is ever split (a double-width character stays whole) and what the terminal shows afterwards
+is the same cell for cell (tests/test_partial_writes.py checks that on an emulated screen). It also
+replaces ``Compositor._get_renders`` (:func:`get_renders`) so that a partial update renders only the rows
+it will use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.control import Control
+from textual._compositor import ChopsUpdate, Compositor
+from textual.geometry import Region
+from textual.strip import Strip
+
+TEXTUAL_RENDER_SEGMENTS = ChopsUpdate.render_segments  # Textual's own, kept for the tests' comparison
+TEXTUAL_GET_RENDERS = Compositor._get_renders
+
+
+def render_segments(self: Any, console: Console) -> str:
+    """``ChopsUpdate.render_segments`` that writes each span from the segment where it starts."""
+    sequences: list[str] = []
+    append = sequences.append
+    move_to = Control.move_to
+    chops = self.chops
+    chop_ends = self.chop_ends
+    last_y = self.spans[-1][0]
+    for y, x1, x2 in self.spans:
+        line = chops[y]
+        ends = chop_ends[y]
+        for end, (x, strip) in zip(ends, line.items()):
+            if strip is None or x >= x2 or end <= x1:
+                continue
+            if x2 > x >= x1 and end <= x2:
+                append(move_to(x, y).segment.text)
+                append(strip.render(console))
+                continue
+            strip = strip.crop(0, min(end, x2) - x)
+            if x < x1:  # skip whole segments left of the span (never half a character)
+                segments = list(strip)
+                k = 0
+                while k < len(segments) and x + segments[k].cell_length <= x1:
+                    x += segments[k].cell_length
+                    k += 1
+                strip = Strip(segments[k:])
+            append(move_to(x, y).segment.text)
+            append(strip.render(console))
+        if y != last_y:
+            append("\n")
+    return "".join(sequences)
+
+
+def get_renders(self: Any, crop: Region | None = None) -> Any:
+    """``Compositor._get_renders`` that, for a partial update, renders each widget's rows inside ``crop``
+    only. Textual renders every row of every widget that overlaps the changed area (and then uses the
+    changed rows): a one-line change in a GPU panel ran the screen's, the containers' and the panel's
+    every row through the style cache and the line filters. The rows outside ``crop`` were never used."""
+    if crop is None:
+        yield from TEXTUAL_GET_RENDERS(self, None)
+        return
+    top, bottom = crop.y, crop.bottom
+    crop_overlaps = crop.overlaps
+    for widget, (region, clip) in self.visible_widgets.items():
+        if not crop_overlaps(clip):
+            continue
+        x, y, width, height = region.intersection(clip)
+        y0, y1 = max(y, top), min(y + height, bottom)
+        if not width or y1 <= y0:
+            continue
+        shown = Region(x, y0, width, y1 - y0)  # the clip the chops are cut with: these rows only
+        yield region, shown, widget.render_lines(Region(x - region.x, y0 - region.y, width, y1 - y0))
+
+
+def install() -> bool:
+    """Use :func:`render_segments` for Textual's partial updates (once; only on the Textual 8 it was
+    written against, else Textual's own is kept). Returns True when it is in place."""
+    import textual
+
+    if not getattr(textual, "__version__", "").startswith("8."):
+        return False
+    ChopsUpdate.render_segments = render_segments  # type: ignore[method-assign]
+    Compositor._get_renders = get_renders  # type: ignore[method-assign]
+    return True
