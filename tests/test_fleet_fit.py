@@ -58,6 +58,7 @@ def test_fit_columns_drops_the_least_useful_first_and_fits(width, shown):
     (30, "51s", 5, "GPU0 PCIe Gen1×16 under… +5"),  # "for" gives way before the text goes below 20 cells
     (22, "51s", 5, "GPU0 PCIe Gen1×16…"),
     (100, "", 0, "GPU0 PCIe Gen1×16 under load, GPU supports Gen4×16: 4.0 of 31.5 GB/s available…"),  # no stray "("
+    (41, "51s", 0, "GPU0 PCIe Gen1×16 under load… (for 51s)"),  # no dangling comma before the …
 ])
 def test_finding_cell_cuts_words_with_an_ellipsis_and_keeps_numbers_whole(width, since, more, want):
     got = "".join(t for t, _ in finding_cell(GEN1, since, more, width))

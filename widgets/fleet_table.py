@@ -114,7 +114,8 @@ def finding_cell(msg: str, since: str, more: int, width: int) -> list[tuple[str,
     text = fit_words(Text(msg), max(0, room)).plain if room > 0 else ""
     if text.endswith(ELLIPSIS):  # a cut message ends on a whole word, never inside brackets it opened
         while text.count("(") > text.count(")") and " (" in text:
-            text = text[:text.rindex(" (")].rstrip(" ,;:") + ELLIPSIS
+            text = text[:text.rindex(" (")] + ELLIPSIS
+        text = text[:-1].rstrip(" ,;:") + ELLIPSIS
     return [(text, "msg"), *tail]
 
 
