@@ -21,7 +21,7 @@ def test_demo_command_replays_the_bundled_recording():
         t.wait_screen("REPLAY", "h200-2gpu-load-phases.jsonl.gz (real recording)", "GPU0 H200", "GPU1 H200")
 
         def position() -> int | None:
-            m = re.search(r"▶ 1× (?:(\d+)m)?(\d+)s/", t.screen())
+            m = re.search(r"▶ +1× +(?:(\d+)m)?(\d+)s/", t.screen())
             return int(m.group(1) or 0) * 60 + int(m.group(2)) if m else None
 
         first = wait_for(position, 30, "the replay position")

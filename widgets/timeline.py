@@ -16,7 +16,7 @@ def timeline_text(width: int, t0: float, t1: float, pos: float, marks: list[tupl
     total = fmt_duration(span)
     # fixed widths (play state, speed, position as wide as the total): the track and its marks stay put
     # while the position label grows from 7s to 1m38s or the speed changes
-    head = f"{'▶ ' if playing else '❚❚'} {f'{speed:g}×':>5} {fmt_duration(pos - t0):>{len(total)}}/{total} "
+    head = f"{'▶ ' if playing else '❚❚'} {f'{speed:g}×':<5} {fmt_duration(pos - t0):>{len(total)}}/{total} "
     w = max(10, width - len(head) - 1)
     cells = ["─"] * w
     styles = [DIM] * w
