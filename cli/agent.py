@@ -102,7 +102,8 @@ def run_agent(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
         if exporter is not None:
             exporter.stop()
         src.close()
-    sent = f"; {pub.sent} frames sent, {pub.dropped} dropped" if pub is not None else ""
+    sent = (f"; {count(session.frames_seen, 'frame')} sampled, {pub.sent} sent to the broker, {pub.dropped} dropped"
+            if pub is not None else "")
     served = f"; {exporter.scrapes} scrapes served" if exporter is not None else ""
     errs = session.tick_errors
     trouble = f"; {errs.text()}" if errs.count else ""

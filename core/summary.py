@@ -9,7 +9,8 @@ Wire form (``schema`` 1), every field but ``schema``, ``host`` and ``t`` optiona
     {"schema": 1, "host": "gpu-07", "t": 1764470000.5, "seq": 42, "interval_s": 1.0, "sim": false,
      "gpus": 8, "lost": [3], "util_pct": 61.5, "power_w": 4210.0,
      "link": {"state": "below_max_busy", "gpu": 5, "label": "Gen4×8"},
-     "findings": [{"id": "gpu_lost:GPU3", "sev": "critical", "since": 1764469990.0, "text": "GPU3 fell off the bus"}],
+     "findings": [{"id": "gpu_lost:GPU3", "sev": "critical", "since": 1764469990.0, "text": "GPU3 fell off the bus",
+                   "variant": "", "started": 1764469985.0}],
      "endpoints": [{"name": "vllm :8000", "tok_s": 1234.5}]}
 """
 
@@ -20,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuscope.core.model import Frame, Inventory
+from gpuscope.core.model import Event, Frame, Inventory
 from gpuscope.core.topology import best_link, pcie_capacity_bytes_per_s
 from gpuscope.core.vocab import LINK_STATES, SEV_RANK, SEVERITIES, link_label, link_state, reading_busy
 
@@ -41,8 +42,10 @@ class SummaryError(ValueError):
 class SummaryFinding:
     id: str
     severity: str  # one of SEVERITIES
-    since: float  # epoch seconds: when the condition was first seen
+    since: float  # epoch seconds: when its current severity and wording began
     text: str
+    variant: str = ""  # the wording class (core/findings.py): a viewer's engine needs it to keep ``since``
+    started: float | None = None  # epoch seconds: when the condition began (None: at ``since``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +106,8 @@ def summarise(inv: Inventory, frame: Frame, findings: Iterable[Any] = (), *, seq
         if worst is None or LINK_RANK[state] < LINK_RANK[worst[2]]:
             worst = (r.index, LINK_RANK[state], state)
     fs = tuple(SummaryFinding(f.id, f.severity, float(getattr(f, "since", None) or f.started_at),
-                              str(f.message)[:MAX_TEXT])
+                              str(f.message)[:MAX_TEXT], str(getattr(f, "variant", "") or "")[:40],
+                              float(f.started_at))
                for f in list(findings)[:MAX_FINDINGS])
     eps = tuple((_ep_name(e.url, e.kind), e.gen_tokens_per_s) for e in frame.endpoints if not e.probe)[:MAX_ENDPOINTS]
     link_gpu = worst[0] if worst else None
@@ -144,10 +148,18 @@ def summary_to_dict(s: HostSummary) -> dict[str, Any]:
     if s.link_state is not None:
         d["link"] = {"state": s.link_state, "gpu": s.link_gpu, "label": s.link_label}
     if s.findings:
-        d["findings"] = [{"id": f.id, "sev": f.severity, "since": round(f.since, 1), "text": f.text}
-                         for f in s.findings]
+        d["findings"] = [_finding_dict(f) for f in s.findings]
     if s.endpoints:
         d["endpoints"] = [{"name": n, "tok_s": _r(v)} for n, v in s.endpoints]
+    return d
+
+
+def _finding_dict(f: SummaryFinding) -> dict[str, Any]:
+    d: dict[str, Any] = {"id": f.id, "sev": f.severity, "since": round(f.since, 1), "text": f.text}
+    if f.variant:
+        d["variant"] = f.variant
+    if f.started is not None and round(f.started, 1) != round(f.since, 1):
+        d["started"] = round(f.started, 1)
     return d
 
 
@@ -202,8 +214,12 @@ def summary_from_dict(d: Any) -> HostSummary:
         if not isinstance(f, dict) or f.get("sev") not in SEVERITIES:
             raise SummaryError("a summary finding without a known severity")
         since = _num(f, "since", hi=1e11)
-        fs.append(SummaryFinding(_str(f.get("id"), "findings.id", 120), f["sev"], since if since is not None else t,
-                                 _str(f.get("text", ""), "findings.text", MAX_TEXT)))
+        since = since if since is not None else t
+        started = _num(f, "started", hi=1e11)
+        fs.append(SummaryFinding(_str(f.get("id"), "findings.id", 120), f["sev"], since,
+                                 _str(f.get("text", ""), "findings.text", MAX_TEXT),
+                                 _str(f.get("variant", ""), "findings.variant", 40),
+                                 min(started, since) if started is not None else since))
     eps = []
     raw_e = d.get("endpoints", [])
     if not isinstance(raw_e, list):
@@ -236,3 +252,15 @@ class SummaryPacer:
         self._last_t, self._last_key = t, key
         self.seq += 1
         return True
+
+
+def finding_hints(s: HostSummary) -> list[Event]:
+    """The summary's active findings as ``finding_raised`` events at its sample time: primed into a viewer's
+    :class:`gpuscope.core.findings.FindingsEngine` (``prime``), a finding its rules see again is raised at once
+    with the agent's start and "since" (the condition held on the agent already), not after the viewer's own
+    hold."""
+    return [Event(t=s.t, kind="finding_raised", text=f.text,
+                  data={"id": f.id, "severity": f.severity, "variant": f.variant,
+                        "started_s": max(0.0, s.t - (f.started if f.started is not None else f.since)),
+                        "since_s": max(0.0, s.t - f.since)})
+            for f in s.findings if not s.from_frame]

@@ -563,11 +563,11 @@ class Subscriber(_LoopThread):
             return self._drop()
         with self._lock:
             h = self.hosts.get(host)
+            new = h is None  # a host's row appears with its first valid message, never with a bad one
             if h is None:
                 if len(self.hosts) >= MAX_HOSTS:
                     return self._drop_locked()
-                h = self.hosts[host] = RemoteHost(host=host)
-                self.order_gen += 1
+                h = RemoteHost(host=host)
             was = (h.online, h.rank)
             try:
                 if kind == "summary":
@@ -639,6 +639,10 @@ class Subscriber(_LoopThread):
             finally:
                 if (h.online, h.rank) != was:
                     self.order_gen += 1
+            if new:
+                self.hosts[host] = h
+                self.order_gen += 1
+                self._cond.notify_all()
         return True
 
     @staticmethod

@@ -661,4 +661,4 @@ def test_agent_serves_prometheus_beside_the_broker(tmp_path):
         err = stop(p)
         sub.stop()
         b.stop()
-    assert "frames sent" in err and "scrapes served" in err
+    assert "sent to the broker" in err and "scrapes served" in err

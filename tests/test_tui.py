@@ -304,3 +304,14 @@ async def test_watchdog_exits_when_the_parent_is_gone(monkeypatch):
         app._watchdog()
         await until(pilot, lambda: app._exit)
         assert app._exit and app.return_code == 0 and ended == [True] and app.hung_up
+
+
+def test_the_timeline_track_stays_put_while_the_position_and_speed_change():
+    """Marks shifted sideways as the position label grew (7s → 1m38s): the head has a fixed width."""
+    from gpuscope.widgets.timeline import timeline_text
+
+    marks = [(30.0, "marker"), (70.0, "finding")]
+    texts = [timeline_text(100, 0.0, 98.0, pos, marks, speed, playing).plain
+             for pos in (0.0, 7.0, 65.0, 98.0) for speed in (0.25, 1.0, 16.0) for playing in (True, False)]
+    assert len({len(t) for t in texts}) == 1
+    assert len({t.index("|") for t in texts}) == 1 and len({t.index("!") for t in texts}) == 1

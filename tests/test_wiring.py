@@ -21,7 +21,7 @@ def test_demo_command_replays_the_bundled_recording():
         t.wait_screen("REPLAY", "h200-2gpu-load-phases.jsonl.gz (real recording)", "GPU0 H200", "GPU1 H200")
 
         def position() -> int | None:
-            m = re.search(r"▶ 1× (?:(\d+)m)?(\d+)s/", t.screen())
+            m = re.search(r"▶ +1× +(?:(\d+)m)?(\d+)s/", t.screen())
             return int(m.group(1) or 0) * 60 + int(m.group(2)) if m else None
 
         first = wait_for(position, 30, "the replay position")
@@ -59,7 +59,7 @@ def test_replay_of_a_missing_file_is_one_line(tmp_path):
 @needs_mosquitto
 def test_fleet_screen_picks_a_host_and_opens_its_full_view(broker):
     """Two agents (in-process publishers) on a real Mosquitto; `gpuscope --broker URL` lists them worst
-    first; down + enter opens the second host's REMOTE view; q goes back to the fleet, q again quits."""
+    first; down + enter opens the second host's REMOTE view; esc (and q) go back to the fleet, q there quits."""
     from gpuscope.sources.mqtt import Publisher, parse_broker
 
     cfg = parse_broker(broker.url, env={})
@@ -88,6 +88,10 @@ def test_fleet_screen_picks_a_host_and_opens_its_full_view(broker):
             rows = [line for line in screen.splitlines() if "sim-" in line]
             assert "sim-a6000-tp2" in rows[0] and "sim-powercap" in rows[1], screen  # critical PCIe first
             t.keys("Down")
+            t.keys("Enter")
+            t.wait_screen("REMOTE", "GPU0 L40S", "GPU1 L40S", "q back to fleet")
+            t.keys("Escape")  # esc goes back too
+            t.wait_screen("FLEET", "sim-a6000-tp2")
             t.keys("Enter")
             t.wait_screen("REMOTE", "GPU0 L40S", "GPU1 L40S")
             t.keys("q")

@@ -8,10 +8,12 @@ import os
 from collections.abc import Callable
 
 from textual._styles_cache import StylesCache
+from textual.binding import Binding
 
 from gpuscope.cli.agent import broker_config
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session
+from gpuscope.core.summary import finding_hints
 from gpuscope.sources.mqtt import Subscriber
 from gpuscope.tui.app import GpuscopeApp, check_terminal, run_app
 from gpuscope.tui.fleet_app import FleetApp
@@ -45,6 +47,17 @@ class RemoteFeeder(Worker):
                 self.error = f"{self.host} is offline" + (f" (broker: {self.sub.last_error})" if self.sub.last_error
                                                           else "")
             self.on_update()
+
+
+class FleetHostApp(GpuscopeApp):
+    """A host's REMOTE view opened from the fleet screen: ``q`` and ``esc`` go back to the fleet (the keybar and
+    the help say so)."""
+
+    BINDINGS = [Binding("q,escape", "quit", "back to fleet", id="quit") if isinstance(b, Binding) and b.id == "quit"
+                else b for b in GpuscopeApp.BINDINGS]
+
+    def _hints(self) -> list[tuple[str, str]]:
+        return [("q", "back to fleet") if k == "q" else (k, what) for k, what in super()._hints()]
 
 
 def release_closed_app() -> None:
@@ -88,7 +101,7 @@ def run_fleet(args: argparse.Namespace) -> int:
             if not args.host:
                 sub.watch(host)  # subscribe to this host's frames and inventory while it is open
             try:
-                hung_up = _show_host(sub, host, args.interval)
+                hung_up = _show_host(sub, host, args.interval, from_fleet=not args.host)
             finally:
                 if not args.host:
                     sub.unwatch(host)
@@ -100,13 +113,29 @@ def run_fleet(args: argparse.Namespace) -> int:
         sub.stop()
 
 
-def _show_host(sub: Subscriber, host: str, interval_s: float) -> bool:
-    """Run the REMOTE view of ``host`` until it closes; True when its terminal went away."""
+def prime_from_agent(sub: Subscriber, host: str, session: Session) -> int:
+    """Give the view's findings engine the agent's active findings (its retained summary): a finding the view's
+    rules see in the first frame is shown at once with the agent's since-time, as the fleet row says, not
+    after the view's own 5 s hold. Returns how many findings were primed."""
+    h = sub.hosts.get(host)
+    s = h.summary if h is not None else None
+    if s is None:
+        return 0
+    hints = finding_hints(s)
+    with session.lock:
+        session.findings.prime(hints)
+    return len(hints)
+
+
+def _show_host(sub: Subscriber, host: str, interval_s: float, from_fleet: bool = False) -> bool:
+    """Run the REMOTE view of ``host`` until it closes (``from_fleet``: q and esc go back to the fleet); True
+    when its terminal went away."""
     inv = sub.wait_inventory(host, 5.0)
     if inv is None:
         raise GpuscopeError(f"no inventory from host {host!r} on the broker (is its agent running?)")
     session = Session(inv, interval_s=interval_s)
-    app = GpuscopeApp(session, None, label="REMOTE", interval_s=interval_s)
+    prime_from_agent(sub, host, session)
+    app = (FleetHostApp if from_fleet else GpuscopeApp)(session, None, label="REMOTE", interval_s=interval_s)
     feeder = RemoteFeeder(sub, host, session, app.notify_update)
     app.feeder = feeder
     try:

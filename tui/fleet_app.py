@@ -9,30 +9,58 @@ from __future__ import annotations
 import os
 import signal
 
+from rich.cells import cell_len
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Input, Static
 
 from gpuscope.sources.mqtt import BrokerConfig, Subscriber
 from gpuscope.tui.hangup import exit_soon, terminal_gone
-from gpuscope.widgets.fleet_table import FleetTable
+from gpuscope.widgets.fit import fit_segments
+from gpuscope.widgets.fleet_table import FleetTable, cut
 
 
-def status_line(sub: Subscriber, cfg: BrokerConfig, hosts: int) -> str:
-    """The fleet status line: broker, connection, hosts, bad messages and, when any, what was dropped."""
-    state = "connected" if sub.connected else f"connecting… {sub.last_error or ''}"
+def status_line(sub: Subscriber, cfg: BrokerConfig, hosts: int, width: int | None = None) -> str:
+    """The fleet status line: broker, connection, hosts, bad messages and, when any, what was dropped; in
+    ``width`` cells when given (long forms shortened, then the least useful parts dropped whole: a number is
+    never cut)."""
+    state = "connected" if sub.connected else f"connecting… {sub.last_error or ''}".rstrip()
     h = sub.health()
     behind = h.line()
-    return (f" gpuscope  FLEET  {'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port}  {state}  {hosts:,} hosts  "
-            f"{h.bad:,} bad messages dropped" + (f"  {behind}" if behind else "")
-            + (f"  {sub.tally.readings} impossible readings shown as unknown" if sub.tally.readings else "")
-            + (f"  {sub.removed} retired" if sub.removed else ""))
+    parts: list[tuple[str, str, int]] = [  # (long form, short form, priority: 0 never dropped, higher first)
+        ("gpuscope  FLEET", "FLEET", 0),
+        (f"{'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port}", f"{cfg.host}:{cfg.port}", 3),
+        (state, state if sub.connected else "connecting…", 0),
+        (f"{hosts:,} hosts", f"{hosts:,} hosts", 0),
+        (f"{h.bad:,} bad messages dropped", f"{h.bad:,} bad", 1 if h.bad else 5),
+    ]
+    if behind:
+        parts.append((behind, behind.replace("behind: ", ""), 1))
+    if sub.tally.readings:
+        parts.append((f"{sub.tally.readings} impossible readings shown as unknown",
+                      f"{sub.tally.readings} unknown readings", 2))
+    if sub.removed:
+        parts.append((f"{sub.removed} retired", f"{sub.removed} retired", 4))
+    return fit_status(parts, width)
+
+
+def fit_status(parts: list[tuple[str, str, int]], width: int | None) -> str:
+    """Join ``(long, short, priority)`` parts into one line of ``width`` cells at most (None: no limit): the
+    long forms when they fit, else the short forms, dropping the highest priority first (never 0); a part
+    left too long (an error message) is cut with ``…`` at the end."""
+    line = " " + "  ".join(p[0] for p in parts)
+    if width is None or cell_len(line) <= width:
+        return line
+    segs = [(Text(short), prio) for _, short, prio in parts]
+    out = " " + fit_segments(segs, max(1, width - 1)).plain
+    return cut(out, width)
 
 
 class FleetApp(App[str | None]):
     TITLE = "gpuscope fleet"
     AUTO_FOCUS = None
-    CSS = "#fleet-filter { dock: bottom; display: none; height: 3; } #fleet-filter.shown { display: block; }"
+    CSS = "#fleet-status { height: 1; text-wrap: nowrap; } #fleet-filter { dock: bottom; display: none; height: 3; } #fleet-filter.shown { display: block; }"
     BINDINGS = [
         Binding("q", "quit_fleet", "quit", id="quit"),
         Binding("up,k", "move(-1)", "up", id="up"),
@@ -73,6 +101,10 @@ class FleetApp(App[str | None]):
             pass
         self.refresh_fleet()
 
+    def on_resize(self) -> None:
+        if getattr(self, "_status", None) is not None:
+            self.refresh_fleet()  # the status line is fitted to the new width
+
     def _watchdog(self) -> None:
         if terminal_gone(self._ppid):
             self._hang_up()
@@ -87,7 +119,7 @@ class FleetApp(App[str | None]):
         """Once a second: the status line, and the rows in view (re-sorted only when the subscriber says the
         order may have changed)."""
         sub = self.sub
-        line = status_line(sub, self.cfg, len(sub.hosts))
+        line = status_line(sub, self.cfg, len(sub.hosts), self.size.width or 80)
         if line != self._status_shown:
             self._status_shown = line
             self._status.update(line)

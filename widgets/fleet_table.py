@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.geometry import Region
 from textual.strip import Strip
@@ -21,10 +23,100 @@ from gpuscope.core.text import clean
 from gpuscope.core.units import duration
 from gpuscope.core.vocab import LINK_LEVEL, SEVERITIES
 from gpuscope.sources.mqtt import RemoteHost
+from gpuscope.widgets.fit import ELLIPSIS, fit_words
 from gpuscope.widgets.style import BAD, DIM, LEVEL_STYLE, OK, SEV_STYLE
 
-HEADER = (f"{'host':<23}{'state':<8}{'GPUs':<18}{'util':>6}{'power':>10}{'tok/s':>10}  {'link':<10}{'seen':>9}  "
-          "worst finding")
+HEADER_GAP = 2  # cells between two columns
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One fleet column: its key, title, width in cells (0: the flexible last column), alignment and when it
+    gives way at narrow widths (``drop`` 0: never; a higher one goes first)."""
+
+    key: str
+    title: str
+    width: int
+    right: bool = False
+    drop: int = 0
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("host", "host", 22),
+    Column("state", "state", 7),
+    Column("gpus", "GPUs", 10, drop=5),
+    Column("util", "util", 5, right=True, drop=4),
+    Column("power", "power", 7, right=True, drop=6),
+    Column("tok", "tok/s", 7, right=True, drop=3),
+    Column("link", "link", 8, drop=2),
+    Column("seen", "seen", 9, right=True, drop=1),
+    Column("finding", "worst finding", 0),
+)
+HOST_MIN = 10  # the host column shrinks to this before anything else is cut
+
+
+def finding_min(width: int) -> int:
+    """The cells the worst-finding column keeps before other columns are dropped for it."""
+    return max(24, int(width * 0.35))
+
+
+def fit_columns(width: int, columns: Sequence[Column] = COLUMNS) -> list[Column]:
+    """The columns shown in ``width`` cells, with their widths: the flexible (width 0) column takes what is
+    left; while it would get less than :func:`finding_min`, the column with the highest ``drop`` goes (never
+    one with drop 0); then the host column shrinks (to :data:`HOST_MIN`). The widths and the gaps between
+    the columns add up to ``width`` at most (pure: tested with a table of widths)."""
+    keep = list(columns)
+
+    def fixed(cols: Sequence[Column]) -> int:
+        return sum(c.width for c in cols) + HEADER_GAP * max(0, len(cols) - 1)
+
+    want = finding_min(width)
+    while fixed(keep) + want > width:
+        droppable = [c for c in keep if c.drop > 0]
+        if not droppable:
+            break
+        keep.remove(max(droppable, key=lambda c: c.drop))
+    over = fixed(keep) + want - width
+    out = []
+    for c in keep:
+        if c.key == "host" and over > 0:
+            c = replace(c, width=max(HOST_MIN, c.width - over))
+        out.append(c)
+    left = max(0, width - fixed(out))
+    return [replace(c, width=left) if c.width == 0 else c for c in out]
+
+
+def cut(s: str, width: int) -> str:
+    """``s`` in at most ``width`` cells, its end replaced by ``…`` when cut (for names, not numbers)."""
+    if width <= 0:
+        return ""
+    if cell_len(s) <= width:
+        return s
+    out = s
+    while out and cell_len(out) > width - 1:
+        out = out[:-1]
+    return out + ELLIPSIS
+
+
+def finding_cell(msg: str, since: str, more: int, width: int) -> list[tuple[str, str]]:
+    """The worst finding in ``width`` cells: its text (whole words, ``…`` where cut), `` (for 5m)`` and `` +N``
+    (other findings); the suffixes give way (``for`` first) before the text goes below 20 cells; a cut text
+    never ends inside a bracket it opened. Returns
+    ``(text, part)`` pieces, part ``msg``/``since``/``more``; numbers are never cut."""
+    tail = [(f" (for {since})", "since")] if since else []
+    if more > 0:
+        tail.append((f" +{more}", "more"))
+    while True:
+        room = width - sum(cell_len(s) for s, _ in tail)
+        if room >= min(20, cell_len(msg)) or not tail:
+            break
+        tail.pop(0)
+    text = fit_words(Text(msg), max(0, room)).plain if room > 0 else ""
+    if text.endswith(ELLIPSIS):  # a cut message ends on a whole word, never inside brackets it opened
+        while text.count("(") > text.count(")") and " (" in text:
+            text = text[:text.rindex(" (")] + ELLIPSIS
+        text = text[:-1].rstrip(" ,;:") + ELLIPSIS
+    return [(text, "msg"), *tail]
 
 
 def order(hosts: Sequence[RemoteHost]) -> list[RemoteHost]:
@@ -56,44 +148,93 @@ def _age(now: float, t: float | None) -> str:
     return f"{duration(now - t, short=True)} ago" if now - t >= 0 else "0s ago"
 
 
-def row(h: RemoteHost, now: float) -> Text:
-    """One host's line: state, GPUs (lost), mean util, total power, tok/s, worst link, age of the data, worst
-    finding and how long it has been active."""
-    t = Text()
+def cells(h: RemoteHost, now: float) -> dict[str, Any]:
+    """One host's values, before fitting: ``key → (text, style)``; the finding ``(text, style, since, more)``."""
     s: HostSummary | None = h.summary
     sim_flag = s.simulated if s is not None else bool(h.inventory is not None and h.inventory.simulated)
-    sim = " (sim)" if sim_flag else ""
-    t.append(f"{(clean(h.host, 60)[:22 - len(sim)] + sim):<23}", style="bold")
-    state = ("online", OK) if h.online else ("OFFLINE", BAD)
-    t.append(f"{state[0]:<8}", style=state[1])
+    out: dict[str, Any] = {"host": (clean(h.host, 128), "bold"), "sim": (" (sim)" if sim_flag else "", "bold")}
+    out["state"] = ("online", OK) if h.online else ("OFFLINE", BAD)
     if s is None:
         n = len(h.inventory.devices) if h.inventory else 0
-        t.append(f"{n:>3} GPUs  {'(no data yet)':<49}", style=DIM)
+        out["gpus"] = (f"{n} GPU{'' if n == 1 else 's'}", DIM)
+        for k in ("util", "power", "tok", "link"):
+            out[k] = ("–", DIM)
     else:
-        lost = f" ({len(s.lost)} lost)" if s.lost else ""
-        t.append(f"{s.gpus:>3} GPU{'' if s.gpus == 1 else 's'}", style="")
-        t.append(f"{lost:<10}", style=BAD if s.lost else "")
-        t.append(f"{s.util_pct:>4.0f} %" if s.util_pct is not None else f"{'–':>4}  ")
-        t.append(f"  {s.power_w:>6.0f} W" if s.power_w is not None else f"  {'–':>6}  ")
+        out["gpus"] = ((f"{s.gpus} ({len(s.lost)} lost)", BAD) if s.lost
+                       else (f"{s.gpus} GPU{'' if s.gpus == 1 else 's'}", ""))
+        out["util"] = (f"{s.util_pct:.0f} %", "") if s.util_pct is not None else ("–", DIM)
+        out["power"] = (f"{s.power_w:.0f} W", "") if s.power_w is not None else ("–", DIM)
         tok = s.tok_s()
-        t.append(f"  {tok:>8.0f}  " if tok is not None else f"  {'–':>8}  ", style="" if tok is not None else DIM)
+        out["tok"] = (f"{tok:.0f}", "") if tok is not None else ("–", DIM)
         if s.link_state and s.link_state != "at_max":
-            t.append(f"{(s.link_label or '?') + '▼':<10}", style=LEVEL_STYLE[LINK_LEVEL[s.link_state]])
+            out["link"] = ((s.link_label or "?") + "▼", LEVEL_STYLE[LINK_LEVEL[s.link_state]])
         else:
-            t.append(f"{'ok' if s.link_state else '–':<10}", style=DIM)
-    t.append(f"{_age(now, h.data_t):>9}  ", style=DIM)
+            out["link"] = ("ok" if s.link_state else "–", DIM)
+    out["seen"] = (_age(now, h.data_t), DIM)
     rank, msg = h.worst()
     if rank < len(SEVERITIES):
         since = next((f.since for f in s.findings if f.text == msg), None) if s is not None else None
         if since is None:
             since = next((t0 for sev, m, t0 in h.findings.values() if m == msg), None)
-        t.append(clean(msg, 200)[:80], style=SEV_STYLE[SEVERITIES[rank]])
-        if since is not None:
-            t.append(f" (for {duration(now - since, short=True)})", style=DIM)
         n = len(s.findings) if s is not None and not s.from_frame else len(h.findings)
-        if n > 1:
-            t.append(f" +{n - 1}", style=DIM)
+        out["finding"] = (clean(msg, 300), SEV_STYLE[SEVERITIES[rank]],
+                          duration(now - since, short=True) if since is not None else "", n - 1)
+    elif s is None:
+        out["finding"] = ("(no data yet)", DIM, "", 0)
+    else:
+        out["finding"] = ("", "", "", 0)
+    return out
+
+
+NUMERIC = frozenset({"gpus", "util", "power", "tok", "seen"})  # never cut: a wider value borrows from the finding
+
+
+def row(h: RemoteHost, now: float, columns: Sequence[Column] | None = None) -> Text:
+    """One host's line in ``columns`` (default: :func:`fit_columns` at 120 cells): state, GPUs (lost), mean
+    util, total power, tok/s, worst link, age of the data, worst finding and how long it has been active.
+    Names are cut with ``…``; numbers are never cut."""
+    cols = list(columns) if columns is not None else fit_columns(120)
+    v = cells(h, now)
+    t = Text()
+    debt = 0  # cells a numeric value took beyond its column, taken from the finding
+    for k, c in enumerate(cols):
+        if k:
+            t.append(" " * HEADER_GAP)
+        if c.key == "finding":
+            msg, style, since, more = v["finding"]
+            w = max(0, c.width - debt)
+            used = 0
+            for text, part in finding_cell(msg, since, more, w):
+                t.append(text, style=style if part == "msg" else DIM)
+                used += cell_len(text)
+            t.append(" " * max(0, w - used))
+            continue
+        text, style = v[c.key][:2]
+        if c.key == "host":
+            sim = v["sim"][0]
+            text = cut(text, max(1, c.width - len(sim))) + sim if len(sim) < c.width else cut(text, c.width)
+        elif c.key not in NUMERIC:
+            text = cut(text, c.width)
+        pad = c.width - cell_len(text)
+        debt += max(0, -pad)
+        t.append((" " * max(0, pad) + text) if c.right else (text + " " * max(0, pad)), style=style)
+    t.rstrip()
     return t
+
+
+def header_line(cols: Sequence[Column], pos: str, width: int) -> Text:
+    """The column titles over ``cols`` and the position ``pos`` at the right, one line of ``width`` cells at
+    most: the titles give way to the position."""
+    out = ""
+    for k, c in enumerate(cols):
+        gap = " " * HEADER_GAP if k else ""
+        title = c.title if cell_len(c.title) <= c.width else ""
+        out += gap + (title.rjust(c.width) if c.right else title.ljust(c.width))
+    room = max(0, width - cell_len(pos) - 2)
+    head = out.rstrip()
+    if cell_len(head) > room:
+        head = head[:room].rstrip()
+    return Text(head + " " * max(0, width - cell_len(head) - cell_len(pos)) + pos[:width], style="bold")
 
 
 class FleetTable(Widget):
@@ -125,6 +266,8 @@ class FleetTable(Widget):
         self._keys: list[tuple[Any, ...]] = []  # a key per line: which lines changed since the last draw
         self._gen = 0  # bumped when the rows' texts are rebuilt (a refresh, a resize)
         self._width = 0
+        self._cols: list[Column] = []
+        self._cols_for = -1  # the width self._cols were fitted for
 
     @property
     def rows(self) -> int:
@@ -183,14 +326,20 @@ class FleetTable(Widget):
         pos = (f"{self.index + 1 if shown else 0:,}/{shown:,}"
                + (f" of {self._total:,} matching /{self.filter}" if self.filter else ""))
         width = self.size.width or 120
-        head = HEADER[:max(0, width - len(pos) - 2)]  # narrow: the position stays, the column names give way
-        return Text(head + " " * max(2, width - len(head) - len(pos)) + pos, style="bold")
+        return header_line(self.columns(), pos, width)
+
+    def columns(self) -> list[Column]:
+        """The columns that fit the table's width now (recomputed on a resize)."""
+        width = self.size.width or 120
+        if self._cols_for != width:
+            self._cols, self._cols_for = fit_columns(width), width
+        return self._cols
 
     def _row(self, name: str) -> Text:
         t = self._row_text.get(name)
         if t is None:
-            t = self._row_text[name] = row(self._hosts[name], self._now or time.time())
-            t.truncate(max(1, self.size.width or 120))
+            t = self._row_text[name] = row(self._hosts[name], self._now or time.time(), self.columns())
+            t.truncate(max(1, self.size.width or 120))  # a safety net: the columns fit the width
         return t
 
     def lines(self) -> list[Text]:
@@ -218,9 +367,9 @@ class FleetTable(Widget):
             lines.append(t)
             keys.append((name, sel, self._gen))
         if not self.order:
-            lines.append(Text(f"no host matches /{self.filter}" if self.filter and self._total else
-                              "no host has published yet: start `gpuscope agent --broker URL` on a GPU server",
-                              style=DIM))
+            msg = Text(f"no host matches /{self.filter}" if self.filter and self._total else
+                       "no host has published yet: start `gpuscope agent --broker URL` on a GPU server", style=DIM)
+            lines.append(fit_words(msg, self.size.width or 120))
             keys.append(("empty", lines[-1].plain))
         width = self.size.width
         if width != self._width or len(keys) != len(self._keys):

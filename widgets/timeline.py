@@ -13,7 +13,10 @@ def timeline_text(width: int, t0: float, t1: float, pos: float, marks: list[tupl
     """A one-line track: ``▶ 1.0× 0m12s/1m49s ━━━━●──|──!──``. ``marks`` are (t, kind) with kind
     ``marker`` or ``finding``."""
     span = max(t1 - t0, 1e-9)
-    head = f"{'▶' if playing else '❚❚'} {speed:g}× {fmt_duration(pos - t0)}/{fmt_duration(span)} "
+    total = fmt_duration(span)
+    # fixed widths (play state, speed, position as wide as the total): the track and its marks stay put
+    # while the position label grows from 7s to 1m38s or the speed changes
+    head = f"{'▶ ' if playing else '❚❚'} {f'{speed:g}×':<5} {fmt_duration(pos - t0):>{len(total)}}/{total} "
     w = max(10, width - len(head) - 1)
     cells = ["─"] * w
     styles = [DIM] * w
