@@ -11,6 +11,13 @@ gpuscope of another checkout (e.g. `git worktree add /tmp/base main`) beside thi
 H200-like boards whose idle readings carry the noise real idle H200s show (a ~400 KB/s PCIe rate that
 moves by a few KB/s, power by a watt), and a load phase (matmul-like: 100 % util, PCIe and NVLink
 traffic). The real-GPU comparison against nvitop is benchmarks/bench_peers_concurrent.py.
+
+    python benchmarks/bench_tui_cost.py --inprocess 5 --variant before=/path/to/other/checkout
+
+``--inprocess R`` measures instead the main thread's CPU per refresh on a virtual clock
+(benchmarks/tui_refresh_probe.py: same frames for every variant, the history's window filled first,
+the bytes each refresh would send): each variant and size R times, alternating, median and min.
+Far less noisy than the pty runs on a shared machine, and equal bytes show the screens stayed the same.
 """
 
 from __future__ import annotations
@@ -124,10 +131,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=DIR",
                     help="also run the gpuscope of checkout DIR, labelled NAME (this checkout is 'this')")
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--inprocess", type=int, default=0, metavar="R",
+                    help="CPU ms per refresh in process (tui_refresh_probe.py), R runs each, instead of ptys")
     a = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="bench-tui-cost-")
     variants = [("this", REPO)] + [tuple(v.split("=", 1)) for v in a.variant]  # type: ignore[misc]
     paths = {name: package_tree(d, os.path.join(tmp, f"pkg-{name}")) for name, d in variants}
+    if a.inprocess:
+        try:
+            return inprocess(a, tmp, variants, paths)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     cases = []
     for phase in a.phases:
         for n in a.gpus:
@@ -171,6 +185,44 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['bytes_per_s']:>9} {r['peak_rss_mb']:>7}")
     write_json(a.json, {"load_average": load, "seconds": a.seconds, "rows": table})
     shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def inprocess(a: argparse.Namespace, tmp: str, variants: list[tuple[str, str]], paths: dict[str, str]) -> int:
+    """The ``--inprocess`` table: per phase, GPUs, size and variant, main-thread CPU ms per refresh."""
+    import json
+    import statistics
+    import subprocess
+
+    probe = os.path.join(HERE, "tui_refresh_probe.py")
+    got: dict[tuple[str, int, str, str], list[dict[str, float]]] = {}
+    for phase in a.phases:
+        for n in a.gpus:
+            scen = os.path.join(tmp, f"bench-{phase}-{n}.toml")
+            with open(scen, "w") as f:
+                f.write(scenario_text(n, phase))
+            for _ in range(a.inprocess):
+                for size in a.sizes:
+                    for name, _d in variants:
+                        out = subprocess.run([sys.executable, probe, scen, size, str(int(a.warmup)), str(int(a.seconds))],
+                                             env={**os.environ, "PYTHONPATH": paths[name]}, capture_output=True,
+                                             text=True, cwd=tmp, check=True)
+                        got.setdefault((phase, n, size, name), []).append(json.loads(out.stdout.strip().splitlines()[-1]))
+    try:
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load = "?"
+    print(f"SIMULATED GPUs, in process: {a.seconds:g} refreshes after {a.warmup:g} frames of history, "
+          f"{a.inprocess} runs each; load average {load}")
+    print(f"{'phase':<6} {'GPUs':>4} {'size':>7} {'variant':<10} {'ms/refresh median':>18} {'min':>6} {'B/refresh':>10}")
+    table = []
+    for (phase, n, size, name), runs in got.items():
+        ms = [r["cpu_ms_per_refresh"] for r in runs]
+        row = {"variant": name, "phase": phase, "gpus": n, "size": size, "ms_median": round(statistics.median(ms), 2),
+               "ms_min": round(min(ms), 2), "bytes_per_refresh": round(runs[0]["bytes_per_refresh"])}
+        table.append(row)
+        print(f"{phase:<6} {n:>4} {size:>7} {name:<10} {row['ms_median']:>18} {row['ms_min']:>6} {row['bytes_per_refresh']:>10}")
+    write_json(a.json, {"load_average": load, "inprocess": a.inprocess, "rows": table})
     return 0
 
 
