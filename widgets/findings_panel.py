@@ -53,7 +53,7 @@ class FindingsPanel(LineWidget):
         if key == self._key:
             return
         self._key = key
-        lines = []
+        lines: list[Text] = []
         if limit == 0:  # one line for several findings: the worst, and how many more
             more = Text(f"  +{len(fs) - 1} more — f", style=DIM)
             limit = 1

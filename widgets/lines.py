@@ -92,7 +92,7 @@ class LineWidget(Widget):
         self._base_style: Style | None = None  # self.rich_style, cached: it walks the ancestors' CSS
         self._gs_last: Text | None = None
 
-    def render(self) -> Text:  # type: ignore[override]
+    def render(self) -> Text:
         """The whole content as one text (not used to paint: :meth:`render_line` does)."""
         return self._gs_last if self._gs_last is not None else Text("")
 
