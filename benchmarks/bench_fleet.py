@@ -16,15 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import write_json  # noqa: E402
+from common import start_mosquitto, write_json  # noqa: E402
 
 VIEWER = r"""
 import json, sys, time, resource
@@ -85,18 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--json", metavar="FILE")
     a = ap.parse_args(argv)
-    mosq = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    d = tempfile.mkdtemp()
-    conf = os.path.join(d, "m.conf")
-    with open(conf, "w") as f:
-        f.write(("user root\n" if os.geteuid() == 0 else "") + f"listener {port} 127.0.0.1\nallow_anonymous true\n"
-                "max_queued_messages 1000\n")
-    broker = subprocess.Popen([mosq, "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
+    broker, port, _d = start_mosquitto()
     viewer = subprocess.Popen([sys.executable, "-c", VIEWER, f"mqtt://127.0.0.1:{port}", str(a.seconds)],
                               stdout=subprocess.PIPE, text=True)
     viewer.stdout.readline()

@@ -30,15 +30,13 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import write_json  # noqa: E402
+from common import start_mosquitto, write_json  # noqa: E402
 
 VIEWER = r"""
 import asyncio, json, sys, time
@@ -188,24 +186,8 @@ def _cpu_s(pid: int) -> float:
 
 
 def run_one(n: int, seconds: float) -> dict[str, object]:
-    mosq = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    d = tempfile.mkdtemp()
-    conf = os.path.join(d, "m.conf")
-    with open(conf, "w") as f:
-        f.write(("user root\n" if os.geteuid() == 0 else "") + f"listener {port} 127.0.0.1\nallow_anonymous true\n"
-                "max_queued_messages 1000\nsys_interval 2\n")
-    broker = subprocess.Popen([mosq, "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    broker, port, d = start_mosquitto("sys_interval 2\n")
     try:
-        for _ in range(50):
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
         pub = subprocess.Popen([sys.executable, "-c", PUBLISHER, str(port), str(n), str(seconds + 140)],
                                stdout=subprocess.PIPE, text=True)
         assert pub.stdout is not None

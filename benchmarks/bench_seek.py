@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import write_json  # noqa: E402
+from common import load_average, write_json  # noqa: E402
 
 
 async def one_window(rec: Any, label: str, window: float, seeks: int, shared: dict[str, Any]) -> dict[str, Any]:
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"open_recording {b['open_s']:.2f} s; peak RSS of this process (file, index, app) {b['peak_rss_mb']:.0f} MB")
     print(f"history index: built in {b['index_build_s']:.1f} s after open (paused, replay thread's idle time), "
           f"{b['index_mb']:.1f} MB; UI blocked at most {b['ui_blocked_during_build_ms']:.1f} ms meanwhile")
-    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average: {load_average()}")
     write_json(a.json, rows)
     return 0
 

@@ -30,7 +30,7 @@ import tempfile
 import threading
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import write_json  # noqa: E402
+from common import load_average, write_json  # noqa: E402
 from ptyrun import RunCost, run_under_pty  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -173,10 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         table.append({"variant": name, "phase": phase, "gpus": n, "size": size,
                       "cpu_s_per_min": round(c.cpu_s * 60 / c.seconds, 3), "bytes_per_s": round(c.bytes_per_s),
                       "peak_rss_mb": round(c.peak_rss_mb, 1)})
-    try:
-        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        load = "?"
+    load = load_average()
     print(f"SIMULATED GPUs, {len(cases)} TUIs at once, {a.seconds:g} s measured after {a.warmup:g} s, "
           f"1 s interval; load average {load}")
     print(f"{'phase':<6} {'GPUs':>4} {'size':>7} {'variant':<10} {'CPU s/min':>10} {'term B/s':>9} {'RSS MB':>7}")
@@ -208,10 +205,7 @@ def inprocess(a: argparse.Namespace, tmp: str, variants: list[tuple[str, str]], 
                                              env={**os.environ, "PYTHONPATH": paths[name]}, capture_output=True,
                                              text=True, cwd=tmp, check=True)
                         got.setdefault((phase, n, size, name), []).append(json.loads(out.stdout.strip().splitlines()[-1]))
-    try:
-        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        load = "?"
+    load = load_average()
     print(f"SIMULATED GPUs, in process: {a.seconds:g} refreshes after {a.warmup:g} frames of history, "
           f"{a.inprocess} runs each; load average {load}")
     print(f"{'phase':<6} {'GPUs':>4} {'size':>7} {'variant':<10} {'ms/refresh median':>18} {'min':>6} {'B/refresh':>10}")

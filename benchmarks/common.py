@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
 from typing import Any
 
 
@@ -11,3 +17,34 @@ def write_json(path: str | None, data: Any) -> None:
     if path:
         with open(path, "w") as f:
             json.dump(data, f, indent=2)
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages as ``"0.91 1.42 2.34"`` (``"?"`` where the OS has none)."""
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def start_mosquitto(extra_conf: str = "") -> tuple[subprocess.Popen[bytes], int, str]:
+    """A private Mosquitto on a free local port, accepting connections when this returns:
+    (process, port, its temporary folder). The caller terminates it and removes the folder."""
+    mosq = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    d = tempfile.mkdtemp()
+    conf = os.path.join(d, "m.conf")
+    with open(conf, "w") as f:
+        f.write(("user root\n" if os.geteuid() == 0 else "") + f"listener {port} 127.0.0.1\nallow_anonymous true\n"
+                "max_queued_messages 1000\n" + extra_conf)
+    broker = subprocess.Popen([mosq, "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(50):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    return broker, port, d

@@ -18,6 +18,7 @@ from gpuscope.core.session import Session, run_ticks
 from gpuscope.core.text import clean, count
 from gpuscope.core.units import duration as human_duration
 from gpuscope.core.units import human_bytes
+from gpuscope.core.vocab import endpoint_state
 from gpuscope.sources.recording import Recorder
 
 
@@ -184,15 +185,6 @@ class Escalation:
     def cancel(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-
-
-def endpoint_state(e: Any) -> str:
-    """``down`` (unreachable), ``bad`` (it answers, but no answer was usable: too large, not metrics) or ``ok``."""
-    if not e.up:
-        return "down"
-    if e.gen_tokens_per_s is None and e.error and "bad responses" in e.error:
-        return "bad"
-    return "ok"
 
 
 def endpoint_changes(readings: Any, state: dict[str, str]) -> list[str]:

@@ -18,7 +18,7 @@ package (so :mod:`gpuscope.core.model` can build on it):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 # ------------------------------------------------------------------ severities
 SEVERITIES = ("critical", "warning", "info")  # worst first
@@ -130,3 +130,13 @@ CLOCK_EVENT_BY_NAME = {e.name: e for e in CLOCK_EVENTS}
 
 # ------------------------------------------------------------------ inference servers
 SERVER_KINDS = ("vllm", "sglang", "tgi", "llamacpp", "trtllm", "triton", "lmdeploy")
+
+
+def endpoint_state(e: Any) -> str:
+    """An endpoint reading's state: ``down`` (unreachable), ``bad`` (it answers, but no answer was usable:
+    too large, not metrics — the tracker's "N bad responses" with no rate) or ``ok``."""
+    if not e.up:
+        return "down"
+    if e.gen_tokens_per_s is None and e.error and "bad responses" in e.error:
+        return "bad"
+    return "ok"

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -36,6 +37,17 @@ def wait_for(predicate: Callable[[], T], timeout: float = 20.0, what: str = "the
         if time.monotonic() >= deadline:
             pytest.fail(f"timed out after {timeout:g} s waiting for {what} (last value: {value!r})")
         time.sleep(interval)
+
+
+def until(cond: Callable[[], object], timeout: float = 10.0) -> bool:
+    """Poll ``cond`` every 0.05 s until it is true (True) or ``timeout`` seconds pass (False): for
+    ``assert until(...)`` where the failure message is the assertion itself."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return bool(cond())
 
 
 def sim_source(scenario: str, at: float = 0.0, block_s: float = 0.0):
@@ -188,3 +200,12 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def expect_exit(pid: int, timeout: float, what: str) -> None:
+    """Fail unless ``pid`` exits within ``timeout`` seconds; kill it in any case, so no test leaves it."""
+    try:
+        wait_for(lambda: not pid_alive(pid), timeout, what)
+    finally:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)

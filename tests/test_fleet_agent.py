@@ -4,26 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
-from conftest import MOSQUITTO, Broker
+from conftest import MOSQUITTO, Broker, until
 from test_mqtt import host_of
 
 from gpuscope.cli.agent import connection_note
 from gpuscope.sources.mqtt import Subscriber, parse_broker
 
 URL = "mqtt://b:1883"
-
-
-def until(cond, timeout: float = 10.0) -> bool:
-    """Poll ``cond`` every 0.05 s until it is true (True) or ``timeout`` seconds pass (False)."""
-    end = time.time() + timeout
-    while time.time() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return bool(cond())
 
 
 @pytest.mark.parametrize("seen,connects,connected,err,since,want", [

@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from conftest import needs_mosquitto, run_frames, sim_source
+from conftest import needs_mosquitto, run_frames, sim_source, until
 from test_mqtt import host_of
 
 from gpuscope.core.session import Session
@@ -15,16 +15,6 @@ from gpuscope.core.summary import SCHEMA, SummaryPacer, summarise
 from gpuscope.sources.mqtt import Publisher, Subscriber, parse_broker
 
 pytestmark = needs_mosquitto
-
-def until(cond, timeout: float = 10.0) -> bool:
-    """Poll ``cond`` every 0.05 s until it is true (True) or ``timeout`` seconds pass (False)."""
-    end = time.time() + timeout
-    while time.time() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return bool(cond())
-
 
 def publish(port: int, msgs: list[tuple[str, bytes, bool]], qos: int = 1) -> None:
     """Publish (topic, payload, retain) messages from a plain client, each acknowledged (QoS 1)."""

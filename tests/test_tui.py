@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from conftest import Tmux, gpuscope_cmd, needs_tmux, pid_alive, run_frames, sim_source, wait_for
+from conftest import Tmux, expect_exit, gpuscope_cmd, needs_tmux, run_frames, sim_source
 from textual.widgets import Input
 
 from gpuscope.core.session import Session
@@ -223,11 +223,7 @@ def test_exits_when_its_terminal_disappears():
         t.wait_screen("SIMULATED", "GPU3")
         pid = t.pane_pid()
         t.kill()
-        try:
-            wait_for(lambda: not pid_alive(pid), 10, "gpuscope to exit after its terminal went away")
-        finally:
-            if pid_alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        expect_exit(pid, 10, "gpuscope to exit after its terminal went away")
 
 
 async def test_click_on_a_gpu_panel_opens_its_detail():
@@ -282,11 +278,7 @@ def test_watchdog_exits_when_the_terminal_hangs_up_without_sighup():
             blocked = int(next(line for line in f if line.startswith("SigBlk:")).split()[1], 16)
         assert blocked & (1 << (signal.SIGHUP - 1))
         t.kill()
-        try:
-            wait_for(lambda: not pid_alive(pid), 3.0, "the watchdog to end gpuscope after the hang-up")
-        finally:
-            if pid_alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        expect_exit(pid, 3.0, "the watchdog to end gpuscope after the hang-up")
 
 
 async def test_watchdog_exits_when_the_parent_is_gone(monkeypatch):

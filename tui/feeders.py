@@ -89,12 +89,11 @@ class ReplayFeeder(Worker):
         self._seek_to: float | None = None  # a seek asked for by the UI, done on the replay thread
         self._mark_t: float | None = None  # the marker last jumped to, while the position has not moved
         self._mark_index = -1
-        self._marks = tuple((e.t, "marker" if e.kind == "marker" else "finding") for e in rec.events
-                            if e.kind in ("marker", "finding_raised", "gpu_lost"))
+        marks = [e for e in rec.events if e.kind in ("marker", "finding_raised", "gpu_lost")]
+        self._marks = tuple((e.t, "marker" if e.kind == "marker" else "finding") for e in marks)
         self._mark_text: dict[float, list[str]] = {}  # what each mark says (marker labels, finding messages)
-        for e in rec.events:
-            if e.kind in ("marker", "finding_raised", "gpu_lost"):
-                self._mark_text.setdefault(e.t, []).append(clean(e.text or e.kind, 120))
+        for e in marks:
+            self._mark_text.setdefault(e.t, []).append(clean(e.text or e.kind, 120))
         self._wake_ev = threading.Event()
         self.history_index: HistoryIndex | None = None
         self._quiet_until = 0.0

@@ -18,6 +18,7 @@ from gpuscope.core.history import resample
 from gpuscope.core.model import EndpointReading
 from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
+from gpuscope.core.vocab import endpoint_state
 from gpuscope.widgets.style import ACCENT, BAD, DIM, fmt_num, set_content, sparkline
 
 INDENT = " " * 9
@@ -86,7 +87,7 @@ def endpoint_lines(e: EndpointReading) -> list[Text]:
     if e.rate_window_s:
         state.append(f"  rates over {e.rate_window_s:.0f} s", style=DIM)
     elif e.gen_tokens_per_s is None:  # no rate: say why (every answer refused or unreadable, or too early)
-        bad = bool(e.error and "bad responses" in e.error)
+        bad = endpoint_state(e) == "bad"
         state.append("  " + (clean(e.error, 70) if bad else "rates: waiting for two scrapes"), style=BAD if bad else DIM)
     lines.append(state)
     work = []
