@@ -16,6 +16,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.driver import Driver
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -31,6 +32,7 @@ from gpuscope.tui.commands import GpuscopeCommands
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
 from gpuscope.tui.hangup import exit_soon, terminal_gone, watch
 from gpuscope.tui.layout import Plan, plan_layout
+from gpuscope.tui.quiet_input import driver_for
 from gpuscope.tui.screens import FindingsScreen, GpuDetailScreen, HelpScreen, MarkerScreen
 from gpuscope.tui.workers import Worker
 from gpuscope.widgets.findings_panel import FindingsPanel
@@ -83,6 +85,10 @@ class GpuscopeApp(App[int]):
         Binding("n", "jump(1)", "next mark", show=False, id="next"),
         Binding("N", "jump(0)", "prev mark", show=False, id="prev"),
     ]
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, with an input thread that sleeps until there is input (tui/quiet_input.py)."""
+        return driver_for(super().get_driver_class())
 
     def __init__(self, session: Session, feeder: Worker | None, *, label: str, interval_s: float, window: str = "1m",
                  compact: bool | None = None, record_path: str | None = None, origin_note: str = ""):
