@@ -49,7 +49,8 @@ def bar(value: float | None, maximum: float | None, width: int, style: str | Non
     eighths = int(round(share * width * 8))
     full, part = divmod(eighths, 8)
     s = BAR_FULL * full + (BAR_PARTIAL[part] if part and full < width else "")
-    t = Text(s, style=style or level_style(share))
+    t = Text()  # two runs side by side, not the dots' style over the bar's: spans that do not overlap
+    t.append(s, style=style or level_style(share))  # draw without Rich's style stack (widgets/lines.py)
     t.append("·" * (width - len(s)), style=DIM)
     return t
 
