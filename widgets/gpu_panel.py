@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from rich.text import Text
 from textual.message import Message
 
-from gpuscope.core.history import resample
 from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.text import clean
 from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
@@ -27,7 +28,7 @@ from gpuscope.widgets.style import (
     graph_rows,
     level_style,
     short_name,
-    spark_window,
+    spark_rows,
 )
 
 
@@ -186,9 +187,14 @@ class GpuPanel(LineWidget):
             ncap = device_nvlink_capacity_bytes_per_s(dev)
             rates += [("NV RX", r.nvlink_rx_bytes_per_s, "nvlink_rx", ncap),
                       ("NV TX", r.nvlink_tx_bytes_per_s, "nvlink_tx", ncap)]
+        head_text = f"util {util} over {int(v.window_s // 60)} min"
+        # spare rows (the panel is taller than its lines) go to a taller utilisation graph
+        spare = max(0, (self.size.height - 2 if self.size.height else 0) - len(lines) - len(rates) - 1)
+        graphs = self._graphs(v, [(metric, c) for _, _, metric, c in rates] + ([] if spare else [("util", 100.0)]),
+                              graphw)
         for name, val, metric, c in rates:
             share = (val / c) if (val is not None and c) else None
-            graph = self._graph(v, metric, graphw, c)
+            graph = graphs[metric]
 
             def build_rate(name: str = name, val: float | None = val, c: float | None = c,
                            share: float | None = share, graph: str = graph) -> Text:
@@ -199,14 +205,10 @@ class GpuPanel(LineWidget):
 
             pct = f"{share * 100:3.0f}" if share is not None else None
             lines.append(line(name, (fmt_rate(val), pct, level_style(share), c, graph), build_rate, width))
-        head_text = f"util {util} over {int(v.window_s // 60)} min"
-        # spare rows (the panel is taller than its lines) go to a taller utilisation graph
-        spare = max(0, (self.size.height - 2 if self.size.height else 0) - len(lines) - 1)
         if spare:
             if v.graphs or len(self._rows_cache) != spare + 1 or len(self._rows_cache[0]) != graphw:
-                times, vals = v.history.window("util", self.index, v.window_s, v.now or None)
-                cells = resample(times, vals, v.now or 0, v.window_s, graphw)
-                self._rows_cache = graph_rows(cells, spare + 1, 100.0)
+                row = v.history.cells("util", v.window_s, graphw, v.now or None)[self.index]
+                self._rows_cache = graph_rows([None if math.isnan(x) else x for x in row.tolist()], spare + 1, 100.0)
             for k, row in enumerate(self._rows_cache):
                 def build_row(k: int = k, row: str = row) -> Text:
                     t = Text(head_text, style=DIM) if k == 0 else Text("")
@@ -215,7 +217,7 @@ class GpuPanel(LineWidget):
                     return t
                 lines.append(line(f"g{k}", (head_text if k == 0 else "", row), build_row, width))
         else:
-            graph = self._graph(v, "util", graphw, 100.0)
+            graph = graphs["util"]
 
             def build_head() -> Text:
                 t = Text(head_text, style=DIM)
@@ -242,9 +244,12 @@ class GpuPanel(LineWidget):
         self._line_cache[slot] = (key, t)
         return t
 
-    def _graph(self, v: ViewState, metric: str, cols: int, maximum: float | None) -> str:
-        if v.graphs or metric not in self._graph_cache or len(self._graph_cache[metric]) != cols:
-            times, vals = v.history.window(metric, self.index, v.window_s, v.now or None)
-            self._graph_cache[metric] = spark_window(times, vals, v.now or (times[-1] if len(times) else 0),
-                                                     v.window_s, cols, maximum)
-        return self._graph_cache[metric]
+    def _graphs(self, v: ViewState, wanted: list[tuple[str, float | None]], cols: int) -> dict[str, str]:
+        """Sparklines of this GPU's ``wanted`` (metric, scale) over the window, ``cols`` wide: rebuilt, all
+        in one pass, when the graphs are redrawn (about once a second: ``v.graphs``) or one is missing or
+        of another width; else the ones drawn before."""
+        cache = self._graph_cache
+        if v.graphs or any(len(cache.get(m, "")) != cols for m, _ in wanted):
+            block = np.stack([v.history.cells(m, v.window_s, cols, v.now or None)[self.index] for m, _ in wanted])
+            cache.update(zip([m for m, _ in wanted], spark_rows(block, [c for _, c in wanted])))
+        return cache

@@ -21,7 +21,7 @@ from gpuscope.widgets.style import (
     fmt_gb,
     level_style,
     short_name,
-    spark_window,
+    spark_cells,
 )
 
 Cell = Callable[[DeviceInfo, GpuReading], Text]
@@ -115,8 +115,7 @@ class GpuTable(LineWidget):
         key = (tag + metric, index)
         g = self._graph_cache.get(key)
         if v.graphs or g is None or len(g) != cols:
-            times, vals = v.history.window(metric, index, v.window_s, v.now or None)
-            g = self._graph_cache[key] = spark_window(times, vals, v.now or 0, v.window_s, cols, top)
+            g = self._graph_cache[key] = spark_cells(v.history.cells(metric, v.window_s, cols, v.now or None)[index], top)
         return g
 
     def show(self, v: ViewState) -> None:

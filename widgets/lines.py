@@ -198,17 +198,20 @@ class LineWidget(Widget):
             self.refresh(layout=True)
             return True
         width = self.size.width
+        dirty: list[Region] = []
         for y, (a, b) in enumerate(zip(old, lines)):
             if same_line(a, b):
                 continue
             prev = self._strips[y]
             if prev is None or not width:
                 self._strips[y] = None
-                self.refresh(Region(0, y, width, 1))
+                dirty.append(Region(0, y, width, 1))
                 continue
             # only the cells that changed go to the terminal: "400 KB/s" → "410 KB/s" is 1 cell, not the line
             new = self._strips[y] = self._strip(b, width)
             cells = changed_cells(prev, new)
             if cells is not None:
-                self.refresh(Region(cells[0], y, cells[1] - cells[0], 1))
+                dirty.append(Region(cells[0], y, cells[1] - cells[0], 1))
+        if dirty:
+            self.refresh(*dirty)  # one call: Textual's refresh does its bookkeeping once, not once a line
         return True

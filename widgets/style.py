@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 from rich.text import Text
 
+from gpuscope.core.history import resample_rows
 from gpuscope.core.text import clean
 from gpuscope.core.units import duration, fmt_gb, fmt_num, fmt_rate  # noqa: F401 - re-exported for the panels
 from gpuscope.core.vocab import SEV_LEVEL, SEV_MARK, SEVERITIES, path_level  # noqa: F401 - SEV_MARK re-exported
@@ -89,33 +90,55 @@ def spark_window(times: np.ndarray, values: np.ndarray, t_end: float, seconds: f
     (the panels draw several graphs a second; this is the same picture, character for character)."""
     if columns <= 0:
         return ""
-    vals = np.asarray(values, dtype=np.float64)
-    cell = np.floor((np.asarray(times, dtype=np.float64) - (t_end - seconds)) / seconds * columns)
-    ok = (cell >= 0) & (cell < columns) & ~np.isnan(vals)
-    if not ok.any():
+    return spark_cells(resample_rows(times, values, t_end, seconds, columns)[0], maximum)
+
+
+def spark_cells(row: np.ndarray, maximum: float | None = None) -> str:
+    """A sparkline of one row of :func:`gpuscope.core.history.resample_rows` (NaN = blank; the cells between
+    the first and the last known one are all known), scaled to ``maximum`` or the row's largest value:
+    ``sparkline`` of the same cells, character for character."""
+    known = np.nonzero(~np.isnan(row))[0]
+    columns = len(row)
+    if not len(known):
         return " " * columns
-    cells = cell[ok].astype(np.int64)
-    sums = np.bincount(cells, weights=vals[ok], minlength=columns)
-    counts = np.bincount(cells, minlength=columns)
-    filled = np.nonzero(counts)[0]
-    first, last = int(filled[0]), int(filled[-1])
-    # cells with no sample between the first and the last carry the previous cell's value; outside them
-    # the graph is blank, so only [first, last] is computed
-    idx = np.where(counts[first:last + 1] > 0, np.arange(first, last + 1), first)
-    idx = np.maximum.accumulate(idx)
-    means = np.zeros(columns)
-    means[filled] = sums[filled] / counts[filled]
-    row = means[idx]
-    top = maximum if maximum else float(means[filled].max())
+    first, last = int(known[0]), int(known[-1])
+    mid = row[first:last + 1]
+    top = maximum if maximum else float(mid.max())
     if top <= 0:
-        mid = SPARK[0] * (last + 1 - first)
-    elif not math.isfinite(top) or not np.isfinite(row).all():
-        levels = np.rint(np.clip(np.nan_to_num(row) / top, 0.0, 1.0) * (len(SPARK) - 1)).astype(np.int64)
-        mid = "".join(_SPARK_CHARS[levels].tolist())
+        body = SPARK[0] * (last + 1 - first)
+    elif not math.isfinite(top) or not np.isfinite(mid).all():
+        levels = np.rint(np.clip(np.nan_to_num(mid) / top, 0.0, 1.0) * (len(SPARK) - 1)).astype(np.int64)
+        body = "".join(_SPARK_CHARS[levels].tolist())
     else:
-        levels = np.rint(np.minimum(np.maximum(row / top, 0.0), 1.0) * (len(SPARK) - 1)).astype(np.int64)
-        mid = "".join(_SPARK_CHARS[levels].tolist())
-    return " " * first + mid + " " * (columns - 1 - last)
+        levels = np.rint(np.minimum(np.maximum(mid / top, 0.0), 1.0) * (len(SPARK) - 1)).astype(np.int64)
+        body = "".join(_SPARK_CHARS[levels].tolist())
+    return " " * first + body + " " * (columns - 1 - last)
+
+
+_SPARK_OR_BLANK = str.maketrans({i: ch for i, ch in enumerate([*SPARK, " "])})  # level 8: no value (blank)
+
+
+def spark_rows(block: np.ndarray, maxima: Sequence[float | None]) -> list[str]:
+    """:func:`spark_cells` of each row of ``block`` (rows × columns, NaN = blank) with its own maximum, in
+    one pass over the block (the same strings; rows with a non-finite value or scale go one by one)."""
+    rows, columns = block.shape
+    if rows == 0:
+        return []
+    blank = np.isnan(block)
+    tops = np.array([m if m else np.nan for m in maxima], dtype=np.float64)
+    auto = np.isnan(tops)
+    if auto.any():
+        with np.errstate(invalid="ignore"):
+            tops[auto] = np.max(np.where(blank[auto], -np.inf, block[auto]), axis=1)
+    fast = (np.isfinite(block) | blank).all(axis=1) & np.isfinite(tops) & (tops > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):  # the rows that are not fast are drawn one by one
+        levels = np.rint(np.minimum(np.maximum(block / tops[:, None], 0.0), 1.0) * (len(SPARK) - 1))
+        levels[blank] = len(SPARK)
+        codes = levels.astype(np.uint8)
+    # one string for the whole block: each level a byte, then a character (str.translate), then cut in rows
+    text = codes.tobytes().decode("latin-1").translate(_SPARK_OR_BLANK)
+    return [text[k * columns:(k + 1) * columns] if fast[k] else spark_cells(block[k], maxima[k])
+            for k in range(rows)]
 
 
 def graph_rows(values: Sequence[float | None], height: int, maximum: float | None = None) -> list[str]:
