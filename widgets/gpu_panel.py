@@ -16,6 +16,15 @@ from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import CLOCK_EVENT_BY_NAME, LINK_LEVEL, link_label, link_state, reading_busy
 from gpuscope.widgets.fit import fit_words
 from gpuscope.widgets.lines import LineWidget
+from gpuscope.widgets.panel_graphs import (
+    PANEL_METRICS,
+    PanelMetric,
+    current,
+    graph_heights,
+    graph_labels,
+    metric_top,
+    shown_metrics,
+)
 from gpuscope.widgets.style import (
     DIM,
     LEVEL_STYLE,
@@ -85,7 +94,9 @@ class GpuPanel(LineWidget):
         self.can_focus = True
         self._graph_cache: dict[str, str] = {}
         self._line_cache: dict[str, tuple[tuple[object, ...], Text]] = {}
-        self._rows_cache: list[str] = []
+        # the spare-row graphs: (metric, height, rows, peak, top) each, and what they were drawn for
+        self._panel_cache: tuple[tuple[int, int], list[tuple[PanelMetric, int, list[str], float | None, float]]] = (
+            (0, 0), [])
 
     class Opened(Message):
         """The user clicked the panel: open this GPU's detail view."""
@@ -115,7 +126,7 @@ class GpuPanel(LineWidget):
             return
         if self.has_class("lost"):
             self.remove_class("lost")
-        width = max(20, self.size.width - 4 if self.size.width else 76)
+        width = max(20, self.size.width or 76)  # the content area: inside the border and padding
         cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
         busy = reading_busy(r, cap)
         barw = max(8, min(30, width // 4))
@@ -199,21 +210,23 @@ class GpuPanel(LineWidget):
 
             pct = f"{share * 100:3.0f}" if share is not None else None
             lines.append(line(name, (fmt_rate(val), pct, level_style(share), c, graph), build_rate, width))
-        head_text = f"util {util} over {int(v.window_s // 60)} min"
-        # spare rows (the panel is taller than its lines) go to a taller utilisation graph
-        spare = max(0, (self.size.height - 2 if self.size.height else 0) - len(lines) - 1)
-        if spare:
-            if v.graphs or len(self._rows_cache) != spare + 1 or len(self._rows_cache[0]) != graphw:
-                times, vals = v.history.window("util", self.index, v.window_s, v.now or None)
-                cells = resample(times, vals, v.now or 0, v.window_s, graphw)
-                self._rows_cache = graph_rows(cells, spare + 1, 100.0)
-            for k, row in enumerate(self._rows_cache):
-                def build_row(k: int = k, row: str = row) -> Text:
-                    t = Text(head_text, style=DIM) if k == 0 else Text("")
-                    t.pad_right(prefix - t.cell_len)
-                    t.append(row, style=OK)
-                    return t
-                lines.append(line(f"g{k}", (head_text if k == 0 else "", row), build_row, width))
+        over = f"over {int(v.window_s // 60)} min"
+        head_text = f"util {util} {over}"
+        # spare rows (the panel is taller than its lines) go to block graphs of several metrics, each
+        # scaled to its ceiling (widgets/panel_graphs.py); ``size`` is the content area (inside border
+        # and padding), so every row of it is used
+        spare = max(0, (self.size.height or 0) - len(lines))
+        if spare >= 2:
+            for k, (m, h, rows, peak, top) in enumerate(self._panel_graphs(v, dev, r, spare, graphw)):
+                now = current(m.key, r)
+                labels = graph_labels(m, now, peak, top, h, over if k == 0 else "")
+                for j, (label, row) in enumerate(zip(labels, rows)):
+                    def build_row(label: str = label, row: str = row, first: bool = j == 0) -> Text:
+                        t = Text(label, style="" if first else DIM)
+                        t.pad_right(prefix - t.cell_len)
+                        t.append(row, style=OK)
+                        return t
+                    lines.append(line(f"g{m.key}{j}", (label, row), build_row, width))
         else:
             graph = self._graph(v, "util", graphw, 100.0)
 
@@ -241,6 +254,31 @@ class GpuPanel(LineWidget):
             t = fit_words(t, width)
         self._line_cache[slot] = (key, t)
         return t
+
+    def _panel_graphs(self, v: ViewState, dev: DeviceInfo, r: GpuReading, rows: int, cols: int
+                      ) -> list[tuple[PanelMetric, int, list[str], float | None, float]]:
+        """The graphs in ``rows`` spare rows, ``cols`` wide: (metric, height, its rows top first, the
+        window's peak, full height), redrawn with the other graphs (about once a second) or on resize."""
+        if not v.graphs and self._panel_cache[0] == (rows, cols) and self._panel_cache[1]:
+            return self._panel_cache[1]
+        series = {}
+        for m in PANEL_METRICS:
+            try:
+                times, vals = v.history.window(m.key, self.index, v.window_s, v.now or None)
+            except KeyError:
+                continue
+            cells = resample(times, vals / m.scale, v.now or 0, v.window_s, cols)
+            known = [c for c in cells if c is not None]
+            if known:
+                series[m.key] = (cells, max(known))
+        metrics = shown_metrics(list(series))
+        out = []
+        for m, h in zip(metrics, graph_heights(rows, len(metrics))):
+            cells, peak = series[m.key]
+            top = metric_top(m.key, dev, r, peak)
+            out.append((m, h, graph_rows(cells, h, top), peak, top))
+        self._panel_cache = ((rows, cols), out)
+        return out
 
     def _graph(self, v: ViewState, metric: str, cols: int, maximum: float | None) -> str:
         if v.graphs or metric not in self._graph_cache or len(self._graph_cache[metric]) != cols:

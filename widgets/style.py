@@ -89,7 +89,8 @@ def spark_window(times: np.ndarray, values: np.ndarray, t_end: float, seconds: f
     if columns <= 0:
         return ""
     vals = np.asarray(values, dtype=np.float64)
-    cell = np.floor((np.asarray(times, dtype=np.float64) - (t_end - seconds)) / seconds * columns)
+    # cells cover (t_end - seconds, t_end], as resample's: the newest sample is in the last cell
+    cell = np.ceil((np.asarray(times, dtype=np.float64) - (t_end - seconds)) / seconds * columns) - 1
     ok = (cell >= 0) & (cell < columns) & ~np.isnan(vals)
     if not ok.any():
         return " " * columns
