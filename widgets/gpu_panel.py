@@ -121,8 +121,15 @@ class GpuPanel(LineWidget):
             self.add_class("lost")
             if self.border_subtitle != "LOST":
                 self.border_subtitle = "LOST"
-            self.set_lines([Text(f"LOST: fell off the bus ({clean(dev.bus_id, 20)}); the other GPUs go on",
-                                  style="bold red")])
+            lost = [self._line("lost", (dev.bus_id,), lambda: Text(
+                f"LOST: fell off the bus ({clean(dev.bus_id, 20)}); the other GPUs go on", style="bold red"),
+                max(20, self.size.width or 76))]
+            spare = (self.size.height or 0) - 2
+            if spare >= 1:  # what it was doing before it fell off: its graphs up to that moment
+                lost.append(Text("before it was lost:", style=DIM))
+                lost += self._graph_lines(v, dev, r, spare, max(20, self.size.width or 76),
+                                          f"over {int(v.window_s // 60)} min")
+            self.set_lines(lost)
             return
         if self.has_class("lost"):
             self.remove_class("lost")
@@ -217,16 +224,7 @@ class GpuPanel(LineWidget):
         # and padding), so every row of it is used
         spare = max(0, (self.size.height or 0) - len(lines))
         if spare >= 2:
-            for k, (m, h, rows, peak, top) in enumerate(self._panel_graphs(v, dev, r, spare, graphw)):
-                now = current(m.key, r)
-                labels = graph_labels(m, now, peak, top, h, over if k == 0 else "")
-                for j, (label, row) in enumerate(zip(labels, rows)):
-                    def build_row(label: str = label, row: str = row, first: bool = j == 0) -> Text:
-                        t = Text(label, style="" if first else DIM)
-                        t.pad_right(prefix - t.cell_len)
-                        t.append(row, style=OK)
-                        return t
-                    lines.append(line(f"g{m.key}{j}", (label, row), build_row, width))
+            lines += self._graph_lines(v, dev, r, spare, width, over)
         else:
             graph = self._graph(v, "util", graphw, 100.0)
 
@@ -254,6 +252,24 @@ class GpuPanel(LineWidget):
             t = fit_words(t, width)
         self._line_cache[slot] = (key, t)
         return t
+
+    def _graph_lines(self, v: ViewState, dev: DeviceInfo, r: GpuReading, spare: int, width: int, over: str
+                     ) -> list[Text]:
+        """``spare`` rows of block graphs (:meth:`_panel_graphs`), their words in the first 36 columns and
+        every graph starting at column 36, as the rate sparklines do (one time axis)."""
+        prefix = 36
+        out = []
+        for k, (m, h, rows, peak, top) in enumerate(self._panel_graphs(v, dev, r, spare, max(8, width - prefix))):
+            now = None if r.lost else current(m.key, r)
+            labels = graph_labels(m, now, peak, top, h, over if k == 0 else "")
+            for j, (label, row) in enumerate(zip(labels, rows)):
+                def build_row(label: str = label, row: str = row, first: bool = j == 0) -> Text:
+                    t = Text(label, style="" if first else DIM)
+                    t.pad_right(prefix - t.cell_len)
+                    t.append(row, style=OK)
+                    return t
+                out.append(self._line(f"g{m.key}{j}", (label, row), build_row, width))
+        return out
 
     def _panel_graphs(self, v: ViewState, dev: DeviceInfo, r: GpuReading, rows: int, cols: int
                       ) -> list[tuple[PanelMetric, int, list[str], float | None, float]]:

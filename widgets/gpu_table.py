@@ -203,7 +203,7 @@ def table_metrics(v: ViewState) -> list[TableMetric]:
         out += [("nvlink_rx", "NV↓", lambda d, r: device_nvlink_capacity_bytes_per_s(d) or 1e9),
                 ("nvlink_tx", "NV↑", lambda d, r: device_nvlink_capacity_bytes_per_s(d) or 1e9)]
     out += [("sm_clock", "SM MHz", lambda d, r: float(d.sm_clock_max_mhz) if d.sm_clock_max_mhz else None),
-            ("mem_used", "mem", lambda d, r: float(r.mem_total_bytes) if r and r.mem_total_bytes else None)]
+            ("mem_used", "mem", lambda d, r: float((r.mem_total_bytes if r else None) or d.memory_total_bytes or 0) or None)]
     return out
 
 

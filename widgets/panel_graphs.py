@@ -51,8 +51,10 @@ def metric_top(key: str, dev: DeviceInfo, r: GpuReading | None, peak: float | No
             return float(lim)
     if key == "sm_clock" and dev.sm_clock_max_mhz:
         return float(dev.sm_clock_max_mhz)
-    if key == "mem_used" and r is not None and r.mem_total_bytes:
-        return r.mem_total_bytes / GIB
+    if key == "mem_used":
+        total = (r.mem_total_bytes if r is not None else None) or dev.memory_total_bytes
+        if total:
+            return total / GIB
     floor = 100.0 if key == "temp" else 1.0
     return max(peak or 0.0, floor)
 
