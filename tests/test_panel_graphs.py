@@ -16,7 +16,7 @@ from gpuscope.core.session import Session
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.gpu_table import link_top, spare_plan, table_metrics
 from gpuscope.widgets.inference_panel import endpoint_lines, prompt_head, prompt_split
-from gpuscope.widgets.panel_graphs import PANEL_METRICS, CAP_ROWS, graph_heights, graph_labels, metric_top
+from gpuscope.widgets.panel_graphs import CAP_ROWS, PANEL_METRICS, graph_heights, graph_labels, metric_top
 from gpuscope.widgets.style import spark_window
 
 METRIC = {m.key: m for m in PANEL_METRICS}

@@ -75,13 +75,14 @@ def problems(app: GpuscopeApp, lines: list[str], w: int, h: int, mode: str) -> l
 
 
 def blank_bands(app: GpuscopeApp, lines: list[str]) -> list[str]:
-    """Spare rows left blank where graphs could use them: two or more blank screen rows in a row (inside
-    panel borders or between panels), or a GPU panel or the compact table showing two or more rows fewer
-    than it is tall (its spare rows go to graphs)."""
+    """Spare rows left blank where graphs could use them: two or more blank screen rows in a row (between
+    panels, under the compact table), or a GPU panel or the compact table showing two or more rows fewer
+    than it is tall (its spare rows go to graphs). Rows inside a graph are not blank bands: the top of a
+    tall graph of a low reading is empty by design."""
     out = []
     run = 0
     for k, ln in enumerate(lines + ["x"]):
-        if not ln.strip(" │"):
+        if not ln.strip():
             run += 1
             continue
         if run >= 2:

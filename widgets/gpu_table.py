@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.text import Text
 
+from gpuscope.core.history import resample
 from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
@@ -20,6 +21,7 @@ from gpuscope.widgets.style import (
     WARN,
     bar,
     fmt_gb,
+    graph_rows,
     level_style,
     short_name,
     spark_window,
@@ -109,6 +111,7 @@ class GpuTable(LineWidget):
     def __init__(self, **kw: Any):
         super().__init__(**kw)
         self._graph_cache: dict[tuple[str, int], str] = {}  # (metric, GPU) → sparkline
+        self._block_cache: dict[tuple[str, int], list[str]] = {}  # (height:metric, GPU) → block graph rows
 
     def _graph(self, v: ViewState, metric: str, index: int, cols: int, top: float | None, tag: str = "") -> str:
         """A GPU's sparkline over the window, recomputed only when the graphs are redrawn (about once a
@@ -154,6 +157,17 @@ class GpuTable(LineWidget):
             lines += self._spare_graphs(v, width, plan)
         self.set_lines(lines)
 
+    def _block(self, v: ViewState, metric: str, index: int, cols: int, height: int, top: float | None
+               ) -> list[str]:
+        """A GPU's ``height``-row block graph over the window, redrawn with the other graphs."""
+        key = (f"block{height}:" + metric, index)
+        rows = self._block_cache.get(key)
+        if v.graphs or rows is None or len(rows[0]) != cols:
+            times, vals = v.history.window(metric, index, v.window_s, v.now or None)
+            rows = self._block_cache[key] = graph_rows(resample(times, vals, v.now or 0, v.window_s, cols),
+                                                       height, top)
+        return rows
+
     def _spare_graphs(self, v: ViewState, width: int, plan: list[tuple[TableMetric, int]]) -> list[Text]:
         """The graphs of :func:`spare_plan` under the table: a header row, then each metric's graphs, one
         GPU per row (``per_row`` 1) or several GPUs side by side when rows are short."""
@@ -161,10 +175,20 @@ class GpuTable(LineWidget):
                     "link capacity)", style=DIM)]
         out[0] = fit_words(out[0], width)
         devs = v.inventory.devices
-        for (metric, title, top_of), per_row in plan:
+        heights = plan_heights(plan, self.size.height - (len(devs) + 1), len(devs))
+        for ((metric, title, top_of), per_row), h in zip(plan, heights):
             cell_w = (width - 2 * (per_row - 1)) // per_row
             label_w = 13 if per_row == 1 else len(f"{len(devs) - 1} {title} ")
             gw = max(4, cell_w - label_w)
+            if h > 1:  # rows to spare for every metric: block graphs, h rows each
+                for dev in devs:
+                    r = v.frame.gpus[dev.index] if v.frame and dev.index < len(v.frame.gpus) else None
+                    rows = self._block(v, metric, dev.index, gw, h, top_of(dev, r))
+                    for j, row in enumerate(rows):
+                        label = Text(f"{dev.index} {title}" if j == 0 else "", style=DIM)
+                        label.pad_right(label_w - label.cell_len)
+                        out.append(label.append(row, style=OK))
+                continue
             for k in range(0, len(devs), per_row):
                 t = Text()
                 for dev in devs[k:k + per_row]:
@@ -213,7 +237,7 @@ MIN_CELL_GRAPH = 8  # a packed graph narrower than this says too little to be wo
 def spare_plan(spare: int, n: int, width: int, metrics: list[TableMetric]) -> list[tuple[TableMetric, int]]:
     """Which metrics' graphs fill ``spare`` rows under an ``n``-GPU table ``width`` cells wide, and how
     many GPUs share a row for each: (metric, per_row). One header row, then metrics in order, one GPU a
-    row while a whole metric fits; the rows left after that (fewer than ``n``) show the next metric
+    row while a whole metric fits; the rows left after that (fewer than ``n``) show the next metrics
     with several GPUs side by side, so no band of blank rows is left when a graph could fill it."""
     rows = spare - 1
     if n <= 0 or rows <= 0:
@@ -229,7 +253,24 @@ def spare_plan(spare: int, n: int, width: int, metrics: list[TableMetric]) -> li
         per_row = -(-n // rows)
         label_w = len(f"{n - 1} {m[1]} ")
         cell_w = (width - 2 * (per_row - 1)) // per_row
-        if cell_w - label_w >= MIN_CELL_GRAPH:
-            out.append((m, per_row))
-        break
+        if cell_w - label_w < MIN_CELL_GRAPH:
+            break
+        out.append((m, per_row))
+        rows -= -(-n // per_row)
     return out
+
+
+def plan_heights(plan: list[tuple[TableMetric, int]], spare: int, n: int) -> list[int]:
+    """Rows per GPU of each planned graph: 1, and when every metric is shown one GPU a row and rows are
+    still left (one or two GPUs on a tall terminal), the graphs grow in turn, a row per GPU at a time,
+    so the rows under the table never stay blank while a graph could be taller."""
+    heights = [1] * len(plan)
+    if not plan or n <= 0 or any(per_row != 1 for _, per_row in plan):
+        return heights
+    left = spare - 1 - n * len(plan)
+    k = 0
+    while left >= n:
+        heights[k % len(plan)] += 1
+        left -= n
+        k += 1
+    return heights
