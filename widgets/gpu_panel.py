@@ -288,7 +288,7 @@ class GpuPanel(LineWidget):
             if known:
                 series[m.key] = (cells, max(known))
         metrics = shown_metrics(list(series))
-        out = []
+        out: list[tuple[PanelMetric, int, list[str], float | None, float]] = []
         for m, h in zip(metrics, graph_heights(rows, len(metrics))):
             cells, peak = series[m.key]
             top = metric_top(m.key, dev, r, peak)

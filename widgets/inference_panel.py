@@ -109,9 +109,9 @@ def endpoint_lines(e: EndpointReading) -> list[Text]:
         state.append("  " + (clean(e.error, 70) if bad else "rates: waiting for two scrapes"), style=BAD if bad else DIM)
     lines.append(state)
     work = []
-    split = prompt_split(e)
-    if split:
-        work.append(split)
+    parts = prompt_split(e)
+    if parts:
+        work.append(parts)
     if e.prefix_cache_hit_pct is not None:
         work.append(f"hit {e.prefix_cache_hit_pct:.0f}%")
     if e.preemptions_per_min is not None:
