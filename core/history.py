@@ -141,14 +141,16 @@ class History:
 
 
 def resample(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float, columns: int) -> list[float | None]:
-    """Bucket a window into ``columns`` cells (the mean of each; None where no sample fell)."""
+    """Bucket the window (t_end - seconds, t_end] into ``columns`` cells (the mean of each; None where no
+    sample fell); a sample at ``t_end`` lies in the last cell."""
     if columns <= 0:
         return []
     out: list[float | None] = [None] * columns
     if len(times) == 0:
         return out
     t0 = t_end - seconds
-    cell = np.floor((times - t0) / seconds * columns).astype(np.int64)
+    # cells cover (t0, t_end]: the newest sample (at t_end) is drawn in the last cell, not dropped
+    cell = (np.ceil((times - t0) / seconds * columns) - 1).astype(np.int64)
     ok = (cell >= 0) & (cell < columns) & ~np.isnan(values)
     if not ok.any():
         return out
@@ -179,7 +181,8 @@ def resample_rows(times: np.ndarray, values: np.ndarray, t_end: float, seconds: 
     out = np.full((rows, max(0, columns)), np.nan)
     if columns <= 0 or len(times) == 0 or rows == 0:
         return out
-    cell = np.floor((np.asarray(times, dtype=np.float64) - (t_end - seconds)) / seconds * columns)
+    # cells cover (t_end - seconds, t_end], as resample's: the newest sample is in the last cell
+    cell = np.ceil((np.asarray(times, dtype=np.float64) - (t_end - seconds)) / seconds * columns) - 1
     inside = (cell >= 0) & (cell < columns)
     if not inside.any():
         return out

@@ -142,7 +142,8 @@ def spark_rows(block: np.ndarray, maxima: Sequence[float | None]) -> list[str]:
 
 
 def graph_rows(values: Sequence[float | None], height: int, maximum: float | None = None) -> list[str]:
-    """A ``height``-row block graph (top row first), 8 levels per row.
+    """A ``height``-row block graph (top row first), 8 levels per row; a known value draws at least ``▁``
+    in the bottom row, a gap (None, NaN) nothing.
 
     Built column by column, each distinct value's column once (a steady load repeats one value across
     the window), then read out row by row."""
@@ -161,7 +162,9 @@ def graph_rows(values: Sequence[float | None], height: int, maximum: float | Non
         col = columns.get(v)
         if col is None:
             scaled = max(0.0, min(1.0, v / top)) * height * 8
-            col = columns[v] = tuple(_block(scaled - r * 8) for r in range(height - 1, -1, -1))
+            # a known value draws at least the bottom eighth (as a sparkline does): 0 % reads as a reading,
+            # not as a gap in the data
+            col = columns[v] = tuple(_block(max(scaled, 0.5) - r * 8) for r in range(height - 1, -1, -1))
         cols.append(col)
     if not cols:
         return [""] * height
