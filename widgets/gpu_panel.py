@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -296,10 +295,9 @@ class GpuPanel(LineWidget):
                 row = v.history.cells(m.key, v.window_s, cols, v.now or None)[self.index] / m.scale
             except KeyError:
                 continue
-            cells = [None if math.isnan(x) else x for x in row.tolist()]
-            known = [c for c in cells if c is not None]
-            if known:
-                series[m.key] = (cells, max(known))
+            known = row[~np.isnan(row)]
+            if len(known):
+                series[m.key] = (row, float(known.max()))
         metrics = shown_metrics(list(series))
         out: list[tuple[PanelMetric, int, list[str], float | None, float]] = []
         for m, h in zip(metrics, graph_heights(rows, len(metrics))):

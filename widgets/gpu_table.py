@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -163,8 +162,7 @@ class GpuTable(LineWidget):
         rows = self._block_cache.get(key)
         if v.graphs or rows is None or len(rows[0]) != cols:
             row = v.history.cells(metric, v.window_s, cols, v.now or None)[index]
-            rows = self._block_cache[key] = graph_rows([None if math.isnan(x) else x for x in row.tolist()],
-                                                       height, top)
+            rows = self._block_cache[key] = graph_rows(row, height, top)
         return rows
 
     def _spare_graphs(self, v: ViewState, width: int, plan: list[tuple[TableMetric, int]]) -> list[Text]:

@@ -141,17 +141,40 @@ def spark_rows(block: np.ndarray, maxima: Sequence[float | None]) -> list[str]:
             for k in range(rows)]
 
 
-def graph_rows(values: Sequence[float | None], height: int, maximum: float | None = None) -> list[str]:
+_BLOCK_CODES = str.maketrans({**{i: ch for i, ch in enumerate(SPARK)}, 8: BAR_FULL, 9: " "})
+
+
+def graph_rows(values: Sequence[float | None] | np.ndarray, height: int, maximum: float | None = None) -> list[str]:
     """A ``height``-row block graph (top row first), 8 levels per row; a known value draws at least ``▁``
     in the bottom row, a gap (None, NaN) nothing.
 
-    Built column by column, each distinct value's column once (a steady load repeats one value across
-    the window), then read out row by row."""
-    known = [v for v in values if v is not None and not math.isnan(v)]
-    top = maximum if maximum else (max(known) if known else 1.0)
-    top = top or 1.0
+    Every cell in a few array operations (one byte per cell, then characters with ``str.translate``);
+    a window holding an infinite value or scale goes cell by cell (:func:`_graph_rows_cells`)."""
     if height <= 0:
         return []
+    arr = np.array([np.nan if v is None else v for v in values], dtype=np.float64) \
+        if not isinstance(values, np.ndarray) else values.astype(np.float64)
+    n = len(arr)
+    if n == 0:
+        return [""] * height
+    known = ~np.isnan(arr)
+    top = maximum if maximum else (float(arr[known].max()) if known.any() else 1.0)
+    top = top or 1.0
+    if not math.isfinite(top) or not np.isfinite(arr[known]).all():
+        return _graph_rows_cells([None if math.isnan(v) else float(v) for v in arr.tolist()], height, top)
+    with np.errstate(invalid="ignore"):
+        # a known value draws at least the bottom eighth (as a sparkline does): 0 % reads as a reading,
+        # not as a gap in the data
+        scaled = np.maximum(np.minimum(np.maximum(arr / top, 0.0), 1.0) * height * 8, 0.5)
+        level = scaled[None, :] - (np.arange(height - 1, -1, -1) * 8.0)[:, None]  # row 0 is the top
+        codes = np.where(level <= 0, 9, np.where(level >= 8, 8, np.maximum(0, level.astype(np.int64) - 1)))
+    codes[:, ~known] = 9
+    text = codes.astype(np.uint8).tobytes().decode("latin-1").translate(_BLOCK_CODES)
+    return [text[k * n:(k + 1) * n] for k in range(height)]
+
+
+def _graph_rows_cells(values: list[float | None], height: int, top: float) -> list[str]:
+    """:func:`graph_rows` column by column (each distinct value's column once), for any value and scale."""
     blank = (" ",) * height
     columns: dict[float, tuple[str, ...]] = {}
     cols: list[tuple[str, ...]] = []
@@ -162,12 +185,8 @@ def graph_rows(values: Sequence[float | None], height: int, maximum: float | Non
         col = columns.get(v)
         if col is None:
             scaled = max(0.0, min(1.0, v / top)) * height * 8
-            # a known value draws at least the bottom eighth (as a sparkline does): 0 % reads as a reading,
-            # not as a gap in the data
             col = columns[v] = tuple(_block(max(scaled, 0.5) - r * 8) for r in range(height - 1, -1, -1))
         cols.append(col)
-    if not cols:
-        return [""] * height
     return ["".join(row) for row in zip(*cols)]
 
 
