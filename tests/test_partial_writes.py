@@ -136,3 +136,48 @@ async def test_partial_updates_leave_the_screen_as_a_full_redraw_would(size: tup
         after = ["".join(s.text for s in row) for row in comp.render_full_update().strips]
         assert ["".join(r) for r in before] == after
         assert any("#" in row for row in after)
+
+
+@pytest.mark.parametrize("x, y", [(0, 0), (5, 0), (0, 7), (79, 23), (199, 59)])
+def test_move_to_is_richs_cursor_sequence(x: int, y: int) -> None:
+    from rich.control import Control
+
+    assert partial_writes.move_to(x, y) == Control.move_to(x, y).segment.text
+
+
+class _Driver:
+    """Records what the app writes (the terminal end of Textual's driver)."""
+
+    is_inline = False
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+        self.flushes = 0
+
+    def write(self, data: str) -> None:
+        self.writes.append(data)
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_an_update_is_one_write(sync: bool) -> None:
+    """Textual writes synchronized-output start, update and end separately; write_update writes them as
+    one string, in the same order, and the cursor goes where Textual puts it."""
+    from types import SimpleNamespace
+
+    from textual._ansi_sequences import SYNC_END, SYNC_START
+    from textual.geometry import Offset, Size
+
+    line = list("abcdefghijklmnopqrst")
+    upd = update([line, line], [(0, 2, 6), (1, 0, 20)])
+    driver = _Driver()
+    app = SimpleNamespace(_driver=driver, is_headless=False, _running=True, _closed=False, _batch_count=0,
+                          _sync_available=sync, console=CONSOLE, cursor_position=Offset(3, 1),
+                          screen=SimpleNamespace(outer_size=Size(20, 2)), _previous_cursor_position=None)
+    assert partial_writes.write_update(app, upd)
+    assert len(driver.writes) == 1 and driver.flushes == 1
+    body = partial_writes.render_segments(upd, CONSOLE) + "\x1b[2;4H"
+    assert driver.writes[0] == (SYNC_START + body + SYNC_END if sync else body)
+    assert not partial_writes.write_update(app, "not a compositor update")  # left to Textual

@@ -89,6 +89,13 @@ class GpuscopeApp(App[int]):
         Binding("N", "jump(0)", "prev mark", show=False, id="prev"),
     ]
 
+    def _display(self, screen: Any, renderable: Any) -> None:
+        """A screen update goes to the terminal as one write (tui/partial_writes.py write_update)."""
+        if partial_writes.write_update(self, renderable):
+            self.post_display_hook()
+            return
+        super()._display(screen, renderable)
+
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver, with an input thread that sleeps until there is input (tui/quiet_input.py)."""
         return driver_for(super().get_driver_class())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -18,6 +19,7 @@ from textual.widgets import Footer, Input, Static
 
 from gpuscope.sources.mqtt import BrokerConfig, Subscriber
 from gpuscope.tui.hangup import exit_soon, terminal_gone
+from gpuscope.tui.partial_writes import write_update
 from gpuscope.tui.quiet_input import driver_for
 from gpuscope.widgets.fit import fit_segments
 from gpuscope.widgets.fleet_table import FleetTable, cut
@@ -75,6 +77,13 @@ class FleetApp(App[str | None]):
         Binding("escape", "clear_filter", "clear filter", show=False),
         Binding("enter", "open", "open host", id="open"),
     ]
+
+    def _display(self, screen: Any, renderable: Any) -> None:
+        """A screen update goes to the terminal as one write (tui/partial_writes.py write_update)."""
+        if write_update(self, renderable):
+            self.post_display_hook()
+            return
+        super()._display(screen, renderable)
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver, with an input thread that sleeps until there is input (tui/quiet_input.py)."""

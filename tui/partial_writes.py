@@ -18,23 +18,31 @@ it will use.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rich.console import Console
-from rich.control import Control
-from textual._compositor import ChopsUpdate, Compositor
+from textual._ansi_sequences import SYNC_END, SYNC_START
+from textual._compositor import ChopsUpdate, Compositor, CompositorUpdate
 from textual.geometry import Region
 from textual.strip import Strip
 
+WINDOWS = sys.platform == "win32"  # Textual writes in chunks there: its own _display is kept
 TEXTUAL_RENDER_SEGMENTS = ChopsUpdate.render_segments  # Textual's own, kept for the tests' comparison
 TEXTUAL_GET_RENDERS = Compositor._get_renders
+
+
+def move_to(x: int, y: int) -> str:
+    """The cursor-position sequence to column ``x``, row ``y`` (0-based): what Rich's ``Control.move_to(x, y)``
+    writes, without building a Control and its segments for every span of every frame (profiled: a sixth
+    of the live screen's main-thread time under load)."""
+    return f"\x1b[{y + 1};{x + 1}H"
 
 
 def render_segments(self: Any, console: Console) -> str:
     """``ChopsUpdate.render_segments`` that writes each span from the segment where it starts."""
     sequences: list[str] = []
     append = sequences.append
-    move_to = Control.move_to
     chops = self.chops
     chop_ends = self.chop_ends
     last_y = self.spans[-1][0]
@@ -45,7 +53,7 @@ def render_segments(self: Any, console: Console) -> str:
             if strip is None or x >= x2 or end <= x1:
                 continue
             if x2 > x >= x1 and end <= x2:
-                append(move_to(x, y).segment.text)
+                append(move_to(x, y))
                 append(strip.render(console))
                 continue
             strip = strip.crop(0, min(end, x2) - x)
@@ -56,7 +64,7 @@ def render_segments(self: Any, console: Console) -> str:
                     x += segments[k].cell_length
                     k += 1
                 strip = Strip(segments[k:])
-            append(move_to(x, y).segment.text)
+            append(move_to(x, y))
             append(strip.render(console))
         if y != last_y:
             append("\n")
@@ -82,6 +90,30 @@ def get_renders(self: Any, crop: Region | None = None) -> Any:
             continue
         shown = Region(x, y0, width, y1 - y0)  # the clip the chops are cut with: these rows only
         yield region, shown, widget.render_lines(Region(x - region.x, y0 - region.y, width, y1 - y0))
+
+
+def write_update(app: Any, renderable: object) -> bool:
+    """Write a screen update to the terminal as ONE write: Textual's ``App._display`` writes the
+    synchronized-output start, the update and the end as three writes (three wake-ups of its writer
+    thread, up to three flushes: three packets over SSH for one frame). Handles the common case (a
+    compositor update on a full-screen terminal) and returns True; anything else (False) is left to
+    Textual's own ``_display``."""
+    driver = getattr(app, "_driver", None)
+    if (not isinstance(renderable, CompositorUpdate) or driver is None or driver.is_inline or app.is_headless
+            or not app._running or app._closed or app._batch_count or WINDOWS):
+        return False
+    try:
+        cursor = app.screen.outer_size.clamp_offset(app.cursor_position)
+        sequence = renderable.render_segments(app.console) + move_to(cursor.x, cursor.y)
+        app._previous_cursor_position = cursor
+    except Exception as error:  # as Textual's: the app's error handling decides
+        app._handle_exception(error)
+        return True
+    if app._sync_available:
+        sequence = SYNC_START + sequence + SYNC_END
+    driver.write(sequence)
+    driver.flush()
+    return True
 
 
 def install() -> bool:
