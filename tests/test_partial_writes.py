@@ -7,6 +7,8 @@ import random
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
@@ -181,3 +183,27 @@ def test_an_update_is_one_write(sync: bool) -> None:
     body = partial_writes.render_segments(upd, CONSOLE) + "\x1b[2;4H"
     assert driver.writes[0] == (SYNC_START + body + SYNC_END if sync else body)
     assert not partial_writes.write_update(app, "not a compositor update")  # left to Textual
+
+
+_seg_texts = st.text(alphabet="ab 日█", min_size=0, max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_seg_texts, st.sampled_from([None, Style(bold=True), Style(color="red")])),
+                min_size=1, max_size=8),
+       st.integers(0, 12), st.integers(0, 30), st.integers(0, 30))
+def test_span_text_is_crop_skip_render(parts, x, x1_off, right):
+    """span_text (no Strips built) writes what the Strip path wrote: crop(0, right), whole segments
+    left of x1 skipped, rendered; with empty segments and double-width characters."""
+    strip = Strip([Segment(t, s) for t, s in parts])
+    x1 = x + x1_off
+    cropped = strip.crop(0, right)
+    segments, start = list(cropped), x
+    if start < x1:
+        k = 0
+        while k < len(segments) and start + segments[k].cell_length <= x1:
+            start += segments[k].cell_length
+            k += 1
+        segments = segments[k:]
+    console = Console(color_system="truecolor", force_terminal=True, width=200)
+    assert partial_writes.span_text(strip, x, x1, right, console) == (start, Strip(segments).render(console))

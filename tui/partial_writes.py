@@ -21,7 +21,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from rich.cells import cell_len
+from rich.color import ColorSystem
 from rich.console import Console
+from rich.segment import Segment
 from textual._ansi_sequences import SYNC_END, SYNC_START
 from textual._compositor import ChopsUpdate, Compositor, CompositorUpdate
 from textual.geometry import Region
@@ -56,19 +59,54 @@ def render_segments(self: Any, console: Console) -> str:
                 append(move_to(x, y))
                 append(strip.render(console))
                 continue
-            strip = strip.crop(0, min(end, x2) - x)
-            if x < x1:  # skip whole segments left of the span (never half a character)
-                segments = list(strip)
-                k = 0
-                while k < len(segments) and x + segments[k].cell_length <= x1:
-                    x += segments[k].cell_length
-                    k += 1
-                strip = Strip(segments[k:])
-            append(move_to(x, y))
-            append(strip.render(console))
+            start, text = span_text(strip, x, x1, min(end, x2) - x, console)
+            append(move_to(start, y))
+            append(text)
         if y != last_y:
             append("\n")
     return "".join(sequences)
+
+
+def span_text(strip: Strip, x: int, x1: int, right: int, console: Console) -> tuple[int, str]:
+    """The column and terminal text of ``strip`` (drawn from column ``x``) cut at cell ``right`` of the
+    strip, from the segment that reaches column ``x1`` (whole segments left of it are skipped, never half
+    a character): what ``strip.crop(0, right)``, those segments dropped and the rest rendered give,
+    character for character (tests/test_partial_writes.py), without building two Strips for it (each makes
+    seven caches, and a partial update did it for every changed span of every frame)."""
+    segments = strip._segments
+    if right >= strip.cell_length:
+        pass  # crop(0, right) is the strip itself
+    elif right <= 0:
+        segments = []
+    else:  # Strip.crop(0, right), on the segments
+        cut: list[Segment] = []
+        it = iter(segments)
+        segment: Segment | None = None
+        for segment in it:  # the first segment with a cell (empty ones before it are dropped)
+            if cell_len(segment.text) > 0:
+                break
+        else:
+            segment = None
+        pos = 0
+        while segment is not None:
+            end_pos = pos + cell_len(segment.text)
+            if end_pos < right:
+                cut.append(segment)
+            else:
+                cut.append(segment.split_cells(right - pos)[0])
+                break
+            pos = end_pos
+            segment = next(it, None)
+        segments = cut
+    k = 0
+    if x < x1:  # skip whole segments left of the span
+        while k < len(segments) and x + cell_len(segments[k].text) <= x1:
+            x += cell_len(segments[k].text)
+            k += 1
+    color_system = console._color_system or ColorSystem.TRUECOLOR
+    render = Strip.render_style
+    return x, "".join([text if style is None else render(style, text, color_system=color_system)
+                       for text, style, _ in segments[k:]])
 
 
 def get_renders(self: Any, crop: Region | None = None) -> Any:
