@@ -126,13 +126,26 @@ async def test_partial_updates_leave_the_screen_as_a_full_redraw_would(size: tup
             t = lines[k]
             lines[k] = t[:5] + type(t)("#", style="bold") + t[6:]
             w.set_lines(lines)
+        from textual.widget import Widget
+
+        rendered: list[int] = []  # rows asked of any widget (screen, containers, panels)
+        original_render_lines = Widget.render_lines
+
+        def count_rows(self, crop):  # type: ignore[no-untyped-def]
+            rendered.append(crop.height)
+            return original_render_lines(self, crop)
+
         ChopsUpdate.__init__ = spy  # type: ignore[method-assign]
+        Widget.render_lines = count_rows  # type: ignore[method-assign]
         try:
             for _ in range(3):
                 await pilot.pause()
         finally:
             ChopsUpdate.__init__ = original_init  # type: ignore[method-assign]
+            Widget.render_lines = original_render_lines  # type: ignore[method-assign]
         assert captured, "no partial update was sent"
+        # two changed rows far apart: each widget under them renders those rows, not the band between
+        assert sum(rendered) <= 2 * 8, rendered
         for upd in captured:
             apply(before, partial_writes.render_segments(upd, CONSOLE))
         after = ["".join(s.text for s in row) for row in comp.render_full_update().strips]
