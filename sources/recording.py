@@ -39,6 +39,7 @@ from gpuscope.core.model import Event, Frame, Inventory
 from gpuscope.core.text import clean
 from gpuscope.core.validate import Tally, ValidationError, in_range, loads
 from gpuscope.sources.files import not_a_regular_file
+from gpuscope.sources.recording_scan import Prefetch, events_at, threads_for
 
 FORMAT = "gpuscope-recording"
 FORMAT_VERSION = 1
@@ -259,6 +260,7 @@ class _Decoded:
     text: bytes
     damaged: bool  # a decompression or checksum error: lines are each checked before they are kept
     cut: bool = False  # the file ends inside this member
+    events: list[int] | None = None  # where the events key is in the text (an intact member's, from Prefetch)
 
 
 @dataclass
@@ -417,8 +419,9 @@ def _inflate(raw: bytes, pos: int, step_bytes: int = 1 << 18) -> tuple[int, byte
         return pos, b"".join(parts), True, False
 
 
-def _members(raw: bytes, damage: list[int]) -> Iterator[_Decoded]:
-    """Each gzip member of ``raw``, decompressed one at a time (memory stays at one member's text).
+def _members(raw: bytes, damage: list[int], prefetch: Prefetch | None = None) -> Iterator[_Decoded]:
+    """Each gzip member of ``raw``, decompressed one at a time (memory stays at one member's text, or
+    a few with ``prefetch``, which inflates ahead on threads and gives the same results).
 
     After damage (a decompression or checksum error, or bytes that are not a member) the reader
     resynchronises at the next gzip magic (1f 8b 08) and goes on; ``damage`` collects the byte offsets
@@ -436,7 +439,11 @@ def _members(raw: bytes, damage: list[int]) -> Iterator[_Decoded]:
                 return
             pos = nxt
             continue
-        end, text, damaged, cut = _inflate(raw, pos)
+        events = None
+        if prefetch is None:
+            end, text, damaged, cut = _inflate(raw, pos)
+        else:
+            (end, text, damaged, cut), events = prefetch.get(pos)
         nxt = raw.find(MAGIC, pos + 1) if (damaged or cut) else -1
         if cut and nxt >= 0:
             damaged, cut = True, False  # it "ends" at the end of the file yet a later member exists
@@ -447,7 +454,7 @@ def _members(raw: bytes, damage: list[int]) -> Iterator[_Decoded]:
             end = nxt if nxt >= 0 else n
         else:
             in_damage = False
-        yield _Decoded(pos, end, text, damaged, cut)
+        yield _Decoded(pos, end, text, damaged, cut, events if not (damaged or cut) else None)
         if damaged:
             if nxt < 0:
                 return
@@ -472,7 +479,8 @@ def open_recording(path: str | os.PathLike[str]) -> Recording:
 
     A cut-off or damaged file opens with every intact frame: the reader resynchronises at the next gzip
     member after damage. :attr:`Recording.problems` says what was lost (its first line is
-    :meth:`Recording.summary` when anything was).
+    :meth:`Recording.summary` when anything was). The members are inflated ahead on a few threads
+    (:mod:`gpuscope.sources.recording_scan`); what is read does not depend on that.
     """
     p = Path(path)
     if (why := not_a_regular_file(p)) is not None:
@@ -485,33 +493,87 @@ def open_recording(path: str | os.PathLike[str]) -> Recording:
         raise RecordingError(f"{p}: is a directory, not a recording") from None
     except OSError as e:
         raise RecordingError(f"{p}: cannot read ({e.strerror or e})") from None
+    return read_recording(p, raw)
+
+
+def read_recording(p: Path, raw: bytes, *, threads: int | None = None, fast: bool = True) -> Recording:
+    """:func:`open_recording` on the bytes ``raw`` of the file ``p``. ``threads``: inflating threads
+    (None: :func:`~gpuscope.sources.recording_scan.threads_for` the size); ``fast=False`` inflates on
+    the calling thread and reads every line one by one (what the fast path must agree with: tests)."""
     if not raw:
         raise RecordingError(f"{p}: empty file, not a recording")
-    problems: list[str] = []
+    if len(raw) < len(MAGIC) and MAGIC.startswith(raw):
+        raise _cut_early(p, raw)  # not even a whole gzip header
     damage: list[int] = []
-    members: list[_Member] = []
     plain = raw[:2] != b"\x1f\x8b"
-    decoded: Iterator[_Decoded]
+    if plain and raw[:1] != b"{":  # not an uncompressed recording (e.g. `zcat run.jsonl.gz > run.jsonl`)
+        raise RecordingError(f"{p}: not a gpuscope recording (not gzip-compressed JSON lines)")
+    ix = _Index(p)
+    with Prefetch(raw, _inflate, MAGIC, threads_for(len(raw)) if threads is None else threads) as pf:
+        decoded = iter([_Decoded(0, len(raw), raw, False)]) if plain else _members(raw, damage, pf if fast else None)
+        for dec in decoded:
+            first = len(ix.times)
+            if fast and not dec.damaged and not dec.cut:
+                keep = ix.intact(dec.text, events_at(dec.text) if dec.events is None else dec.events)
+            else:
+                keep = ix.salvage(dec)
+            if keep:
+                ix.members.append(_Member(offset=dec.start, end=dec.end, first=first, count=len(keep), keep=keep))
+            ix.cut = ix.cut or dec.cut
+    header, inv, times = ix.header, ix.inv, ix.times
+    if header is None or inv is None:
+        if ix.cut and not damage:
+            raise _cut_early(p, raw)
+        if damage:
+            raise RecordingError(f"{p}: the header is damaged (byte ~{damage[0]:,}); nothing can be read")
+        raise RecordingError(f"{p}: not a gpuscope recording (no header line)")
+    expected = ix.end_frames
+    interval = header.get("interval_s")
+    if expected is None and (damage or ix.cut) and len(times) > 1 and interval:
+        expected = int(round((max(times) - min(times)) / interval)) + 1
+    problems: list[str] = []
+    rec = Recording(path=p, header=header, inventory=inv, times=np.asarray(times, dtype=np.float64),
+                    members=ix.members, events=ix.events, complete=ix.complete, problems=problems,
+                    damaged_at=damage, expected_frames=expected, tally=ix.tally)
+    if damage:
+        problems.append(rec.summary())
+    if ix.cut:
+        problems.append("the file ends mid-stream (cut off); the last partial second is lost")
+    if ix.damaged_lines:
+        problems.append(f"{ix.damaged_lines} damaged line{'s' if ix.damaged_lines > 1 else ''} skipped")
     if plain:
-        if raw[:1] == b"{":  # an uncompressed recording (e.g. `zcat run.jsonl.gz > run.jsonl`)
-            decoded = iter([_Decoded(0, len(raw), raw, False)])
-        else:
-            raise RecordingError(f"{p}: not a gpuscope recording (not gzip-compressed JSON lines)")
-    else:
-        decoded = _members(raw, damage)
-    header: dict[str, Any] | None = None
-    inv: Inventory | None = None
-    tally = Tally()
-    times: list[float] = []
-    events: list[Event] = []
-    complete = False
-    end_frames: int | None = None
-    damaged_lines = 0
-    cut = False
-    for dec in decoded:
+        rec._raw = raw
+    if not rec.complete and not problems:
+        problems.append("no end marker: the recording did not close cleanly (still running, or killed)")
+    return rec
+
+
+def _cut_early(p: Path, raw: bytes) -> RecordingError:
+    """A gzip stream that ends inside the header's member: a copy or download cut short."""
+    return RecordingError(f"{p}: cut off before its first complete second ({len(raw):,} bytes): nothing to read")
+
+
+class _Index:
+    """What open_recording gathers while it walks the members."""
+
+    def __init__(self, p: Path):
+        self.p = p
+        self.header: dict[str, Any] | None = None
+        self.inv: Inventory | None = None
+        self.tally = Tally()
+        self.times: list[float] = []
+        self.events: list[Event] = []
+        self.members: list[_Member] = []
+        self.complete = False
+        self.end_frames: int | None = None
+        self.damaged_lines = 0
+        self.cut = False
+
+    def salvage(self, dec: _Decoded) -> list[int]:
+        """Read a member line by line (one that is damaged or cut, or any with ``fast=False``); the
+        numbers of the lines kept as frames."""
         lines = dec.text.split(b"\n")
         last_partial = bool(dec.text) and not dec.text.endswith(b"\n")
-        first = len(times)
         keep: list[int] = []
         for k, ln in enumerate(lines):
             if not ln:
@@ -519,64 +581,87 @@ def open_recording(path: str | os.PathLike[str]) -> Recording:
             if last_partial and k == len(lines) - 1:
                 if dec.damaged or dec.cut:
                     continue  # a line cut in half by the damage or the end of the file
-            if header is None:
+            if self.header is None:
                 if dec.damaged and not ln.startswith(b'{"type":"header"'):
                     continue
-                header = _header(p, ln)
-                try:
-                    inv = inventory_from_dict(header.get("inventory"), tally)
-                except CodecError as e:
-                    raise RecordingError(f"{p}: the header's inventory is damaged ({e})") from None
+                self._header(ln)
                 continue
             if ln.startswith(b'{"t":'):
-                t = _frame_time(ln)
-                f: Frame | None = None
-                if t is not None and (dec.damaged or b'"events":' in ln or len(ln) > MAX_LINE):
-                    try:  # a damaged member's lines, and lines with events, are checked in full
-                        f = frame_from_dict(loads(ln, "frame"), inv, Tally())
-                    except (ValidationError, CodecError):
-                        t = None
-                if t is None:
-                    damaged_lines += 1
-                    continue
-                times.append(t)
-                keep.append(k)
-                if f is not None and f.events:
-                    events.extend(f.events)
+                self._frame(k, ln, dec.damaged, keep)
             elif ln.startswith(b'{"type":"end"'):
-                complete = True
-                try:
-                    n_end = json.loads(ln).get("frames")
-                    end_frames = n_end if isinstance(n_end, int) and not isinstance(n_end, bool) else None
-                except (ValueError, AttributeError, RecursionError):
-                    pass
+                self._end(ln)
             elif not dec.damaged:
-                damaged_lines += 1
-        if keep:
-            members.append(_Member(offset=dec.start, end=dec.end, first=first, count=len(keep), keep=keep))
-        cut = cut or dec.cut
-    if header is None or inv is None:
-        if damage:
-            raise RecordingError(f"{p}: the header is damaged (byte ~{damage[0]:,}); nothing can be read")
-        raise RecordingError(f"{p}: not a gpuscope recording (no header line)")
-    expected = end_frames
-    interval = header.get("interval_s")
-    if expected is None and (damage or cut) and len(times) > 1 and interval:
-        expected = int(round((max(times) - min(times)) / interval)) + 1
-    rec = Recording(path=p, header=header, inventory=inv, times=np.asarray(times, dtype=np.float64),
-                    members=members, events=events, complete=complete, problems=problems, damaged_at=damage,
-                    expected_frames=expected, tally=tally)
-    if damage:
-        problems.append(rec.summary())
-    if cut:
-        problems.append("the file ends mid-stream (cut off); the last partial second is lost")
-    if damaged_lines:
-        problems.append(f"{damaged_lines} damaged line{'s' if damaged_lines > 1 else ''} skipped")
-    if plain:
-        rec._raw = raw
-    if not complete and not problems:
-        problems.append("no end marker: the recording did not close cleanly (still running, or killed)")
-    return rec
+                self.damaged_lines += 1
+        return keep
+
+    def intact(self, text: bytes, events: list[int]) -> list[int]:
+        """Read an intact member: as :meth:`salvage` would, but only the frames' times are parsed here
+        (frame lines holding the events key at an offset in ``events``, or too long, are decoded in
+        full); the numbers of the lines kept as frames."""
+        keep: list[int] = []
+        times = self.times
+        n = len(text)
+        ev = iter(events)
+        next_ev = next(ev, n)
+        k = s = 0
+        while s <= n:  # line k is text[s:e], as text.split(b"\n") numbers them
+            e = text.find(b"\n", s)
+            if e < 0:
+                e = n
+            while next_ev < s:
+                next_ev = next(ev, n)
+            if e > s:
+                if self.header is None:  # the first non-empty line is the header, whatever it holds
+                    self._header(text[s:e])
+                elif text.startswith(b'{"t":', s):
+                    c = text.find(b",", s + 5, e)
+                    try:
+                        t = float(text[s + 5:c]) if c >= 0 else math.nan
+                    except ValueError:
+                        t = math.nan
+                    if next_ev < e or e - s > MAX_LINE or not (math.isfinite(t) and abs(t) <= 1e11):
+                        self._frame(k, text[s:e], False, keep)
+                    else:
+                        times.append(t)
+                        keep.append(k)
+                elif text.startswith(b'{"type":"end"', s):
+                    self._end(text[s:e])
+                else:
+                    self.damaged_lines += 1
+            k += 1
+            s = e + 1
+        return keep
+
+    def _header(self, ln: bytes) -> None:
+        self.header = _header(self.p, ln)
+        try:
+            self.inv = inventory_from_dict(self.header.get("inventory"), self.tally)
+        except CodecError as e:
+            raise RecordingError(f"{self.p}: the header's inventory is damaged ({e})") from None
+
+    def _frame(self, k: int, ln: bytes, damaged: bool, keep: list[int]) -> None:
+        t = _frame_time(ln)
+        f: Frame | None = None
+        if t is not None and (damaged or b'"events":' in ln or len(ln) > MAX_LINE):
+            try:  # a damaged member's lines, and lines with events, are checked in full
+                f = frame_from_dict(loads(ln, "frame"), self.inv, Tally())
+            except (ValidationError, CodecError):
+                t = None
+        if t is None:
+            self.damaged_lines += 1
+            return
+        self.times.append(t)
+        keep.append(k)
+        if f is not None and f.events:
+            self.events.extend(f.events)
+
+    def _end(self, ln: bytes) -> None:
+        self.complete = True
+        try:
+            n_end = json.loads(ln).get("frames")
+            self.end_frames = n_end if isinstance(n_end, int) and not isinstance(n_end, bool) else None
+        except (ValueError, AttributeError, RecursionError):
+            pass
 
 
 def _header(p: Path, line: bytes) -> dict[str, Any]:
