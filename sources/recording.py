@@ -11,6 +11,7 @@ decompresses only the member it needs to seek.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import logging
 import math
@@ -76,9 +77,12 @@ class Recorder:
         self.close_timeout_s = close_timeout_s
         self.error: str | None = None
         self.frames = 0  # frames written (by the writer thread)
+        self.kept = 0  # frames on the disk for sure: written, flushed and synced; after an error, what the file holds
         self.dropped = 0  # frames refused because the queue was full
         self.accepted = 0  # frames queued (written, or to be written, unless an error stops the writer)
         self.bytes_raw = 0
+        self._bytes = 0  # bytes written to the file
+        self._durable_bytes = 0  # the file's length at the last flush that reached the disk
         self._member_raw = 0
         self._unflushed = False
         self._last_flush = time.monotonic()
@@ -86,7 +90,9 @@ class Recorder:
         self._closing = False
         self._q: queue.Queue[Frame | None] = queue.Queue(maxsize=max(1, queue_frames))
         try:  # never overwrite: an existing file is refused unless force (`--force`)
-            self._f: BinaryIO | None = open(self.path, "wb" if force else "xb")  # noqa: SIM115 - owned by the recorder
+            # unbuffered: after a failed write the file can be cut back to its last flush point, with no
+            # buffer left to spill past it on close
+            self._f: BinaryIO | None = open(self.path, "wb" if force else "xb", buffering=0)  # noqa: SIM115
         except FileExistsError:
             raise RecordingError(f"{self.path} exists; refusing to overwrite it (use --force)") from None
         except OSError as e:
@@ -168,10 +174,13 @@ class Recorder:
             except queue.Empty:
                 if self._unflushed:
                     self._emit(b"", force_flush=True)  # an idle recorder still reaches the disk within flush_s
+                    if not self._unflushed:
+                        self.kept = self.frames
                 if self._f is None:
                     return
-                if self._closing:
-                    break  # closed without waiting, and everything queued is written
+                if self._closing and self._q.empty():
+                    break  # closed without waiting, and everything queued is written (frames queued between the
+                    # wait above and close() are not: a writer that broke out then lost them all)
                 continue
             if frame is None or self._f is None:
                 break  # closing, or stopped on an error (the rest is discarded: error says so)
@@ -187,11 +196,15 @@ class Recorder:
             if self._f is None:
                 return  # a write error: error is set, the file closed
             self.frames += 1
+            if not self._unflushed:
+                self.kept = self.frames
         if self._f is not None:
             end: dict[str, Any] = {"type": "end", "t": self._t_last, "frames": self.frames}
             if self.dropped:
                 end["dropped"] = self.dropped
             self._emit(_dumps(end), end_member=True)
+            if self._f is not None:
+                self.kept = self.frames
         self._abandon()
 
     def _emit(self, line: bytes, *, force_flush: bool = False, end_member: bool = False) -> None:
@@ -211,15 +224,33 @@ class Recorder:
                 data += self._z.flush(zlib.Z_SYNC_FLUSH)
                 force_flush = True
             if data:
-                self._f.write(data)
+                view = memoryview(data)
+                while view:  # an unbuffered write may take part of it
+                    n = self._f.write(view)
+                    if not n:
+                        raise OSError(errno.EIO, "the file took no more bytes")
+                    self._bytes += n
+                    view = view[n:]
             self._unflushed = not force_flush
             if force_flush:
-                self._f.flush()
                 if self.fsync:
                     os.fsync(self._f.fileno())
                 self._last_flush = now
+                self._durable_bytes = self._bytes
         except OSError as e:
-            self._fail(f"recording stopped: {e.strerror or e} while writing {self.path}; frames up to then are kept")
+            self._cut_back()
+            self._fail(f"recording stopped: {e.strerror or e} while writing {self.path}; {self.kept:,} "
+                       f"frame{'s' if self.kept != 1 else ''} kept")
+
+    def _cut_back(self) -> None:
+        """After a failed write or sync, cut the file back to its last flush point: what follows it may be
+        half a deflate block, and what it holds is then exactly the :attr:`kept` frames."""
+        if self._f is not None and self._bytes != self._durable_bytes:
+            try:
+                os.ftruncate(self._f.fileno(), self._durable_bytes)
+            except OSError as e:
+                log.warning("cannot cut %s back to %d bytes after a write error: %s", self.path,
+                            self._durable_bytes, e.strerror or e)
 
     def _fail(self, message: str) -> None:
         self.error = message
