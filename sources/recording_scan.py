@@ -45,15 +45,16 @@ def events_at(text: bytes) -> list[int]:
 
 def threads_for(size: int) -> int:
     """How many pool threads to inflate a file of ``size`` bytes with: none for a small file or a
-    single CPU, otherwise one per CPU this process may use, at most 4 (zlib at ~500 MB/s of text a
-    thread, 4 keep ahead of the walk)."""
+    single CPU, otherwise one per CPU this process may use beyond the walk's own, at most 4 (zlib
+    inflates ~500 MB of text a second a thread: 4 keep ahead of the walk). On 2 CPUs, 1: a second one
+    measured no faster there and cost ~0.6 s more CPU (the threads contend for the GIL)."""
     if size < MIN_PARALLEL_BYTES:
         return 0
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    return min(4, cpus) if cpus > 1 else 0
+    return min(4, cpus - 1)
 
 
 class Prefetch:

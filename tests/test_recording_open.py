@@ -143,7 +143,8 @@ def test_events_at(text, want):
 @pytest.mark.parametrize(("size", "cpus", "want"), [
     (1000, 8, 0),  # a small file: no pool
     (50_000_000, 1, 0),  # one CPU: no pool
-    (50_000_000, 2, 2),
+    (50_000_000, 2, 1),  # one CPU left to the walk
+    (50_000_000, 3, 2),
     (50_000_000, 16, 4),  # at most 4
 ])
 def test_threads_for(monkeypatch, size, cpus, want):
