@@ -76,6 +76,8 @@ def mutate(raw: bytes, muts: list[tuple[str, float, int]]) -> bytes:
     b = bytearray(raw)
     for kind, f, k in sorted(((kind, f, k) for kind, f, k in muts), key=lambda m: -m[1]):
         pos = int(f * max(0, len(b) - 1))
+        if not b:
+            break  # cut to nothing already
         if kind == "flip":
             b[pos] ^= (k % 255) + 1
         elif kind == "delete":
