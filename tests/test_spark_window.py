@@ -4,6 +4,7 @@ sparkline(resample(...)) draws (the reference), for windows with gaps, NaNs, zer
 from __future__ import annotations
 
 import numpy as np
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +14,7 @@ from gpuscope.widgets.style import spark_window, sparkline
 values = st.one_of(st.none(), st.floats(min_value=0, max_value=1e12, allow_nan=False))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(st.floats(min_value=0, max_value=120, allow_nan=False), values), max_size=80),
        st.integers(min_value=0, max_value=90), st.sampled_from([None, 0.0, 100.0, 63e9]),
        st.floats(min_value=1, max_value=120), st.floats(min_value=0, max_value=130))
