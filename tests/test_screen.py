@@ -64,12 +64,34 @@ def problems(app: GpuscopeApp, lines: list[str], w: int, h: int, mode: str) -> l
         for ln in content.plain.split("\n"):
             if cell_len(ln) > wdg.size.width:
                 out.append(f"{wdg.id or type(wdg).__name__}: line of {cell_len(ln)} cells in {wdg.size.width}: {ln!r}")
+    out += blank_bands(app, lines)
     head = lines[0]
     if mode not in head or not re.search(r"\d\d:\d\d", head) or "window" not in head:
         out.append(f"header lacks mode/window/clock: {head!r}")
     foot = lines[-1]
     if "? help" not in foot or "q quit" not in foot:
         out.append(f"footer lacks ? help / q quit: {foot!r}")
+    return out
+
+
+def blank_bands(app: GpuscopeApp, lines: list[str]) -> list[str]:
+    """Spare rows left blank where graphs could use them: two or more blank screen rows in a row (between
+    panels, under the compact table), or a GPU panel or the compact table showing two or more rows fewer
+    than it is tall (its spare rows go to graphs). Rows inside a graph are not blank bands: the top of a
+    tall graph of a low reading is empty by design."""
+    out = []
+    run = 0
+    for k, ln in enumerate(lines + ["x"]):
+        if not ln.strip():
+            run += 1
+            continue
+        if run >= 2:
+            out.append(f"rows {k - run}-{k - 1}: a blank band of {run} rows")
+        run = 0
+    for wdg in app.screen.query("GpuPanel, GpuTable"):
+        shown = len(getattr(wdg, "_lines", []))
+        if wdg.display and wdg.size.height and wdg.size.height - shown >= 2:
+            out.append(f"{wdg.id}: {shown} lines in {wdg.size.height} rows")
     return out
 
 

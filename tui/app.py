@@ -10,14 +10,16 @@ import time
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.driver import Driver
 from textual.message import Message
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Static
 
 from gpuscope.cli.report import open_or_fail
@@ -31,6 +33,7 @@ from gpuscope.tui.commands import GpuscopeCommands
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
 from gpuscope.tui.hangup import exit_soon, terminal_gone, watch
 from gpuscope.tui.layout import Plan, plan_layout
+from gpuscope.tui.quiet_input import driver_for
 from gpuscope.tui.screens import FindingsScreen, GpuDetailScreen, HelpScreen, MarkerScreen
 from gpuscope.tui.workers import Worker
 from gpuscope.widgets.findings_panel import FindingsPanel
@@ -48,6 +51,8 @@ from gpuscope.widgets.topology_panel import TopologyPanel, legend_lines, matrix_
 WINDOWS = {"1m": 60.0, "10m": 600.0, "1h": 3600.0}
 MIN_REDRAW_S = 0.25  # at most 4 redraws a second, whatever the sampling rate
 GRAPH_S = 1.0  # graphs are redrawn about once a second
+
+W = TypeVar("W", bound=Widget)
 
 class GpuscopeApp(App[int]):
     TITLE = "gpuscope"
@@ -84,6 +89,10 @@ class GpuscopeApp(App[int]):
         Binding("N", "jump(0)", "prev mark", show=False, id="prev"),
     ]
 
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, with an input thread that sleeps until there is input (tui/quiet_input.py)."""
+        return driver_for(super().get_driver_class())
+
     def __init__(self, session: Session, feeder: Worker | None, *, label: str, interval_s: float, window: str = "1m",
                  compact: bool | None = None, record_path: str | None = None, origin_note: str = ""):
         super().__init__()
@@ -113,6 +122,8 @@ class GpuscopeApp(App[int]):
         self.record_force = False  # --force: the first recording may replace an existing --record FILE
         self.hung_up = False  # the terminal went away (SIGHUP or the watchdog): callers must not start another app
         self.crash: Exception | None = None
+        self._parts: dict[tuple[type[Widget], str | None], Widget] = {}  # see _part
+        self._parts_list: dict[type[Widget], list[GpuPanel]] = {}
         self._finishing: list[FrameSink] = []  # recordings stopped with r whose writer may still be busy
 
     # ----------------------------------------------------------------- errors
@@ -303,14 +314,14 @@ class GpuscopeApp(App[int]):
                 return
             if len(v.findings) != self._n_findings:
                 self._apply_layout()  # findings lines come out of the same rows as everything else
-            self.query_one(StatusBar).show(v)
-            self.query_one(FindingsPanel).show(v)
-            if self.query_one("#table").display:
-                self.query_one(GpuTable).show(v)
+            self._part(StatusBar).show(v)
+            self._part(FindingsPanel).show(v)
+            if self._part(GpuTable).display:
+                self._part(GpuTable).show(v)
             else:
-                for p in self.query(GpuPanel):
+                for p in self._panels():
                     p.show(v)
-            inference = self.query_one(InferencePanel)
+            inference = self._part(InferencePanel)
             has_eps = bool(v.frame and v.frame.endpoints)
             if inference.display != has_eps:
                 inference.display = has_eps
@@ -319,25 +330,41 @@ class GpuscopeApp(App[int]):
                 inference.show(v)
             if self._procs_on and lines_wanted(v.frame) != self._procs_want:
                 self._apply_layout()  # processes came or went: the panel's rows are shared out again
-            procs = self.query_one(ProcessesPanel)
+            procs = self._part(ProcessesPanel)
             if procs.display:
                 procs.show(v)
-            if self.query_one("#bottom").display:
-                self.query_one(TopologyPanel).show(v)
+            if self._part(Horizontal, "#bottom").display:
+                self._part(TopologyPanel).show(v)
             msg = self.message_line or ("" if has_eps else self._no_endpoint_hint())
             err = self.feeder.error if self.feeder is not None else None
             if err:
                 msg = err
             hint = "" if has_eps else self._no_endpoint_hint()
-            set_content(self.query_one("#message", Static), Text(hint, style=DIM))
-            note = self.query_one("#note", Static)
+            set_content(self._part(Static, "#message"), Text(hint, style=DIM))
+            note = self._part(Static, "#note")
             if bool(self.message_line or err) != self._important:
                 self._apply_layout()
             if note.display:
                 set_content(note, fit_words(Text(f" {clean(msg, 500)}", style="yellow"), max(10, self.size.width)))
             if v.replay is not None:
                 r = v.replay
-                self.query_one(Timeline).show_position(r.t0, r.t1, r.position, list(r.marks), r.speed, r.playing)
+                self._part(Timeline).show_position(r.t0, r.t1, r.position, list(r.marks), r.speed, r.playing)
+
+    def _part(self, kind: type[W], selector: str | None = None) -> W:
+        """A widget of the main screen (composed once, never replaced), found once: a query walks the DOM
+        and matches CSS, and the screen is refreshed every second."""
+        key = (kind, selector)
+        got = self._parts.get(key)
+        if got is None:
+            main = self.screen_stack[0]
+            got = self._parts[key] = main.query_one(selector, kind) if selector else main.query_one(kind)
+        return got  # type: ignore[return-value]
+
+    def _panels(self) -> list[GpuPanel]:
+        panels = self._parts_list.get(GpuPanel)
+        if panels is None:
+            panels = self._parts_list[GpuPanel] = list(self.screen_stack[0].query(GpuPanel))
+        return panels
 
     def _check_stale(self) -> None:
         if self.paused or not self.screen_stack or self.screen is not self.screen_stack[0]:

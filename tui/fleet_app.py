@@ -13,10 +13,12 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.widgets import Footer, Input, Static
 
 from gpuscope.sources.mqtt import BrokerConfig, Subscriber
 from gpuscope.tui.hangup import exit_soon, terminal_gone
+from gpuscope.tui.quiet_input import driver_for
 from gpuscope.widgets.fit import fit_segments
 from gpuscope.widgets.fleet_table import FleetTable, cut
 
@@ -73,6 +75,10 @@ class FleetApp(App[str | None]):
         Binding("escape", "clear_filter", "clear filter", show=False),
         Binding("enter", "open", "open host", id="open"),
     ]
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, with an input thread that sleeps until there is input (tui/quiet_input.py)."""
+        return driver_for(super().get_driver_class())
 
     def __init__(self, sub: Subscriber, cfg: BrokerConfig, selected: str | None = None, needle: str = ""):
         super().__init__()

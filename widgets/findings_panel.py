@@ -44,7 +44,7 @@ class FindingsPanel(LineWidget):
         if self.border_subtitle != sub:
             self.border_subtitle = sub
         full = self.has_focus  # focused: every finding, full text (wrapped); else one line each
-        width = max(20, self.size.width - 4 if self.size.width else 76)
+        width = max(20, self.size.width or 76)  # the content area (inside border and padding)
         budget = max(1, self.budget)
         limit = len(fs) if full or len(fs) <= budget else budget - 1
         # the lines depend on these only: when they read the same as last time, nothing is built again

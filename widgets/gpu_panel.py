@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from rich.text import Text
 from textual.message import Message
 
-from gpuscope.core.history import resample
 from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.text import clean
 from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
@@ -16,6 +16,15 @@ from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import CLOCK_EVENT_BY_NAME, LINK_LEVEL, link_label, link_state, reading_busy
 from gpuscope.widgets.fit import fit_words
 from gpuscope.widgets.lines import LineWidget
+from gpuscope.widgets.panel_graphs import (
+    PANEL_METRICS,
+    PanelMetric,
+    current,
+    graph_heights,
+    graph_labels,
+    metric_top,
+    shown_metrics,
+)
 from gpuscope.widgets.style import (
     DIM,
     LEVEL_STYLE,
@@ -27,7 +36,7 @@ from gpuscope.widgets.style import (
     graph_rows,
     level_style,
     short_name,
-    spark_window,
+    spark_rows,
 )
 
 
@@ -85,7 +94,9 @@ class GpuPanel(LineWidget):
         self.can_focus = True
         self._graph_cache: dict[str, str] = {}
         self._line_cache: dict[str, tuple[tuple[object, ...], Text]] = {}
-        self._rows_cache: list[str] = []
+        # the spare-row graphs: (metric, height, rows, peak, top) each, and what they were drawn for
+        self._panel_cache: tuple[tuple[int, int], list[tuple[PanelMetric, int, list[str], float | None, float]]] = (
+            (0, 0), [])
 
     class Opened(Message):
         """The user clicked the panel: open this GPU's detail view."""
@@ -110,12 +121,19 @@ class GpuPanel(LineWidget):
             self.add_class("lost")
             if self.border_subtitle != "LOST":
                 self.border_subtitle = "LOST"
-            self.set_lines([Text(f"LOST: fell off the bus ({clean(dev.bus_id, 20)}); the other GPUs go on",
-                                  style="bold red")])
+            lost = [self._line("lost", (dev.bus_id,), lambda: Text(
+                f"LOST: fell off the bus ({clean(dev.bus_id, 20)}); the other GPUs go on", style="bold red"),
+                max(20, self.size.width or 76))]
+            spare = (self.size.height or 0) - 2
+            if spare >= 1:  # what it was doing before it fell off: its graphs up to that moment
+                lost.append(Text("before it was lost:", style=DIM))
+                lost += self._graph_lines(v, dev, r, spare, max(20, self.size.width or 76),
+                                          f"over {int(v.window_s // 60)} min")
+            self.set_lines(lost)
             return
         if self.has_class("lost"):
             self.remove_class("lost")
-        width = max(20, self.size.width - 4 if self.size.width else 76)
+        width = max(20, self.size.width or 76)  # the content area: inside the border and padding
         cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
         busy = reading_busy(r, cap)
         barw = max(8, min(30, width // 4))
@@ -186,9 +204,15 @@ class GpuPanel(LineWidget):
             ncap = device_nvlink_capacity_bytes_per_s(dev)
             rates += [("NV RX", r.nvlink_rx_bytes_per_s, "nvlink_rx", ncap),
                       ("NV TX", r.nvlink_tx_bytes_per_s, "nvlink_tx", ncap)]
+        # spare rows (the panel is taller than its lines) go to block graphs of several metrics, each
+        # scaled to its ceiling (widgets/panel_graphs.py); ``size`` is the content area (inside border
+        # and padding), so every row of it is used. Without them, a util sparkline closes the panel.
+        spare = max(0, (self.size.height or 0) - len(lines) - len(rates))
+        graphs = self._graphs(v, [(metric, c) for _, _, metric, c in rates] + ([] if spare >= 2 else [("util", 100.0)]),
+                              graphw)
         for name, val, metric, c in rates:
             share = (val / c) if (val is not None and c) else None
-            graph = self._graph(v, metric, graphw, c)
+            graph = graphs[metric]
 
             def build_rate(name: str = name, val: float | None = val, c: float | None = c,
                            share: float | None = share, graph: str = graph) -> Text:
@@ -199,23 +223,12 @@ class GpuPanel(LineWidget):
 
             pct = f"{share * 100:3.0f}" if share is not None else None
             lines.append(line(name, (fmt_rate(val), pct, level_style(share), c, graph), build_rate, width))
-        head_text = f"util {util} over {int(v.window_s // 60)} min"
-        # spare rows (the panel is taller than its lines) go to a taller utilisation graph
-        spare = max(0, (self.size.height - 2 if self.size.height else 0) - len(lines) - 1)
-        if spare:
-            if v.graphs or len(self._rows_cache) != spare + 1 or len(self._rows_cache[0]) != graphw:
-                times, vals = v.history.window("util", self.index, v.window_s, v.now or None)
-                cells = resample(times, vals, v.now or 0, v.window_s, graphw)
-                self._rows_cache = graph_rows(cells, spare + 1, 100.0)
-            for k, row in enumerate(self._rows_cache):
-                def build_row(k: int = k, row: str = row) -> Text:
-                    t = Text(head_text, style=DIM) if k == 0 else Text("")
-                    t.pad_right(prefix - t.cell_len)
-                    t.append(row, style=OK)
-                    return t
-                lines.append(line(f"g{k}", (head_text if k == 0 else "", row), build_row, width))
+        over = f"over {int(v.window_s // 60)} min"
+        head_text = f"util {util} {over}"
+        if spare >= 2:
+            lines += self._graph_lines(v, dev, r, spare, width, over)
         else:
-            graph = self._graph(v, "util", graphw, 100.0)
+            graph = graphs["util"]
 
             def build_head() -> Text:
                 t = Text(head_text, style=DIM)
@@ -242,9 +255,54 @@ class GpuPanel(LineWidget):
         self._line_cache[slot] = (key, t)
         return t
 
-    def _graph(self, v: ViewState, metric: str, cols: int, maximum: float | None) -> str:
-        if v.graphs or metric not in self._graph_cache or len(self._graph_cache[metric]) != cols:
-            times, vals = v.history.window(metric, self.index, v.window_s, v.now or None)
-            self._graph_cache[metric] = spark_window(times, vals, v.now or (times[-1] if len(times) else 0),
-                                                     v.window_s, cols, maximum)
-        return self._graph_cache[metric]
+    def _graphs(self, v: ViewState, wanted: list[tuple[str, float | None]], cols: int) -> dict[str, str]:
+        """Sparklines of this GPU's ``wanted`` (metric, scale) over the window, ``cols`` wide: rebuilt, all
+        in one pass, when the graphs are redrawn (about once a second: ``v.graphs``) or one is missing or
+        of another width; else the ones drawn before."""
+        cache = self._graph_cache
+        if v.graphs or any(len(cache.get(m, "")) != cols for m, _ in wanted):
+            block = np.stack([v.history.cells(m, v.window_s, cols, v.now or None)[self.index] for m, _ in wanted])
+            cache.update(zip([m for m, _ in wanted], spark_rows(block, [c for _, c in wanted])))
+        return cache
+
+    def _graph_lines(self, v: ViewState, dev: DeviceInfo, r: GpuReading, spare: int, width: int, over: str
+                     ) -> list[Text]:
+        """``spare`` rows of block graphs (:meth:`_panel_graphs`), their words in the first 36 columns and
+        every graph starting at column 36, as the rate sparklines do (one time axis)."""
+        prefix = 36
+        out = []
+        for k, (m, h, rows, peak, top) in enumerate(self._panel_graphs(v, dev, r, spare, max(8, width - prefix))):
+            now = None if r.lost else current(m.key, r)
+            labels = graph_labels(m, now, peak, top, h, over if k == 0 else "")
+            for j, (label, row) in enumerate(zip(labels, rows)):
+                def build_row(label: str = label, row: str = row, first: bool = j == 0) -> Text:
+                    t = Text(label, style="" if first else DIM)
+                    t.pad_right(prefix - t.cell_len)
+                    t.append(row, style=OK)
+                    return t
+                out.append(self._line(f"g{m.key}{j}", (label, row), build_row, width))
+        return out
+
+    def _panel_graphs(self, v: ViewState, dev: DeviceInfo, r: GpuReading, rows: int, cols: int
+                      ) -> list[tuple[PanelMetric, int, list[str], float | None, float]]:
+        """The graphs in ``rows`` spare rows, ``cols`` wide: (metric, height, its rows top first, the
+        window's peak, full height), redrawn with the other graphs (about once a second) or on resize."""
+        if not v.graphs and self._panel_cache[0] == (rows, cols) and self._panel_cache[1]:
+            return self._panel_cache[1]
+        series = {}
+        for m in PANEL_METRICS:
+            try:  # every GPU's window of this metric, resampled once per sample (History.cells)
+                row = v.history.cells(m.key, v.window_s, cols, v.now or None)[self.index] / m.scale
+            except KeyError:
+                continue
+            known = row[~np.isnan(row)]
+            if len(known):
+                series[m.key] = (row, float(known.max()))
+        metrics = shown_metrics(list(series))
+        out: list[tuple[PanelMetric, int, list[str], float | None, float]] = []
+        for m, h in zip(metrics, graph_heights(rows, len(metrics))):
+            cells, peak = series[m.key]
+            top = metric_top(m.key, dev, r, peak)
+            out.append((m, h, graph_rows(cells, h, top), peak, top))
+        self._panel_cache = ((rows, cols), out)
+        return out

@@ -8,9 +8,10 @@ from typing import Any
 from rich.text import Text
 
 from gpuscope.core.model import DeviceInfo, GpuReading
-from gpuscope.core.topology import best_link, pcie_capacity_bytes_per_s
+from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import LINK_LEVEL, link_label, link_state, reading_busy
+from gpuscope.widgets.fit import fit_words
 from gpuscope.widgets.lines import LineWidget
 from gpuscope.widgets.style import (
     DIM,
@@ -19,9 +20,10 @@ from gpuscope.widgets.style import (
     WARN,
     bar,
     fmt_gb,
+    graph_rows,
     level_style,
     short_name,
-    spark_window,
+    spark_cells,
 )
 
 Cell = Callable[[DeviceInfo, GpuReading], Text]
@@ -108,6 +110,7 @@ class GpuTable(LineWidget):
     def __init__(self, **kw: Any):
         super().__init__(**kw)
         self._graph_cache: dict[tuple[str, int], str] = {}  # (metric, GPU) → sparkline
+        self._block_cache: dict[tuple[str, int], list[str]] = {}  # (height:metric, GPU) → block graph rows
 
     def _graph(self, v: ViewState, metric: str, index: int, cols: int, top: float | None, tag: str = "") -> str:
         """A GPU's sparkline over the window, recomputed only when the graphs are redrawn (about once a
@@ -115,15 +118,19 @@ class GpuTable(LineWidget):
         key = (tag + metric, index)
         g = self._graph_cache.get(key)
         if v.graphs or g is None or len(g) != cols:
-            times, vals = v.history.window(metric, index, v.window_s, v.now or None)
-            g = self._graph_cache[key] = spark_window(times, vals, v.now or 0, v.window_s, cols, top)
+            g = self._graph_cache[key] = spark_cells(v.history.cells(metric, v.window_s, cols, v.now or None)[index], top)
         return g
 
     def show(self, v: ViewState) -> None:
-        width = max(30, self.size.width - 2 if self.size.width else 78)
+        width = max(30, self.size.width or 78)  # the content area (inside the padding)
         cols = table_columns(width)
         used = NAME_W + sum(COLUMNS[i][1] + 1 for i in cols)
         graphw = width - used - 1
+        n = len(v.inventory.devices)
+        # rows below the table (the panel is given all spare rows) go to history graphs; the util graph
+        # there is wider than the one at the end of each row, which is then left out
+        plan = spare_plan((self.size.height or 0) - (n + 1), n, width, table_metrics(v)) if v.frame else []
+        inline = graphw >= 8 and not any(m[0] == "util" for m, _ in plan)
         head = Text(f"{'GPU':<{NAME_W}}", style="bold")
         for i in cols:
             head.append(" " + f"{COLUMNS[i][0]:>{COLUMNS[i][1]}}")
@@ -139,34 +146,128 @@ class GpuTable(LineWidget):
                 for i in cols:
                     t.append(" ")
                     t.append_text(COLUMNS[i][3](dev, r))
-                if graphw >= 8:
+                if inline:
                     t.append("  " + self._graph(v, "util", dev.index, graphw - 1, 100), style=OK)
                 if r.clock_events and set(r.clock_events) - {"gpu_idle"}:
                     t.append(" !", style=WARN)
             lines.append(t)
-        lines += self._spare_graphs(v, width, len(lines))
+        if plan:
+            lines += self._spare_graphs(v, width, plan)
         self.set_lines(lines)
 
-    def _spare_graphs(self, v: ViewState, width: int, used: int) -> list[Text]:
-        """Rows left below the table (the panel is given all spare rows) show each GPU's utilisation
-        and PCIe history over the window, one graph a row, as many as fit."""
-        spare = (self.size.height or 0) - used
-        n = len(v.inventory.devices)
-        if spare < n + 1 or not v.frame:
-            return []
-        metrics: list[tuple[str, str, float | None]] = [("util", "util %", 100.0)]
-        if spare >= 2 * n + 1:
-            metrics.append(("pcie_rx", "PCIe↓", None))
-        if spare >= 3 * n + 1:
-            metrics.append(("pcie_tx", "PCIe↑", None))
-        out = [Text(f"over {int(v.window_s // 60)} min", style=DIM)]
-        gw = max(8, width - 14)
-        for metric, title, top in metrics:
-            for dev in v.inventory.devices:
-                r = v.frame.gpus[dev.index] if dev.index < len(v.frame.gpus) else None
-                cap = top or (pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width) if r else None)
-                t = Text(f"{dev.index} {title:<7}", style=DIM)
-                t.pad_right(13 - t.cell_len)
-                t.append(self._graph(v, metric, dev.index, gw, cap, tag="spare:"), style=OK)
+    def _block(self, v: ViewState, metric: str, index: int, cols: int, height: int, top: float | None
+               ) -> list[str]:
+        """A GPU's ``height``-row block graph over the window, redrawn with the other graphs."""
+        key = (f"block{height}:" + metric, index)
+        rows = self._block_cache.get(key)
+        if v.graphs or rows is None or len(rows[0]) != cols:
+            row = v.history.cells(metric, v.window_s, cols, v.now or None)[index]
+            rows = self._block_cache[key] = graph_rows(row, height, top)
+        return rows
+
+    def _spare_graphs(self, v: ViewState, width: int, plan: list[tuple[TableMetric, int]]) -> list[Text]:
+        """The graphs of :func:`spare_plan` under the table: a header row, then each metric's graphs, one
+        GPU per row (``per_row`` 1) or several GPUs side by side when rows are short."""
+        out = [Text(f"over {int(v.window_s // 60)} min; graphs scaled to each ceiling (100 %, power limit, "
+                    "link capacity)", style=DIM)]
+        out[0] = fit_words(out[0], width)
+        devs = v.inventory.devices
+        heights = plan_heights(plan, self.size.height - (len(devs) + 1), len(devs))
+        for ((metric, title, top_of), per_row), h in zip(plan, heights):
+            cell_w = (width - 2 * (per_row - 1)) // per_row
+            label_w = 13 if per_row == 1 else len(f"{len(devs) - 1} {title} ")
+            gw = max(4, cell_w - label_w)
+            if h > 1:  # rows to spare for every metric: block graphs, h rows each
+                for dev in devs:
+                    r = v.frame.gpus[dev.index] if v.frame and dev.index < len(v.frame.gpus) else None
+                    rows = self._block(v, metric, dev.index, gw, h, top_of(dev, r))
+                    for j, row in enumerate(rows):
+                        label = Text(f"{dev.index} {title}" if j == 0 else "", style=DIM)
+                        label.pad_right(label_w - label.cell_len)
+                        out.append(label.append(row, style=OK))
+                continue
+            for k in range(0, len(devs), per_row):
+                t = Text()
+                for dev in devs[k:k + per_row]:
+                    if t.cell_len:
+                        t.append("  ")
+                    r = v.frame.gpus[dev.index] if v.frame and dev.index < len(v.frame.gpus) else None
+                    label = Text(f"{dev.index} {title}", style=DIM)
+                    label.pad_right(label_w - label.cell_len)
+                    t.append_text(label)
+                    t.append(self._graph(v, metric, dev.index, gw, top_of(dev, r), tag=f"spare{per_row}:"),
+                             style=OK)
                 out.append(t)
         return out
+
+
+# a graph under the table: (history key, title, its full-height value for a GPU and its reading)
+TableMetric = tuple[str, str, Callable[[DeviceInfo, "GpuReading | None"], "float | None"]]
+
+
+def link_top(dev: DeviceInfo, r: GpuReading | None) -> float:
+    """Full height of a PCIe rate graph: the link's capacity now, else (a lost GPU, no reading) at its
+    best, else 1 GB/s: never the graph's own peak (8 MB/s of noise would be drawn full height)."""
+    cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width) if r is not None else None
+    return cap or pcie_capacity_bytes_per_s(*best_link(dev)) or 1e9
+
+
+def table_metrics(v: ViewState) -> list[TableMetric]:
+    """The graphs the spare rows under the table can show, most useful first."""
+    out: list[TableMetric] = [
+        ("util", "util %", lambda d, r: 100.0),
+        ("power", "power", lambda d, r: (r.power_limit_w if r else None) or d.power_limit_w or None),
+        ("pcie_rx", "PCIe↓", link_top),
+        ("pcie_tx", "PCIe↑", link_top),
+    ]
+    if any(d.nvlinks_active for d in v.inventory.devices):
+        out += [("nvlink_rx", "NV↓", lambda d, r: device_nvlink_capacity_bytes_per_s(d) or 1e9),
+                ("nvlink_tx", "NV↑", lambda d, r: device_nvlink_capacity_bytes_per_s(d) or 1e9)]
+    out += [("sm_clock", "SM MHz", lambda d, r: float(d.sm_clock_max_mhz) if d.sm_clock_max_mhz else None),
+            ("mem_used", "mem", lambda d, r: float((r.mem_total_bytes if r else None) or d.memory_total_bytes or 0) or None)]
+    return out
+
+
+MIN_CELL_GRAPH = 8  # a packed graph narrower than this says too little to be worth a row
+
+
+def spare_plan(spare: int, n: int, width: int, metrics: list[TableMetric]) -> list[tuple[TableMetric, int]]:
+    """Which metrics' graphs fill ``spare`` rows under an ``n``-GPU table ``width`` cells wide, and how
+    many GPUs share a row for each: (metric, per_row). One header row, then metrics in order, one GPU a
+    row while a whole metric fits; the rows left after that (fewer than ``n``) show the next metrics
+    with several GPUs side by side, so no band of blank rows is left when a graph could fill it."""
+    rows = spare - 1
+    if n <= 0 or rows <= 0:
+        return []
+    out: list[tuple[TableMetric, int]] = []
+    for m in metrics:
+        if rows >= n:
+            out.append((m, 1))
+            rows -= n
+            continue
+        if rows <= 0:
+            break
+        per_row = -(-n // rows)
+        label_w = len(f"{n - 1} {m[1]} ")
+        cell_w = (width - 2 * (per_row - 1)) // per_row
+        if cell_w - label_w < MIN_CELL_GRAPH:
+            break
+        out.append((m, per_row))
+        rows -= -(-n // per_row)
+    return out
+
+
+def plan_heights(plan: list[tuple[TableMetric, int]], spare: int, n: int) -> list[int]:
+    """Rows per GPU of each planned graph: 1, and when every metric is shown one GPU a row and rows are
+    still left (one or two GPUs on a tall terminal), the graphs grow in turn, a row per GPU at a time,
+    so the rows under the table never stay blank while a graph could be taller."""
+    heights = [1] * len(plan)
+    if not plan or n <= 0 or any(per_row != 1 for _, per_row in plan):
+        return heights
+    left = spare - 1 - n * len(plan)
+    k = 0
+    while left >= n:
+        heights[k % len(plan)] += 1
+        left -= n
+        k += 1
+    return heights

@@ -71,6 +71,24 @@ def header_line(eps: Sequence[EndpointReading]) -> tuple[str, str]:
     return f"{sum(rates):,.0f} tok/s", what + ("  (probe)" if probe else "")
 
 
+def prompt_split(e: EndpointReading) -> str:
+    """Where the prompt tokens came from, the parts the server reports (``prompt computed 120 cached 380
+    tok/s``; ``of which`` when the total is on the head line); "" when it reports neither."""
+    parts = [f"{name} {fmt_num(x)}" for name, x in (("computed", e.prompt_computed_tokens_per_s),
+                                                     ("cached", e.prompt_cached_tokens_per_s)) if x is not None]
+    if not parts:
+        return ""
+    return ("prompt: " if e.prompt_tokens_per_s is not None else "prompt ") + " ".join(parts) + " tok/s"
+
+
+def prompt_head(e: EndpointReading) -> str:
+    """The prompt rate on the head line: its number when known; nothing when only its parts are known
+    (the next line shows them: never ``prompt –`` above ``prompt computed 0``); ``–`` when neither is."""
+    if e.prompt_tokens_per_s is not None:
+        return f" prompt {fmt_num(e.prompt_tokens_per_s)}"
+    return "" if prompt_split(e) else " prompt –"
+
+
 def endpoint_lines(e: EndpointReading) -> list[Text]:
     """The lines of one endpoint/model (each under 78 characters for any realistic reading)."""
     head = Text(f"{clean(e.kind or '?', 8):<8} {clean(e.model or e.url, 28):<28} ")
@@ -78,7 +96,7 @@ def endpoint_lines(e: EndpointReading) -> list[Text]:
         head.append(clean(e.error or "unreachable", 40), style=BAD)
         return [head]
     gen_src = " (probe)" if "gen_tokens_per_s" in e.probe_fields else ""
-    head.append(f"gen {fmt_num(e.gen_tokens_per_s)}{gen_src} prompt {fmt_num(e.prompt_tokens_per_s)} tok/s")
+    head.append(f"gen {fmt_num(e.gen_tokens_per_s)}{gen_src}{prompt_head(e)} tok/s")
     lines = [head]
     state = Text(INDENT + f"run {fmt_num(e.requests_running)} wait {fmt_num(e.requests_waiting)}  "
                  f"KV {fmt_num(e.kv_cache_pct, '%', 1 if e.kv_cache_pct and 99 < e.kv_cache_pct < 100 else 0)}")
@@ -91,9 +109,9 @@ def endpoint_lines(e: EndpointReading) -> list[Text]:
         state.append("  " + (clean(e.error, 70) if bad else "rates: waiting for two scrapes"), style=BAD if bad else DIM)
     lines.append(state)
     work = []
-    if e.prompt_computed_tokens_per_s is not None or e.prompt_cached_tokens_per_s is not None:
-        work.append(f"prompt computed {fmt_num(e.prompt_computed_tokens_per_s)} cached "
-                    f"{fmt_num(e.prompt_cached_tokens_per_s)} tok/s")
+    parts = prompt_split(e)
+    if parts:
+        work.append(parts)
     if e.prefix_cache_hit_pct is not None:
         work.append(f"hit {e.prefix_cache_hit_pct:.0f}%")
     if e.preemptions_per_min is not None:
@@ -132,7 +150,7 @@ class InferencePanel(Static):
             set_content(self, Text("no inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, llama.cpp, "
                              "TRT-LLM, LMDeploy, Ollama)", style=DIM))
             return
-        width = max(40, self.size.width - 4 if self.size.width else 76)
+        width = max(40, self.size.width or 76)  # the content area (inside border and padding)
         prefix = 36  # the graph starts where the GPU panels' graphs start: one time axis
         lines = []
         num, what = header_line(eps)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 from rich.text import Text
 
+from gpuscope.core.history import resample_rows
 from gpuscope.core.text import clean
 from gpuscope.core.units import duration, fmt_gb, fmt_num, fmt_rate  # noqa: F401 - re-exported for the panels
 from gpuscope.core.vocab import SEV_LEVEL, SEV_MARK, SEVERITIES, path_level  # noqa: F401 - SEV_MARK re-exported
@@ -49,7 +50,8 @@ def bar(value: float | None, maximum: float | None, width: int, style: str | Non
     eighths = int(round(share * width * 8))
     full, part = divmod(eighths, 8)
     s = BAR_FULL * full + (BAR_PARTIAL[part] if part and full < width else "")
-    t = Text(s, style=style or level_style(share))
+    t = Text()  # two runs side by side, not the dots' style over the bar's: spans that do not overlap
+    t.append(s, style=style or level_style(share))  # draw without Rich's style stack (widgets/lines.py)
     t.append("·" * (width - len(s)), style=DIM)
     return t
 
@@ -88,45 +90,91 @@ def spark_window(times: np.ndarray, values: np.ndarray, t_end: float, seconds: f
     (the panels draw several graphs a second; this is the same picture, character for character)."""
     if columns <= 0:
         return ""
-    vals = np.asarray(values, dtype=np.float64)
-    cell = np.floor((np.asarray(times, dtype=np.float64) - (t_end - seconds)) / seconds * columns)
-    ok = (cell >= 0) & (cell < columns) & ~np.isnan(vals)
-    if not ok.any():
+    return spark_cells(resample_rows(times, values, t_end, seconds, columns)[0], maximum)
+
+
+def spark_cells(row: np.ndarray, maximum: float | None = None) -> str:
+    """A sparkline of one row of :func:`gpuscope.core.history.resample_rows` (NaN = blank; the cells between
+    the first and the last known one are all known), scaled to ``maximum`` or the row's largest value:
+    ``sparkline`` of the same cells, character for character."""
+    known = np.nonzero(~np.isnan(row))[0]
+    columns = len(row)
+    if not len(known):
         return " " * columns
-    cells = cell[ok].astype(np.int64)
-    sums = np.bincount(cells, weights=vals[ok], minlength=columns)
-    counts = np.bincount(cells, minlength=columns)
-    filled = np.nonzero(counts)[0]
-    first, last = int(filled[0]), int(filled[-1])
-    # cells with no sample between the first and the last carry the previous cell's value; outside them
-    # the graph is blank, so only [first, last] is computed
-    idx = np.where(counts[first:last + 1] > 0, np.arange(first, last + 1), first)
-    idx = np.maximum.accumulate(idx)
-    means = np.zeros(columns)
-    means[filled] = sums[filled] / counts[filled]
-    row = means[idx]
-    top = maximum if maximum else float(means[filled].max())
+    first, last = int(known[0]), int(known[-1])
+    mid = row[first:last + 1]
+    top = maximum if maximum else float(mid.max())
     if top <= 0:
-        mid = SPARK[0] * (last + 1 - first)
-    elif not math.isfinite(top) or not np.isfinite(row).all():
-        levels = np.rint(np.clip(np.nan_to_num(row) / top, 0.0, 1.0) * (len(SPARK) - 1)).astype(np.int64)
-        mid = "".join(_SPARK_CHARS[levels].tolist())
+        body = SPARK[0] * (last + 1 - first)
+    elif not math.isfinite(top) or not np.isfinite(mid).all():
+        levels = np.rint(np.clip(np.nan_to_num(mid) / top, 0.0, 1.0) * (len(SPARK) - 1)).astype(np.int64)
+        body = "".join(_SPARK_CHARS[levels].tolist())
     else:
-        levels = np.rint(np.minimum(np.maximum(row / top, 0.0), 1.0) * (len(SPARK) - 1)).astype(np.int64)
-        mid = "".join(_SPARK_CHARS[levels].tolist())
-    return " " * first + mid + " " * (columns - 1 - last)
+        levels = np.rint(np.minimum(np.maximum(mid / top, 0.0), 1.0) * (len(SPARK) - 1)).astype(np.int64)
+        body = "".join(_SPARK_CHARS[levels].tolist())
+    return " " * first + body + " " * (columns - 1 - last)
 
 
-def graph_rows(values: Sequence[float | None], height: int, maximum: float | None = None) -> list[str]:
-    """A ``height``-row block graph (top row first), 8 levels per row.
+_SPARK_OR_BLANK = str.maketrans({i: ch for i, ch in enumerate([*SPARK, " "])})  # level 8: no value (blank)
 
-    Built column by column, each distinct value's column once (a steady load repeats one value across
-    the window), then read out row by row."""
-    known = [v for v in values if v is not None and not math.isnan(v)]
-    top = maximum if maximum else (max(known) if known else 1.0)
-    top = top or 1.0
+
+def spark_rows(block: np.ndarray, maxima: Sequence[float | None]) -> list[str]:
+    """:func:`spark_cells` of each row of ``block`` (rows × columns, NaN = blank) with its own maximum, in
+    one pass over the block (the same strings; rows with a non-finite value or scale go one by one)."""
+    rows, columns = block.shape
+    if rows == 0:
+        return []
+    blank = np.isnan(block)
+    tops = np.array([m if m else np.nan for m in maxima], dtype=np.float64)
+    auto = np.isnan(tops)
+    if auto.any():
+        with np.errstate(invalid="ignore"):
+            tops[auto] = np.max(np.where(blank[auto], -np.inf, block[auto]), axis=1)
+    fast = (np.isfinite(block) | blank).all(axis=1) & np.isfinite(tops) & (tops > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):  # the rows that are not fast are drawn one by one
+        levels = np.rint(np.minimum(np.maximum(block / tops[:, None], 0.0), 1.0) * (len(SPARK) - 1))
+        levels[blank] = len(SPARK)
+        codes = levels.astype(np.uint8)
+    # one string for the whole block: each level a byte, then a character (str.translate), then cut in rows
+    text = codes.tobytes().decode("latin-1").translate(_SPARK_OR_BLANK)
+    return [text[k * columns:(k + 1) * columns] if fast[k] else spark_cells(block[k], maxima[k])
+            for k in range(rows)]
+
+
+_BLOCK_CODES = str.maketrans({**{i: ch for i, ch in enumerate(SPARK)}, 8: BAR_FULL, 9: " "})
+
+
+def graph_rows(values: Sequence[float | None] | np.ndarray, height: int, maximum: float | None = None) -> list[str]:
+    """A ``height``-row block graph (top row first), 8 levels per row; a known value draws at least ``▁``
+    in the bottom row, a gap (None, NaN) nothing.
+
+    Every cell in a few array operations (one byte per cell, then characters with ``str.translate``);
+    a window holding an infinite value or scale goes cell by cell (:func:`_graph_rows_cells`)."""
     if height <= 0:
         return []
+    arr = np.array([np.nan if v is None else v for v in values], dtype=np.float64) \
+        if not isinstance(values, np.ndarray) else values.astype(np.float64)
+    n = len(arr)
+    if n == 0:
+        return [""] * height
+    known = ~np.isnan(arr)
+    top = maximum if maximum else (float(arr[known].max()) if known.any() else 1.0)
+    top = top or 1.0
+    if not math.isfinite(top) or not np.isfinite(arr[known]).all():
+        return _graph_rows_cells([None if math.isnan(v) else float(v) for v in arr.tolist()], height, top)
+    with np.errstate(invalid="ignore"):
+        # a known value draws at least the bottom eighth (as a sparkline does): 0 % reads as a reading,
+        # not as a gap in the data
+        scaled = np.maximum(np.minimum(np.maximum(arr / top, 0.0), 1.0) * height * 8, 0.5)
+        level = scaled[None, :] - (np.arange(height - 1, -1, -1) * 8.0)[:, None]  # row 0 is the top
+        codes = np.where(level <= 0, 9, np.where(level >= 8, 8, np.maximum(0, level.astype(np.int64) - 1)))
+    codes[:, ~known] = 9
+    text = codes.astype(np.uint8).tobytes().decode("latin-1").translate(_BLOCK_CODES)
+    return [text[k * n:(k + 1) * n] for k in range(height)]
+
+
+def _graph_rows_cells(values: list[float | None], height: int, top: float) -> list[str]:
+    """:func:`graph_rows` column by column (each distinct value's column once), for any value and scale."""
     blank = (" ",) * height
     columns: dict[float, tuple[str, ...]] = {}
     cols: list[tuple[str, ...]] = []
@@ -137,10 +185,8 @@ def graph_rows(values: Sequence[float | None], height: int, maximum: float | Non
         col = columns.get(v)
         if col is None:
             scaled = max(0.0, min(1.0, v / top)) * height * 8
-            col = columns[v] = tuple(_block(scaled - r * 8) for r in range(height - 1, -1, -1))
+            col = columns[v] = tuple(_block(max(scaled, 0.5) - r * 8) for r in range(height - 1, -1, -1))
         cols.append(col)
-    if not cols:
-        return [""] * height
     return ["".join(row) for row in zip(*cols)]
 
 

@@ -62,7 +62,7 @@ class TopologyPanel(Static):
 
     def show(self, v: ViewState) -> None:
         self._last = v
-        width = self.avail_width or max(20, self.size.width - 4 if self.size.width else 76)
+        width = self.avail_width or max(20, self.size.width or 76)
         sel = self.sel if self.has_focus else None
         key = (v.inventory, width, sel, self.legend, self.form, link_key(v))
         old = self._key

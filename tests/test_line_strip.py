@@ -1,0 +1,109 @@
+"""widgets/lines.py line_strip: a line's strip built straight from its spans draws exactly what Rich's
+``Text.render`` + Textual's ``crop_extend`` + ``apply_style`` draw (the path it replaces)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.strip import Strip
+
+from gpuscope.widgets.lines import line_strip
+
+CONSOLE = Console(width=200, color_system="truecolor")
+BASE = Style(color="white", bgcolor="black")
+SPAN_STYLES = ["", "bold", "dim", "bold red", "reverse yellow", Style(italic=True), "green on blue", "not-a-style x"]
+
+
+def rich_path(text: Text, width: int) -> Strip:
+    """What LineWidget drew before: Rich renders, Textual pads and applies the widget's style."""
+    segments = list(text.render(CONSOLE))
+    if text.style and not text.spans:
+        segments = list(Segment.apply_style(segments, CONSOLE.get_style(text.style)))
+    return Strip(segments).crop_extend(0, width, BASE).apply_style(BASE)
+
+
+def styled(text_style: str | Style, span_style: str | Style | None) -> Style:
+    got = BASE
+    if text_style:
+        got = got + CONSOLE.get_style(text_style, default=Style.null())
+    if span_style:
+        got = got + CONSOLE.get_style(span_style, default=Style.null())
+    return got
+
+
+def cells(strip: Strip) -> list[tuple[str, Style | None]]:
+    """Each cell's character and its full style (what the terminal gets)."""
+    return [(ch, seg.style) for seg in strip for ch in seg.text]
+
+
+def same_cells(a: Strip, b: Strip) -> bool:
+    return a.cell_length == b.cell_length and [(c, s or Style.null()) for c, s in cells(a)] == \
+        [(c, s or Style.null()) for c, s in cells(b)]
+
+
+pieces = st.lists(st.tuples(st.text(alphabet="ab 9%▁█°×", min_size=0, max_size=7), st.sampled_from(SPAN_STYLES)),
+                  min_size=0, max_size=8)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(pieces, st.sampled_from(["", "dim", "yellow", Style(bold=True)]), st.integers(1, 60))
+def test_same_cells_as_rich(parts, text_style, width):
+    t = Text(style=text_style)
+    for s, style in parts:
+        t.append(s, style=style)
+    fast = line_strip(t, width, BASE, styled)
+    if fast is None:
+        assert t.cell_len > width  # the only case here where Rich must crop
+        return
+    assert same_cells(fast, rich_path(t, width))
+    assert fast.cell_length == width
+
+
+@pytest.mark.parametrize("text, width, shortcut", [
+    (Text("util 100%"), 20, True),
+    (Text("x" * 21), 20, False),                   # wider than the widget: Rich crops
+    (Text("GPU 日本"), 20, False),                  # double-width characters: cells and characters differ
+    (Text.assemble(("ab", "bold"), ("cd", "red")), 4, True),
+])
+def test_when_the_shortcut_applies(text, width, shortcut):
+    assert (line_strip(text, width, BASE, styled) is not None) is shortcut
+
+
+def test_overlapping_spans_fall_back_to_rich():
+    t = Text("abcdef")
+    t.stylize("bold", 0, 4)
+    t.stylize("red", 2, 6)
+    assert line_strip(t, 10, BASE, styled) is None
+
+
+async def test_a_line_widget_draws_what_rich_draws():
+    """The widget's own style combinations (``LineWidget._styled``) give the same cells as the Rich path
+    with the widget's style, in a running app."""
+    from textual.app import App, ComposeResult
+
+    from gpuscope.widgets.lines import LineWidget
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield LineWidget(id="w")
+
+    lines = [Text.assemble(("util ", "dim"), ("100%", "bold red"), "  P0"), Text("plain"),
+             Text("styled whole", style="yellow"), Text.assemble(("GPU0 ", Style(bold=True)), ("▁▂█", "green"))]
+    app = One()
+    async with app.run_test(size=(40, 8)) as pilot:
+        w = app.query_one(LineWidget)
+        w.set_lines(lines)
+        await pilot.pause()
+        base = w.rich_style
+        for y, t in enumerate(lines):
+            segments = list(t.render(app.console))
+            if t.style and not t.spans:
+                segments = list(Segment.apply_style(segments, app.console.get_style(t.style)))
+            want = Strip(segments).crop_extend(0, w.size.width, base).apply_style(base)
+            assert same_cells(w.render_line(y), want), y
