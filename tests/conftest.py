@@ -78,17 +78,20 @@ MIN_EXAMPLES = 50  # never fewer than this per fuzz test, whatever the scale
 
 
 def _fuzz_scale() -> float:
-    raw = os.environ.get("GPUSCOPE_FUZZ_SCALE", "1")
+    """GPUSCOPE_FUZZ_SCALE as a number; NaN when it is not one (pytest_configure then stops the run)."""
     try:
-        scale = float(raw)
+        return float(os.environ.get("GPUSCOPE_FUZZ_SCALE", "1"))
     except ValueError:
-        scale = -1.0
-    if not 0 < scale <= 1:
-        raise pytest.UsageError(f"GPUSCOPE_FUZZ_SCALE={raw!r}: expected a number in (0, 1]")
-    return scale
+        return float("nan")
 
 
 FUZZ_SCALE = _fuzz_scale()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not 0 < FUZZ_SCALE <= 1:
+        raise pytest.UsageError(f"GPUSCOPE_FUZZ_SCALE={os.environ.get('GPUSCOPE_FUZZ_SCALE')!r}: "
+                                "expected a number in (0, 1]")
 
 
 def examples(n: int) -> int:
