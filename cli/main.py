@@ -30,6 +30,32 @@ class _Parser(argparse.ArgumentParser):
         kw.setdefault("allow_abbrev", False)
         super().__init__(*a, **kw)  # type: ignore[arg-type]
 
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        """argparse's parse, except that an unknown flag is reported as unknown before any missing
+        required one (``export FILE --json OUT`` is "unrecognized arguments: --json OUT", not "one of
+        --csv --parquet is required", which sends the user looking for the wrong fix)."""
+        if unknown := self.unknown_arguments(args):
+            self.error(f"unrecognized arguments: {' '.join(unknown)}")
+        return super().parse_args(args, namespace)
+
+    def unknown_arguments(self, args: Sequence[str] | None) -> list[str]:
+        """The arguments this parser does not know, found with every argument treated as optional."""
+        actions = [(a, a.required) for a in self._actions]
+        groups = [(g, g.required) for g in self._mutually_exclusive_groups]
+        try:
+            for a, _ in actions:
+                a.required = False
+            for g, _ in groups:
+                g.required = False
+            _ns, extras = super().parse_known_args(args, argparse.Namespace())
+        finally:
+            for a, req in actions:
+                a.required = req
+            for g, req in groups:
+                g.required = req
+        return extras
+
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"gpuscope: error: {message} (see `{self.prog} --help`)\n")
         raise SystemExit(EXIT_USAGE)

@@ -39,8 +39,9 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
     origin["gpus"] = sorted({d.name for d in src.inventory.devices})
     origin["driver"] = src.inventory.driver_version
     try:
-        session.start_recording(Recorder(args.output, src.inventory, command=sys.argv[:], origin=origin,
-                                         interval_s=args.interval, force=bool(getattr(args, "force", False))))
+        rec = Recorder(args.output, src.inventory, command=sys.argv[:], origin=origin, interval_s=args.interval,
+                       force=bool(getattr(args, "force", False)))
+        session.start_recording(rec)  # the session lets go of it on a write error: rec still counts what is kept
     except GpuscopeError:
         src.close()
         raise
@@ -108,21 +109,21 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
             markers.close()
         for s, h in old.items():
             signal.signal(s, h)
-        rec = session.recorder
         session.stop_recording()
         src.close()
     size = os.path.getsize(args.output) if os.path.exists(args.output) else 0
     active = session.findings.active
     worst = f"; {len(active)} finding{'s' if len(active) != 1 else ''} active: {active[0].message}" if active else ""
     sim = " SIMULATED" if src.inventory.simulated else ""
-    state = "stopped early" if session.record_error else "recorded"
-    n = rec.frames if rec is not None else frames
+    n = rec.kept  # what the file holds for sure: summary reads the same
+    what = f"recorded {n}{sim} {'frame' if n == 1 else 'frames'} of"
+    if session.record_error:
+        what = f"stopped early: {n}{sim} {'frame' if n == 1 else 'frames'} kept of {frames} sampled, of"
     errs = session.tick_errors
     trouble = f"; {errs.text()}" if errs.count else ""
-    if rec is not None and rec.dropped:
+    if rec.dropped:
         trouble += f"; {rec.dropped} frames dropped (the disk was too slow)"
-    sys.stderr.write(f"gpuscope: {state} {n}{sim} {'frame' if n == 1 else 'frames'} of "
-                     f"{count(len(src.inventory.devices), 'GPU')} over "
+    sys.stderr.write(f"gpuscope: {what} {count(len(src.inventory.devices), 'GPU')} over "
                      f"{human_duration(time.monotonic() - t_start)} to {args.output} ({human_bytes(size)}){worst}"
                      f"{trouble}\n")
     if proc is not None:

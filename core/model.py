@@ -100,8 +100,8 @@ class ProcessInfo:
     """One process on one GPU, from NVML's running-process lists (read on the slow path, every 5 s).
 
     ``name`` is the short name (``/proc/PID/comm``), ``command`` the command line (cut to 120
-    characters), ``user`` the effective user (``"?"`` when the process could not be looked up: it ended,
-    or lives in another PID namespace). ``sm_pct`` / ``mem_pct`` are NVML's per-process SM and memory
+    characters), ``user`` the effective user (``"?"`` when /proc shows the pid but not its owner; ``"–"``
+    when the pid is not in /proc: another PID namespace, or ended; ``command`` then says which). ``sm_pct`` / ``mem_pct`` are NVML's per-process SM and memory
     controller shares (``nvmlDeviceGetProcessUtilization``), None where the GPU does not report them.
     ``kind``: ``C`` compute, ``G`` graphics, ``C+G`` both. Fields after ``name`` were added later:
     recordings without them decode with the defaults.

@@ -11,6 +11,7 @@ decompresses only the member it needs to seek.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import logging
 import math
@@ -39,6 +40,7 @@ from gpuscope.core.model import Event, Frame, Inventory
 from gpuscope.core.text import clean
 from gpuscope.core.validate import Tally, ValidationError, in_range, loads
 from gpuscope.sources.files import not_a_regular_file
+from gpuscope.sources.recording_scan import Prefetch, events_at, threads_for
 
 FORMAT = "gpuscope-recording"
 FORMAT_VERSION = 1
@@ -75,9 +77,12 @@ class Recorder:
         self.close_timeout_s = close_timeout_s
         self.error: str | None = None
         self.frames = 0  # frames written (by the writer thread)
+        self.kept = 0  # frames on the disk for sure: written, flushed and synced; after an error, what the file holds
         self.dropped = 0  # frames refused because the queue was full
         self.accepted = 0  # frames queued (written, or to be written, unless an error stops the writer)
         self.bytes_raw = 0
+        self._bytes = 0  # bytes written to the file
+        self._durable_bytes = 0  # the file's length at the last flush that reached the disk
         self._member_raw = 0
         self._unflushed = False
         self._last_flush = time.monotonic()
@@ -85,7 +90,9 @@ class Recorder:
         self._closing = False
         self._q: queue.Queue[Frame | None] = queue.Queue(maxsize=max(1, queue_frames))
         try:  # never overwrite: an existing file is refused unless force (`--force`)
-            self._f: BinaryIO | None = open(self.path, "wb" if force else "xb")  # noqa: SIM115 - owned by the recorder
+            # unbuffered: after a failed write the file can be cut back to its last flush point, with no
+            # buffer left to spill past it on close
+            self._f: BinaryIO | None = open(self.path, "wb" if force else "xb", buffering=0)  # noqa: SIM115
         except FileExistsError:
             raise RecordingError(f"{self.path} exists; refusing to overwrite it (use --force)") from None
         except OSError as e:
@@ -167,10 +174,13 @@ class Recorder:
             except queue.Empty:
                 if self._unflushed:
                     self._emit(b"", force_flush=True)  # an idle recorder still reaches the disk within flush_s
+                    if not self._unflushed:
+                        self.kept = self.frames
                 if self._f is None:
                     return
-                if self._closing:
-                    break  # closed without waiting, and everything queued is written
+                if self._closing and self._q.empty():
+                    break  # closed without waiting, and everything queued is written (frames queued between the
+                    # wait above and close() are not: a writer that broke out then lost them all)
                 continue
             if frame is None or self._f is None:
                 break  # closing, or stopped on an error (the rest is discarded: error says so)
@@ -186,11 +196,15 @@ class Recorder:
             if self._f is None:
                 return  # a write error: error is set, the file closed
             self.frames += 1
+            if not self._unflushed:
+                self.kept = self.frames
         if self._f is not None:
             end: dict[str, Any] = {"type": "end", "t": self._t_last, "frames": self.frames}
             if self.dropped:
                 end["dropped"] = self.dropped
             self._emit(_dumps(end), end_member=True)
+            if self._f is not None:
+                self.kept = self.frames
         self._abandon()
 
     def _emit(self, line: bytes, *, force_flush: bool = False, end_member: bool = False) -> None:
@@ -210,15 +224,33 @@ class Recorder:
                 data += self._z.flush(zlib.Z_SYNC_FLUSH)
                 force_flush = True
             if data:
-                self._f.write(data)
+                view = memoryview(data)
+                while view:  # an unbuffered write may take part of it
+                    n = self._f.write(view)
+                    if not n:
+                        raise OSError(errno.EIO, "the file took no more bytes")
+                    self._bytes += n
+                    view = view[n:]
             self._unflushed = not force_flush
             if force_flush:
-                self._f.flush()
                 if self.fsync:
                     os.fsync(self._f.fileno())
                 self._last_flush = now
+                self._durable_bytes = self._bytes
         except OSError as e:
-            self._fail(f"recording stopped: {e.strerror or e} while writing {self.path}; frames up to then are kept")
+            self._cut_back()
+            self._fail(f"recording stopped: {e.strerror or e} while writing {self.path}; {self.kept:,} "
+                       f"frame{'s' if self.kept != 1 else ''} kept")
+
+    def _cut_back(self) -> None:
+        """After a failed write or sync, cut the file back to its last flush point: what follows it may be
+        half a deflate block, and what it holds is then exactly the :attr:`kept` frames."""
+        if self._f is not None and self._bytes != self._durable_bytes:
+            try:
+                os.ftruncate(self._f.fileno(), self._durable_bytes)
+            except OSError as e:
+                log.warning("cannot cut %s back to %d bytes after a write error: %s", self.path,
+                            self._durable_bytes, e.strerror or e)
 
     def _fail(self, message: str) -> None:
         self.error = message
@@ -259,6 +291,7 @@ class _Decoded:
     text: bytes
     damaged: bool  # a decompression or checksum error: lines are each checked before they are kept
     cut: bool = False  # the file ends inside this member
+    events: list[int] | None = None  # where the events key is in the text (an intact member's, from Prefetch)
 
 
 @dataclass
@@ -417,8 +450,9 @@ def _inflate(raw: bytes, pos: int, step_bytes: int = 1 << 18) -> tuple[int, byte
         return pos, b"".join(parts), True, False
 
 
-def _members(raw: bytes, damage: list[int]) -> Iterator[_Decoded]:
-    """Each gzip member of ``raw``, decompressed one at a time (memory stays at one member's text).
+def _members(raw: bytes, damage: list[int], prefetch: Prefetch | None = None) -> Iterator[_Decoded]:
+    """Each gzip member of ``raw``, decompressed one at a time (memory stays at one member's text, or
+    a few with ``prefetch``, which inflates ahead on threads and gives the same results).
 
     After damage (a decompression or checksum error, or bytes that are not a member) the reader
     resynchronises at the next gzip magic (1f 8b 08) and goes on; ``damage`` collects the byte offsets
@@ -436,7 +470,11 @@ def _members(raw: bytes, damage: list[int]) -> Iterator[_Decoded]:
                 return
             pos = nxt
             continue
-        end, text, damaged, cut = _inflate(raw, pos)
+        events = None
+        if prefetch is None:
+            end, text, damaged, cut = _inflate(raw, pos)
+        else:
+            (end, text, damaged, cut), events = prefetch.get(pos)
         nxt = raw.find(MAGIC, pos + 1) if (damaged or cut) else -1
         if cut and nxt >= 0:
             damaged, cut = True, False  # it "ends" at the end of the file yet a later member exists
@@ -447,7 +485,7 @@ def _members(raw: bytes, damage: list[int]) -> Iterator[_Decoded]:
             end = nxt if nxt >= 0 else n
         else:
             in_damage = False
-        yield _Decoded(pos, end, text, damaged, cut)
+        yield _Decoded(pos, end, text, damaged, cut, events if not (damaged or cut) else None)
         if damaged:
             if nxt < 0:
                 return
@@ -472,7 +510,8 @@ def open_recording(path: str | os.PathLike[str]) -> Recording:
 
     A cut-off or damaged file opens with every intact frame: the reader resynchronises at the next gzip
     member after damage. :attr:`Recording.problems` says what was lost (its first line is
-    :meth:`Recording.summary` when anything was).
+    :meth:`Recording.summary` when anything was). The members are inflated ahead on a few threads
+    (:mod:`gpuscope.sources.recording_scan`); what is read does not depend on that.
     """
     p = Path(path)
     if (why := not_a_regular_file(p)) is not None:
@@ -485,33 +524,87 @@ def open_recording(path: str | os.PathLike[str]) -> Recording:
         raise RecordingError(f"{p}: is a directory, not a recording") from None
     except OSError as e:
         raise RecordingError(f"{p}: cannot read ({e.strerror or e})") from None
+    return read_recording(p, raw)
+
+
+def read_recording(p: Path, raw: bytes, *, threads: int | None = None, fast: bool = True) -> Recording:
+    """:func:`open_recording` on the bytes ``raw`` of the file ``p``. ``threads``: inflating threads
+    (None: :func:`~gpuscope.sources.recording_scan.threads_for` the size); ``fast=False`` inflates on
+    the calling thread and reads every line one by one (what the fast path must agree with: tests)."""
     if not raw:
         raise RecordingError(f"{p}: empty file, not a recording")
-    problems: list[str] = []
+    if len(raw) < len(MAGIC) and MAGIC.startswith(raw):
+        raise _cut_early(p, raw)  # not even a whole gzip header
     damage: list[int] = []
-    members: list[_Member] = []
     plain = raw[:2] != b"\x1f\x8b"
-    decoded: Iterator[_Decoded]
+    if plain and raw[:1] != b"{":  # not an uncompressed recording (e.g. `zcat run.jsonl.gz > run.jsonl`)
+        raise RecordingError(f"{p}: not a gpuscope recording (not gzip-compressed JSON lines)")
+    ix = _Index(p)
+    with Prefetch(raw, _inflate, MAGIC, threads_for(len(raw)) if threads is None else threads) as pf:
+        decoded = iter([_Decoded(0, len(raw), raw, False)]) if plain else _members(raw, damage, pf if fast else None)
+        for dec in decoded:
+            first = len(ix.times)
+            if fast and not dec.damaged and not dec.cut:
+                keep = ix.intact(dec.text, events_at(dec.text) if dec.events is None else dec.events)
+            else:
+                keep = ix.salvage(dec)
+            if keep:
+                ix.members.append(_Member(offset=dec.start, end=dec.end, first=first, count=len(keep), keep=keep))
+            ix.cut = ix.cut or dec.cut
+    header, inv, times = ix.header, ix.inv, ix.times
+    if header is None or inv is None:
+        if ix.cut and not damage:
+            raise _cut_early(p, raw)
+        if damage:
+            raise RecordingError(f"{p}: the header is damaged (byte ~{damage[0]:,}); nothing can be read")
+        raise RecordingError(f"{p}: not a gpuscope recording (no header line)")
+    expected = ix.end_frames
+    interval = header.get("interval_s")
+    if expected is None and (damage or ix.cut) and len(times) > 1 and interval:
+        expected = int(round((max(times) - min(times)) / interval)) + 1
+    problems: list[str] = []
+    rec = Recording(path=p, header=header, inventory=inv, times=np.asarray(times, dtype=np.float64),
+                    members=ix.members, events=ix.events, complete=ix.complete, problems=problems,
+                    damaged_at=damage, expected_frames=expected, tally=ix.tally)
+    if damage:
+        problems.append(rec.summary())
+    if ix.cut:
+        problems.append("the file ends mid-stream (cut off); the last partial second is lost")
+    if ix.damaged_lines:
+        problems.append(f"{ix.damaged_lines} damaged line{'s' if ix.damaged_lines > 1 else ''} skipped")
     if plain:
-        if raw[:1] == b"{":  # an uncompressed recording (e.g. `zcat run.jsonl.gz > run.jsonl`)
-            decoded = iter([_Decoded(0, len(raw), raw, False)])
-        else:
-            raise RecordingError(f"{p}: not a gpuscope recording (not gzip-compressed JSON lines)")
-    else:
-        decoded = _members(raw, damage)
-    header: dict[str, Any] | None = None
-    inv: Inventory | None = None
-    tally = Tally()
-    times: list[float] = []
-    events: list[Event] = []
-    complete = False
-    end_frames: int | None = None
-    damaged_lines = 0
-    cut = False
-    for dec in decoded:
+        rec._raw = raw
+    if not rec.complete and not problems:
+        problems.append("no end marker: the recording did not close cleanly (still running, or killed)")
+    return rec
+
+
+def _cut_early(p: Path, raw: bytes) -> RecordingError:
+    """A gzip stream that ends inside the header's member: a copy or download cut short."""
+    return RecordingError(f"{p}: cut off before its first complete second ({len(raw):,} bytes): nothing to read")
+
+
+class _Index:
+    """What open_recording gathers while it walks the members."""
+
+    def __init__(self, p: Path):
+        self.p = p
+        self.header: dict[str, Any] | None = None
+        self.inv: Inventory | None = None
+        self.tally = Tally()
+        self.times: list[float] = []
+        self.events: list[Event] = []
+        self.members: list[_Member] = []
+        self.complete = False
+        self.end_frames: int | None = None
+        self.damaged_lines = 0
+        self.cut = False
+
+    def salvage(self, dec: _Decoded) -> list[int]:
+        """Read a member line by line (one that is damaged or cut, or any with ``fast=False``); the
+        numbers of the lines kept as frames."""
         lines = dec.text.split(b"\n")
         last_partial = bool(dec.text) and not dec.text.endswith(b"\n")
-        first = len(times)
         keep: list[int] = []
         for k, ln in enumerate(lines):
             if not ln:
@@ -519,64 +612,87 @@ def open_recording(path: str | os.PathLike[str]) -> Recording:
             if last_partial and k == len(lines) - 1:
                 if dec.damaged or dec.cut:
                     continue  # a line cut in half by the damage or the end of the file
-            if header is None:
+            if self.header is None:
                 if dec.damaged and not ln.startswith(b'{"type":"header"'):
                     continue
-                header = _header(p, ln)
-                try:
-                    inv = inventory_from_dict(header.get("inventory"), tally)
-                except CodecError as e:
-                    raise RecordingError(f"{p}: the header's inventory is damaged ({e})") from None
+                self._header(ln)
                 continue
             if ln.startswith(b'{"t":'):
-                t = _frame_time(ln)
-                f: Frame | None = None
-                if t is not None and (dec.damaged or b'"events":' in ln or len(ln) > MAX_LINE):
-                    try:  # a damaged member's lines, and lines with events, are checked in full
-                        f = frame_from_dict(loads(ln, "frame"), inv, Tally())
-                    except (ValidationError, CodecError):
-                        t = None
-                if t is None:
-                    damaged_lines += 1
-                    continue
-                times.append(t)
-                keep.append(k)
-                if f is not None and f.events:
-                    events.extend(f.events)
+                self._frame(k, ln, dec.damaged, keep)
             elif ln.startswith(b'{"type":"end"'):
-                complete = True
-                try:
-                    n_end = json.loads(ln).get("frames")
-                    end_frames = n_end if isinstance(n_end, int) and not isinstance(n_end, bool) else None
-                except (ValueError, AttributeError, RecursionError):
-                    pass
+                self._end(ln)
             elif not dec.damaged:
-                damaged_lines += 1
-        if keep:
-            members.append(_Member(offset=dec.start, end=dec.end, first=first, count=len(keep), keep=keep))
-        cut = cut or dec.cut
-    if header is None or inv is None:
-        if damage:
-            raise RecordingError(f"{p}: the header is damaged (byte ~{damage[0]:,}); nothing can be read")
-        raise RecordingError(f"{p}: not a gpuscope recording (no header line)")
-    expected = end_frames
-    interval = header.get("interval_s")
-    if expected is None and (damage or cut) and len(times) > 1 and interval:
-        expected = int(round((max(times) - min(times)) / interval)) + 1
-    rec = Recording(path=p, header=header, inventory=inv, times=np.asarray(times, dtype=np.float64),
-                    members=members, events=events, complete=complete, problems=problems, damaged_at=damage,
-                    expected_frames=expected, tally=tally)
-    if damage:
-        problems.append(rec.summary())
-    if cut:
-        problems.append("the file ends mid-stream (cut off); the last partial second is lost")
-    if damaged_lines:
-        problems.append(f"{damaged_lines} damaged line{'s' if damaged_lines > 1 else ''} skipped")
-    if plain:
-        rec._raw = raw
-    if not complete and not problems:
-        problems.append("no end marker: the recording did not close cleanly (still running, or killed)")
-    return rec
+                self.damaged_lines += 1
+        return keep
+
+    def intact(self, text: bytes, events: list[int]) -> list[int]:
+        """Read an intact member: as :meth:`salvage` would, but only the frames' times are parsed here
+        (frame lines holding the events key at an offset in ``events``, or too long, are decoded in
+        full); the numbers of the lines kept as frames."""
+        keep: list[int] = []
+        times = self.times
+        n = len(text)
+        ev = iter(events)
+        next_ev = next(ev, n)
+        k = s = 0
+        while s <= n:  # line k is text[s:e], as text.split(b"\n") numbers them
+            e = text.find(b"\n", s)
+            if e < 0:
+                e = n
+            while next_ev < s:
+                next_ev = next(ev, n)
+            if e > s:
+                if self.header is None:  # the first non-empty line is the header, whatever it holds
+                    self._header(text[s:e])
+                elif text.startswith(b'{"t":', s):
+                    c = text.find(b",", s + 5, e)
+                    try:
+                        t = float(text[s + 5:c]) if c >= 0 else math.nan
+                    except ValueError:
+                        t = math.nan
+                    if next_ev < e or e - s > MAX_LINE or not (math.isfinite(t) and abs(t) <= 1e11):
+                        self._frame(k, text[s:e], False, keep)
+                    else:
+                        times.append(t)
+                        keep.append(k)
+                elif text.startswith(b'{"type":"end"', s):
+                    self._end(text[s:e])
+                else:
+                    self.damaged_lines += 1
+            k += 1
+            s = e + 1
+        return keep
+
+    def _header(self, ln: bytes) -> None:
+        self.header = _header(self.p, ln)
+        try:
+            self.inv = inventory_from_dict(self.header.get("inventory"), self.tally)
+        except CodecError as e:
+            raise RecordingError(f"{self.p}: the header's inventory is damaged ({e})") from None
+
+    def _frame(self, k: int, ln: bytes, damaged: bool, keep: list[int]) -> None:
+        t = _frame_time(ln)
+        f: Frame | None = None
+        if t is not None and (damaged or b'"events":' in ln or len(ln) > MAX_LINE):
+            try:  # a damaged member's lines, and lines with events, are checked in full
+                f = frame_from_dict(loads(ln, "frame"), self.inv, Tally())
+            except (ValidationError, CodecError):
+                t = None
+        if t is None:
+            self.damaged_lines += 1
+            return
+        self.times.append(t)
+        keep.append(k)
+        if f is not None and f.events:
+            self.events.extend(f.events)
+
+    def _end(self, ln: bytes) -> None:
+        self.complete = True
+        try:
+            n_end = json.loads(ln).get("frames")
+            self.end_frames = n_end if isinstance(n_end, int) and not isinstance(n_end, bool) else None
+        except (ValueError, AttributeError, RecursionError):
+            pass
 
 
 def _header(p: Path, line: bytes) -> dict[str, Any]:

@@ -89,13 +89,13 @@ def test_read_facts_and_cache_with_a_fake_proc(tmp_path) -> None:
     getpw = _fake_pw({1000: "alice"})
     f = read_facts(2811, str(tmp_path), getpw)
     assert (f.user, f.name, f.command) == ("alice", "python3", "/usr/bin/python3 -m vllm")
-    gone = read_facts(9999, str(tmp_path), getpw)  # the pid vanished (or another PID namespace)
-    assert (gone.user, gone.name, gone.command) == ("?", None, None)
+    gone = read_facts(9999, str(tmp_path), getpw)  # not in this /proc, which has no kthreadd: a container's
+    assert (gone.user, gone.name, gone.command) == ("–", None, "(other PID namespace)")
 
     table = ProcTable(str(tmp_path), getpw)
     assert table.facts(2811).user == "alice" and table.facts(2811).user == "alice"
     assert table.reads == 1  # cached per pid
-    assert table.facts(9999).user == "?"
+    assert table.facts(9999).user == "–"
     (tmp_path / "2811" / "status").write_text("Uid:\t0\t0\t0\t0\n")  # the pid was reused by root's process
     table.keep([9999])  # 2811 left the GPU: forgotten, so its reuse is read afresh
     assert table.facts(2811).user == "0"  # uid 0 unknown to this fake password database: the number

@@ -1,0 +1,45 @@
+"""An unknown flag is reported as unknown (argparse's "unrecognized arguments", exit 2, one line), before
+any required argument it may have stood in for: ``export FILE --json OUT`` must not say that one of
+--csv --parquet is required."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuscope.cli.main import EXIT_USAGE, build_parser, main
+
+
+@pytest.mark.parametrize(("argv", "want"), [
+    (["export", "r.jsonl.gz", "--json", "out.json"], "unrecognized arguments: --json out.json"),
+    (["export", "r.jsonl.gz", "--csv", "a.csv", "--json", "b"], "unrecognized arguments: --json b"),
+    (["export", "r.jsonl.gz", "--xlsx=out.xlsx"], "unrecognized arguments: --xlsx=out.xlsx"),
+    (["summary", "--bogus"], "unrecognized arguments: --bogus"),
+    (["compare", "a", "--csv", "x"], "unrecognized arguments: --csv"),  # x is taken as B
+    (["record", "--bogus"], "unrecognized arguments: --bogus"),
+    (["replay", "--nope"], "unrecognized arguments: --nope"),
+    (["agent", "--x"], "unrecognized arguments: --x"),
+    (["topo", "--x"], "unrecognized arguments: --x"),
+    (["--x"], "unrecognized arguments: --x"),
+    # what is missing is still said when nothing is unknown
+    (["export", "r.jsonl.gz"], "one of the arguments --csv --parquet is required"),
+    (["summary"], "the following arguments are required: file"),
+    (["compare", "a", "--json"], "the following arguments are required: b"),
+    (["record"], "the following arguments are required: -o/--output"),
+    (["export", "r.jsonl.gz", "--csv"], "argument --csv: expected one argument"),
+])
+def test_unknown_flags_are_called_unknown(capsys, argv, want):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == EXIT_USAGE
+    assert err.count("\n") == 1 and err.startswith(f"gpuscope: error: {want} (see `gpuscope"), err
+
+
+def test_the_unknown_flag_check_puts_required_back(capsys):
+    """The check relaxes 'required' for a moment: the same parser must require it again afterwards."""
+    export = build_parser()["export"]
+    assert export.unknown_arguments(["r.jsonl.gz", "--json", "x"]) == ["--json", "x"]
+    with pytest.raises(SystemExit):
+        export.parse_args(["r.jsonl.gz"])
+    assert "one of the arguments --csv --parquet is required" in capsys.readouterr().err
+    assert export.parse_args(["r.jsonl.gz", "--csv", "o.csv"]).csv == "o.csv"
