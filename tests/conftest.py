@@ -73,6 +73,38 @@ def sim():
     return sim_source
 
 
+# ------------------------------------------------------------------ hypothesis example counts
+MIN_EXAMPLES = 50  # never fewer than this per fuzz test, whatever the scale
+
+
+def _fuzz_scale() -> float:
+    """GPUSCOPE_FUZZ_SCALE as a number; NaN when it is not one (pytest_configure then stops the run)."""
+    try:
+        return float(os.environ.get("GPUSCOPE_FUZZ_SCALE", "1"))
+    except ValueError:
+        return float("nan")
+
+
+FUZZ_SCALE = _fuzz_scale()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not 0 < FUZZ_SCALE <= 1:
+        raise pytest.UsageError(f"GPUSCOPE_FUZZ_SCALE={os.environ.get('GPUSCOPE_FUZZ_SCALE')!r}: "
+                                "expected a number in (0, 1]")
+
+
+def examples(n: int) -> int:
+    """``max_examples`` for a hypothesis test whose full search is ``n`` examples.
+
+    ``n`` unless ``GPUSCOPE_FUZZ_SCALE`` (0 < scale ≤ 1) is set; then ``n × scale``, never under
+    :data:`MIN_EXAMPLES` (nor over ``n``). ``.ci/run`` runs the full counts once, in the full suite, and
+    sets 0.25 for the fast tiers on the other Pythons: those are there to catch what differs between
+    versions, not to search the same pure-Python code for more inputs.
+    """
+    return max(min(n, MIN_EXAMPLES), round(n * FUZZ_SCALE))
+
+
 # ------------------------------------------------------------------ real parts: Mosquitto and tmux
 MOSQUITTO = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if os.path.exists("/usr/sbin/mosquitto") else None)
 needs_mosquitto = pytest.mark.skipif(MOSQUITTO is None, reason="mosquitto not installed (.ci/run installs it)")

@@ -3,6 +3,7 @@ comparing the two strips cell by cell."""
 
 from __future__ import annotations
 
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.segment import Segment
@@ -42,7 +43,7 @@ def strip_of(segs: list[tuple[str, int]]) -> Strip:
     return Strip([Segment(text, STYLES[k]) for text, k in segs])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(old=segments, edits=st.lists(st.tuples(st.integers(0, 40), st.sampled_from("ab ▁"), st.sampled_from(range(len(STYLES)))),
                                     max_size=3), resplit=st.booleans())
 def test_same_cells_as_cell_by_cell(old: list[tuple[str, int]], edits: list[tuple[int, str, int]], resplit: bool) -> None:

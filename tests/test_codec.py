@@ -4,6 +4,7 @@ import dataclasses
 import json
 
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,7 +57,7 @@ frames = st.builds(Frame, t=st.integers(0, 2 * 10**12).map(lambda x: x / 1000), 
 
 
 @pytest.mark.slow
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(frames)
 def test_frame_round_trip(frame):
     d = frame_to_dict(frame)
@@ -79,7 +80,7 @@ inventories = st.builds(Inventory, host=safe_text(10).filter(bool),
                         simulated=st.booleans(), scenario=opt(safe_text(8)))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(inventories)
 def test_inventory_round_trip(inv):
     n = len(inv.devices)
@@ -115,7 +116,7 @@ def test_unknown_fields_from_newer_writers_are_ignored():
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
                     lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4)))
 def test_garbage_never_crashes_the_decoder(garbage):

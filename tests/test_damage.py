@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -105,7 +106,7 @@ def _touched(members: list[tuple[int, int, int]], spans: list[tuple[int, int]]) 
 mutation = st.tuples(st.sampled_from(["flip", "delete", "insert"]), st.floats(0, 1), st.integers(1, 64))
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(mutation, min_size=1, max_size=4))
 def test_random_damage_keeps_every_untouched_member(multi, tmp_path, muts):
     p, rec = multi

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import wait_for
+from conftest import examples, wait_for
 
 from gpuscope.sources.endpoint import (
     EndpointPoller,
@@ -447,7 +447,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=300))
 def test_parser_never_crashes_on_garbage(text):
     try:

@@ -15,6 +15,7 @@ import random
 from pathlib import Path
 
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,8 +33,9 @@ from gpuscope.sources.scenario import ScenarioError, load, shipped
 
 
 def fuzz(n: int) -> settings:
-    """Deterministic (fixed seed), bounded, no example database: the same run in CI and here."""
-    return settings(derandomize=True, deadline=None, database=None, max_examples=n,
+    """Deterministic (fixed seed), bounded, no example database: the same run in CI and here (``n``
+    examples; fewer, never under 50, on .ci/run's fast tiers: conftest.examples)."""
+    return settings(derandomize=True, deadline=None, database=None, max_examples=examples(n),
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 # JSON-ish values, hostile numbers and text included
@@ -291,7 +293,7 @@ def _mutate_metrics(text: str, rnd: random.Random, hostile: list[str], numbers: 
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(_FIXTURES), st.integers(0, 2**32), st.lists(_HOSTILE, min_size=1, max_size=5), st.lists(_NUMBERS, min_size=1, max_size=3))
 def test_hostile_metrics_reach_the_inference_panel_clean(name, seed, hostile, numbers):
     """Any /metrics body: counted as garbage or read; what the panel and header draw has no control characters

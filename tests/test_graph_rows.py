@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +34,7 @@ values = st.lists(st.one_of(st.none(), st.just(math.nan), st.sampled_from([0.0, 
                             st.floats(min_value=-10, max_value=1e6, allow_nan=False)), max_size=60)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(values, st.integers(min_value=0, max_value=8), st.sampled_from([None, 0.0, 100.0, 63e9, math.inf]))
 def test_same_as_the_reference(vals: list[float | None], height: int, top: float | None) -> None:
     assert graph_rows(vals, height, top) == reference(vals, height, top)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +31,7 @@ def frame(t: float, k: int) -> Frame:
     return Frame(t=t, gpus=(GpuReading(index=0, power_w=float(k)), GpuReading(index=1, power_w=None if k % 3 else 2.0 * k)))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(capacity=st.integers(2, 12), steps=st.lists(st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.5]), max_size=40),
        seconds=st.sampled_from([0.0, 1.0, 3.0, 7.5, 100.0]), now_shift=st.sampled_from([None, -2.0, 0.0, 0.7, 50.0]))
 def test_window_in_order_matches_scan(capacity: int, steps: list[float], seconds: float, now_shift: float | None) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -50,7 +51,7 @@ pieces = st.lists(st.tuples(st.text(alphabet="ab 9%▁█°×", min_size=0, max_
                   min_size=0, max_size=8)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(pieces, st.sampled_from(["", "dim", "yellow", Style(bold=True)]), st.integers(1, 60))
 def test_same_cells_as_rich(parts, text_style, width):
     t = Text(style=text_style)

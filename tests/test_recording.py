@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import run_frames, sim_source, wait_for
+from conftest import examples, run_frames, sim_source, wait_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -57,7 +57,7 @@ def test_readable_with_standard_tools(recorded):
     assert all("t" in x and "gpus" in x for x in lines[1:-1])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.floats(0.0, 1.0))
 def test_cut_at_any_byte_opens_or_fails_cleanly(recorded, tmp_path_factory, cut):
     path, frames = recorded

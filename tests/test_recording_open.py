@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,7 +108,7 @@ mutation = st.tuples(st.sampled_from(["flip", "delete", "insert", "cut", "magic"
                      st.integers(1, 64))
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+@settings(max_examples=examples(150), deadline=None, derandomize=True)
 @given(st.lists(member, min_size=1, max_size=6), st.booleans(), st.booleans(),
        st.lists(mutation, max_size=3), st.sampled_from([0, 1, 3]), st.sampled_from([60, 10**9]))
 def test_fast_and_threaded_open_read_what_the_line_reader_reads(tmp_path_factory, members, header_alone,

@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import run_frames, sim_source
+from conftest import examples, run_frames, sim_source
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -167,7 +167,7 @@ _NUMBER = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=32), st
 _VALUE = st.one_of(st.none(), _NUMBER, _NUMBER, _NUMBER, st.booleans(), st.just("x"))  # mostly numbers
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.lists(st.fixed_dictionaries({
     "util_gpu_pct": _VALUE, "power_w": _VALUE, "mem_used_bytes": _VALUE, "pcie_tx_bytes_per_s": _VALUE,
     "index": st.sampled_from([0, 0, 0, 1, 1, 5, -1]), "lost": st.sampled_from([False, False, False, True])}),

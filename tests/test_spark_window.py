@@ -4,6 +4,7 @@ sparkline(resample(...)) draws (the reference), for windows with gaps, NaNs, zer
 from __future__ import annotations
 
 import numpy as np
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +14,7 @@ from gpuscope.widgets.style import spark_cells, spark_rows, spark_window, sparkl
 values = st.one_of(st.none(), st.floats(min_value=0, max_value=1e12, allow_nan=False))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(st.floats(min_value=0, max_value=120, allow_nan=False), values), max_size=80),
        st.integers(min_value=0, max_value=90), st.sampled_from([None, 0.0, 100.0, 63e9]),
        st.floats(min_value=1, max_value=120), st.floats(min_value=0, max_value=130))
@@ -32,7 +33,7 @@ def test_idle_link_and_empty_window():
     assert spark_window(np.empty(0), np.empty(0, dtype=np.float32), 10.0, 60.0, 5) == " " * 5
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.lists(st.one_of(st.none(), st.floats(min_value=-1, max_value=1e12, allow_nan=False),
                                    st.just(float("inf"))), min_size=6, max_size=6), min_size=1, max_size=5),
        st.lists(st.sampled_from([None, 0.0, 100.0, 63e9, float("inf")]), min_size=5, max_size=5))
@@ -48,7 +49,7 @@ def test_spark_rows_is_spark_cells_of_each_row(rows, maxima):
     assert spark_rows(block, tops) == [spark_cells(block[k], tops[k]) for k in range(len(block))]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.floats(min_value=0, max_value=120, allow_nan=False), values, values, values),
                 max_size=60),
        st.integers(min_value=0, max_value=90), st.floats(min_value=1, max_value=120),
@@ -64,7 +65,7 @@ def test_resample_rows_is_resample_of_each_series(samples, columns, seconds, t_e
         assert [None if np.isnan(x) else x for x in got[k].tolist()] == want
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.floats(min_value=0, max_value=1e4, allow_nan=False), min_size=1, max_size=40),
        st.integers(min_value=2, max_value=30), st.integers(min_value=1, max_value=40),
        st.sampled_from([5.0, 60.0, 600.0]))
