@@ -107,3 +107,51 @@ async def test_a_line_widget_draws_what_rich_draws():
                 segments = list(Segment.apply_style(segments, app.console.get_style(t.style)))
             want = Strip(segments).crop_extend(0, w.size.width, base).apply_style(base)
             assert same_cells(w.render_line(y), want), y
+
+
+@pytest.mark.parametrize("scenario, size, compact", [
+    ("a6000-tp2-pcie-gen1", (120, 40), False),  # GPU panels: border, title, padding
+    ("h200-nvswitch-8", (80, 24), None),        # the table (padding only), findings, processes
+    ("gpu-lost", (160, 50), False),             # a lost GPU's red border and subtitle
+])
+async def test_line_widgets_draw_what_textual_draws(scenario, size, compact):
+    """LineWidget.render_lines puts content rows together itself: every row, for whole widgets and for
+    crops of a few rows and columns, focused and not, must be Textual's own row (Widget.render_lines)."""
+    import random
+    import sys
+    from pathlib import Path
+
+    from textual.geometry import Region
+    from textual.widget import Widget
+
+    from gpuscope.widgets.lines import LineWidget
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_tui import make_app
+
+    app = make_app(scenario, 0, 30, compact=compact)
+    rnd = random.Random(7)
+    async with app.run_test(size=size) as pilot:
+        for _ in range(4):
+            await pilot.pause()
+        widgets = [w for w in app.screen.query(LineWidget) if w.display and w.region.height]
+        assert widgets
+        for step in ("as drawn", "focused", "a class that changes the border"):
+            if step == "focused":
+                widgets[-1].focus()
+                await pilot.pause()
+            if step == "a class that changes the border":
+                widgets[0].add_class("lost")  # GpuPanel.lost: a red border
+                await pilot.pause()
+            for w in widgets:
+                h, wd = w.region.height, w.region.width
+                crops = [Region(0, 0, wd, h)]
+                for _ in range(6):
+                    y = rnd.randrange(h)
+                    x = rnd.randrange(wd)
+                    crops.append(Region(x, y, rnd.randint(1, wd - x), rnd.randint(1, h - y)))
+                for crop in crops:
+                    ours = w.render_lines(crop)
+                    textual = Widget.render_lines(w, crop)
+                    assert [list(s) for s in ours] == [list(s) for s in textual], (type(w).__name__, crop)
+        assert any(w._frame_parts is not None for w in widgets)  # the shortcut was taken

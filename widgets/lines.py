@@ -124,6 +124,11 @@ class LineWidget(Widget):
         self._base_style: Style | None = None  # self.rich_style, cached: it walks the ancestors' CSS
         self._style_memo: dict[tuple[str | Style, str | Style | None], Style] = {}
         self._gs_last: Text | None = None
+        # _frame's answer (in a 1-tuple: None is an answer too) and the sizes it was taken for; dropped on a
+        # style change or a resize. _rows: each content row as drawn, with the content strip it was drawn from
+        self._frame_key: tuple[object, ...] | None = None
+        self._frame_parts: tuple[None, tuple[list[Segment], list[Segment], int, int, int, Any] | None] | None = None
+        self._rows: dict[int, tuple[Strip, object, Strip]] = {}
 
     def render(self) -> Text:
         """The whole content as one text (not used to paint: :meth:`render_line` does)."""
@@ -136,10 +141,12 @@ class LineWidget(Widget):
         super().notify_style_update()
         self._base_style = None
         self._style_memo = {}
+        self._frame_parts = None
         self._strips = [None] * len(self._lines)
 
     def on_resize(self) -> None:
         self._strips = [None] * len(self._lines)
+        self._frame_parts = None
 
     def _style(self) -> Style:
         style = self._base_style
@@ -173,6 +180,75 @@ class LineWidget(Widget):
                 got = got + get(span_style, default=Style.null())
             self._style_memo[key] = got
         return got
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The widget's rows in ``crop``, as Textual's ``Widget.render_lines`` gives them. The content rows are
+        put together here (the border and padding segments Textual draws around a content row, taken once
+        from Textual itself, then the line filters and the crop, as its style cache does): Textual's per-row
+        path re-reads a dozen style rules for every changed row of every panel, a third of the screen's
+        update time. Border rows (titles), and any widget with effects this does not copy (tint, opacity,
+        hatch, outline), are Textual's own (tests/test_line_strip.py compares the two, row for row)."""
+        frame = self._frame()
+        if frame is None:
+            return super().render_lines(crop)
+        prefix, suffix, top, bottom, width, background = frame
+        filters = self.get_line_filters()
+        x1, x2 = crop.column_span
+        whole = (x1, x2) == (0, width)
+        out: list[Strip] = []
+        rows = self._rows
+        y, end = crop.y, crop.bottom
+        while y < end:
+            if top <= y < bottom:
+                content = self.render_line(y - top)
+                done = rows.get(y)
+                if done is None or done[0] is not content or done[1] != filters:
+                    strip = Strip([*prefix, *content._segments, *suffix], width)
+                    for f in filters:
+                        strip = strip.apply_filter(f, background)
+                    done = rows[y] = (content, filters, strip)
+                out.append(done[2] if whole else done[2].crop(x1, x2))
+                y += 1
+                continue
+            z = y + 1
+            while z < end and not top <= z < bottom:
+                z += 1
+            out += super().render_lines(Region(crop.x, y, crop.width, z - y))
+            y = z
+        return out
+
+    def _frame(self) -> tuple[list[Segment], list[Segment], int, int, int, Any] | None:
+        """What surrounds a content row (segments before and after it), the content rows ``[top, bottom)``,
+        the width and the background the line filters take; ``None`` where Textual must draw. Taken from
+        Textual once, and again after a style change (focus, a class, the theme) or a resize."""
+        size = self.region.size
+        cached = self._frame_parts
+        if cached is not None and self._frame_key == (size, self.size):
+            return cached[1]
+        styles = self.styles
+        self._rows = {}
+        self._frame_key, self._frame_parts = (size, self.size), (None, None)
+        if (styles.has_rule("hatch") or styles.tint.a or styles.opacity != 1.0 or styles.text_opacity != 1.0
+                or any(edge for edge, _ in styles.outline)):
+            return None
+        content = self.content_region.size
+        base_background, background = self.background_colors
+        app = self.app
+        gutter = styles.gutter
+        if content.width != self.size.width or content.height <= 0:
+            return None
+        sentinel = Segment("\0" * content.width)
+        row = self._styles_cache.render_line(
+            styles, gutter.top, size, content, styles.padding, base_background, background,
+            lambda _y: Strip([sentinel], content.width), None, None, 1.0, app.ansi_theme, app.native_ansi_color)
+        segments = list(row)
+        hits = [k for k, seg in enumerate(segments) if seg == sentinel]
+        if len(hits) != 1 or row.cell_length != size.width:
+            return None
+        k = hits[0]
+        frame = (segments[:k], segments[k + 1:], gutter.top, gutter.top + content.height, size.width, background)
+        self._frame_parts = (None, frame)
+        return frame
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
