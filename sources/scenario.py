@@ -426,8 +426,9 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
     if "loop" in data and not isinstance(data["loop"], bool):
         raise _err(src, "loop", "expected true or false")
     return Scenario(
-        name=data.get("name", Path(src).stem), description=data.get("description", ""),
-        host=data.get("host", "simulated"), driver_version=data.get("driver_version", "550.54.15"),
+        # words a scenario file gives reach headers and terminals: one printable line each, no escapes
+        name=clean(data.get("name", Path(src).stem), 80), description=clean(data.get("description", ""), 500),
+        host=clean(data.get("host", "simulated"), 80), driver_version=clean(data.get("driver_version", "550.54.15"), 40),
         cuda_driver_version=data.get("cuda_driver_version", 12040), cpu_count=data.get("cpu_count", 64),
         loop=data.get("loop", True), seed=data.get("seed", 1), noise=float(noise), gpus=tuple(gpus), pairs=pairs,
         nvswitch_links=nvswitch, phases=tuple(phases), events=tuple(events), source=src, idle=values_idle,

@@ -62,6 +62,7 @@ class GpuscopeApp(App[int]):
     AUTO_FOCUS = None  # nothing focused at start: panels look the same however fast the terminal is
     BINDINGS = [
         Binding("q", "quit", "quit", id="quit"),
+        Binding("ctrl+z", "suspend_process", "suspend", show=False, id="suspend"),  # as in a shell: fg resumes
         Binding("p", "pause", "pause/play", id="pause"),
         Binding("space", "pause", "pause/play", show=False, id="pause2"),
         Binding("r", "record", "record", id="record"),

@@ -67,6 +67,7 @@ class FleetApp(App[str | None]):
     CSS = "#fleet-status { height: 1; text-wrap: nowrap; } #fleet-filter { dock: bottom; display: none; height: 3; } #fleet-filter.shown { display: block; }"
     BINDINGS = [
         Binding("q", "quit_fleet", "quit", id="quit"),
+        Binding("ctrl+z", "suspend_process", "suspend", show=False, id="suspend"),  # as in a shell: fg resumes
         Binding("up,k", "move(-1)", "up", id="up"),
         Binding("down,j", "move(1)", "down", id="down"),
         Binding("pageup", "page(-1)", "page up", show=False),
