@@ -89,6 +89,9 @@ class Recorder:
         self._t_last: float | None = None
         self._closing = False
         self._q: queue.Queue[Frame | None] = queue.Queue(maxsize=max(1, queue_frames))
+        why = not_a_regular_file(self.path)  # even with --force: a FIFO with no reader would block forever
+        if why is not None:
+            raise RecordingError(f"{self.path} {why}; gpuscope writes to regular files only")
         try:  # never overwrite: an existing file is refused unless force (`--force`)
             # unbuffered: after a failed write the file can be cut back to its last flush point, with no
             # buffer left to spill past it on close
