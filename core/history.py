@@ -33,7 +33,8 @@ class History:
         self._ordered = 0
         self._memo: dict[tuple[float, int, float | None], dict[str, np.ndarray]] = {}  # cells(), this count
         self._memo_count = -1
-        self._graphed: dict[str, None] = {}  # the metrics cells() was asked for, in order (an ordered set)
+        # the metrics cells() was asked for at each (window, width), in order (ordered sets): drawn together
+        self._graphed: dict[tuple[float, int], dict[str, None]] = {}
 
     @property
     def tok_s(self) -> np.ndarray:
@@ -80,9 +81,10 @@ class History:
         """Every GPU's last ``seconds`` of ``metric`` as ``columns`` cells (:func:`resample_rows`: GPUs ×
         columns, NaN where blank), ending at ``now`` (else the newest sample).
 
-        Computed once per new sample for every GPU metric asked for so far, in one pass: the panels of all
-        GPUs draw the same few metrics over the same window every second, and numpy's cost is per call,
-        not per value (one pass for 5 metrics × 8 GPUs costs about what one series did)."""
+        Computed once per new sample for every GPU metric asked for so far at this window and width, in one
+        pass: the panels of all GPUs draw the same few metrics over the same window every second, and
+        numpy's cost is per call, not per value (one pass for 5 metrics × 8 GPUs costs about what one series
+        did)."""
         if self._memo_count != self.count:
             self._memo.clear()
             self._memo_count = self.count
@@ -91,8 +93,9 @@ class History:
         if got is None or metric not in got:
             if metric not in self.data:
                 raise KeyError(metric)
-            self._graphed.setdefault(metric, None)
-            names = list(self._graphed)
+            graphed = self._graphed.setdefault((seconds, columns), {})  # what is drawn at this width
+            graphed.setdefault(metric, None)
+            names = list(graphed)
             times, take = self._window_rows(seconds, now)
             end = now if now is not None else (float(times[-1]) if len(times) else 0.0)
             stacked = np.concatenate([take(self.data[m]) for m in names], axis=1)

@@ -23,7 +23,7 @@ from gpuscope.widgets.style import (
     graph_rows,
     level_style,
     short_name,
-    spark_cells,
+    spark_rows,
 )
 
 Cell = Callable[[DeviceInfo, GpuReading], Text]
@@ -109,17 +109,22 @@ class GpuTable(LineWidget):
 
     def __init__(self, **kw: Any):
         super().__init__(**kw)
-        self._graph_cache: dict[tuple[str, int], str] = {}  # (metric, GPU) → sparkline
+        self._graph_cache: dict[tuple[str, int], list[str]] = {}  # (metric, -1) → every GPU's sparkline
+        self._tops: dict[tuple[str, int], list[float | None]] = {}  # the scales they were drawn with
         self._block_cache: dict[tuple[str, int], list[str]] = {}  # (height:metric, GPU) → block graph rows
 
-    def _graph(self, v: ViewState, metric: str, index: int, cols: int, top: float | None, tag: str = "") -> str:
-        """A GPU's sparkline over the window, recomputed only when the graphs are redrawn (about once a
-        second: ``v.graphs``) or the width changed."""
-        key = (tag + metric, index)
-        g = self._graph_cache.get(key)
-        if v.graphs or g is None or len(g) != cols:
-            g = self._graph_cache[key] = spark_cells(v.history.cells(metric, v.window_s, cols, v.now or None)[index], top)
-        return g
+    def _graphs(self, v: ViewState, metric: str, cols: int, tops: list[float | None], tag: str = "") -> list[str]:
+        """Every GPU's sparkline of ``metric`` over the window (in the inventory's order, each scaled to its
+        ``tops`` entry), all in one pass (:func:`spark_rows`), recomputed only when the graphs are redrawn
+        (about once a second: ``v.graphs``) or the width changed."""
+        devs = v.inventory.devices
+        key = (tag + metric, -1)
+        got = self._graph_cache.get(key)
+        if v.graphs or got is None or len(got[0]) != cols or len(got) != len(devs) or self._tops.get(key) != tops:
+            rows = v.history.cells(metric, v.window_s, cols, v.now or None)[[d.index for d in devs]]
+            got = self._graph_cache[key] = spark_rows(rows, tops)
+            self._tops[key] = tops
+        return got
 
     def show(self, v: ViewState) -> None:
         width = max(30, self.size.width or 78)  # the content area (inside the padding)
@@ -135,7 +140,8 @@ class GpuTable(LineWidget):
         for i in cols:
             head.append(" " + f"{COLUMNS[i][0]:>{COLUMNS[i][1]}}")
         lines = [head]
-        for dev in v.inventory.devices:
+        utils = self._graphs(v, "util", graphw - 1, [100.0] * n) if inline and v.frame else []
+        for k, dev in enumerate(v.inventory.devices):
             r = v.frame.gpus[dev.index] if v.frame and dev.index < len(v.frame.gpus) else None
             t = Text(f"{dev.index:<2}{table_name(dev.name, NAME_W - 3):<{NAME_W - 2}}")
             if r is None:
@@ -147,7 +153,7 @@ class GpuTable(LineWidget):
                     t.append(" ")
                     t.append_text(COLUMNS[i][3](dev, r))
                 if inline:
-                    t.append("  " + self._graph(v, "util", dev.index, graphw - 1, 100), style=OK)
+                    t.append("  " + utils[k], style=OK)
                 if r.clock_events and set(r.clock_events) - {"gpu_idle"}:
                     t.append(" !", style=WARN)
             lines.append(t)
@@ -186,17 +192,18 @@ class GpuTable(LineWidget):
                         label.pad_right(label_w - label.cell_len)
                         out.append(label.append(row, style=OK))
                 continue
+            readings = [v.frame.gpus[d.index] if v.frame and d.index < len(v.frame.gpus) else None for d in devs]
+            sparks = self._graphs(v, metric, gw, [top_of(d, r) for d, r in zip(devs, readings)],
+                                  tag=f"spare{per_row}:")
             for k in range(0, len(devs), per_row):
                 t = Text()
-                for dev in devs[k:k + per_row]:
+                for j in range(k, min(k + per_row, len(devs))):
                     if t.cell_len:
                         t.append("  ")
-                    r = v.frame.gpus[dev.index] if v.frame and dev.index < len(v.frame.gpus) else None
-                    label = Text(f"{dev.index} {title}", style=DIM)
+                    label = Text(f"{devs[j].index} {title}", style=DIM)
                     label.pad_right(label_w - label.cell_len)
                     t.append_text(label)
-                    t.append(self._graph(v, metric, dev.index, gw, top_of(dev, r), tag=f"spare{per_row}:"),
-                             style=OK)
+                    t.append(sparks[j], style=OK)
                 out.append(t)
         return out
 
