@@ -23,7 +23,7 @@ from gpuscope.core.text import clean, count
 from gpuscope.core.units import duration as human_duration
 from gpuscope.core.units import fmt_num
 from gpuscope.core.validate import dumps_out
-from gpuscope.sources.files import not_a_regular_file
+from gpuscope.sources.files import not_writable_as_file
 from gpuscope.sources.recording import open_recording
 
 
@@ -44,9 +44,9 @@ def refuse_existing(path: Any, force: bool, source: Any = None) -> None:
         raise GpuscopeError(f"{path} is the recording being read; refusing to overwrite it (choose another name)")
     if not force and os.path.lexists(path):
         raise GpuscopeError(f"{path} exists; refusing to overwrite it (use --force)")
-    why = not_a_regular_file(path)  # --force replaces files: writing into a FIFO with no reader never ends
+    why = not_writable_as_file(path)  # --force replaces files: writing into a FIFO with no reader never ends
     if why is not None:
-        raise GpuscopeError(f"{path} {why}; gpuscope writes to regular files only")
+        raise GpuscopeError(f"{path} {why}; refusing to write there")
 
 
 def _same_file(a: Any, b: Any) -> bool:

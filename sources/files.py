@@ -24,3 +24,18 @@ def not_a_regular_file(path: str | os.PathLike[str]) -> str | None:
     if stat.S_ISSOCK(mode):
         return "is a socket, not a file"
     return "is not a regular file"
+
+
+def not_writable_as_file(path: str | os.PathLike[str]) -> str | None:
+    """Why gpuscope must not write its output to ``path`` even with ``--force``: a named pipe (opening it
+    blocks until a reader comes, forever when none does) or a socket; None otherwise (a regular file, a
+    device such as ``/dev/null``, or nothing there yet). Symbolic links are followed."""
+    try:
+        mode = os.stat(Path(path)).st_mode
+    except OSError:
+        return None
+    if stat.S_ISFIFO(mode):
+        return "is a named pipe (FIFO), not a file"
+    if stat.S_ISSOCK(mode):
+        return "is a socket, not a file"
+    return None

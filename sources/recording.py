@@ -39,7 +39,7 @@ from gpuscope.core.errors import SHOWN, GpuscopeError
 from gpuscope.core.model import Event, Frame, Inventory
 from gpuscope.core.text import clean
 from gpuscope.core.validate import Tally, ValidationError, in_range, loads
-from gpuscope.sources.files import not_a_regular_file
+from gpuscope.sources.files import not_a_regular_file, not_writable_as_file
 from gpuscope.sources.recording_scan import Prefetch, events_at, threads_for
 
 FORMAT = "gpuscope-recording"
@@ -89,9 +89,9 @@ class Recorder:
         self._t_last: float | None = None
         self._closing = False
         self._q: queue.Queue[Frame | None] = queue.Queue(maxsize=max(1, queue_frames))
-        why = not_a_regular_file(self.path)  # even with --force: a FIFO with no reader would block forever
+        why = not_writable_as_file(self.path)  # even with --force: a FIFO with no reader would block forever
         if why is not None:
-            raise RecordingError(f"{self.path} {why}; gpuscope writes to regular files only")
+            raise RecordingError(f"{self.path} {why}; refusing to write there")
         try:  # never overwrite: an existing file is refused unless force (`--force`)
             # unbuffered: after a failed write the file can be cut back to its last flush point, with no
             # buffer left to spill past it on close
