@@ -24,7 +24,7 @@ from gpuscope.core.units import duration as human_duration
 from gpuscope.core.units import fmt_num
 from gpuscope.core.validate import dumps_out
 from gpuscope.sources.files import not_writable_as_file
-from gpuscope.sources.recording import open_recording
+from gpuscope.sources.recording import RecordingError, open_recording
 
 
 def open_or_fail(path: Any) -> Any:
@@ -33,7 +33,26 @@ def open_or_fail(path: Any) -> Any:
     if rec.n_frames == 0:
         raise GpuscopeError(clean(f"{path}: the recording holds no frames" + (f" ({'; '.join(rec.problems)})"
                                                                            if rec.problems else ""), 400))
+    first_error = readable_sample(rec)
+    if first_error is not None:  # every frame tried is damaged: not "0 frames" and exit 0, nor an empty replay
+        raise GpuscopeError(clean(f"{path}: no frame can be read ({rec.n_frames:,} in the file; {first_error})", 400))
     return rec
+
+
+def readable_sample(rec: Any, tries: int = 9) -> str | None:
+    """None when at least one of ``tries`` frames spread over the recording (first, last and between)
+    decodes; else the first one's error. A recording whose frames are all damaged is then one error, while
+    one with some damaged frames still opens (and lists them as problems)."""
+    n = rec.n_frames
+    picks = sorted({round(k * (n - 1) / max(1, tries - 1)) for k in range(tries)}) if n else []
+    first: str | None = None
+    for i in picks:
+        try:
+            rec.frame(i)
+            return None
+        except RecordingError as e:
+            first = first or str(e).split(": ", 1)[-1]
+    return first
 
 
 def refuse_existing(path: Any, force: bool, source: Any = None) -> None:
@@ -67,7 +86,9 @@ def render_summary(doc: dict[str, Any]) -> str:
     out.append(f"{clean(doc['file'], 300)}: {clean(doc['host'])}{sim}, {start}, {human_duration(doc['duration_s'])}, "
                f"{count(doc['frames'], 'frame')}")
     if doc["problems"]:
-        out.append("problems: " + "; ".join(clean(p, 300) for p in doc["problems"]))
+        shown = doc["problems"][:3]  # a few in full, then how many more: one readable line, not 4,000 columns
+        more = len(doc["problems"]) - len(shown)
+        out.append("problems: " + "; ".join(clean(p, 300) for p in shown) + (f"; and {more} more" if more else ""))
     for g in doc["gpus"]:
         out.append("")
         lost = f"  LOST at +{human_duration(g['lost_at'] - doc['start'])}" if g["lost_at"] else ""
