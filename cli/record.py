@@ -62,6 +62,7 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
     frames = 0
 
     endpoints_told: dict[str, str] = {}  # url -> its state, as last told to the user
+    error_told: list[bool] = []  # the recording's error was said
 
     def on_frame(frame: Any) -> None:
         nonlocal frames
@@ -69,8 +70,11 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
         frames += 1
         for line in endpoint_changes(frame.endpoints, endpoints_told):
             sys.stderr.write(f"gpuscope: {line}\n")  # headless: say when a server goes away or comes back
-        if session.record_error:
+        if session.record_error and not error_told:
+            error_told.append(True)  # once: the command's last frame comes through here again
             sys.stderr.write(f"gpuscope: {session.record_error}\n")
+            stop.set()
+        elif session.record_error:
             stop.set()
         if proc is not None and proc.poll() is not None:
             stop.set()

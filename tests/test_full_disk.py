@@ -142,3 +142,17 @@ def test_record_on_a_full_disk_says_what_summary_then_reads(tmp_path):
                        text=True, timeout=60)
     assert s.returncode == 0, s.stderr
     assert f'"frames": {kept},' in s.stdout
+
+
+@pytest.mark.slow
+def test_record_of_a_command_on_a_full_disk_says_it_once(tmp_path):
+    """`record -- CMD`: the command's last frame after it exits went through the error path again, and the
+    "recording stopped" line was printed twice (new-user trial). Once, and the command's status passes on."""
+    path = tmp_path / "full.jsonl.gz"
+    out = subprocess.run([sys.executable, "-m", "gpuscope", "record", "--simulate", "a6000-tp2-pcie-gen1",
+                          "--interval", "0.1", "-o", str(path), "--", sys.executable, "-c",
+                          "import time, sys; time.sleep(6); sys.exit(7)"],
+                         preexec_fn=lambda: _file_size_limit(1200), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 7, out
+    assert out.stderr.count("recording stopped") == 1, out.stderr
+    assert "stopped early:" in out.stderr
