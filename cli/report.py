@@ -39,6 +39,13 @@ def open_or_fail(path: Any) -> Any:
     return rec
 
 
+def problems_line(problems: list[str], shown: int = 3) -> str:
+    """A recording's problems as one readable line: the first ``shown`` in full, then how many more (a
+    damaged file can list dozens: the line ran to 4,000 columns)."""
+    more = len(problems) - shown
+    return "; ".join(clean(p, 300) for p in problems[:shown]) + (f"; and {more} more" if more > 0 else "")
+
+
 def readable_sample(rec: Any, tries: int = 9) -> str | None:
     """None when at least one of ``tries`` frames spread over the recording (first, last and between)
     decodes; else the first one's error. A recording whose frames are all damaged is then one error, while
@@ -86,9 +93,7 @@ def render_summary(doc: dict[str, Any]) -> str:
     out.append(f"{clean(doc['file'], 300)}: {clean(doc['host'])}{sim}, {start}, {human_duration(doc['duration_s'])}, "
                f"{count(doc['frames'], 'frame')}")
     if doc["problems"]:
-        shown = doc["problems"][:3]  # a few in full, then how many more: one readable line, not 4,000 columns
-        more = len(doc["problems"]) - len(shown)
-        out.append("problems: " + "; ".join(clean(p, 300) for p in shown) + (f"; and {more} more" if more else ""))
+        out.append("problems: " + problems_line(doc["problems"]))
     for g in doc["gpus"]:
         out.append("")
         lost = f"  LOST at +{human_duration(g['lost_at'] - doc['start'])}" if g["lost_at"] else ""
@@ -275,6 +280,9 @@ def run_compare(args: argparse.Namespace) -> int:
         return 0
     print(f"A: {clean(a['file'], 300)} ({clean(a['host'])}{', SIMULATED' if a['simulated'] else ''}, {human_duration(a['duration_s'])})")
     print(f"B: {clean(b['file'], 300)} ({clean(b['host'])}{', SIMULATED' if b['simulated'] else ''}, {human_duration(b['duration_s'])})")
+    for side, d in (("A", a), ("B", b)):  # a cut-off or damaged input changes what its means mean: say so
+        if d.get("problems"):
+            print(f"note: {side}: {problems_line(d['problems'])}")
     if doc["gpu_count"][0] != doc["gpu_count"][1]:
         print(f"note: A has {doc['gpu_count'][0]} GPUs, B has {doc['gpu_count'][1]}; compared by index")
     for e in doc["endpoints_tok_s"]:
@@ -363,6 +371,8 @@ def run_export(args: argparse.Namespace) -> int:
     if out != "-":
         sys.stderr.write(f"gpuscope: wrote {n} rows ({len(rec.inventory.devices)} GPUs × {rec.n_frames} frames) "
                          f"to {out} ({os.path.getsize(out)} bytes)\n")
+    if rec.problems:  # the rows are what survived: say what did not
+        sys.stderr.write(f"gpuscope: note: {clean(args.file, 200)}: {problems_line(rec.problems)}\n")
     if getattr(args, "serving", None):
         run_export_serving(args, rec)
     return 0

@@ -50,3 +50,13 @@ def test_some_damaged_frames_still_open_in_one_line(tmp_path):
     assert out.returncode == 0, out.stderr
     problems = [ln for ln in out.stdout.splitlines() if ln.startswith("problems:")]
     assert len(problems) == 1 and "more" in problems[0] and len(problems[0]) < 1200, problems
+
+
+def test_export_and_compare_say_an_input_was_cut_off(tmp_path):
+    """`summary` said a file was cut off; export and compare said nothing (their means are of what survived)."""
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(DEMO.read_bytes()[:5000])
+    out = gpuscope("export", str(cut), "--csv", str(tmp_path / "o.csv"))
+    assert out.returncode == 0 and "cut off" in out.stderr and out.stderr.count("\n") == 2, out.stderr
+    out = gpuscope("compare", str(DEMO), str(cut))
+    assert out.returncode == 0 and any(ln.startswith("note: B:") and "cut off" in ln for ln in out.stdout.splitlines())
