@@ -131,7 +131,7 @@ class GpuscopeApp(App[int]):
         self.hung_up = False  # the terminal went away (SIGHUP or the watchdog): callers must not start another app
         self.crash: Exception | None = None
         self._parts: dict[tuple[type[Widget], str | None], Widget] = {}  # see _part
-        self._parts_list: dict[type[Widget], list[GpuPanel]] = {}
+        self._panels_found: list[GpuPanel] | None = None  # see _panels
         self._finishing: list[FrameSink] = []  # recordings stopped with r whose writer may still be busy
 
     # ----------------------------------------------------------------- errors
@@ -369,10 +369,9 @@ class GpuscopeApp(App[int]):
         return got  # type: ignore[return-value]
 
     def _panels(self) -> list[GpuPanel]:
-        panels = self._parts_list.get(GpuPanel)
-        if panels is None:
-            panels = self._parts_list[GpuPanel] = list(self.screen_stack[0].query(GpuPanel))
-        return panels
+        if self._panels_found is None:
+            self._panels_found = list(self.screen_stack[0].query(GpuPanel))
+        return self._panels_found
 
     def _check_stale(self) -> None:
         if self.paused or not self.screen_stack or self.screen is not self.screen_stack[0]:

@@ -109,8 +109,8 @@ class GpuTable(LineWidget):
 
     def __init__(self, **kw: Any):
         super().__init__(**kw)
-        self._graph_cache: dict[tuple[str, int], list[str]] = {}  # (metric, -1) → every GPU's sparkline
-        self._tops: dict[tuple[str, int], list[float | None]] = {}  # the scales they were drawn with
+        # tag + metric → the scales they were drawn with, every GPU's sparkline
+        self._graph_cache: dict[str, tuple[list[float | None], list[str]]] = {}
         self._block_cache: dict[tuple[str, int], list[str]] = {}  # (height:metric, GPU) → block graph rows
 
     def _graphs(self, v: ViewState, metric: str, cols: int, tops: list[float | None], tag: str = "") -> list[str]:
@@ -118,13 +118,11 @@ class GpuTable(LineWidget):
         ``tops`` entry), all in one pass (:func:`spark_rows`), recomputed only when the graphs are redrawn
         (about once a second: ``v.graphs``) or the width changed."""
         devs = v.inventory.devices
-        key = (tag + metric, -1)
-        got = self._graph_cache.get(key)
-        if v.graphs or got is None or len(got[0]) != cols or len(got) != len(devs) or self._tops.get(key) != tops:
+        drawn = self._graph_cache.get(tag + metric)
+        if v.graphs or drawn is None or drawn[0] != tops or len(drawn[1]) != len(devs) or len(drawn[1][0]) != cols:
             rows = v.history.cells(metric, v.window_s, cols, v.now or None)[[d.index for d in devs]]
-            got = self._graph_cache[key] = spark_rows(rows, tops)
-            self._tops[key] = tops
-        return got
+            drawn = self._graph_cache[tag + metric] = (tops, spark_rows(rows, tops))
+        return drawn[1]
 
     def show(self, v: ViewState) -> None:
         width = max(30, self.size.width or 78)  # the content area (inside the padding)

@@ -124,10 +124,10 @@ class LineWidget(Widget):
         self._base_style: Style | None = None  # self.rich_style, cached: it walks the ancestors' CSS
         self._style_memo: dict[tuple[str | Style, str | Style | None], Style] = {}
         self._gs_last: Text | None = None
-        # _frame's answer (in a 1-tuple: None is an answer too) and the sizes it was taken for; dropped on a
-        # style change or a resize. _rows: each content row as drawn, with the content strip it was drawn from
+        # _frame's answer (None is an answer too) and the sizes it was taken for (None: not taken, or dropped
+        # by a style change or a resize). _rows: each content row as drawn, with the content strip it came from
         self._frame_key: tuple[object, ...] | None = None
-        self._frame_parts: tuple[None, tuple[list[Segment], list[Segment], int, int, int, Any] | None] | None = None
+        self._frame_parts: tuple[list[Segment], list[Segment], int, int, int, Any] | None = None
         self._rows: dict[int, tuple[Strip, object, Strip]] = {}
 
     def render(self) -> Text:
@@ -141,12 +141,12 @@ class LineWidget(Widget):
         super().notify_style_update()
         self._base_style = None
         self._style_memo = {}
-        self._frame_parts = None
+        self._frame_key = None
         self._strips = [None] * len(self._lines)
 
     def on_resize(self) -> None:
         self._strips = [None] * len(self._lines)
-        self._frame_parts = None
+        self._frame_key = None
 
     def _style(self) -> Style:
         style = self._base_style
@@ -222,12 +222,11 @@ class LineWidget(Widget):
         the width and the background the line filters take; ``None`` where Textual must draw. Taken from
         Textual once, and again after a style change (focus, a class, the theme) or a resize."""
         size = self.region.size
-        cached = self._frame_parts
-        if cached is not None and self._frame_key == (size, self.size):
-            return cached[1]
+        if self._frame_key == (size, self.size):
+            return self._frame_parts
         styles = self.styles
         self._rows = {}
-        self._frame_key, self._frame_parts = (size, self.size), (None, None)
+        self._frame_key, self._frame_parts = (size, self.size), None
         if (styles.has_rule("hatch") or styles.tint.a or styles.opacity != 1.0 or styles.text_opacity != 1.0
                 or any(edge for edge, _ in styles.outline)):
             return None
@@ -247,7 +246,7 @@ class LineWidget(Widget):
             return None
         k = hits[0]
         frame = (segments[:k], segments[k + 1:], gutter.top, gutter.top + content.height, size.width, background)
-        self._frame_parts = (None, frame)
+        self._frame_parts = frame
         return frame
 
     def render_line(self, y: int) -> Strip:
