@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,6 +35,9 @@ class History:
         self._ordered = 0
         self._memo: dict[tuple[float, int, float | None], dict[str, np.ndarray]] = {}  # cells(), this count
         self._memo_count = -1
+        self._generation = 0  # bumped by clear(): what was computed before it no longer holds
+        self._live: dict[tuple[float, int], LiveCells] = {}  # cells() at the newest sample, kept up by folding
+        self._versions = 0  # the live cells' versions, never reused (cells_change)
         # the metrics cells() was asked for at each (window, width), in order (ordered sets): drawn together
         self._graphed: dict[tuple[float, int], dict[str, None]] = {}
 
@@ -47,6 +52,8 @@ class History:
             a[:] = np.nan
         self.count = 0
         self._ordered = 0
+        self._generation += 1
+        self._live.clear()
 
     def add(self, frame: Frame) -> None:
         k = self.count % self.capacity
@@ -81,13 +88,20 @@ class History:
         """Every GPU's last ``seconds`` of ``metric`` as ``columns`` cells (:func:`resample_rows`: GPUs ×
         columns, NaN where blank), ending at ``now`` (else the newest sample).
 
+        Cells are pinned to the clock (``pinned``: each covers a fixed stretch of time, the last one the stretch
+        that holds ``now``), so a graph moves by whole cells and a cell's value does not change once time has
+        passed it (cells measured from ``now`` resample every cell at every sample, and the graph shimmers).
+
         Computed once per new sample for every GPU metric asked for so far at this window and width, in one
         pass: the panels of all GPUs draw the same few metrics over the same window every second, and
-        numpy's cost is per call, not per value (one pass for 5 metrics × 8 GPUs costs about what one series
-        did)."""
+        numpy's cost is per call, not per value. At the newest sample (``now`` None: the live screen) the
+        cells are kept up to date by folding in each new sample (:class:`LiveCells`): a few Python
+        operations per GPU and metric instead of resampling the window (tests/test_spark_window.py: equal to
+        resampling)."""
         if self._memo_count != self.count:
             self._memo.clear()
             self._memo_count = self.count
+        now = self._live_now(now)
         key = (seconds, columns, now)
         got = self._memo.get(key)
         if got is None or metric not in got:
@@ -96,13 +110,72 @@ class History:
             graphed = self._graphed.setdefault((seconds, columns), {})  # what is drawn at this width
             graphed.setdefault(metric, None)
             names = list(graphed)
-            times, take = self._window_rows(seconds, now)
-            end = now if now is not None else (float(times[-1]) if len(times) else 0.0)
-            stacked = np.concatenate([take(self.data[m]) for m in names], axis=1)
-            rows = resample_rows(times, stacked, end, seconds, columns)
+            live = self._live_cells(names, seconds, columns) if now is None else None
+            if live is not None:
+                rows = live.out.copy()
+            else:
+                # two windows: a carry into the window's first cells comes from up to a window before
+                times, values, end = self._stacked(names, 2 * seconds + seconds / max(1, columns), now)
+                rows = resample_rows(times, values, end, seconds, columns, pinned=True)
             g = self.n_gpus
             got = self._memo[key] = {m: rows[i * g:(i + 1) * g] for i, m in enumerate(names)}
         return got[metric]
+
+    def cells_change(self, seconds: float, columns: int, now: float | None = None
+                     ) -> tuple[int, tuple[int, int, int] | None]:
+        """How the cells :meth:`cells` gives now at this window, width and ``now`` changed, when they are the
+        live ones (at the newest sample): (version, (version before, shift, first)) when the last update moved
+        the version before's cells left by ``shift`` and changed only the columns from ``first`` on; (version, None)
+        after a full resample; (-1, None) when they are not live ones. Lets a graph redraw only its new
+        columns (widgets/style.py spark_update)."""
+        live = self._live.get((seconds, columns))
+        if (self._live_now(now) is not None or live is None or live.generation != self._generation
+                or live.upto != self.count):
+            return -1, None
+        return live.version, live.change
+
+    def _live_now(self, now: float | None) -> float | None:
+        """``now``, or None when it is the newest sample's time (the live screen passes it): the live cells."""
+        if now is not None and self.count and now == self.times[(self.count - 1) % self.capacity]:
+            return None
+        return now
+
+    def next_version(self) -> int:
+        self._versions += 1
+        return self._versions
+
+    def _stacked(self, names: list[str], seconds: float, now: float | None) -> tuple[np.ndarray, np.ndarray, float]:
+        """The last ``seconds`` of ``names`` side by side (samples × (metrics × GPUs)), their times, and the
+        window's end (``now``, else the newest sample)."""
+        times, take = self._window_rows(seconds, now)
+        end = now if now is not None else (float(times[-1]) if len(times) else 0.0)
+        return times, np.concatenate([take(self.data[m]) for m in names], axis=1), end
+
+    def _live_cells(self, names: list[str], seconds: float, columns: int) -> LiveCells | None:
+        """The live cells of ``names``, brought up to the newest sample: folded in when only a few samples in
+        time order came since the last call, else resampled from the window. None with no sample or width."""
+        if self.count == 0 or columns <= 0:
+            return None
+        key = (seconds, columns)
+        live = self._live.get(key)
+        new = self.count - live.upto if live is not None else 0
+        cap = self.capacity
+        if (live is not None and live.generation == self._generation and live.names == names
+                and self._ordered == self.count and 0 <= new <= min(64, cap)
+                and (self.count <= cap  # else the ring let samples go: none may lie in the window or a
+                     # window before it (a carry into the window comes from there)
+                     or last_cell(float(self.times[self.count % cap]), live.dt)
+                     < last_cell(float(self.times[(self.count - 1) % cap]), live.dt) - 2 * columns + 2)):
+            if new and not live.fold(self, range(live.upto, self.count)):
+                live = None
+            if live is not None:
+                return live
+        dt = seconds / columns
+        times, values, end = self._stacked(names, 2 * seconds + dt, None)
+        out = resample_rows(times, values, end, seconds, columns, pinned=True)
+        live = self._live[key] = LiveCells.start(names, dt, columns, self._generation, self.count, times, values,
+                                                 end, out, self.next_version())
+        return live
 
     def _window(self, data: np.ndarray, seconds: float, now: float | None) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`window` of ``data`` (the ring's rows: one metric, one GPU or all of them)."""
@@ -143,40 +216,162 @@ class History:
         return float(self.times[(self.count - 1) % self.capacity])
 
 
-def resample(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float, columns: int) -> list[float | None]:
+def last_cell(t: float, dt: float) -> int:
+    """The index of the pinned cell that holds time ``t``: cell ``b`` covers ``(b·dt, (b+1)·dt]``."""
+    return math.ceil(t / dt) - 1
+
+
+@dataclass
+class LiveCells:
+    """The live graphs' cells at one window and width, kept at the newest sample by folding new samples in.
+
+    ``out`` is what :func:`resample_rows` (pinned) gives for the window: rows are metric × GPU, NaN where blank.
+    Per row it keeps the pinned cell of its newest sample and that cell's sum and count: samples come in time
+    order, so only that cell or a later one can take a sample still to come, and the cells before never
+    change again. A new sample moves the rows left by whole cells, fills the gap since the row's sample
+    before with that sample's cell (as resampling carries it, when the gap is shorter than the window) and
+    sets its cell's mean."""
+
+    names: list[str]
+    dt: float
+    columns: int
+    generation: int
+    upto: int  # samples folded in: the history's count when last brought up to date
+    cell: int  # the pinned index of the last column
+    out: np.ndarray
+    last: list[int | None]  # per row: the pinned cell of its newest sample (None: none yet)
+    sums: list[float]  # per row: that cell's sum and count of samples
+    counts: list[int]
+    version: int = 0
+    change: tuple[int, int, int] | None = field(default=None)
+
+    @classmethod
+    def start(cls, names: list[str], dt: float, columns: int, generation: int, upto: int, times: np.ndarray,
+              values: np.ndarray, end: float, out: np.ndarray, version: int) -> LiveCells:
+        """From a full resample (``out``) of the window (``times``, ``values``: samples × rows, reaching a window
+        further back) ending at ``end``."""
+        rows = out.shape[0]
+        last: list[int | None] = [None] * rows
+        sums, counts = [0.0] * rows, [0] * rows
+        if len(times):
+            cells = (np.ceil(times / dt) - 1).astype(np.int64)
+            known = ~np.isnan(values)
+            for r in range(rows):
+                at = np.nonzero(known[:, r])[0]
+                if not len(at):
+                    continue
+                cell = int(cells[at[-1]])
+                last[r] = cell
+                for i in at[cells[at] == cell].tolist():  # in order, as resample_rows adds them
+                    sums[r] += float(values[i, r])
+                    counts[r] += 1
+        return cls(names, dt, columns, generation, upto, last_cell(end, dt), out, last, sums, counts, version)
+
+    def fold(self, history: History, indices: range) -> bool:
+        """Fold the samples at ``indices`` (in time order, all in the ring) into the cells; records the change
+        (:meth:`History.cells_change`). False when a sample lies before the last column (resample instead)."""
+        out, columns, last, sums, counts = self.out, self.columns, self.last, self.sums, self.counts
+        before, first_cell = self.cell, None
+        cap = history.capacity
+        arrays = [history.data[m] for m in self.names]
+        end = columns - 1
+        for i in indices:
+            k = i % cap
+            cell = last_cell(float(history.times[k]), self.dt)
+            if cell < self.cell:
+                return False
+            if cell > self.cell:
+                shift = cell - self.cell
+                if shift >= columns:
+                    out[:] = np.nan
+                else:
+                    out[:, :columns - shift] = out[:, shift:]
+                    out[:, columns - shift:] = np.nan
+                self.cell = cell
+            r = 0
+            for a in arrays:
+                for v in a[k].tolist():
+                    if v == v:
+                        prev = last[r]
+                        touched = cell
+                        if prev == cell:
+                            sums[r] += v
+                            counts[r] += 1
+                        else:
+                            if prev is not None and cell - prev < columns and cell - prev > 1:
+                                # the gap since the row's sample before takes its cell, as resampling carries it
+                                lo = max(0, end - (cell - prev) + 1)
+                                out[r, lo:end] = sums[r] / counts[r]
+                                touched = cell - end + lo
+                            last[r] = cell
+                            sums[r], counts[r] = v, 1
+                        out[r, end] = sums[r] / counts[r]
+                        first_cell = touched if first_cell is None else min(first_cell, touched)
+                    r += 1
+        shift = self.cell - before
+        first = columns - shift  # the columns the shift brought in are new (blank, or filled above)
+        if first_cell is not None:
+            first = min(first, max(0, first_cell - (self.cell - columns + 1)))
+        version = history.next_version()
+        self.change = (self.version, shift, max(0, first)) if shift < columns else (self.version, 0, 0)
+        self.version = version
+        self.upto = indices.stop
+        return True
+
+
+def resample(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float, columns: int,
+             pinned: bool = False) -> list[float | None]:
     """Bucket the window (t_end - seconds, t_end] into ``columns`` cells (the mean of each; None where no
-    sample fell); a sample at ``t_end`` lies in the last cell."""
+    sample fell); a sample at ``t_end`` lies in the last cell. Cells narrower than the sampling interval get
+    no sample: a cell between two samples carries the one before.
+
+    ``pinned``: the cells are fixed stretches of the clock (:func:`last_cell`), the last one the stretch
+    holding ``t_end``; a cell carries the sample before when the gap between the two is shorter than the
+    window, even when that sample lies before the window (``times`` should reach a window further back), so
+    the graph's first cells do not blink as samples leave the window."""
     if columns <= 0:
         return []
     out: list[float | None] = [None] * columns
     if len(times) == 0:
         return out
-    t0 = t_end - seconds
-    # cells cover (t0, t_end]: the newest sample (at t_end) is drawn in the last cell, not dropped
-    cell = (np.ceil((times - t0) / seconds * columns) - 1).astype(np.int64)
-    ok = (cell >= 0) & (cell < columns) & ~np.isnan(values)
+    back = columns - 1 if pinned else 0  # cells before the window a carry may come from
+    cell = cells_of(np.asarray(times, dtype=np.float64), t_end, seconds, columns, pinned).astype(np.int64)
+    ok = (cell >= -back) & (cell < columns) & ~np.isnan(values)
     if not ok.any():
         return out
-    cells = cell[ok]
+    cells = cell[ok] + back
     vals = values[ok].astype(np.float64)
-    sums = np.bincount(cells, weights=vals, minlength=columns)
-    counts = np.bincount(cells, minlength=columns)
-    filled = np.nonzero(counts)[0]
-    for j in filled:
-        out[int(j)] = float(sums[j] / counts[j])
-    # cells narrower than the sampling interval get no sample: carry the last value across such gaps
-    last = None
-    for c in range(int(filled[0]), int(filled[-1]) + 1):
-        if out[c] is None:
-            out[c] = last
-        last = out[c]
+    sums = np.bincount(cells, weights=vals, minlength=columns + back)
+    counts = np.bincount(cells, minlength=columns + back)
+    means = {int(j): float(sums[j] / counts[j]) for j in np.nonzero(counts)[0]}
+    sampled = sorted(means)
+    for c in range(columns):
+        at = c + back
+        if at in means:
+            out[c] = means[at]
+            continue
+        before = [j for j in sampled if j < at]
+        after = [j for j in sampled if j > at]
+        if before and after and (not pinned or after[0] - before[-1] < columns):
+            out[c] = means[before[-1]]
     return out
 
 
-def resample_rows(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float, columns: int) -> np.ndarray:
+def cells_of(times: np.ndarray, t_end: float, seconds: float, columns: int, pinned: bool) -> np.ndarray:
+    """The column (as floats) of each time in a window of ``columns`` cells ending at ``t_end``; 0 to
+    ``columns - 1`` inside it. Cells cover (t_end - seconds, t_end], or with ``pinned`` the fixed stretches
+    (b·dt, (b+1)·dt] up to the one holding ``t_end``: either way a sample at ``t_end`` lies in the last cell."""
+    if pinned:
+        dt = seconds / columns
+        return np.ceil(times / dt) - 1 - (last_cell(t_end, dt) - columns + 1)
+    return np.ceil((times - (t_end - seconds)) / seconds * columns) - 1
+
+
+def resample_rows(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float, columns: int,
+                  pinned: bool = False) -> np.ndarray:
     """:func:`resample` of several series at once: ``values`` is (samples × series); the result is
     (series × columns) float64, NaN where :func:`resample` gives None (the same numbers: the mean of each
-    cell, a cell with no sample between a series' first and last carrying the cell before)."""
+    cell, a cell with no sample between two samples carrying the one before)."""
     vals = np.asarray(values, dtype=np.float64)
     if vals.ndim == 1:
         vals = vals[:, None]
@@ -184,22 +379,26 @@ def resample_rows(times: np.ndarray, values: np.ndarray, t_end: float, seconds: 
     out = np.full((rows, max(0, columns)), np.nan)
     if columns <= 0 or len(times) == 0 or rows == 0:
         return out
-    # cells cover (t_end - seconds, t_end], as resample's: the newest sample is in the last cell
-    cell = np.ceil((np.asarray(times, dtype=np.float64) - (t_end - seconds)) / seconds * columns) - 1
-    inside = (cell >= 0) & (cell < columns)
+    back = columns - 1 if pinned else 0  # cells before the window a carry may come from (pinned)
+    span = columns + back
+    cell = cells_of(np.asarray(times, dtype=np.float64), t_end, seconds, columns, pinned) + back
+    inside = (cell >= 0) & (cell < span)
     if not inside.any():
         return out
     vals = vals[inside]
     ok = ~np.isnan(vals)
-    flat = (np.arange(rows) * columns)[None, :] + cell[inside].astype(np.int64)[:, None]
-    sums = np.bincount(flat[ok], weights=vals[ok], minlength=rows * columns).reshape(rows, columns)
-    counts = np.bincount(flat[ok], minlength=rows * columns).reshape(rows, columns)
+    flat = (np.arange(rows) * span)[None, :] + cell[inside].astype(np.int64)[:, None]
+    sums = np.bincount(flat[ok], weights=vals[ok], minlength=rows * span).reshape(rows, span)
+    counts = np.bincount(flat[ok], minlength=rows * span).reshape(rows, span)
     has = counts > 0
-    col = np.arange(columns)
+    col = np.arange(span)
     src = np.maximum.accumulate(np.where(has, col, -1), axis=1)  # the last cell with a sample, so far
+    nxt = np.minimum.accumulate(np.where(has, col, span)[:, ::-1], axis=1)[:, ::-1]  # the next one
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums / counts
-    out = np.where(src >= 0, means[np.arange(rows)[:, None], np.maximum(src, 0)], np.nan)
-    last = columns - 1 - np.argmax(has[:, ::-1], axis=1)  # after a series' last sample: blank
-    out[col[None, :] > last[:, None]] = np.nan
-    return out
+    carried = (src >= 0) & (nxt < span)
+    if pinned:  # over a gap shorter than the window only
+        carried &= nxt - src < columns
+    keep = has | carried
+    out = np.where(keep, means[np.arange(rows)[:, None], np.maximum(src, 0)], np.nan)
+    return out[:, back:]

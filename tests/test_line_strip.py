@@ -155,3 +155,22 @@ async def test_line_widgets_draw_what_textual_draws(scenario, size, compact):
                     textual = Widget.render_lines(w, crop)
                     assert [list(s) for s in ours] == [list(s) for s in textual], (type(w).__name__, crop)
         assert any(w._frame_parts is not None for w in widgets)  # the shortcut was taken
+
+
+run_text = st.text(alphabet=st.sampled_from(["a", " ", "█", "·", "×", "\x1b", "\x07", "é", "1"]), max_size=6)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(st.tuples(run_text, st.sampled_from(["", "bold", "green", "bright_black", "bold red"])), max_size=8))
+def test_runs_text_is_appending_each_run(runs):
+    """widgets/style.py runs_text (a line made in one go from side-by-side runs) is the Text that appending
+    run by run makes: same text (control characters dropped), same spans."""
+    from gpuscope.widgets.style import runs_text
+
+    want = Text()
+    for text, style in runs:
+        want.append(text, style=style or None)
+    got = runs_text(runs)
+    assert got.plain == want.plain
+    assert got.spans == want.spans
+    assert not got.style

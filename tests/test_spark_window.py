@@ -53,15 +53,15 @@ def test_spark_rows_is_spark_cells_of_each_row(rows, maxima):
 @given(st.lists(st.tuples(st.floats(min_value=0, max_value=120, allow_nan=False), values, values, values),
                 max_size=60),
        st.integers(min_value=0, max_value=90), st.floats(min_value=1, max_value=120),
-       st.floats(min_value=0, max_value=130))
-def test_resample_rows_is_resample_of_each_series(samples, columns, seconds, t_end):
+       st.floats(min_value=0, max_value=130), st.booleans())
+def test_resample_rows_is_resample_of_each_series(samples, columns, seconds, t_end, pinned):
     samples.sort(key=lambda s: s[0])
     times = np.array([s[0] for s in samples], dtype=np.float64)
     vals = np.array([[np.nan if v is None else v for v in s[1:]] for s in samples],
                     dtype=np.float32).reshape(len(samples), 3)
-    got = resample_rows(times, vals, t_end, seconds, columns)
+    got = resample_rows(times, vals, t_end, seconds, columns, pinned=pinned)
     for k in range(3):
-        want = resample(times, vals[:, k], t_end, seconds, columns)
+        want = resample(times, vals[:, k], t_end, seconds, columns, pinned=pinned)
         assert [None if np.isnan(x) else x for x in got[k].tolist()] == want
 
 
@@ -70,8 +70,9 @@ def test_resample_rows_is_resample_of_each_series(samples, columns, seconds, t_e
        st.integers(min_value=2, max_value=30), st.integers(min_value=1, max_value=40),
        st.sampled_from([5.0, 60.0, 600.0]))
 def test_history_cells_is_each_gpus_window_resampled(steps, capacity, columns, seconds):
-    """History.cells (every GPU and graphed metric in one pass, once per sample) gives each GPU what its
-    own window, resampled, gives: in order, after the ring wrapped, and with a time that went back."""
+    """History.cells (every GPU and graphed metric in one pass, once per sample, folded in at the newest
+    sample) gives each GPU what its own window, resampled in cells pinned to the clock, gives: in order,
+    after the ring wrapped, and with a time that went back."""
     from gpuscope.core.history import History
     from gpuscope.core.model import Frame, GpuReading
 
@@ -85,7 +86,108 @@ def test_history_cells_is_each_gpus_window_resampled(steps, capacity, columns, s
         for metric in ("pcie_rx", "util"):
             got = h.cells(metric, seconds, columns)
             for g in (0, 1):
-                times, vals = h.window(metric, g, seconds)
+                times, vals = h.window(metric, g, 2 * seconds + seconds / columns)
                 end = float(times[-1]) if len(times) else 0.0
-                want = resample(times, vals, end, seconds, columns)
+                want = resample(times, vals, end, seconds, columns, pinned=True)
                 assert [None if np.isnan(x) else x for x in got[g].tolist()] == want
+
+
+gaps = st.one_of(st.floats(min_value=0.0, max_value=3.0, allow_nan=False), st.sampled_from([0.0, 1.0, 0.5, 40.0]))
+reading = st.one_of(st.none(), st.floats(min_value=0, max_value=1e12, allow_nan=False))
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(st.tuples(gaps, reading, reading, reading, st.booleans()), min_size=1, max_size=120),
+       st.integers(min_value=1, max_value=70), st.sampled_from([5.0, 60.0, 7.3]),
+       st.floats(min_value=1e3, max_value=2e9), st.integers(min_value=8, max_value=200))
+def test_live_cells_fold_equals_resampling(samples, columns, seconds, t0, capacity):
+    """The live cells folded in sample by sample (a redraw after some samples, not others) are exactly what
+    resampling the whole window gives (a fresh History with the same samples), at every redraw; and
+    cells_change says truly which columns changed: the columns before ``first`` are the last redraw's,
+    moved left by ``shift``."""
+    from gpuscope.core.history import History
+    from gpuscope.core.model import Frame, GpuReading
+
+    h = History(2, capacity)
+    t = t0
+    shown: dict[str, np.ndarray] = {}
+    version = -1
+    for k, (gap, a, b, c, redraw) in enumerate(samples):
+        t += gap
+        h.add(Frame(t=t, gpus=(GpuReading(index=0, util_gpu_pct=a, power_w=c), GpuReading(index=1, util_gpu_pct=b))))
+        if not redraw and k != len(samples) - 1:
+            continue
+        got = {m: h.cells(m, seconds, columns) for m in ("util", "power")}
+        fresh = History(2, capacity)
+        for i in range(max(0, h.count - h.capacity), h.count):
+            j = i % h.capacity
+            fresh.add(Frame(t=float(h.times[j]), gpus=tuple(
+                GpuReading(index=g, util_gpu_pct=_or_none(h.data["util"][j, g]), power_w=_or_none(h.data["power"][j, g]))
+                for g in (0, 1))))
+        for m in ("util", "power"):
+            want = fresh.cells(m, seconds, columns, now=float(h.times[(h.count - 1) % h.capacity]))
+            assert np.array_equal(got[m], want, equal_nan=True), (m, got[m], want)
+        new_version, change = h.cells_change(seconds, columns)
+        if change is not None and change[0] == version:
+            _, shift, first = change
+            for m in ("util", "power"):
+                assert np.array_equal(got[m][:, :first], shown[m][:, shift:shift + first], equal_nan=True)
+        shown, version = got, new_version
+
+
+def _or_none(x: float) -> float | None:
+    return None if np.isnan(x) else float(x)
+
+
+finite_or_inf = st.one_of(st.floats(min_value=-1, max_value=1e12, allow_nan=False), st.just(float("inf")))
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(st.lists(finite_or_inf, min_size=12, max_size=12), min_size=1, max_size=4),
+       st.integers(min_value=0, max_value=6), st.data(),
+       st.lists(st.sampled_from([None, 0.0, 100.0, 63e9, float("inf"), 1e-3]), min_size=4, max_size=4))
+def test_spark_update_draws_what_spark_rows_draws(rows, shift, data, maxima):
+    """Sparklines updated from the ones drawn before (only the columns from ``first`` on redrawn, the rest
+    moved left by ``shift``) are exactly what drawing the whole block gives; a scale that
+    is not a positive finite number declines (the caller redraws it all). Blank columns (NaN, only before
+    a row's first value and after its last, as resampling gives them): test_spark_update_of_a_live_window."""
+    from gpuscope.widgets.style import spark_update
+
+    before = np.array(rows, dtype=np.float64)
+    columns = before.shape[1]
+    first = data.draw(st.integers(min_value=0, max_value=columns - shift))
+    fresh = np.array(data.draw(st.lists(finite_or_inf, min_size=before.size, max_size=before.size))).reshape(before.shape)
+    after = fresh.copy()
+    after[:, :first] = before[:, shift:shift + first]
+    tops = maxima[:len(before)]
+    got = spark_update(spark_rows(before, tops), after, tops, (shift, first))
+    if all(t is not None and 0 < t < float("inf") for t in tops):
+        assert got == spark_rows(after, tops)
+    else:
+        assert got is None
+
+
+def test_spark_update_of_a_live_window_is_spark_rows():
+    """On the live path (History cells folded in sample by sample), the table's sparklines drawn column by
+    column equal the whole block drawn each time, over 10 minutes of a 1 s sampler at several widths."""
+    from gpuscope.core.history import History
+    from gpuscope.core.model import Frame, GpuReading
+    from gpuscope.widgets.style import spark_update
+
+    rng = np.random.default_rng(7)
+    for columns in (7, 52, 60, 90):
+        h = History(2, 200)
+        drawn, version, updated = None, -1, 0
+        for k in range(600):
+            t = 1_800_000_000.0 + k + rng.uniform(-0.05, 0.05)
+            util = None if k % 97 == 5 else float(rng.uniform(0, 100))
+            h.add(Frame(t=t, gpus=(GpuReading(index=0, util_gpu_pct=util), GpuReading(index=1, util_gpu_pct=50.0))))
+            block = h.cells("util", 60.0, columns)
+            new_version, change = h.cells_change(60.0, columns)
+            want = spark_rows(block, [100.0, 100.0])
+            if drawn is not None and change is not None and change[0] == version:
+                got = spark_update(drawn, block, [100.0, 100.0], change[1:])
+                assert got == want, (columns, k)
+                updated += 1
+            drawn, version = want, new_version
+        assert updated > 590  # the update path is the one taken

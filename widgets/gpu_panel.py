@@ -37,6 +37,7 @@ from gpuscope.widgets.style import (
     level_style,
     short_name,
     spark_rows,
+    spark_update,
 )
 
 
@@ -93,6 +94,7 @@ class GpuPanel(LineWidget):
         self.index = index
         self.can_focus = True
         self._graph_cache: dict[str, str] = {}
+        self._graph_drawn: tuple[int, list[tuple[str, float | None]]] = (-1, [])  # cells' version, what was drawn
         self._line_cache: dict[str, tuple[tuple[object, ...], Text]] = {}
         # the spare-row graphs: (metric, height, rows, peak, top) each, and what they were drawn for
         self._panel_cache: tuple[tuple[int, int], list[tuple[PanelMetric, int, list[str], float | None, float]]] = (
@@ -258,11 +260,18 @@ class GpuPanel(LineWidget):
     def _graphs(self, v: ViewState, wanted: list[tuple[str, float | None]], cols: int) -> dict[str, str]:
         """Sparklines of this GPU's ``wanted`` (metric, scale) over the window, ``cols`` wide: rebuilt, all
         in one pass, when the graphs are redrawn (about once a second: ``v.graphs``) or one is missing or
-        of another width; else the ones drawn before."""
+        of another width; else the ones drawn before. Live, only the columns that changed since the last redraw
+        are drawn (:func:`spark_update`)."""
         cache = self._graph_cache
         if v.graphs or any(len(cache.get(m, "")) != cols for m, _ in wanted):
             block = np.stack([v.history.cells(m, v.window_s, cols, v.now or None)[self.index] for m, _ in wanted])
-            cache.update(zip([m for m, _ in wanted], spark_rows(block, [c for _, c in wanted])))
+            version, change = v.history.cells_change(v.window_s, cols, v.now or None)
+            tops = [c for _, c in wanted]
+            sparks = None
+            if change is not None and self._graph_drawn == (change[0], wanted):
+                sparks = spark_update([cache[m] for m, _ in wanted], block, tops, change[1:])
+            cache.update(zip([m for m, _ in wanted], sparks or spark_rows(block, tops)))
+            self._graph_drawn = (version, list(wanted))
         return cache
 
     def _graph_lines(self, v: ViewState, dev: DeviceInfo, r: GpuReading, spare: int, width: int, over: str

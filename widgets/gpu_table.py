@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from gpuscope.core.model import DeviceInfo, GpuReading
@@ -18,59 +19,62 @@ from gpuscope.widgets.style import (
     LEVEL_STYLE,
     OK,
     WARN,
-    bar,
+    Run,
+    bar_runs,
     fmt_gb,
     graph_rows,
     level_style,
+    runs_text,
     short_name,
     spark_rows,
+    spark_update,
 )
 
-Cell = Callable[[DeviceInfo, GpuReading], Text]
+Cell = Callable[[DeviceInfo, GpuReading], list[Run]]  # a column's runs of text and style for one GPU
 
 
-def _util(d: DeviceInfo, r: GpuReading) -> Text:
+def _util(d: DeviceInfo, r: GpuReading) -> list[Run]:
     u = r.util_gpu_pct
-    return Text(f"{u:4.0f}%" if u is not None else "   – ", style="bold")
+    return [(f"{u:4.0f}%" if u is not None else "   – ", "bold")]
 
 
-def _bar(d: DeviceInfo, r: GpuReading) -> Text:
-    return bar(r.util_gpu_pct, 100, 8, style=OK)
+def _bar(d: DeviceInfo, r: GpuReading) -> list[Run]:
+    return bar_runs(r.util_gpu_pct, 100, 8, style=OK)
 
 
-def _power(d: DeviceInfo, r: GpuReading) -> Text:
+def _power(d: DeviceInfo, r: GpuReading) -> list[Run]:
     plimit = r.power_limit_w or d.power_limit_w or 0
     pw = r.power_w or 0
-    return Text(f"{pw:>3.0f}/{plimit:<4.0f}", style=level_style(pw / plimit if plimit else None))
+    return [(f"{pw:>3.0f}/{plimit:<4.0f}", level_style(pw / plimit if plimit else None))]
 
 
-def _link(d: DeviceInfo, r: GpuReading) -> Text:
+def _link(d: DeviceInfo, r: GpuReading) -> list[Run]:
     bg, bw = best_link(d)
     state = link_state(r.pcie_gen, r.pcie_width, bg, bw, reading_busy(r, pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)))
     link = link_label(r.pcie_gen, r.pcie_width, short=True) + ("" if state == "at_max" else "▼")
-    return Text(f"{link:<7}", style=LEVEL_STYLE[LINK_LEVEL[state]])
+    return [(f"{link:<7}", LEVEL_STYLE[LINK_LEVEL[state]])]
 
 
 def _rate(attr: str) -> Cell:
-    def cell(d: DeviceInfo, r: GpuReading) -> Text:
+    def cell(d: DeviceInfo, r: GpuReading) -> list[Run]:
         x = getattr(r, attr)
         cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
-        return Text(f"{fmt_gb(x):>5}", style=level_style(x / cap if x is not None and cap else None))
+        return [(f"{fmt_gb(x):>5}", level_style(x / cap if x is not None and cap else None))]
     return cell
 
 
-def _nv(d: DeviceInfo, r: GpuReading) -> Text:
+def _nv(d: DeviceInfo, r: GpuReading) -> list[Run]:
     nv = max([x for x in (r.nvlink_rx_bytes_per_s, r.nvlink_tx_bytes_per_s) if x is not None], default=None)
-    return Text(f"{fmt_gb(nv) if d.nvlinks_active else '–':>5}")
+    return [(f"{fmt_gb(nv) if d.nvlinks_active else '–':>5}", "")]
 
 
 # (header, width, priority: lower is dropped last, cell); widths include no separator
 COLUMNS: list[tuple[str, int, int, Cell]] = [
     ("util", 5, 0, _util),
     ("", 8, 5, _bar),
-    ("SM MHz", 6, 3, lambda d, r: Text(f"{r.sm_clock_mhz or 0:>6}")),
+    ("SM MHz", 6, 3, lambda d, r: [(f"{r.sm_clock_mhz or 0:>6}", "")]),
     ("W", 8, 2, _power),
-    ("°C", 3, 4, lambda d, r: Text(f"{r.temp_gpu_c or 0:>3.0f}")),
+    ("°C", 3, 4, lambda d, r: [(f"{r.temp_gpu_c or 0:>3.0f}", "")]),
     ("link", 7, 1, _link),
     ("PCIe↓", 5, 0, _rate("pcie_rx_bytes_per_s")),
     ("↑GB/s", 5, 0, _rate("pcie_tx_bytes_per_s")),
@@ -102,6 +106,11 @@ def table_name(name: str, width: int) -> str:
     return s if len(s) <= width else s[:width - 1] + "…"
 
 
+def pad(text: str, width: int) -> str:
+    """``text`` padded with spaces to ``width`` cells (never cut: as ``Text.pad_right``)."""
+    return text + " " * (width - cell_len(text))
+
+
 class GpuTable(LineWidget):
     """One line per GPU, drawn line by line (widgets/lines.py): only the rows that changed repaint."""
 
@@ -109,19 +118,24 @@ class GpuTable(LineWidget):
 
     def __init__(self, **kw: Any):
         super().__init__(**kw)
-        # tag + metric → the scales they were drawn with, every GPU's sparkline
-        self._graph_cache: dict[str, tuple[list[float | None], list[str]]] = {}
+        # tag + metric → the scales they were drawn with, every GPU's sparkline, the cells' version (History)
+        self._graph_cache: dict[str, tuple[list[float | None], list[str], int]] = {}
         self._block_cache: dict[tuple[str, int], list[str]] = {}  # (height:metric, GPU) → block graph rows
 
     def _graphs(self, v: ViewState, metric: str, cols: int, tops: list[float | None], tag: str = "") -> list[str]:
         """Every GPU's sparkline of ``metric`` over the window (in the inventory's order, each scaled to its
         ``tops`` entry), all in one pass (:func:`spark_rows`), recomputed only when the graphs are redrawn
-        (about once a second: ``v.graphs``) or the width changed."""
+        (about once a second: ``v.graphs``) or the width changed; live, only the columns that changed since
+        the last redraw are drawn (:func:`spark_update`)."""
         devs = v.inventory.devices
         drawn = self._graph_cache.get(tag + metric)
         if v.graphs or drawn is None or drawn[0] != tops or len(drawn[1]) != len(devs) or len(drawn[1][0]) != cols:
             rows = v.history.cells(metric, v.window_s, cols, v.now or None)[[d.index for d in devs]]
-            drawn = self._graph_cache[tag + metric] = (tops, spark_rows(rows, tops))
+            version, change = v.history.cells_change(v.window_s, cols, v.now or None)
+            sparks = None
+            if drawn is not None and change is not None and change[0] == drawn[2] and drawn[0] == tops:
+                sparks = spark_update(drawn[1], rows, tops, change[1:])
+            drawn = self._graph_cache[tag + metric] = (tops, sparks or spark_rows(rows, tops), version)
         return drawn[1]
 
     def show(self, v: ViewState) -> None:
@@ -134,27 +148,25 @@ class GpuTable(LineWidget):
         # there is wider than the one at the end of each row, which is then left out
         plan = spare_plan((self.size.height or 0) - (n + 1), n, width, table_metrics(v)) if v.frame else []
         inline = graphw >= 8 and not any(m[0] == "util" for m, _ in plan)
-        head = Text(f"{'GPU':<{NAME_W}}", style="bold")
-        for i in cols:
-            head.append(" " + f"{COLUMNS[i][0]:>{COLUMNS[i][1]}}")
-        lines = [head]
+        lines = [Text(f"{'GPU':<{NAME_W}}" + "".join([" " + f"{COLUMNS[i][0]:>{COLUMNS[i][1]}}" for i in cols]),
+                      style="bold")]
         utils = self._graphs(v, "util", graphw - 1, [100.0] * n) if inline and v.frame else []
         for k, dev in enumerate(v.inventory.devices):
             r = v.frame.gpus[dev.index] if v.frame and dev.index < len(v.frame.gpus) else None
-            t = Text(f"{dev.index:<2}{table_name(dev.name, NAME_W - 3):<{NAME_W - 2}}")
+            runs: list[Run] = [(f"{dev.index:<2}{table_name(dev.name, NAME_W - 3):<{NAME_W - 2}}", "")]
             if r is None:
-                t.append("waiting…", style=DIM)
+                runs.append(("waiting…", DIM))
             elif r.lost:
-                t.append("LOST: fell off the bus", style="bold red")
+                runs.append(("LOST: fell off the bus", "bold red"))
             else:
                 for i in cols:
-                    t.append(" ")
-                    t.append_text(COLUMNS[i][3](dev, r))
+                    runs.append((" ", ""))
+                    runs += COLUMNS[i][3](dev, r)
                 if inline:
-                    t.append("  " + utils[k], style=OK)
+                    runs.append(("  " + utils[k], OK))
                 if r.clock_events and set(r.clock_events) - {"gpu_idle"}:
-                    t.append(" !", style=WARN)
-            lines.append(t)
+                    runs.append((" !", WARN))
+            lines.append(runs_text(runs))
         if plan:
             lines += self._spare_graphs(v, width, plan)
         self.set_lines(lines)
@@ -186,23 +198,19 @@ class GpuTable(LineWidget):
                     r = v.frame.gpus[dev.index] if v.frame and dev.index < len(v.frame.gpus) else None
                     rows = self._block(v, metric, dev.index, gw, h, top_of(dev, r))
                     for j, row in enumerate(rows):
-                        label = Text(f"{dev.index} {title}" if j == 0 else "", style=DIM)
-                        label.pad_right(label_w - label.cell_len)
-                        out.append(label.append(row, style=OK))
+                        out.append(runs_text([(pad(f"{dev.index} {title}" if j == 0 else "", label_w), DIM),
+                                              (row, OK)]))
                 continue
             readings = [v.frame.gpus[d.index] if v.frame and d.index < len(v.frame.gpus) else None for d in devs]
             sparks = self._graphs(v, metric, gw, [top_of(d, r) for d, r in zip(devs, readings)],
                                   tag=f"spare{per_row}:")
             for k in range(0, len(devs), per_row):
-                t = Text()
+                runs: list[Run] = []
                 for j in range(k, min(k + per_row, len(devs))):
-                    if t.cell_len:
-                        t.append("  ")
-                    label = Text(f"{devs[j].index} {title}", style=DIM)
-                    label.pad_right(label_w - label.cell_len)
-                    t.append_text(label)
-                    t.append(sparks[j], style=OK)
-                out.append(t)
+                    if runs:
+                        runs.append(("  ", ""))
+                    runs += [(pad(f"{devs[j].index} {title}", label_w), DIM), (sparks[j], OK)]
+                out.append(runs_text(runs))
         return out
 
 

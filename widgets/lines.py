@@ -113,8 +113,8 @@ def line_strip(text: Text, width: int, base: Style,
 class LineWidget(Widget):
     """A widget whose content is a list of one-row ``Text`` lines, set with :meth:`set_lines`.
 
-    ``_gs_last`` holds the whole content (lines joined by newlines) for tests and the screen check,
-    and :meth:`render` returns it, so ``str(widget.render())`` reads what is shown.
+    ``_gs_last`` is the whole content (lines joined by newlines, when first asked for) for tests and the
+    screen check, and :meth:`render` returns it, so ``str(widget.render())`` reads what is shown.
     """
 
     def __init__(self, *args: Any, **kw: Any):
@@ -123,12 +123,19 @@ class LineWidget(Widget):
         self._strips: list[Strip | None] = []
         self._base_style: Style | None = None  # self.rich_style, cached: it walks the ancestors' CSS
         self._style_memo: dict[tuple[str | Style, str | Style | None], Style] = {}
-        self._gs_last: Text | None = None
+        self._joined: Text | None = None  # _gs_last, once asked for
         # _frame's answer (None is an answer too) and the sizes it was taken for (None: not taken, or dropped
         # by a style change or a resize). _rows: each content row as drawn, with the content strip it came from
         self._frame_key: tuple[object, ...] | None = None
         self._frame_parts: tuple[list[Segment], list[Segment], int, int, int, Any] | None = None
         self._rows: dict[int, tuple[Strip, object, Strip]] = {}
+
+    @property
+    def _gs_last(self) -> Text | None:
+        """The lines joined by newlines (None before any): joined when asked for, not at every update."""
+        if self._joined is None and self._lines:
+            self._joined = Text("\n").join(self._lines)
+        return self._joined
 
     def render(self) -> Text:
         """The whole content as one text (not used to paint: :meth:`render_line` does)."""
@@ -267,7 +274,7 @@ class LineWidget(Widget):
         if len(old) == len(lines) and all(same_line(a, b) for a, b in zip(old, lines)):
             return False
         self._lines = lines
-        self._gs_last = Text("\n").join(lines)
+        self._joined = None
         if len(old) != len(lines):
             self._strips = [None] * len(lines)
             self.refresh(layout=True)

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from rich.text import Text
+from rich.text import Span, Text
 
 from gpuscope.core.history import resample_rows
 from gpuscope.core.text import clean
@@ -42,18 +42,44 @@ def level_style(share: float | None, warn: float = 0.8, bad: float = 0.95) -> st
 
 def bar(value: float | None, maximum: float | None, width: int, style: str | None = None) -> Text:
     """A horizontal bar of ``width`` cells with eighth-cell resolution; grey when unknown."""
+    return runs_text(bar_runs(value, maximum, width, style))
+
+
+def bar_runs(value: float | None, maximum: float | None, width: int, style: str | None = None) -> list[Run]:
+    """:func:`bar` as side-by-side runs (the bar, then the dots' run in their own style: spans that do not
+    overlap, drawn without Rich's style stack, widgets/lines.py)."""
     if width <= 0:
-        return Text("")
+        return []
     if value is None or not maximum or maximum <= 0 or math.isnan(value):
-        return Text("·" * width, style=DIM)
+        return [("·" * width, DIM)]
     share = max(0.0, min(1.0, value / maximum))
     eighths = int(round(share * width * 8))
     full, part = divmod(eighths, 8)
     s = BAR_FULL * full + (BAR_PARTIAL[part] if part and full < width else "")
-    t = Text()  # two runs side by side, not the dots' style over the bar's: spans that do not overlap
-    t.append(s, style=style or level_style(share))  # draw without Rich's style stack (widgets/lines.py)
-    t.append("·" * (width - len(s)), style=DIM)
-    return t
+    return [(s, style or level_style(share)), ("·" * (width - len(s)), DIM)]
+
+
+Run = tuple[str, str]  # a piece of a line and its style ("": none)
+
+
+def runs_text(runs: Sequence[Run]) -> Text:
+    """One line from side-by-side runs of (text, style), made in one go: the same text and spans as
+    appending each run to a ``Text`` (tests/test_style.py), at a third of the cost."""
+    plain: list[str] = []
+    spans: list[Span] = []
+    pos = 0
+    for text, style in runs:
+        end = pos + len(text)
+        if style and end > pos:
+            spans.append(Span(pos, end, style))
+        plain.append(text)
+        pos = end
+    out = Text("".join(plain), spans=spans)
+    if len(out.plain) != pos:  # a control character was dropped: the spans would be off, append run by run
+        out = Text()
+        for text, style in runs:
+            out.append(text, style=style or None)
+    return out
 
 
 def bar_key(value: float | None, maximum: float | None, width: int) -> tuple[int, str] | None:
@@ -107,7 +133,8 @@ def spark_cells(row: np.ndarray, maximum: float | None = None) -> str:
     if top <= 0:
         body = SPARK[0] * (last + 1 - first)
     elif not math.isfinite(top) or not np.isfinite(mid).all():
-        levels = np.rint(np.clip(np.nan_to_num(mid) / top, 0.0, 1.0) * (len(SPARK) - 1)).astype(np.int64)
+        with np.errstate(over="ignore"):  # a huge value over a small scale: full height
+            levels = np.rint(np.clip(np.nan_to_num(mid) / top, 0.0, 1.0) * (len(SPARK) - 1)).astype(np.int64)
         body = "".join(_SPARK_CHARS[levels].tolist())
     else:
         levels = np.rint(np.minimum(np.maximum(mid / top, 0.0), 1.0) * (len(SPARK) - 1)).astype(np.int64)
@@ -131,7 +158,7 @@ def spark_rows(block: np.ndarray, maxima: Sequence[float | None]) -> list[str]:
         with np.errstate(invalid="ignore"):
             tops[auto] = np.max(np.where(blank[auto], -np.inf, block[auto]), axis=1)
     fast = (np.isfinite(block) | blank).all(axis=1) & np.isfinite(tops) & (tops > 0)
-    with np.errstate(invalid="ignore", divide="ignore"):  # the rows that are not fast are drawn one by one
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # rows not fast are drawn one by one
         levels = np.rint(np.minimum(np.maximum(block / tops[:, None], 0.0), 1.0) * (len(SPARK) - 1))
         levels[blank] = len(SPARK)
         codes = levels.astype(np.uint8)
@@ -139,6 +166,30 @@ def spark_rows(block: np.ndarray, maxima: Sequence[float | None]) -> list[str]:
     text = codes.tobytes().decode("latin-1").translate(_SPARK_OR_BLANK)
     return [text[k * columns:(k + 1) * columns] if fast[k] else spark_cells(block[k], maxima[k])
             for k in range(rows)]
+
+
+def spark_update(old: Sequence[str], block: np.ndarray, maxima: Sequence[float | None],
+                 change: tuple[int, int]) -> list[str] | None:
+    """:func:`spark_rows` of ``block`` from the sparklines drawn before (``old``), when ``block`` is the block
+    they were drawn from moved left by ``shift`` columns with only the columns from ``first`` on changed
+    (``change``: (shift, first), :meth:`gpuscope.core.history.History.cells_change`): the old characters are
+    kept and only the new columns drawn, in plain Python (a few cells: cheaper than any array operation).
+    None when a row's scale is not a positive finite number (its scale is then the window's own peak,
+    which moves: redraw it all)."""
+    shift, first = change
+    rows, columns = block.shape
+    if len(old) != rows or shift < 0 or not 0 <= first <= columns - shift:
+        return None
+    out = []
+    steps = len(SPARK) - 1
+    for k in range(rows):
+        top = maxima[k]
+        if not top or not math.isfinite(top) or top <= 0 or len(old[k]) != columns:
+            return None
+        tail = "".join([" " if v != v else SPARK[round(min(max(v / top, 0.0), 1.0) * steps)]
+                        for v in block[k, first:].tolist()])
+        out.append(old[k][shift:shift + first] + tail)
+    return out
 
 
 _BLOCK_CODES = str.maketrans({**{i: ch for i, ch in enumerate(SPARK)}, 8: BAR_FULL, 9: " "})
