@@ -102,6 +102,13 @@ def test_rate_graphs_of_a_lost_gpu_are_scaled_to_its_link() -> None:
     (9, 8, 118, [("util", 1)]),
     (13, 8, 118, [("util", 1), ("power", 2)]),
     (3, 8, 30, []),  # too narrow to pack four GPUs a row: nothing rather than unreadable graphs
+    # 200x60, 8 GPUs (NVLink): every metric, the first two one GPU a row, the rest two a row, no row left
+    (41, 8, 198, [("util", 1), ("power", 1), ("pcie_rx", 2), ("pcie_tx", 2), ("nvlink_rx", 2), ("nvlink_tx", 2),
+                  ("sm_clock", 2), ("mem_used", 2)]),
+    (30, 8, 198, [("util", 2), ("power", 2), ("pcie_rx", 2), ("pcie_tx", 2), ("nvlink_rx", 2), ("nvlink_tx", 2),
+                  ("sm_clock", 2), ("mem_used", 8)]),  # 80-column graphs two a row: more metrics, not wider graphs
+    (41, 2, 198, [("util", 1), ("power", 1), ("pcie_rx", 1), ("pcie_tx", 1), ("nvlink_rx", 1), ("nvlink_tx", 1),
+                  ("sm_clock", 1), ("mem_used", 1)]),  # two GPUs: one a row (the graphs then grow taller)
 ])
 def test_spare_plan(spare: int, n: int, width: int, want: list[tuple[str, int]]) -> None:
     metrics = table_metrics(_view("h200-nvswitch-8", 3))

@@ -242,21 +242,31 @@ def table_metrics(v: ViewState) -> list[TableMetric]:
 
 
 MIN_CELL_GRAPH = 8  # a packed graph narrower than this says too little to be worth a row
+WIDE_GRAPH = 60  # columns that hold a minute of 1 s samples: wider graphs only repeat samples
 
 
 def spare_plan(spare: int, n: int, width: int, metrics: list[TableMetric]) -> list[tuple[TableMetric, int]]:
     """Which metrics' graphs fill ``spare`` rows under an ``n``-GPU table ``width`` cells wide, and how
-    many GPUs share a row for each: (metric, per_row). One header row, then metrics in order, one GPU a
-    row while a whole metric fits; the rows left after that (fewer than ``n``) show the next metrics
-    with several GPUs side by side, so no band of blank rows is left when a graph could fill it."""
+    many GPUs share a row for each: (metric, per_row). One header row, then metrics in order. A metric
+    gets one GPU a row when the metrics after it still fit; else, on a wide terminal with four or more
+    GPUs, several GPUs side by side while each graph keeps ``WIDE_GRAPH`` columns (a 200-column terminal
+    shows every metric of 8 GPUs, two a row, rather than four metrics one a row); the rows left after
+    that (fewer than the GPUs) show the next metrics packed tighter, so no band of blank rows is left
+    when a graph could fill it."""
     rows = spare - 1
     if n <= 0 or rows <= 0:
         return []
+    wide = 1 if n < 4 else max(1, min(n, (width + 2) // (len(f"{n - 1} ") + 7 + WIDE_GRAPH + 2)))
     out: list[tuple[TableMetric, int]] = []
-    for m in metrics:
-        if rows >= n:
+    for k, m in enumerate(metrics):
+        after = len(metrics) - k - 1
+        if rows >= n and (wide == 1 or rows - n >= after * -(-n // wide)):
             out.append((m, 1))
             rows -= n
+            continue
+        if wide > 1 and rows >= -(-n // wide):
+            out.append((m, wide))
+            rows -= -(-n // wide)
             continue
         if rows <= 0:
             break
