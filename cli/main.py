@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
 import sys
@@ -59,6 +60,17 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"gpuscope: error: {message} (see `{self.prog} --help`)\n")
         raise SystemExit(EXIT_USAGE)
+
+
+def unknown_command(word: str) -> str | None:
+    """The error for a first argument that is neither a command nor a flag (``gpuscope summry F``), naming the
+    nearest command when one is close; None when ``word`` is a command or a flag. argparse would say
+    "unrecognized arguments: summry F", which does not say that the command was the problem."""
+    if not word or word.startswith("-") or word in COMMANDS:
+        return None
+    near = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6)
+    hint = f"did you mean '{near[0]}'? " if near else ""
+    return f"unknown command '{clean(word, 40)}': {hint}commands are {', '.join(COMMANDS)}"
 
 
 def _interval(s: str) -> float:
@@ -212,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     early_log = _global_log_file(argv)
     parsers = build_parser()
     cmd = argv[0] if argv and argv[0] in COMMANDS else ""
+    if argv and (unknown := unknown_command(argv[0])):
+        parsers[""].error(unknown)
     args = parsers[cmd].parse_args(argv[1:] if cmd else argv)
     try:
         logs.configure(logs.env_config(args.log_file or early_log), terminal=cmd not in TUI_COMMANDS)

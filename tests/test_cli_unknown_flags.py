@@ -43,3 +43,24 @@ def test_the_unknown_flag_check_puts_required_back(capsys):
         export.parse_args(["r.jsonl.gz"])
     assert "one of the arguments --csv --parquet is required" in capsys.readouterr().err
     assert export.parse_args(["r.jsonl.gz", "--csv", "o.csv"]).csv == "o.csv"
+
+
+@pytest.mark.parametrize(("argv", "want"), [
+    (["summry", "r.jsonl.gz"], "unknown command 'summry': did you mean 'summary'?"),
+    (["bogus"], "unknown command 'bogus': commands are topo, scenarios, record"),
+    (["reccord", "-o", "x"], "did you mean 'record'?"),
+    (["\x1b]0;title\x07top"], "unknown command 'top'"),  # cleaned before it reaches the terminal
+])
+def test_an_unknown_command_is_called_a_command(capsys, argv, want):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert want in err and err.count("\n") == 1 and "\x1b" not in err and "unrecognized" not in err
+
+
+@pytest.mark.parametrize("word", ["", "--simulate", "-h", "summary", "record", "agent"])
+def test_commands_and_flags_are_not_unknown_commands(word):
+    from gpuscope.cli.main import unknown_command
+
+    assert unknown_command(word) is None
