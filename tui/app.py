@@ -327,7 +327,10 @@ class GpuscopeApp(App[int]):
             if self._part(GpuTable).display:
                 self._part(GpuTable).show(v)
             else:
-                for p in self._panels():
+                panels = self._panels()
+                cap = min((p.size.height for p in panels if p.display and p.size.height), default=None)
+                for p in panels:
+                    p.rows_cap = cap  # the shortest panel's rows: every GPU draws the same graphs
                     p.show(v)
             inference = self._part(InferencePanel)
             has_eps = bool(v.frame and v.frame.endpoints)

@@ -93,6 +93,9 @@ class GpuPanel(LineWidget):
         super().__init__(**kw)
         self.index = index
         self.can_focus = True
+        # rows to draw in at most: the shortest GPU panel's (set by the app), so that panels one or two rows
+        # apart in height (a grid's rows split unevenly) draw the same graphs at the same heights
+        self.rows_cap: int | None = None
         self._graph_cache: dict[str, str] = {}
         self._graph_drawn: tuple[int, list[tuple[str, float | None]]] = (-1, [])  # cells' version, what was drawn
         self._line_cache: dict[str, tuple[tuple[object, ...], Text]] = {}
@@ -126,7 +129,7 @@ class GpuPanel(LineWidget):
             lost = [self._line("lost", (dev.bus_id,), lambda: Text(
                 f"LOST: fell off the bus ({clean(dev.bus_id, 20)}); the other GPUs go on", style="bold red"),
                 max(20, self.size.width or 76))]
-            spare = (self.size.height or 0) - 2
+            spare = (self.size.height or 0) - 2  # all its rows: it draws unlike the others anyway
             if spare >= 1:  # what it was doing before it fell off: its graphs up to that moment
                 lost.append(Text("before it was lost:", style=DIM))
                 lost += self._graph_lines(v, dev, r, spare, max(20, self.size.width or 76),
@@ -209,7 +212,7 @@ class GpuPanel(LineWidget):
         # spare rows (the panel is taller than its lines) go to block graphs of several metrics, each
         # scaled to its ceiling (widgets/panel_graphs.py); ``size`` is the content area (inside border
         # and padding), so every row of it is used. Without them, a util sparkline closes the panel.
-        spare = max(0, (self.size.height or 0) - len(lines) - len(rates))
+        spare = max(0, self.rows() - len(lines) - len(rates))
         graphs = self._graphs(v, [(metric, c) for _, _, metric, c in rates] + ([] if spare >= 2 else [("util", 100.0)]),
                               graphw)
         for name, val, metric, c in rates:
@@ -242,6 +245,11 @@ class GpuPanel(LineWidget):
         if self.border_subtitle:
             self.border_subtitle = ""
         self.set_lines(lines)
+
+    def rows(self) -> int:
+        """The content rows to fill: the panel's height, or :attr:`rows_cap` when that is lower."""
+        height = self.size.height or 0
+        return height if self.rows_cap is None else min(height, self.rows_cap)
 
     def _line(self, slot: str, key: tuple[object, ...], build: Callable[[], Text], width: int) -> Text:
         """The line in ``slot``: the one shown before (the same object) when ``key`` (the values it shows,
