@@ -81,6 +81,8 @@ class Recorder:
         self.dropped = 0  # frames refused because the queue was full
         self.accepted = 0  # frames queued (written, or to be written, unless an error stops the writer)
         self.bytes_raw = 0
+        self.removed = False  # the file was created here, nothing reached it, and it was removed (see _fail)
+        self.created = False  # the file did not exist before: gpuscope made it (only such a file is ever removed)
         self._bytes = 0  # bytes written to the file
         self._durable_bytes = 0  # the file's length at the last flush that reached the disk
         self._member_raw = 0
@@ -95,7 +97,9 @@ class Recorder:
         try:  # never overwrite: an existing file is refused unless force (`--force`)
             # unbuffered: after a failed write the file can be cut back to its last flush point, with no
             # buffer left to spill past it on close
+            existed = force and os.path.lexists(self.path)
             self._f: BinaryIO | None = open(self.path, "wb" if force else "xb", buffering=0)  # noqa: SIM115
+            self.created = not existed
         except FileExistsError:
             raise RecordingError(f"{self.path} exists; refusing to overwrite it (use --force)") from None
         except OSError as e:
@@ -242,8 +246,12 @@ class Recorder:
                 self._durable_bytes = self._bytes
         except OSError as e:
             self._cut_back()
-            self._fail(f"recording stopped: {e.strerror or e} while writing {self.path}; {self.kept:,} "
-                       f"frame{'s' if self.kept != 1 else ''} kept")
+            if self._remove_if_empty():
+                self._fail(f"recording stopped: {e.strerror or e} while writing {self.path}; nothing was written; "
+                           f"removed the empty {self.path}")
+            else:
+                self._fail(f"recording stopped: {e.strerror or e} while writing {self.path}; {self.kept:,} "
+                           f"frame{'s' if self.kept != 1 else ''} kept")
 
     def _cut_back(self) -> None:
         """After a failed write or sync, cut the file back to its last flush point: what follows it may be
@@ -254,6 +262,24 @@ class Recorder:
             except OSError as e:
                 log.warning("cannot cut %s back to %d bytes after a write error: %s", self.path,
                             self._durable_bytes, e.strerror or e)
+
+    def _remove_if_empty(self) -> bool:
+        """After a write error that left the file empty (not even the header reached the disk): remove it,
+        but only if this recorder created it (never a file that was there before, even with ``--force``)
+        and the path still names this very file and it holds 0 bytes. True when it was removed."""
+        if self._f is None or not self.created or self._durable_bytes or self.kept:
+            return False
+        try:
+            mine = os.fstat(self._f.fileno())
+            there = os.stat(self.path, follow_symlinks=False)
+            if (mine.st_dev, mine.st_ino) != (there.st_dev, there.st_ino) or mine.st_size != 0:
+                return False
+            os.unlink(self.path)
+        except OSError as e:
+            log.warning("cannot remove the empty %s after a write error: %s", self.path, e.strerror or e)
+            return False
+        self.removed = True
+        return True
 
     def _fail(self, message: str) -> None:
         self.error = message
