@@ -19,6 +19,7 @@ from gpuscope.core.text import clean, count
 from gpuscope.core.units import duration as human_duration
 from gpuscope.core.units import human_bytes
 from gpuscope.core.vocab import endpoint_state
+from gpuscope.sources.endpoint import REASON_MAX
 from gpuscope.sources.recording import Recorder
 
 
@@ -197,7 +198,8 @@ class Escalation:
 
 def endpoint_changes(readings: Any, state: dict[str, str]) -> list[str]:
     """One line per endpoint whose state (:func:`endpoint_state`) changed since ``state`` (updated in
-    place): the first reading of an endpoint that is down or gives only bad answers, and every later change."""
+    place): the first reading of an endpoint that is down or gives only bad answers, and every later change.
+    Headless: the reason is given whole (one line; the source bounds it at :data:`REASON_MAX`)."""
     out = []
     for e in readings:
         url = clean(e.url, 200)
@@ -207,7 +209,7 @@ def endpoint_changes(readings: Any, state: dict[str, str]) -> list[str]:
         first = url not in state
         state[url] = now
         if now != "ok":
-            out.append(f"endpoint {url}: {clean(e.error or 'unreachable', 200)}; recording goes on")
+            out.append(f"endpoint {url}: {clean(e.error or 'unreachable', REASON_MAX)}; recording goes on")
         elif not first:
             out.append(f"endpoint {url} is back")
     return out

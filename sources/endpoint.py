@@ -102,6 +102,22 @@ _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 
 
 EXCERPT = 40  # characters of a bad line quoted in its error, at most
+REASON_MAX = 240  # characters of why an endpoint failed, at most (front ends cut it to the room they have; a
+# recording keeps 300 of the reading's error, which adds "unreachable since HH:MM:SS (…)")
+
+
+def connect_reason(e: BaseException) -> str:
+    """Why a connection failed, one line: ``connection refused`` when anything in the exception's chain
+    says so, else ``cannot connect: `` and the innermost cause's text, whole up to :data:`REASON_MAX`
+    (it was cut at 60 characters here, whatever room the screen had)."""
+    chain: list[BaseException] = []
+    c: BaseException | None = e
+    while c is not None and len(chain) < 6:
+        chain.append(c)
+        c = c.__cause__ or c.__context__
+    if any(isinstance(x, ConnectionRefusedError) or "refused" in str(x).lower() for x in chain):
+        return "connection refused"
+    return f"cannot connect: {clean(str(chain[-1]), REASON_MAX - 16)}"
 
 
 def what_is_wrong(line: str, why: str) -> str:
@@ -723,17 +739,9 @@ class EndpointPoller:
         except (httpx.TimeoutException, asyncio.TimeoutError):  # the deadline covers the whole response
             why = f"no answer in {self.timeout_s:g} s"
         except httpx.ConnectError as e:
-            chain: list[BaseException] = []
-            c: BaseException | None = e
-            while c is not None and len(chain) < 6:
-                chain.append(c)
-                c = c.__cause__ or c.__context__
-            if any(isinstance(x, ConnectionRefusedError) or "refused" in str(x).lower() for x in chain):
-                why = "connection refused"
-            else:
-                why = f"cannot connect: {str(chain[-1])[:60]}"
+            why = connect_reason(e)
         except httpx.HTTPError as e:
-            why = f"{type(e).__name__}: {str(e)[:60]}"
+            why = f"{type(e).__name__}: {clean(str(e), REASON_MAX)}"
         tr.failed(t, why)
         self._publish(k)
         return False
