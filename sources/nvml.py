@@ -46,6 +46,11 @@ GPM_NVLINK_RX, GPM_NVLINK_TX = 60, 61
 _GPM_METRICS = (GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW, GPM_PCIE_TX, GPM_PCIE_RX, GPM_NVLINK_RX, GPM_NVLINK_TX)
 _MIB = 1024 * 1024
 ENERGY_INTERVAL_S = 30.0
+# PCIe health counters (replays, recoveries, AER errors): ~1.6 ms of CPU a GPU per read on H200 (measured,
+# docs/measurements/nvml_call_costs.txt), most of a tick's cost when read every 5 s; they move rarely and the
+# finding compares them over its window, so they are read every 15 s and carried between reads
+HEALTH_INTERVAL_S = 15.0
+HEALTH_KEYS = ("pcie_replay_count", "pcie_recovery_count", "pcie_error_count")
 _GPM_SLOTS = 1024  # room for every metric id a newer NVML might write (nvidia-ml-py's own size varies)
 
 # Field ids (nvmlFieldValue ids).
@@ -102,6 +107,7 @@ class NvmlSource:
         self.host = host
         self.slow_interval_s = slow_interval_s  # health counters, memory temperature, processes
         self._slow_last: float | None = None
+        self._health_last: float | None = None  # when the PCIe health counters were last read
         self._slow_cache: dict[int, dict[str, Any]] = {}
         self.simulated = simulated
         self.scenario = scenario
@@ -285,6 +291,10 @@ class NvmlSource:
         slow = self._slow_last is None or t0 - self._slow_last >= self.slow_interval_s or t0 < self._slow_last
         if slow:
             self._slow_last = t0
+        health = slow and (self._health_last is None or t0 - self._health_last >= HEALTH_INTERVAL_S - 0.5
+                           or t0 < self._health_last)
+        if health:
+            self._health_last = t0
         futures: dict[tuple[int, str], Future[Any]] = {}
         for i, h in enumerate(self._handles):
             if i in self._lost:
@@ -296,7 +306,7 @@ class NvmlSource:
                                                               h, counter)
             # health counters and per-link NVLink counters go in separate calls: mixed in one call they
             # corrupted the heap on H200 / driver 580 (tools/crash_probe3.py)
-            for key, ids in (("fields", self._field_ids(i, slow)),
+            for key, ids in (("fields", self._field_ids(i, slow, health)),
                              ("nvlink_fields", self._nvlink_field_ids(i) if slow else [])):
                 if ids:
                     futures[(i, key)] = self._pool.submit(self._call_safe, i, key, nv.nvmlDeviceGetFieldValues, h, ids)
@@ -339,12 +349,14 @@ class NvmlSource:
                 fields = self._fields(i, fv, t)
                 if slow:
                     cache = self._slow_cache.setdefault(i, {})
-                    for k in ("temp_mem_c", "pcie_replay_count", "pcie_recovery_count", "pcie_error_count",
-                              "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"):
+                    for k in ("temp_mem_c", *(HEALTH_KEYS if health else ()), "nvlink_tx_bytes_per_s",
+                              "nvlink_rx_bytes_per_s"):
                         cache[k] = fields.get(k)
                 extra.update(fields)
             if not slow:
                 extra.update({k: v for k, v in self._slow_cache.get(i, {}).items() if v is not None and k[0] != "_"})
+            elif not health:  # the health counters read last, carried
+                extra.update({k: v for k in HEALTH_KEYS if (v := self._slow_cache.get(i, {}).get(k)) is not None})
             if self._gpm_ok.get(i):
                 try:
                     extra.update(self._gpm(i, self._handles[i]))
@@ -486,9 +498,11 @@ class NvmlSource:
             self._util_seen[i] = max(int(sm.timeStamp) for sm in newest.values())
         return {pid: (float(min(100, sm.smUtil)), float(min(100, sm.memUtil))) for pid, sm in newest.items()}
 
-    def _field_ids(self, i: int, slow: bool = True) -> list[Any]:
-        """Health counters and memory temperature, on slow ticks."""
-        return [FI_MEMORY_TEMP, FI_PCIE_REPLAY, FI_PCIE_RECOVERY, *FI_PCIE_ERRORS] if slow else []
+    def _field_ids(self, i: int, slow: bool = True, health: bool = True) -> list[Any]:
+        """Memory temperature on slow ticks (every 5 s), with the PCIe health counters every 15 s."""
+        if not slow:
+            return []
+        return [FI_MEMORY_TEMP, *((FI_PCIE_REPLAY, FI_PCIE_RECOVERY, *FI_PCIE_ERRORS) if health else ())]
 
     def _nvlink_field_ids(self, i: int) -> list[Any]:
         """Per-link NVLink data counters (KiB) where GPM does not give NVLink rates. Read on slow ticks
