@@ -19,6 +19,7 @@ from gpuscope.core.text import clean, count
 from gpuscope.core.units import duration as human_duration
 from gpuscope.core.units import human_bytes
 from gpuscope.core.vocab import endpoint_state
+from gpuscope.sources.endpoint import REASON_MAX
 from gpuscope.sources.recording import Recorder
 
 
@@ -90,10 +91,11 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
                 proc = subprocess.Popen(cmd, env=env, **_new_group())
             except OSError as e:
                 session.stop_recording()
-                try:  # we created the file a moment ago: a command that never ran leaves nothing behind
-                    os.unlink(args.output)
-                except OSError:
-                    pass
+                if rec.created and not rec.removed:  # we created it a moment ago: a command that never ran
+                    try:  # leaves nothing behind (a file that was there before, with --force, is not ours)
+                        os.unlink(args.output)
+                    except OSError:
+                        pass
                 # the shell's statuses: 127 not found, 126 found but not runnable
                 raise GpuscopeError(f"cannot run {clean(cmd[0])}: {e.strerror or e}",
                                     exit_status=127 if isinstance(e, FileNotFoundError) else 126) from None
@@ -127,9 +129,11 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
     trouble = f"; {errs.text()}" if errs.count else ""
     if rec.dropped:
         trouble += f"; {rec.dropped} frames dropped (the disk was too slow)"
+    where = f"to {args.output} ({human_bytes(size)})"
+    if rec.removed:  # nothing reached the disk: the empty file gpuscope created is gone
+        where = f"to nothing: removed the empty {args.output}"
     sys.stderr.write(f"gpuscope: {what} {count(len(src.inventory.devices), 'GPU')} over "
-                     f"{human_duration(time.monotonic() - t_start)} to {args.output} ({human_bytes(size)}){worst}"
-                     f"{trouble}\n")
+                     f"{human_duration(time.monotonic() - t_start)} {where}{worst}{trouble}\n")
     if proc is not None:
         if escalation.killed:
             sys.stderr.write(f"gpuscope: {clean(cmd[0])} did not stop after {escalation.first_name}; killed it "
@@ -194,7 +198,8 @@ class Escalation:
 
 def endpoint_changes(readings: Any, state: dict[str, str]) -> list[str]:
     """One line per endpoint whose state (:func:`endpoint_state`) changed since ``state`` (updated in
-    place): the first reading of an endpoint that is down or gives only bad answers, and every later change."""
+    place): the first reading of an endpoint that is down or gives only bad answers, and every later change.
+    Headless: the reason is given whole (one line; the source bounds it at :data:`REASON_MAX`)."""
     out = []
     for e in readings:
         url = clean(e.url, 200)
@@ -204,7 +209,7 @@ def endpoint_changes(readings: Any, state: dict[str, str]) -> list[str]:
         first = url not in state
         state[url] = now
         if now != "ok":
-            out.append(f"endpoint {url}: {clean(e.error or 'unreachable', 200)}; recording goes on")
+            out.append(f"endpoint {url}: {clean(e.error or 'unreachable', REASON_MAX)}; recording goes on")
         elif not first:
             out.append(f"endpoint {url} is back")
     return out

@@ -20,6 +20,7 @@ from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import EndpointReading
+from gpuscope.core.text import clean
 from gpuscope.core.vocab import SERVER_KINDS
 
 KINDS = SERVER_KINDS
@@ -100,7 +101,48 @@ _LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s
 _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 
 
-def _labels(body: str, line: str) -> dict[str, str]:
+EXCERPT = 40  # characters of a bad line quoted in its error, at most
+REASON_MAX = 240  # characters of why an endpoint failed, at most (front ends cut it to the room they have; a
+# recording keeps 300 of the reading's error, which adds "unreachable since HH:MM:SS (…)")
+
+
+def connect_reason(e: BaseException) -> str:
+    """Why a connection failed, one line: ``connection refused`` when anything in the exception's chain
+    says so, else ``cannot connect: `` and the innermost cause's text, whole up to :data:`REASON_MAX`
+    (it was cut at 60 characters here, whatever room the screen had)."""
+    chain: list[BaseException] = []
+    c: BaseException | None = e
+    while c is not None and len(chain) < 6:
+        chain.append(c)
+        c = c.__cause__ or c.__context__
+    if any(isinstance(x, ConnectionRefusedError) or "refused" in str(x).lower() for x in chain):
+        return "connection refused"
+    return f"cannot connect: {clean(str(chain[-1]), REASON_MAX - 16)}"
+
+
+def what_is_wrong(line: str, why: str) -> str:
+    """What a line that is not exposition format looks like, in words (``"looks like HTML"``), for
+    :func:`bad_line`; ``why`` is what the parser found wrong when nothing more telling fits."""
+    s = line.lstrip()
+    if "\ufffd" in s or any(not c.isprintable() and c != "\t" for c in s):
+        return "is binary data, not text"
+    if s[:1] == "<":
+        return "looks like HTML or XML"
+    if s[:1] in "{[":
+        return "looks like JSON"
+    return why
+
+
+def bad_line(n: int, line: str, why: str) -> MetricsError:
+    """The error for line ``n`` (1-based) of a /metrics body: what is wrong, in words, and at most
+    :data:`EXCERPT` characters of the line, sanitised (no escape sequences, controls or bytes shown as
+    escapes): ``not Prometheus text: line 1 looks like HTML ("<html><body>502 Bad Gateway</body></h…")``."""
+    what = what_is_wrong(line, why)
+    excerpt = "" if what.startswith("is binary") else clean(line.strip().replace("\ufffd", ""), EXCERPT)
+    return MetricsError(f"not Prometheus text: line {n} {what}" + (f' ("{excerpt}")' if excerpt else ""))
+
+
+def _labels(body: str, line: str, n: int = 1) -> dict[str, str]:
     body = body.strip()
     if "\\" not in body and body.endswith('"'):  # the common case: no escapes
         out: dict[str, str] = {}
@@ -117,7 +159,7 @@ def _labels(body: str, line: str) -> dict[str, str]:
     while pos < len(body):
         m = _LABEL_RE.match(body, pos)
         if m is None:
-            raise MetricsError(f"bad labels in line {line[:60]!r}")
+            raise bad_line(n, line, "has labels that are not name=\"value\" pairs")
         v = m.group(2)
         if "\\" in v:
             v = re.sub(r"\\[\\\"n]", lambda x: _UNESCAPE[x.group(0)], v)
@@ -138,7 +180,7 @@ def parse_metrics(text: str, wanted: Callable[[str], bool] | None = None) -> Sam
     """
     out: Samples = {}
     good_names: set[str] = set()
-    for line in text.splitlines():
+    for n, line in enumerate(text.splitlines(), 1):
         if not line or line[0] == "#":
             continue
         if line[0].isspace() or line[-1].isspace():
@@ -149,10 +191,10 @@ def parse_metrics(text: str, wanted: Callable[[str], bool] | None = None) -> Sam
         if brace >= 0:
             close = line.rfind("}")
             if close < brace:
-                raise MetricsError(f"not Prometheus metrics text: {line[:60]!r}")
+                raise bad_line(n, line, "has a '{' with no '}' after it")
             name = line[:brace].strip()
             keep = wanted is None or wanted(name)
-            labels = _labels(line[brace + 1:close], line) if keep and close > brace + 1 else {}
+            labels = _labels(line[brace + 1:close], line, n) if keep and close > brace + 1 else {}
             rest = line[close + 1:].split()
         else:
             parts = line.split()
@@ -160,14 +202,14 @@ def parse_metrics(text: str, wanted: Callable[[str], bool] | None = None) -> Sam
             keep = wanted is None or wanted(name)
         if name not in good_names:
             if not _NAME_RE.match(name):
-                raise MetricsError(f"not Prometheus metrics text: {line[:60]!r}")
+                raise bad_line(n, line, "does not start with a metric name")
             good_names.add(name)
         if not 1 <= len(rest) <= 2:
-            raise MetricsError(f"not Prometheus metrics text: {line[:60]!r}")
+            raise bad_line(n, line, "has no value" if not rest else "has more than a value and a timestamp")
         try:
             value = float(rest[0])
         except ValueError:
-            raise MetricsError(f"bad value in line {line[:60]!r}") from None
+            raise bad_line(n, line, "has a value that is not a number") from None
         if keep:
             out.setdefault(name, []).append((labels, value))
         elif name not in out:
@@ -697,17 +739,9 @@ class EndpointPoller:
         except (httpx.TimeoutException, asyncio.TimeoutError):  # the deadline covers the whole response
             why = f"no answer in {self.timeout_s:g} s"
         except httpx.ConnectError as e:
-            chain: list[BaseException] = []
-            c: BaseException | None = e
-            while c is not None and len(chain) < 6:
-                chain.append(c)
-                c = c.__cause__ or c.__context__
-            if any(isinstance(x, ConnectionRefusedError) or "refused" in str(x).lower() for x in chain):
-                why = "connection refused"
-            else:
-                why = f"cannot connect: {str(chain[-1])[:60]}"
+            why = connect_reason(e)
         except httpx.HTTPError as e:
-            why = f"{type(e).__name__}: {str(e)[:60]}"
+            why = f"{type(e).__name__}: {clean(str(e), REASON_MAX)}"
         tr.failed(t, why)
         self._publish(k)
         return False

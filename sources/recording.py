@@ -81,6 +81,8 @@ class Recorder:
         self.dropped = 0  # frames refused because the queue was full
         self.accepted = 0  # frames queued (written, or to be written, unless an error stops the writer)
         self.bytes_raw = 0
+        self.removed = False  # the file was created here, nothing reached it, and it was removed (see _fail)
+        self.created = False  # the file did not exist before: gpuscope made it (only such a file is ever removed)
         self._bytes = 0  # bytes written to the file
         self._durable_bytes = 0  # the file's length at the last flush that reached the disk
         self._member_raw = 0
@@ -95,7 +97,9 @@ class Recorder:
         try:  # never overwrite: an existing file is refused unless force (`--force`)
             # unbuffered: after a failed write the file can be cut back to its last flush point, with no
             # buffer left to spill past it on close
+            existed = force and os.path.lexists(self.path)
             self._f: BinaryIO | None = open(self.path, "wb" if force else "xb", buffering=0)  # noqa: SIM115
+            self.created = not existed
         except FileExistsError:
             raise RecordingError(f"{self.path} exists; refusing to overwrite it (use --force)") from None
         except OSError as e:
@@ -242,8 +246,12 @@ class Recorder:
                 self._durable_bytes = self._bytes
         except OSError as e:
             self._cut_back()
-            self._fail(f"recording stopped: {e.strerror or e} while writing {self.path}; {self.kept:,} "
-                       f"frame{'s' if self.kept != 1 else ''} kept")
+            if self._remove_if_empty():
+                self._fail(f"recording stopped: {e.strerror or e} while writing {self.path}; nothing was written; "
+                           f"removed the empty {self.path}")
+            else:
+                self._fail(f"recording stopped: {e.strerror or e} while writing {self.path}; {self.kept:,} "
+                           f"frame{'s' if self.kept != 1 else ''} kept")
 
     def _cut_back(self) -> None:
         """After a failed write or sync, cut the file back to its last flush point: what follows it may be
@@ -254,6 +262,24 @@ class Recorder:
             except OSError as e:
                 log.warning("cannot cut %s back to %d bytes after a write error: %s", self.path,
                             self._durable_bytes, e.strerror or e)
+
+    def _remove_if_empty(self) -> bool:
+        """After a write error that left the file empty (not even the header reached the disk): remove it,
+        but only if this recorder created it (never a file that was there before, even with ``--force``)
+        and the path still names this very file and it holds 0 bytes. True when it was removed."""
+        if self._f is None or not self.created or self._durable_bytes or self.kept:
+            return False
+        try:
+            mine = os.fstat(self._f.fileno())
+            there = os.stat(self.path, follow_symlinks=False)
+            if (mine.st_dev, mine.st_ino) != (there.st_dev, there.st_ino) or mine.st_size != 0:
+                return False
+            os.unlink(self.path)
+        except OSError as e:
+            log.warning("cannot remove the empty %s after a write error: %s", self.path, e.strerror or e)
+            return False
+        self.removed = True
+        return True
 
     def _fail(self, message: str) -> None:
         self.error = message
@@ -546,6 +572,8 @@ def read_recording(p: Path, raw: bytes, *, threads: int | None = None, fast: boo
     with Prefetch(raw, _inflate, MAGIC, threads_for(len(raw)) if threads is None else threads) as pf:
         decoded = iter([_Decoded(0, len(raw), raw, False)]) if plain else _members(raw, damage, pf if fast else None)
         for dec in decoded:
+            if ix.header is None and damage and not dec.text.startswith(b'{"type":"header"'):
+                break  # the header's member was damaged: what follows has no header to be read against
             first = len(ix.times)
             if fast and not dec.damaged and not dec.cut:
                 keep = ix.intact(dec.text, events_at(dec.text) if dec.events is None else dec.events)
@@ -559,7 +587,9 @@ def read_recording(p: Path, raw: bytes, *, threads: int | None = None, fast: boo
         if ix.cut and not damage:
             raise _cut_early(p, raw)
         if damage:
-            raise RecordingError(f"{p}: the header is damaged (byte ~{damage[0]:,}); nothing can be read")
+            at, why = damage_at(raw, damage[0])
+            raise RecordingError(f"{p}: damaged at byte {at:,} ({why}) before its first complete second: "
+                                 "nothing to read")
         raise RecordingError(f"{p}: not a gpuscope recording (no header line)")
     expected = ix.end_frames
     interval = header.get("interval_s")
@@ -580,6 +610,37 @@ def read_recording(p: Path, raw: bytes, *, threads: int | None = None, fast: boo
     if not rec.complete and not problems:
         problems.append("no end marker: the recording did not close cleanly (still running, or killed)")
     return rec
+
+
+_ZLIB_WORDS = (  # zlib's complaint -> what it means, in words
+    ("incorrect data check", "gzip CRC check failed"),  # the trailer's 4-byte CRC-32 ...
+    ("incorrect length check", "gzip length check failed"),  # ... and 4-byte length: said at its first byte
+    ("header", "bad gzip header"),
+    ("unknown compression method", "bad gzip header"),
+)
+
+
+def damage_at(raw: bytes, pos: int, limit: int = 1 << 18) -> tuple[int, str]:
+    """Where, in ``raw``, the gzip member at byte ``pos`` stops inflating, and why in words:
+    ``(618, "gzip CRC check failed")`` (for a failed check: the first byte of the trailer field).
+    Inflates one byte at a time (the error path only, and at most ``limit`` bytes: beyond that the
+    member's own offset is given, with "corrupt compressed data")."""
+    if raw[pos:pos + 3] != MAGIC:
+        return pos, "not gzip data"
+    d = zlib.decompressobj(31)
+    size = 0
+    for i in range(pos, min(len(raw), pos + limit)):
+        try:
+            size += len(d.decompress(raw[i:i + 1]))
+        except zlib.error as e:
+            msg = str(e)
+            words = next((words for key, words in _ZLIB_WORDS if key in msg), "corrupt compressed data")
+            return (i - 3 if "check failed" in words else i), words  # zlib fails on the field's last byte
+        if size > MAX_MEMBER_TEXT:
+            return i, f"inflates beyond {MAX_MEMBER_TEXT >> 20} MiB"
+        if d.eof:
+            return i, "no damage found: the member is intact"
+    return pos, "corrupt compressed data"
 
 
 def _cut_early(p: Path, raw: bytes) -> RecordingError:
@@ -616,8 +677,8 @@ class _Index:
                 if dec.damaged or dec.cut:
                     continue  # a line cut in half by the damage or the end of the file
             if self.header is None:
-                if dec.damaged and not ln.startswith(b'{"type":"header"'):
-                    continue
+                if dec.damaged:  # the header is taken only from a member that passed gzip's checks: garbled,
+                    return []  # it could still read as JSON (a host, an inventory, "simulated" changed)
                 self._header(ln)
                 continue
             if ln.startswith(b'{"t":'):

@@ -68,10 +68,10 @@ def test_llamacpp_exponent_counters():
 
 
 @pytest.mark.parametrize("text,why", [
-    ("<html><body>502 Bad Gateway</body></html>", "not Prometheus metrics text: '<html>"),
-    ("{\"json\": true}", "bad labels in line"),
-    ("metric{broken 1\n", "not Prometheus metrics text: 'metric{broken 1'"),
-    ("\x00\x01\x02", "not Prometheus metrics text"),
+    ("<html><body>502 Bad Gateway</body></html>", "not Prometheus text: line 1 looks like HTML or XML"),
+    ("{\"json\": true}", "not Prometheus text: line 1 looks like JSON"),
+    ("metric{broken 1\n", "not Prometheus text: line 1 has a '{' with no '}' after it (\"metric{broken 1\")"),
+    ("\x00\x01\x02", "not Prometheus text: line 1 is binary data, not text"),
 ])
 def test_garbage_is_counted_not_raised(text, why):
     with pytest.raises(MetricsError, match=re.escape(why)):  # the parser refuses it, saying why

@@ -60,7 +60,10 @@ def test_a_failed_sync_keeps_what_was_synced_before_it(tmp_path, monkeypatch, fr
     rec.close()
     assert rec.error is not None and "No space left on device" in rec.error, (calls, rec.frames)
     assert rec.kept == frames_in(path) == max(0, fail_at - 2)  # one sync per frame (flush_s=0) after the header's
-    assert rec.error.endswith(f"{rec.kept:,} frame{'s' if rec.kept != 1 else ''} kept")
+    if fail_at == 1:  # not even the header reached the disk: the empty file gpuscope made is removed
+        assert rec.error.endswith(f"nothing was written; removed the empty {path}") and not path.exists()
+    else:
+        assert rec.error.endswith(f"{rec.kept:,} frame{'s' if rec.kept != 1 else ''} kept")
 
 
 class ShortFile:
@@ -156,3 +159,51 @@ def test_record_of_a_command_on_a_full_disk_says_it_once(tmp_path):
     assert out.returncode == 7, out
     assert out.stderr.count("recording stopped") == 1, out.stderr
     assert "stopped early:" in out.stderr
+
+
+@pytest.mark.parametrize("fail_at, there_before, force, removed", [
+    (1, False, False, True),  # the header's sync fails: the file gpuscope created is empty, and removed
+    (1, False, True, True),  # --force, but nothing was there: still gpuscope's own empty file
+    (1, True, True, False),  # --force over a user's file: not gpuscope's, never removed (even if now empty)
+    (2, False, False, False),  # the first frame's sync fails: the header is kept, the file opens, it stays
+])
+def test_an_empty_file_left_by_a_full_disk_is_removed_only_if_gpuscope_made_it(
+        tmp_path, monkeypatch, frames, fail_at, there_before, force, removed):
+    calls = [0]
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        calls[0] += 1
+        if calls[0] >= fail_at:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd)
+
+    path = tmp_path / "r.jsonl.gz"
+    if there_before:
+        path.write_bytes(b"the user's data")
+    monkeypatch.setattr(recording_mod.os, "fsync", fsync)
+    rec = Recorder(path, sim_source("mixed-4").inventory, flush_s=0.0, force=force)
+    for f in frames[:5]:
+        rec.write(f, wait=True)
+    rec.close()
+    assert rec.kept == 0 and rec.error is not None and "No space left on device" in rec.error
+    assert rec.removed == removed
+    assert path.exists() != removed
+    assert ("nothing was written; removed the empty" in rec.error) == removed, rec.error
+    if not removed:
+        assert rec.error.endswith("; 0 frames kept")
+
+
+@pytest.mark.slow
+def test_record_of_a_command_that_wrote_nothing_removes_the_empty_file(tmp_path):
+    """`record -o F -- CMD` where not even the header fits: F was created by gpuscope and is empty, so it is
+    removed and both lines say so (it was left behind as a 0-byte file: new-user trial)."""
+    path = tmp_path / "full.jsonl.gz"
+    out = subprocess.run([sys.executable, "-m", "gpuscope", "record", "--simulate", "a6000-tp2-pcie-gen1",
+                          "--interval", "0.1", "-o", str(path), "--", sys.executable, "-c", "import sys; sys.exit(3)"],
+                         preexec_fn=lambda: _file_size_limit(100), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 3, out
+    assert not path.exists()
+    assert f"; nothing was written; removed the empty {path}\n" in out.stderr, out.stderr
+    assert f"to nothing: removed the empty {path}" in out.stderr, out.stderr
+    assert out.stderr.count("recording stopped") == 1, out.stderr

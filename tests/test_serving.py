@@ -406,5 +406,6 @@ def test_the_panel_says_why_there_is_no_rate(error, shown):
     from gpuscope.core.model import EndpointReading
     from gpuscope.widgets.inference_panel import endpoint_lines
 
-    lines = [str(x) for x in endpoint_lines(EndpointReading(url="http://h:8000/metrics", up=True, error=error))]
+    lines = [str(x) for x in endpoint_lines(EndpointReading(url="http://h:8000/metrics", up=True, error=error),
+                                            120)]  # room for the whole reason (it is cut to the room there is)
     assert any(shown in ln for ln in lines), lines

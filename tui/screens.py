@@ -154,7 +154,8 @@ def detail_lines(v: ViewState, index: int, width: int, rows: int) -> list[Text]:
         graphs.append((m, times, vals / m.scale, cur, peak, top))
     heights = graph_heights(rows - len(head), len(graphs))
     fold = min(heights, default=3) < 3  # some graphs have two rows: all label alike, the scale by the title
-    labels = [graph_labels(m.label, "–" if cur is None else f"{cur:.1f}", f"{peak:.1f}", f"{top:g}", h, fold)
+    labels = [graph_labels(m.label, detail_number(cur, m.unit), detail_number(peak, m.unit),
+                           detail_number(top, m.unit, ceiling=True), h, fold)
               for (m, _, _, cur, peak, top), h in zip(graphs, heights)]
     label_w = label_width([s for ls in labels for s in ls], width)
     cols = width - label_w
@@ -162,6 +163,17 @@ def detail_lines(v: ViewState, index: int, width: int, rows: int) -> list[Text]:
     for (_, times, vals, _, _, top), ls in zip(graphs, labels):
         out += graph_block(ls, resample(times, vals, v.now or 0, v.window_s, cols), top, label_w)
     return out
+
+
+def detail_number(x: float | None, unit: str, *, ceiling: bool = False) -> str:
+    """A detail graph's reading (``now``, ``peak``) or, with ``ceiling``, its scale's top, in the metric's
+    displayed ``unit``: clocks (MHz) as whole numbers (``1754``, never ``1754.0``); other readings with one
+    decimal (``45.3``); other ceilings as short as they go (``100``, ``31.5``); ``–`` when unknown."""
+    if x is None or x != x:
+        return "–"
+    if unit == "MHz":
+        return f"{x:.0f}"
+    return f"{x:g}" if ceiling else f"{x:.1f}"
 
 
 def detail_top(metric: str, dev: DeviceInfo, r: GpuReading | None, peak: float) -> float:

@@ -9,6 +9,7 @@ import numpy as np
 from rich.text import Text
 from textual.message import Message
 
+from gpuscope.core.boards import memory_temp_label
 from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.text import clean
 from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
@@ -154,7 +155,7 @@ class GpuPanel(LineWidget):
             t.append(f"  P{r.pstate if r.pstate is not None else '?'}", style=DIM)
             t.append(f"  {fmt_num(r.temp_gpu_c, '°C')}")
             if r.temp_mem_c is not None:
-                t.append(f" mem {fmt_num(r.temp_mem_c, '°C')}", style=DIM)
+                t.append(f" {memory_temp_label(dev.name)} {fmt_num(r.temp_mem_c, '°C')}", style=DIM)
             if r.fan_pct is not None:
                 t.append(f"  fan {r.fan_pct:.0f}%", style=DIM)
             if r.mem_used_bytes is not None and r.mem_total_bytes:

@@ -89,11 +89,13 @@ def prompt_head(e: EndpointReading) -> str:
     return "" if prompt_split(e) else " prompt –"
 
 
-def endpoint_lines(e: EndpointReading) -> list[Text]:
-    """The lines of one endpoint/model (each under 78 characters for any realistic reading)."""
+def endpoint_lines(e: EndpointReading, width: int = 76) -> list[Text]:
+    """The lines of one endpoint/model in a panel ``width`` cells wide (76: 80 columns less border and
+    padding): the numbers fit 76 for any realistic reading; why an endpoint is down or gives no rate is
+    cut to the room left on its line (at least 10 characters), not to a fixed length."""
     head = Text(f"{clean(e.kind or '?', 8):<8} {clean(e.model or e.url, 28):<28} ")
     if not e.up:
-        head.append(clean(e.error or "unreachable", 40), style=BAD)
+        head.append(clean(e.error or "unreachable", max(10, width - len(head))), style=BAD)
         return [head]
     gen_src = " (probe)" if "gen_tokens_per_s" in e.probe_fields else ""
     head.append(f"gen {fmt_num(e.gen_tokens_per_s)}{gen_src}{prompt_head(e)} tok/s")
@@ -106,7 +108,8 @@ def endpoint_lines(e: EndpointReading) -> list[Text]:
         state.append(f"  rates over {e.rate_window_s:.0f} s", style=DIM)
     elif e.gen_tokens_per_s is None:  # no rate: say why (every answer refused or unreadable, or too early)
         bad = endpoint_state(e) == "bad"
-        state.append("  " + (clean(e.error, 70) if bad else "rates: waiting for two scrapes"), style=BAD if bad else DIM)
+        room = max(10, width - len(state) - 2)
+        state.append("  " + (clean(e.error, room) if bad else "rates: waiting for two scrapes"), style=BAD if bad else DIM)
     lines.append(state)
     work = []
     parts = prompt_split(e)
@@ -163,5 +166,5 @@ class InferencePanel(Static):
         t.append(sparkline(resample(times, vals, v.now or 0, v.window_s, max(0, width - len(t)))), style=ACCENT)
         lines.append(t)
         for e in eps:
-            lines.extend(endpoint_lines(e))
+            lines.extend(endpoint_lines(e, width))
         set_content(self, Text("\n").join(lines))
