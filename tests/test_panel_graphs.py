@@ -151,3 +151,17 @@ def test_newest_sample_is_in_the_last_cell(columns: int) -> None:
     assert cells[-1] == 50.0 and None not in cells[2:]
     assert resample(np.array([60.0]), np.array([1.0]), 60.0, 60.0, columns)[-1] == 1.0
     assert resample(np.array([0.0]), np.array([1.0]), 60.0, 60.0, columns) == [None] * columns  # t0 is out
+
+
+@pytest.mark.parametrize(("key", "top", "want"), [
+    ("sm_clock", 1979.5, "1980 MHz"),  # a window's peak as the scale: a clock is whole
+    ("sm_clock", 1980.0, "1980 MHz"),
+    ("power", 300.0, "300 W"),
+    ("power", 349.4, "349.4 W"),
+    ("mem_used", 141.1, "141.1 GiB"),
+])
+def test_fmt_top(key: str, top: float, want: str) -> None:
+    from gpuscope.widgets.panel_graphs import PANEL_METRICS, fmt_top
+
+    m = next(m for m in PANEL_METRICS if m.key == key)
+    assert fmt_top(top, m) == want

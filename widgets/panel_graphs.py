@@ -82,8 +82,10 @@ def fmt_value(value: float | None, m: PanelMetric) -> str:
 
 
 def fmt_top(top: float, m: PanelMetric) -> str:
-    """A ceiling: whole numbers without decimals (``300 W``, ``48 GiB``, ``141.1 GiB``)."""
-    text = f"{top:.0f}" if abs(top - round(top)) < 0.05 else f"{top:.1f}"
+    """A ceiling: whole numbers without decimals (``300 W``, ``48 GiB``, ``141.1 GiB``); a clock always whole
+    (``1980 MHz``, never ``1979.5 MHz`` from a window's peak)."""
+    whole = m.digits == 0 and m.unit == " MHz"
+    text = f"{top:.0f}" if whole or abs(top - round(top)) < 0.05 else f"{top:.1f}"
     return text + m.unit
 
 
