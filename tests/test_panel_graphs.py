@@ -165,3 +165,19 @@ def test_fmt_top(key: str, top: float, want: str) -> None:
 
     m = next(m for m in PANEL_METRICS if m.key == key)
     assert fmt_top(top, m) == want
+
+
+@pytest.mark.parametrize(("rows", "same", "want"), [
+    (5, 4, [3, 2]),  # one row taller than the shortest panel: its first graph is a row taller
+    (4, 4, [2, 2]),
+    (5, 5, [3, 2]),
+    (13, 12, [3, 2, 2, 2, 2, 2]),  # the same six metrics as a panel with 12 spare rows
+    (12, 12, [2, 2, 2, 2, 2, 2]),
+    (3, 2, [3]),  # the shortest panel holds one graph: so does this one, three rows tall
+])
+def test_graph_heights_count_the_metrics_of_the_shortest_panel(rows: int, same: int, want: list[int]) -> None:
+    """GPU panels one row apart in height (a grid's rows split unevenly) show the same metrics: the count
+    comes from the shortest panel's rows, the extra row makes a graph taller instead of another metric."""
+    got = graph_heights(rows, 6, metrics_rows=same)
+    assert got == want and sum(got) == rows
+    assert len(got) == len(graph_heights(same, 6))

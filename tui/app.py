@@ -205,6 +205,13 @@ class GpuscopeApp(App[int]):
         # rows out again (compact or panels, findings, topology), then redraw at the new width
         self.call_after_refresh(self._relayout_and_redraw)
 
+    def _relayout_during_redraw(self) -> None:
+        """Share the rows out again from inside a redraw (findings, a note line or processes came or went),
+        and draw again once the panels have their new sizes: this redraw draws at the old ones, and while
+        paused no other redraw would come (a seek while paused left a blank row in every GPU panel)."""
+        self._apply_layout()
+        self.call_after_refresh(self.call_after_refresh, self.refresh_view, True)
+
     def _relayout_and_redraw(self) -> None:
         self._apply_layout()
         # the panels get their new sizes in the next layout pass: draw after that one
@@ -321,7 +328,7 @@ class GpuscopeApp(App[int]):
                 screen.show(v)
                 return
             if len(v.findings) != self._n_findings:
-                self._apply_layout()  # findings lines come out of the same rows as everything else
+                self._relayout_during_redraw()  # findings lines come out of the same rows as everything else
             self._part(StatusBar).show(v)
             self._part(FindingsPanel).show(v)
             if self._part(GpuTable).display:
@@ -336,11 +343,11 @@ class GpuscopeApp(App[int]):
             has_eps = bool(v.frame and v.frame.endpoints)
             if inference.display != has_eps:
                 inference.display = has_eps
-                self._apply_layout()
+                self._relayout_during_redraw()
             if has_eps:
                 inference.show(v)
             if self._procs_on and lines_wanted(v.frame) != self._procs_want:
-                self._apply_layout()  # processes came or went: the panel's rows are shared out again
+                self._relayout_during_redraw()  # processes came or went: the panel's rows are shared out again
             procs = self._part(ProcessesPanel)
             if procs.display:
                 procs.show(v)
@@ -354,7 +361,7 @@ class GpuscopeApp(App[int]):
             set_content(self._part(Static, "#message"), Text(hint, style=DIM))
             note = self._part(Static, "#note")
             if bool(self.message_line or err) != self._important:
-                self._apply_layout()
+                self._relayout_during_redraw()
             if note.display:
                 set_content(note, fit_words(Text(f" {clean(msg, 500)}", style="yellow"), max(10, self.size.width)))
             if v.replay is not None:

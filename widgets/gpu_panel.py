@@ -101,7 +101,7 @@ class GpuPanel(LineWidget):
         self._graph_drawn: tuple[int, list[tuple[str, float | None]]] = (-1, [])  # cells' version, what was drawn
         self._line_cache: dict[str, tuple[tuple[object, ...], Text]] = {}
         # the spare-row graphs: (metric, height, rows, peak, top) each, and what they were drawn for
-        self._panel_cache: tuple[tuple[int, int], list[tuple[PanelMetric, int, list[str], float | None, float]]] = (
+        self._panel_cache: tuple[tuple[int, int, int], list[tuple[PanelMetric, int, list[str], float | None, float]]] = (
             (0, 0), [])
 
     class Opened(Message):
@@ -213,8 +213,9 @@ class GpuPanel(LineWidget):
         # spare rows (the panel is taller than its lines) go to block graphs of several metrics, each
         # scaled to its ceiling (widgets/panel_graphs.py); ``size`` is the content area (inside border
         # and padding), so every row of it is used. Without them, a util sparkline closes the panel.
-        spare = max(0, self.rows() - len(lines) - len(rates))
-        graphs = self._graphs(v, [(metric, c) for _, _, metric, c in rates] + ([] if spare >= 2 else [("util", 100.0)]),
+        spare = max(0, (self.size.height or 0) - len(lines) - len(rates))
+        same = max(0, self.rows() - len(lines) - len(rates))  # as many in every GPU's panel: what is shown
+        graphs = self._graphs(v, [(metric, c) for _, _, metric, c in rates] + ([] if same >= 2 else [("util", 100.0)]),
                               graphw)
         for name, val, metric, c in rates:
             share = (val / c) if (val is not None and c) else None
@@ -231,8 +232,8 @@ class GpuPanel(LineWidget):
             lines.append(line(name, (fmt_rate(val), pct, level_style(share), c, graph), build_rate, width))
         over = f"over {int(v.window_s // 60)} min"
         head_text = f"util {util} {over}"
-        if spare >= 2:
-            lines += self._graph_lines(v, dev, r, spare, width, over)
+        if same >= 2:
+            lines += self._graph_lines(v, dev, r, spare, width, over, same)
         else:
             graph = graphs["util"]
 
@@ -283,13 +284,15 @@ class GpuPanel(LineWidget):
             self._graph_drawn = (version, list(wanted))
         return cache
 
-    def _graph_lines(self, v: ViewState, dev: DeviceInfo, r: GpuReading, spare: int, width: int, over: str
-                     ) -> list[Text]:
-        """``spare`` rows of block graphs (:meth:`_panel_graphs`), their words in the first 36 columns and
-        every graph starting at column 36, as the rate sparklines do (one time axis)."""
+    def _graph_lines(self, v: ViewState, dev: DeviceInfo, r: GpuReading, spare: int, width: int, over: str,
+                     same: int | None = None) -> list[Text]:
+        """``spare`` rows of block graphs (:meth:`_panel_graphs`; the metrics that ``same`` rows hold, so that
+        every GPU's panel shows the same ones), their words in the first 36 columns and every graph starting
+        at column 36, as the rate sparklines do (one time axis)."""
         prefix = 36
         out = []
-        for k, (m, h, rows, peak, top) in enumerate(self._panel_graphs(v, dev, r, spare, max(8, width - prefix))):
+        for k, (m, h, rows, peak, top) in enumerate(self._panel_graphs(v, dev, r, spare, max(8, width - prefix),
+                                                                       spare if same is None else same)):
             now = None if r.lost else current(m.key, r)
             labels = graph_labels(m, now, peak, top, h, over if k == 0 else "")
             for j, (label, row) in enumerate(zip(labels, rows)):
@@ -301,11 +304,12 @@ class GpuPanel(LineWidget):
                 out.append(self._line(f"g{m.key}{j}", (label, row), build_row, width))
         return out
 
-    def _panel_graphs(self, v: ViewState, dev: DeviceInfo, r: GpuReading, rows: int, cols: int
+    def _panel_graphs(self, v: ViewState, dev: DeviceInfo, r: GpuReading, rows: int, cols: int, same: int
                       ) -> list[tuple[PanelMetric, int, list[str], float | None, float]]:
         """The graphs in ``rows`` spare rows, ``cols`` wide: (metric, height, its rows top first, the
-        window's peak, full height), redrawn with the other graphs (about once a second) or on resize."""
-        if not v.graphs and self._panel_cache[0] == (rows, cols) and self._panel_cache[1]:
+        window's peak, full height), as many metrics as ``same`` rows hold (:func:`graph_heights`), redrawn
+        with the other graphs (about once a second) or on resize."""
+        if not v.graphs and self._panel_cache[0] == (rows, cols, same) and self._panel_cache[1]:
             return self._panel_cache[1]
         series = {}
         for m in PANEL_METRICS:
@@ -318,9 +322,9 @@ class GpuPanel(LineWidget):
                 series[m.key] = (row, float(known.max()))
         metrics = shown_metrics(list(series))
         out: list[tuple[PanelMetric, int, list[str], float | None, float]] = []
-        for m, h in zip(metrics, graph_heights(rows, len(metrics))):
+        for m, h in zip(metrics, graph_heights(rows, len(metrics), metrics_rows=same)):
             cells, peak = series[m.key]
             top = metric_top(m.key, dev, r, peak)
             out.append((m, h, graph_rows(cells, h, top), peak, top))
-        self._panel_cache = ((rows, cols), out)
+        self._panel_cache = ((rows, cols, same), out)
         return out

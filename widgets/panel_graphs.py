@@ -59,17 +59,19 @@ def metric_top(key: str, dev: DeviceInfo, r: GpuReading | None, peak: float | No
     return max(peak or 0.0, floor)
 
 
-def graph_heights(rows: int, n: int, lo: int = MIN_ROWS) -> list[int]:
+def graph_heights(rows: int, n: int, lo: int = MIN_ROWS, metrics_rows: int | None = None) -> list[int]:
     """Heights of the graphs sharing ``rows`` panel rows, for up to ``n`` metrics in priority order.
 
     Metrics are added (``lo`` rows each) before any graph grows; then the rows are shared evenly, the
     remainder one row each to the first graphs. So no graph is taller than ``2 * lo - 1`` rows while a
     metric is left out, none taller than :data:`CAP_ROWS` while fewer than ``n * CAP_ROWS`` rows are
     spare, and beyond that they grow evenly (spare rows never stay blank). The heights add up to
-    ``rows`` (empty for no rows or no metrics)."""
+    ``rows`` (empty for no rows or no metrics). ``metrics_rows`` (at most ``rows``): count the metrics
+    as if only that many rows were spare (the shortest of several panels), so panels a row or two apart
+    in height show the same metrics, the taller ones a little taller."""
     if rows <= 0 or n <= 0:
         return []
-    k = max(1, min(n, rows // lo))
+    k = max(1, min(n, min(rows, rows if metrics_rows is None else metrics_rows) // lo))
     base, extra = divmod(rows, k)
     return [base + (1 if i < extra else 0) for i in range(k)]
 
