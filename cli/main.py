@@ -293,9 +293,12 @@ def _open(simulate: str | None, pcie_mode: str = "auto", virtual_at: float | Non
             headers = parse_headers(args.endpoint_header, dict(os.environ))
         except ValueError as e:
             raise GpuscopeError(str(e)) from None
+        from gpuscope.cli.endpoint_url import endpoint_url_problem
+
         for u in args.endpoint:
-            if not u.startswith(("http://", "https://")):
-                raise GpuscopeError(f"--endpoint {u!r}: expected http://HOST:PORT or https://…")
+            problem = endpoint_url_problem(u)
+            if problem is not None:
+                raise GpuscopeError(f"--endpoint {u!r}: {problem}")
         poller = EndpointPoller(args.endpoint, kind=args.endpoint_kind, interval_s=min(args.interval, 1.0) if
                                 args.interval >= 0.5 else 1.0, timeout_s=args.endpoint_timeout,
                                 window_s=args.endpoint_window, headers=headers, verify=not args.endpoint_insecure,
