@@ -68,11 +68,11 @@ def refuse_existing(path: Any, force: bool, source: Any = None) -> None:
     symlink or hard link to it counts)."""
     if source is not None and _same_file(path, source):
         raise GpuscopeError(f"{path} is the recording being read; refusing to overwrite it (choose another name)")
-    if not force and os.path.lexists(path):
-        raise GpuscopeError(f"{path} exists; refusing to overwrite it (use --force)")
     why = not_writable_as_file(path)  # --force replaces files: writing into a FIFO with no reader never ends
     if why is not None:
         raise GpuscopeError(f"{path} {why}; refusing to write there")
+    if not force and os.path.lexists(path):
+        raise GpuscopeError(f"{path} exists; refusing to overwrite it (use --force)")
 
 
 def _same_file(a: Any, b: Any) -> bool:

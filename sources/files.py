@@ -17,6 +17,8 @@ def not_a_regular_file(path: str | os.PathLike[str]) -> str | None:
         return None
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
         return None
+    if stat.S_ISDIR(mode):  # before "exists (use --force)": --force cannot help there
+        return "is a directory, not a file"
     if stat.S_ISFIFO(mode):
         return "is a named pipe (FIFO), not a file"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
@@ -28,12 +30,14 @@ def not_a_regular_file(path: str | os.PathLike[str]) -> str | None:
 
 def not_writable_as_file(path: str | os.PathLike[str]) -> str | None:
     """Why gpuscope must not write its output to ``path`` even with ``--force``: a named pipe (opening it
-    blocks until a reader comes, forever when none does) or a socket; None otherwise (a regular file, a
+    blocks until a reader comes, forever when none does), a socket or a directory; None otherwise (a regular file, a
     device such as ``/dev/null``, or nothing there yet). Symbolic links are followed."""
     try:
         mode = os.stat(Path(path)).st_mode
     except OSError:
         return None
+    if stat.S_ISDIR(mode):  # before "exists (use --force)": --force cannot help there
+        return "is a directory, not a file"
     if stat.S_ISFIFO(mode):
         return "is a named pipe (FIFO), not a file"
     if stat.S_ISSOCK(mode):

@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import queue
+import stat
 import threading
 import time
 import zlib
@@ -100,6 +101,9 @@ class Recorder:
             existed = force and os.path.lexists(self.path)
             self._f: BinaryIO | None = open(self.path, "wb" if force else "xb", buffering=0)  # noqa: SIM115
             self.created = not existed
+            # fsync is for files: on a device (`-o /dev/null --force`, which not_writable_as_file allows) it
+            # fails with EINVAL and stopped the recording at its first frame
+            self._syncable = stat.S_ISREG(os.fstat(self._f.fileno()).st_mode)
         except FileExistsError:
             raise RecordingError(f"{self.path} exists; refusing to overwrite it (use --force)") from None
         except OSError as e:
@@ -240,7 +244,7 @@ class Recorder:
                     view = view[n:]
             self._unflushed = not force_flush
             if force_flush:
-                if self.fsync:
+                if self.fsync and self._syncable:
                     os.fsync(self._f.fileno())
                 self._last_flush = now
                 self._durable_bytes = self._bytes
