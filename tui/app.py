@@ -127,6 +127,7 @@ class GpuscopeApp(App[int]):
         self._rec_started = 0.0
         self._ppid = os.getppid()
         self.message_line = ""
+        self._mark_said: str | None = None  # the mark label n/N put on the message line (a seek clears it)
         self.record_force = False  # --force: the first recording may replace an existing --record FILE
         self.hung_up = False  # the terminal went away (SIGHUP or the watchdog): callers must not start another app
         self.crash: Exception | None = None
@@ -575,15 +576,27 @@ class GpuscopeApp(App[int]):
     def action_seek(self, s: int) -> None:
         if (r := self._replayer) is not None:
             r.request_seek(r.target + s)  # decoded on the replay thread, never here
+            self._forget_mark_label()
 
     def action_seek_edge(self, end: int) -> None:
         if (r := self._replayer) is not None:
             r.request_seek(r.t1 if end else r.t0)
+            self._forget_mark_label()
+
+    def _forget_mark_label(self) -> None:
+        """A seek leaves the mark that n/N named: its label ("+4s phase: idle") stayed on screen at 34 s,
+        in another phase, until the next n/N."""
+        said = self._mark_said
+        if said is not None and self.message_line == said:
+            self.message_line = ""
+            self.refresh_view(force=True)
+        self._mark_said = None
 
     def action_jump(self, forward: int) -> None:
         if (r := self._replayer) is not None:
             said = r.jump_mark(bool(forward))  # the mark's label on screen: the timeline only shows a tick
             self.message_line = said if said is not None else f"no {'later' if forward else 'earlier'} mark"
+            self._mark_said = self.message_line
             self.refresh_view()
 
     def on_unmount(self) -> None:
