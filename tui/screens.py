@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -179,8 +181,12 @@ def detail_number(x: float | None, unit: str, *, ceiling: bool = False) -> str:
 def detail_top(metric: str, dev: DeviceInfo, r: GpuReading | None, peak: float) -> float:
     """The full-height value of a detail graph: the metric's ceiling (link capacity, power limit, clock
     max, memory size) where known, so noise on an idle link draws flat; else the peak with a floor."""
-    if metric in ("pcie_rx", "pcie_tx") and r is not None:
-        cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
+    if metric in ("pcie_rx", "pcie_tx"):
+        cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width) if r is not None else None
+        if not cap:  # no link reading (a lost GPU): the best the link can train to, GPU and slot
+            gens = [g for g in (dev.pcie_gen_gpu_max, dev.pcie_gen_sys_max) if g]
+            widths = [w for w in (dev.pcie_width_gpu_max, dev.pcie_width_sys_max) if w]
+            cap = pcie_capacity_bytes_per_s(min(gens), min(widths)) if gens and widths else None
         if cap:
             return round(cap / 1e9, 1)
     if metric in ("nvlink_rx", "nvlink_tx") and dev.nvlinks_active:
@@ -193,7 +199,18 @@ def detail_top(metric: str, dev: DeviceInfo, r: GpuReading | None, peak: float) 
             return float(lim)
     if metric == "sm_clock" and dev.sm_clock_max_mhz:
         return float(dev.sm_clock_max_mhz)
-    if metric == "mem_used" and r is not None and r.mem_total_bytes:
-        return round(r.mem_total_bytes / 2**30, 1)  # GiB, as the catalogue's mem_used
+    if metric == "mem_used":
+        total = (r.mem_total_bytes if r is not None else None) or dev.memory_total_bytes  # lost GPU: inventory's
+        if total:
+            return round(total / 2**30, 1)  # GiB, as the catalogue's mem_used
     floors = {"pcie_rx": 1.0, "pcie_tx": 1.0, "nvlink_rx": 1.0, "nvlink_tx": 1.0, "temp": 100.0}
-    return max(peak, floors.get(metric, 0.0)) or 1.0
+    return round_up_2(max(peak, floors.get(metric, 0.0))) or 1.0
+
+
+def round_up_2(x: float) -> float:
+    """``x`` rounded up to two significant digits (a peak as a scale's top: ``1.02678`` → 1.1, ``257.3`` →
+    260), so the label reads "0–1.1", not "0–1.02678"; 0, negative and non-finite values unchanged."""
+    if not x or x < 0 or not math.isfinite(x):
+        return x
+    step = 10.0 ** (math.floor(math.log10(x)) - 1)
+    return round(math.ceil(round(x / step, 9)) * step, 12)
