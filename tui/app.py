@@ -466,7 +466,7 @@ class GpuscopeApp(App[int]):
             self._apply_layout()  # focused: its legend is shown
             self.refresh_view(force=True)
         else:
-            self.message_line = "no room for the topology panel at this size: enlarge the terminal or run gpuscope topo"
+            self.message_line = "no room for topology here: enlarge the terminal, or run gpuscope topo"
             self._apply_layout()
             self.refresh_view(force=True)
 
@@ -475,7 +475,7 @@ class GpuscopeApp(App[int]):
         self._procs_on = not self._procs_on
         self._apply_layout()
         if self._procs_on and not self.query_one(ProcessesPanel).display:
-            self.message_line = "no room for the processes panel at this size: enlarge the terminal or open a GPU's detail (1-8)"
+            self.message_line = "no room for processes here: enlarge the terminal, or open a GPU's detail (1-8)"
             self._apply_layout()
         self.refresh_view(force=True)
 
