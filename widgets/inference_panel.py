@@ -64,6 +64,8 @@ def header_line(eps: Sequence[EndpointReading]) -> tuple[str, str]:
     if not rates:
         if eps and all(not e.up for e in eps):
             return "– tok/s", "  unreachable"
+        if eps and all(endpoint_state(e) != "ok" for e in eps):  # down or answering garbage: waiting won't help
+            return "– tok/s", "  no endpoint answers with metrics"
         return "– tok/s", "  waiting for two scrapes"
     windows = [e.rate_window_s for e in eps if e.up and e.gen_tokens_per_s is not None and e.rate_window_s]
     probe = any("gen_tokens_per_s" in e.probe_fields for e in eps)
