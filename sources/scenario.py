@@ -497,6 +497,16 @@ def shipped() -> dict[str, Path]:
     return {Path(str(p)).stem: Path(str(p)) for p in base.iterdir() if str(p).endswith(".toml")}
 
 
+def looks_like_recording(head: bytes) -> str | None:
+    """What a file whose first bytes are a recording's is ("gzip-compressed", "a gpuscope recording"), or
+    None: users pass a recording to ``--simulate`` for ``replay`` and got "cannot read ('utf-8' codec…)"."""
+    if head[:2] == b"\x1f\x8b":
+        return "gzip-compressed"
+    if head.lstrip()[:1] == b"{" and b'"gpuscope-recording"' in head[:4096]:
+        return "a gpuscope recording"
+    return None
+
+
 def load(name_or_path: str) -> Scenario:
     """Load a shipped scenario by name or a scenario file by path."""
     p = Path(name_or_path)
@@ -508,12 +518,21 @@ def load(name_or_path: str) -> Scenario:
                             f"{', '.join(sorted(builtin))} (see `gpuscope scenarios`)")
     if (why := not_a_regular_file(p)) is not None:
         raise ScenarioError(f"scenario {p}: {why}")
+    if p.is_dir():
+        raise ScenarioError(f"scenario {p}: is a directory, not a file")
     try:
         if p.stat().st_size > MAX_SCENARIO_BYTES:
             raise ScenarioError(f"scenario {p}: larger than {MAX_SCENARIO_BYTES // 1024} KB")
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        raw = p.read_bytes()
+    except OSError as e:
         raise ScenarioError(f"scenario {p}: cannot read ({clean(str(e), 200)})") from None
+    if (what := looks_like_recording(raw)) is not None:
+        raise ScenarioError(f"scenario {p}: {what}, not a TOML scenario (a recording replays with "
+                            f"`gpuscope replay {clean(str(p), 200)}`)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"scenario {p}: not a TOML text file ({clean(str(e), 200)})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
