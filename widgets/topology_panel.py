@@ -172,8 +172,10 @@ def topology_lines(v: ViewState, width: int, sel: tuple[int, int] | None = None,
             t.append(p.label, style=path_style(p.label))
             t.append(f": up to {fmt_gb(pair_bw)} GB/s each way, {what}")
             t = fit_words(t, width)
-            hint = "  (t: other pairs, legend)"
-            if sel is None and t.cell_len + len(hint) <= width:
+            # what t adds: other pairs only when there are some (2 GPUs have one), the legend when it is off
+            offers = (["other pairs"] if n > 2 else []) + ([] if legend_on else ["legend"])
+            hint = f"  (t: {', '.join(offers)})" if offers else ""
+            if hint and sel is None and t.cell_len + len(hint) <= width:
                 t.append(hint, style=DIM)
             lines.append(t)
     if legend_on:
