@@ -101,10 +101,11 @@ processes = 1
 """
 
 
-def scenario_text(n: int, phase: str) -> str:
-    """A scenario file (docs/scenarios.md) for ``n`` H200-like GPUs in one ``phase`` (idle or load)."""
+def scenario_text(n: int, phase: str, noise: float = 0.01) -> str:
+    """A scenario file (docs/scenarios.md) for ``n`` H200-like GPUs in one ``phase`` (idle or load), readings
+    moving by ``noise`` (a share: 0.06 changes about as many cells a second as real H200s under a matmul)."""
     head = (f'name = "bench-{phase}-{n}"\ndescription = "benchmark: {n} simulated H200s, {phase}"\n'
-            f'host = "sim-bench"\ncpu_count = 64\nloop = true\nnoise = 0.01\n')
+            f'host = "sim-bench"\ncpu_count = 64\nloop = true\nnoise = {noise}\n')
     return head + GPU.format(n=n) + (IDLE if phase == "idle" else LOAD)
 
 
@@ -130,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--phases", nargs="+", default=["idle", "load"], choices=["idle", "load"])
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=DIR",
                     help="also run the gpuscope of checkout DIR, labelled NAME (this checkout is 'this')")
+    ap.add_argument("--noise", type=float, default=0.01,
+                    help="how much the simulated readings move (0.06: about the screen changes of real H200s)")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--inprocess", type=int, default=0, metavar="R",
                     help="CPU ms per refresh in process (tui_refresh_probe.py), R runs each, instead of ptys")
@@ -147,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in a.gpus:
             scen = os.path.join(tmp, f"bench-{phase}-{n}.toml")
             with open(scen, "w") as f:
-                f.write(scenario_text(n, phase))
+                f.write(scenario_text(n, phase, a.noise))
             for size in a.sizes:
                 cols, rows = (int(x) for x in size.split("x"))
                 for name, _d in variants:
@@ -197,7 +200,7 @@ def inprocess(a: argparse.Namespace, tmp: str, variants: list[tuple[str, str]], 
         for n in a.gpus:
             scen = os.path.join(tmp, f"bench-{phase}-{n}.toml")
             with open(scen, "w") as f:
-                f.write(scenario_text(n, phase))
+                f.write(scenario_text(n, phase, a.noise))
             for _ in range(a.inprocess):
                 for size in a.sizes:
                     for name, _d in variants:

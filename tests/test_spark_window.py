@@ -191,3 +191,25 @@ def test_spark_update_of_a_live_window_is_spark_rows():
                 updated += 1
             drawn, version = want, new_version
         assert updated > 590  # the update path is the one taken
+
+
+def test_tok_s_graph_shares_the_gpu_graphs_time_axis():
+    """The inference panel's tok/s sparkline and the GPU panels' graphs (widgets at one time axis) put
+    each sample in the same column: both use cells pinned to the clock (a graph measured back from the
+    newest sample would be up to a cell off)."""
+    from gpuscope.core.history import History, resample
+    from gpuscope.core.model import EndpointReading, Frame, GpuReading
+
+    h = History(1, 400)
+    rng = np.random.default_rng(3)
+    t = 1_800_000_000.0
+    for k in range(200):
+        t += float(rng.choice([0.5, 1.0, 1.0, 1.3, 2.0]))
+        on = k % 9 != 4  # now and then neither has a value
+        h.add(Frame(t=t, gpus=(GpuReading(index=0, util_gpu_pct=50.0 if on else None),),
+                    endpoints=(EndpointReading(url="http://x", gen_tokens_per_s=900.0 if on else None),)))
+        for cols in (13, 44, 60):
+            gpu = h.cells("util", 60.0, cols, now=t)[0]
+            times, vals = h.window("tok_s", None, 2 * 60.0 + 60.0 / cols, t)
+            tok = np.array([np.nan if x is None else x for x in resample(times, vals, t, 60.0, cols, pinned=True)])
+            assert np.array_equal(np.isnan(gpu), np.isnan(tok)), (k, cols)

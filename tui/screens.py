@@ -145,8 +145,11 @@ def detail_lines(v: ViewState, index: int, width: int, rows: int) -> list[Text]:
     graphs = []  # (metric, times, values in displayed units, now, peak, top)
     for m in detail_metrics():
         key = m.key or m.name
-        times, vals = v.history.window(key, index, v.window_s, v.now or None)
-        finite = [float(x) / m.scale for x in vals.tolist() if x == x]
+        # two windows: the graph's cells are pinned to the clock (as the panels'), and a carry into its first
+        # cells comes from up to a window before; the peak is the window's own
+        times, vals = v.history.window(key, index, 2 * v.window_s, v.now or None)
+        inside = times >= (v.now or (float(times[-1]) if len(times) else 0.0)) - v.window_s
+        finite = [float(x) / m.scale for x in vals[inside].tolist() if x == x]
         if not finite:
             continue
         raw = m.value(r) if r is not None else None
@@ -163,7 +166,7 @@ def detail_lines(v: ViewState, index: int, width: int, rows: int) -> list[Text]:
     cols = width - label_w
     out = list(head)
     for (_, times, vals, _, _, top), ls in zip(graphs, labels):
-        out += graph_block(ls, resample(times, vals, v.now or 0, v.window_s, cols), top, label_w)
+        out += graph_block(ls, resample(times, vals, v.now or 0, v.window_s, cols, pinned=True), top, label_w)
     return out
 
 

@@ -164,8 +164,11 @@ class InferencePanel(Static):
         t.append(what, style=DIM)
         t.append(f"  graph {int(v.window_s // 60)} min", style=DIM)
         t.pad_right(prefix - len(t))
-        times, vals = v.history.window("tok_s", None, v.window_s, v.now or None)
-        t.append(sparkline(resample(times, vals, v.now or 0, v.window_s, max(0, width - len(t)))), style=ACCENT)
+        cols = max(0, width - len(t))
+        # cells pinned to the clock as the GPU panels' graphs are (History.cells): one time axis; a window
+        # further back for the carry into the first cells
+        times, vals = v.history.window("tok_s", None, 2 * v.window_s + v.window_s / max(1, cols), v.now or None)
+        t.append(sparkline(resample(times, vals, v.now or 0, v.window_s, cols, pinned=True)), style=ACCENT)
         lines.append(t)
         for e in eps:
             lines.extend(endpoint_lines(e, width))
