@@ -33,3 +33,23 @@ def test_hint_offers_what_t_adds(scenario, legend_on, hint):
         assert "(t:" not in text, text
     else:
         assert hint in text, text
+
+
+@pytest.mark.parametrize(("affs", "room", "want"), [
+    (["0-55,112-167", "56-111,168-223"], 60, 14),   # the longest, whole
+    (["0-55,112-167", "56-111,168-223"], 13, 13),   # no room: the old width (short_affinity shortens)
+    (["0-31"], 60, 13),                             # never narrower than the header's column
+    ([None, None], 60, 13),
+])
+def test_affinity_width(affs, room, want):
+    from gpuscope.widgets.topology_panel import affinity_width
+
+    assert affinity_width(affs, room) == want
+
+
+def test_affinity_whole_where_there_is_room():
+    """8×H200 at 120×40: "56-111,+1" beside 28 empty columns; now "56-111,168-223"."""
+    lines = [t.plain for t in topology_lines(_view("h200-nvswitch-8"), 92)]
+    assert any("56-111,168-223" in x for x in lines) and not any(",+1" in x for x in lines), lines
+    narrow = [t.plain for t in topology_lines(_view("h200-nvswitch-8"), 65)]
+    assert any("CPU affinity" in x for x in narrow) and all(len(x) <= 65 for x in narrow), narrow

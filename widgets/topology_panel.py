@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Static
@@ -86,6 +88,13 @@ CELL = 5  # matrix cell width: labels are at most 4 characters (NV18, NODE)
 AFF_W = 13
 
 
+def affinity_width(affinities: Sequence[str | None], room: int) -> int:
+    """The CPU affinity column's width: the longest list where ``room`` allows (``56-111,168-223`` whole,
+    not ``56-111,+1`` beside empty columns), never under :data:`AFF_W` (``matrix_columns`` counts on it)."""
+    longest = max((cell_len(a) for a in affinities if a), default=0)
+    return max(AFF_W, min(longest, room))
+
+
 def matrix_columns(n: int, width: int) -> tuple[str, ...] | None:
     """Which side columns fit beside an ``n``-GPU matrix in ``width`` cells: ("affinity", "numa"),
     ("numa",), () — or None when the matrix itself does not fit (then a pair list is drawn)."""
@@ -124,8 +133,9 @@ def topology_lines(v: ViewState, width: int, sel: tuple[int, int] | None = None,
     if n and cols is not None:
         m = matrix(inv)
         head = Text(" " * CELL + "".join(f"{'GPU' + str(j):>{CELL}}" for j in range(n)), style="bold")
+        aff_w = affinity_width([d.cpu_affinity for d in inv.devices], width - (CELL + CELL * n) - 2 - 5)
         if "affinity" in cols:
-            head.append(f"  {'CPU affinity':<{AFF_W}}")
+            head.append(f"  {'CPU affinity':<{aff_w}}")
         if "numa" in cols:
             head.append(" NUMA")
         lines.append(head)
@@ -138,7 +148,7 @@ def topology_lines(v: ViewState, width: int, sel: tuple[int, int] | None = None,
                     style = f"reverse {style}"
                 t.append(f"{lab:>{CELL}}", style=style)
             if "affinity" in cols:
-                t.append(f"  {short_affinity(d.cpu_affinity, AFF_W):<{AFF_W}}")
+                t.append(f"  {short_affinity(d.cpu_affinity, aff_w):<{aff_w}}")
             if "numa" in cols:
                 t.append(f" {d.numa_node if d.numa_node is not None else '–':>4}")
             lines.append(t)
