@@ -124,11 +124,13 @@ class RuleWindow(Sequence[Frame]):
     is averaged once however many rules ask; the cache lives and dies with this object (no hidden
     per-thread state). Rules see a plain sequence of frames (the last one is "now")."""
 
-    __slots__ = ("_frames", "states")
+    __slots__ = ("_frames", "counter_base", "states")
 
-    def __init__(self, frames: Sequence[Frame]):
+    def __init__(self, frames: Sequence[Frame], counter_base: Frame | None = None):
         self._frames: tuple[Frame, ...] = tuple(frames)
         self.states: dict[int, dict[str, Any] | None] = {}
+        # the oldest frame within COUNTER_WINDOW_S: what the slowly read error counters rise from
+        self.counter_base = counter_base
 
     def __len__(self) -> int:
         return len(self._frames)
@@ -440,12 +442,19 @@ def rule_clock_events(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate
     return out
 
 
+# PCIe replay/recovery/error counters are read every 15 s (sources/nvml.py HEALTH_INTERVAL_S) and carried
+# between reads, so in a 10 s window a steady rise showed as a step now and then: the finding came and went
+# ("critical 9s (then cleared)" while GPU1's replays kept climbing). They rise from a frame this far back,
+# which spans two reads: a steady rise stays one finding; it clears at most this long after the last rise.
+COUNTER_WINDOW_S = 35.0
+
+
 def rule_pcie_errors(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     """5. PCIe replay, recovery or error counters rising: suspect riser, cable or slot."""
     out: list[Candidate] = []
     if len(frames) < 2:
         return out
-    first, last = frames[0], frames[-1]
+    first, last = getattr(frames, "counter_base", None) or frames[0], frames[-1]
     dt = last.t - first.t
     if dt <= 0:
         return out
@@ -677,12 +686,14 @@ class FindingsEngine:
         self.hold_s = hold_s
         self.window_s = window_s
         self.frames: deque[Frame] = deque()
+        self._counter_frames: deque[Frame] = deque()  # COUNTER_WINDOW_S of frames: the counters' baseline
         self._state: dict[str, Finding] = {}
         self._hints: dict[str, dict[str, Any]] = {}
         self.cleared: deque[Finding] = deque(maxlen=200)
 
     def reset(self) -> None:
         self.frames.clear()
+        self._counter_frames.clear()
         self._state.clear()
         self._hints.clear()
         self.cleared.clear()
@@ -711,15 +722,19 @@ class FindingsEngine:
         """Feed one frame; returns the finding_raised / finding_changed / finding_cleared events it caused."""
         if self.frames and frame.t < self.frames[-1].t:
             self.frames.clear()  # time went backwards (seek): start over
+            self._counter_frames.clear()
         for e in frame.events:
             self._hint(e)
         self.frames.append(frame)
         while self.frames and self.frames[0].t < frame.t - self.window_s:
             self.frames.popleft()
+        self._counter_frames.append(frame)
+        while self._counter_frames and self._counter_frames[0].t < frame.t - max(COUNTER_WINDOW_S, self.window_s):
+            self._counter_frames.popleft()
         now = frame.t
         events: list[Event] = []
         seen = set()
-        for c in evaluate(self.inv, RuleWindow(self.frames)):
+        for c in evaluate(self.inv, RuleWindow(self.frames, self._counter_frames[0])):
             seen.add(c.id)
             f = self._state.get(c.id)
             if f is None:
