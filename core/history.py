@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,7 +38,6 @@ class History:
         self._memo_count = -1
         self._generation = 0  # bumped by clear(): what was computed before it no longer holds
         self._live: dict[tuple[float, int], LiveCells] = {}  # cells() at the newest sample, kept up by folding
-        self._versions = 0  # the live cells' versions, never reused (cells_change)
         # the metrics cells() was asked for at each (window, width), in order (ordered sets): drawn together
         self._graphed: dict[tuple[float, int], dict[str, None]] = {}
 
@@ -114,8 +114,7 @@ class History:
             if live is not None:
                 rows = live.out.copy()
             else:
-                # two windows: a carry into the window's first cells comes from up to a window before
-                times, values, end = self._stacked(names, 2 * seconds + seconds / max(1, columns), now)
+                times, values, end = self._stacked(names, carry_span(seconds, columns), now)
                 rows = resample_rows(times, values, end, seconds, columns, pinned=True)
             g = self.n_gpus
             got = self._memo[key] = {m: rows[i * g:(i + 1) * g] for i, m in enumerate(names)}
@@ -140,10 +139,6 @@ class History:
             return None
         return now
 
-    def next_version(self) -> int:
-        self._versions += 1
-        return self._versions
-
     def _stacked(self, names: list[str], seconds: float, now: float | None) -> tuple[np.ndarray, np.ndarray, float]:
         """The last ``seconds`` of ``names`` side by side (samples × (metrics × GPUs)), their times, and the
         window's end (``now``, else the newest sample)."""
@@ -157,24 +152,30 @@ class History:
         if self.count == 0 or columns <= 0:
             return None
         key = (seconds, columns)
+        cap = self.capacity
+        if self.count > cap and (last_cell(float(self.times[self.count % cap]), seconds / columns)
+                                 >= last_cell(float(self.times[(self.count - 1) % cap]), seconds / columns)
+                                 - 2 * columns + 2):
+            # the ring let samples go that the window, or a carry into it, may need (the 1 h window in an
+            # hour's ring): resample what the ring holds each time, and keep no live cells
+            self._live.pop(key, None)
+            return None
         live = self._live.get(key)
         new = self.count - live.upto if live is not None else 0
-        cap = self.capacity
         if (live is not None and live.generation == self._generation and live.names == names
-                and self._ordered == self.count and 0 <= new <= min(64, cap)
-                and (self.count <= cap  # else the ring let samples go: none may lie in the window or a
-                     # window before it (a carry into the window comes from there)
-                     or last_cell(float(self.times[self.count % cap]), live.dt)
-                     < last_cell(float(self.times[(self.count - 1) % cap]), live.dt) - 2 * columns + 2)):
+                and self._ordered == self.count and 0 <= new <= min(64, cap)):
             if new and not live.fold(self, range(live.upto, self.count)):
                 live = None
             if live is not None:
                 return live
         dt = seconds / columns
-        times, values, end = self._stacked(names, 2 * seconds + dt, None)
+        times, values, end = self._stacked(names, carry_span(seconds, columns), None)
         out = resample_rows(times, values, end, seconds, columns, pinned=True)
+        self._live.pop(key, None)
+        while len(self._live) >= LIVE_KEYS:  # the oldest first (dicts keep their order)
+            self._live.pop(next(iter(self._live)))
         live = self._live[key] = LiveCells.start(names, dt, columns, self._generation, self.count, times, values,
-                                                 end, out, self.next_version())
+                                                 end, out, next(_VERSIONS))
         return live
 
     def _window(self, data: np.ndarray, seconds: float, now: float | None) -> tuple[np.ndarray, np.ndarray]:
@@ -214,6 +215,18 @@ class History:
         if self.count == 0:
             return None
         return float(self.times[(self.count - 1) % self.capacity])
+
+
+# versions of live cells (History.cells_change), never reused, not even by another History (a replay's seek
+# makes a new one, and a widget may hold sparklines drawn from the old one's cells)
+_VERSIONS = itertools.count(1)
+LIVE_KEYS = 8  # (window, width) pairs whose live cells are kept: a resize leaves the old width's behind
+
+
+def carry_span(seconds: float, columns: int) -> float:
+    """How far back to read to resample a ``seconds`` window in ``columns`` pinned cells: the window, and a
+    window before it, where a carry into its first cells may come from."""
+    return 2 * seconds + seconds / max(1, columns)
 
 
 def last_cell(t: float, dt: float) -> int:
@@ -269,17 +282,18 @@ class LiveCells:
 
     def fold(self, history: History, indices: range) -> bool:
         """Fold the samples at ``indices`` (in time order, all in the ring) into the cells; records the change
-        (:meth:`History.cells_change`). False when a sample lies before the last column (resample instead)."""
+        (:meth:`History.cells_change`). False, with nothing changed, when the first sample lies before the last
+        column (the caller resamples instead); the samples must be in time order."""
         out, columns, last, sums, counts = self.out, self.columns, self.last, self.sums, self.counts
         before, first_cell = self.cell, None
         cap = history.capacity
+        if len(indices) and last_cell(float(history.times[indices.start % cap]), self.dt) < self.cell:
+            return False  # checked before anything changes (samples in order: the first is the earliest)
         arrays = [history.data[m] for m in self.names]
         end = columns - 1
         for i in indices:
             k = i % cap
             cell = last_cell(float(history.times[k]), self.dt)
-            if cell < self.cell:
-                return False
             if cell > self.cell:
                 shift = cell - self.cell
                 if shift >= columns:
@@ -312,7 +326,7 @@ class LiveCells:
         first = columns - shift  # the columns the shift brought in are new (blank, or filled above)
         if first_cell is not None:
             first = min(first, max(0, first_cell - (self.cell - columns + 1)))
-        version = history.next_version()
+        version = next(_VERSIONS)
         self.change = (self.version, shift, max(0, first)) if shift < columns else (self.version, 0, 0)
         self.version = version
         self.upto = indices.stop
@@ -343,17 +357,21 @@ def resample(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float
     vals = values[ok].astype(np.float64)
     sums = np.bincount(cells, weights=vals, minlength=columns + back)
     counts = np.bincount(cells, minlength=columns + back)
-    means = {int(j): float(sums[j] / counts[j]) for j in np.nonzero(counts)[0]}
-    sampled = sorted(means)
+    sampled = [int(j) for j in np.nonzero(counts)[0]]  # cells with a sample, in order
+    means = {j: float(sums[j] / counts[j]) for j in sampled}
+    k = 0  # sampled[k] is the first sampled cell after the one before ``at``
+    prev = None  # the last sampled cell before ``at``
     for c in range(columns):
         at = c + back
-        if at in means:
+        while k < len(sampled) and sampled[k] < at:
+            prev = sampled[k]
+            k += 1
+        if k < len(sampled) and sampled[k] == at:
             out[c] = means[at]
             continue
-        before = [j for j in sampled if j < at]
-        after = [j for j in sampled if j > at]
-        if before and after and (not pinned or after[0] - before[-1] < columns):
-            out[c] = means[before[-1]]
+        nxt = sampled[k] if k < len(sampled) else None  # the first sampled cell after ``at``
+        if prev is not None and nxt is not None and (not pinned or nxt - prev < columns):
+            out[c] = means[prev]
     return out
 
 

@@ -11,7 +11,7 @@ from textual.widgets import Input, Static
 
 from gpuscope.core import catalogue
 from gpuscope.core.catalogue import Metric
-from gpuscope.core.history import resample
+from gpuscope.core.history import carry_span, resample
 from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.text import clean
 from gpuscope.core.topology import nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
@@ -145,7 +145,7 @@ def detail_lines(v: ViewState, index: int, width: int, rows: int) -> list[Text]:
         key = m.key or m.name
         # two windows: the graph's cells are pinned to the clock (as the panels'), and a carry into its first
         # cells comes from up to a window before; the peak is the window's own
-        times, vals = v.history.window(key, index, 2 * v.window_s, v.now or None)
+        times, vals = v.history.window(key, index, carry_span(v.window_s, 1), v.now or None)  # any width
         inside = times >= (v.now or (float(times[-1]) if len(times) else 0.0)) - v.window_s
         finite = [float(x) / m.scale for x in vals[inside].tolist() if x == x]
         if not finite:

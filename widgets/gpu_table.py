@@ -24,10 +24,9 @@ from gpuscope.widgets.style import (
     fmt_gb,
     graph_rows,
     level_style,
+    live_sparks,
     runs_text,
     short_name,
-    spark_rows,
-    spark_update,
 )
 
 Cell = Callable[[DeviceInfo, GpuReading], list[Run]]  # a column's runs of text and style for one GPU
@@ -118,25 +117,22 @@ class GpuTable(LineWidget):
 
     def __init__(self, **kw: Any):
         super().__init__(**kw)
-        # tag + metric → the scales they were drawn with, every GPU's sparkline, the cells' version (History)
-        self._graph_cache: dict[str, tuple[list[float | None], list[str], int]] = {}
+        # tag + metric → the cells' version (History.cells_change), the scales, every GPU's sparkline
+        self._graph_cache: dict[str, tuple[int, list[float | None], list[str]]] = {}
         self._block_cache: dict[tuple[str, int], list[str]] = {}  # (height:metric, GPU) → block graph rows
 
     def _graphs(self, v: ViewState, metric: str, cols: int, tops: list[float | None], tag: str = "") -> list[str]:
         """Every GPU's sparkline of ``metric`` over the window (in the inventory's order, each scaled to its
         ``tops`` entry), all in one pass (:func:`spark_rows`), recomputed only when the graphs are redrawn
         (about once a second: ``v.graphs``) or the width changed; live, only the columns that changed since
-        the last redraw are drawn (:func:`spark_update`)."""
+        the last redraw are drawn (:func:`live_sparks`)."""
         devs = v.inventory.devices
         drawn = self._graph_cache.get(tag + metric)
-        if v.graphs or drawn is None or drawn[0] != tops or len(drawn[1]) != len(devs) or len(drawn[1][0]) != cols:
+        if v.graphs or drawn is None or drawn[1] != tops or len(drawn[2]) != len(devs) or len(drawn[2][0]) != cols:
             rows = v.history.cells(metric, v.window_s, cols, v.now or None)[[d.index for d in devs]]
-            version, change = v.history.cells_change(v.window_s, cols, v.now or None)
-            sparks = None
-            if drawn is not None and change is not None and change[0] == drawn[2] and drawn[0] == tops:
-                sparks = spark_update(drawn[1], rows, tops, change[1:])
-            drawn = self._graph_cache[tag + metric] = (tops, sparks or spark_rows(rows, tops), version)
-        return drawn[1]
+            version, sparks = live_sparks(v.history, v.window_s, cols, v.now or None, rows, tops, drawn)
+            drawn = self._graph_cache[tag + metric] = (version, tops, sparks)
+        return drawn[2]
 
     def show(self, v: ViewState) -> None:
         width = max(30, self.size.width or 78)  # the content area (inside the padding)
