@@ -164,7 +164,7 @@ class History:
         new = self.count - live.upto if live is not None else 0
         if (live is not None and live.generation == self._generation and live.names == names
                 and self._ordered == self.count and 0 <= new <= min(64, cap)):
-            if new and not live.fold(self, range(live.upto, self.count)):
+            if new and not live.fold(self.times, [self.data[m] for m in names], range(live.upto, self.count)):
                 live = None
             if live is not None:
                 return live
@@ -280,57 +280,63 @@ class LiveCells:
                     counts[r] += 1
         return cls(names, dt, columns, generation, upto, last_cell(end, dt), out, last, sums, counts, version)
 
-    def fold(self, history: History, indices: range) -> bool:
-        """Fold the samples at ``indices`` (in time order, all in the ring) into the cells; records the change
-        (:meth:`History.cells_change`). False, with nothing changed, when the first sample lies before the last
-        column (the caller resamples instead); the samples must be in time order."""
-        out, columns, last, sums, counts = self.out, self.columns, self.last, self.sums, self.counts
-        before, first_cell = self.cell, None
-        cap = history.capacity
-        if len(indices) and last_cell(float(history.times[indices.start % cap]), self.dt) < self.cell:
-            return False  # checked before anything changes (samples in order: the first is the earliest)
-        arrays = [history.data[m] for m in self.names]
-        end = columns - 1
+    def fold(self, times: np.ndarray, arrays: list[np.ndarray], indices: range) -> bool:
+        """Fold the samples at ring rows ``indices`` (modulo the ring's length; in time order) of ``times`` and
+        of ``arrays`` (the ring's arrays of :attr:`names`, samples × GPUs) into the cells, and record the change
+        (:meth:`History.cells_change`). False, with nothing changed, when the first sample lies before the
+        last column (the caller resamples instead)."""
+        cap = len(times)
+        if len(indices) and last_cell(float(times[indices.start % cap]), self.dt) < self.cell:
+            return False
+        before, first_cell = self.cell, self.cell + 1  # first_cell: the earliest pinned cell written
         for i in indices:
             k = i % cap
-            cell = last_cell(float(history.times[k]), self.dt)
+            cell = last_cell(float(times[k]), self.dt)
             if cell > self.cell:
-                shift = cell - self.cell
-                if shift >= columns:
-                    out[:] = np.nan
-                else:
-                    out[:, :columns - shift] = out[:, shift:]
-                    out[:, columns - shift:] = np.nan
+                self._shift(cell - self.cell)
                 self.cell = cell
             r = 0
             for a in arrays:
                 for v in a[k].tolist():
                     if v == v:
-                        prev = last[r]
-                        touched = cell
-                        if prev == cell:
-                            sums[r] += v
-                            counts[r] += 1
-                        else:
-                            if prev is not None and cell - prev < columns and cell - prev > 1:
-                                # the gap since the row's sample before takes its cell, as resampling carries it
-                                lo = max(0, end - (cell - prev) + 1)
-                                out[r, lo:end] = sums[r] / counts[r]
-                                touched = cell - end + lo
-                            last[r] = cell
-                            sums[r], counts[r] = v, 1
-                        out[r, end] = sums[r] / counts[r]
-                        first_cell = touched if first_cell is None else min(first_cell, touched)
+                        first_cell = min(first_cell, self._add(r, v))
                     r += 1
-        shift = self.cell - before
-        first = columns - shift  # the columns the shift brought in are new (blank, or filled above)
-        if first_cell is not None:
-            first = min(first, max(0, first_cell - (self.cell - columns + 1)))
-        version = next(_VERSIONS)
-        self.change = (self.version, shift, max(0, first)) if shift < columns else (self.version, 0, 0)
-        self.version = version
+        shift, columns = self.cell - before, self.columns
+        # the columns the shift brought in are new (blank, or written above), and those written before them
+        first = max(0, min(columns - shift, first_cell - (self.cell - columns + 1)))
+        self.change = (self.version, shift, first) if shift < columns else (self.version, 0, 0)
+        self.version = next(_VERSIONS)
         self.upto = indices.stop
         return True
+
+    def _shift(self, n: int) -> None:
+        """Move every row left by ``n`` cells; the cells that come in are blank."""
+        out, columns = self.out, self.columns
+        if n >= columns:
+            out[:] = np.nan
+            return
+        out[:, :columns - n] = out[:, n:]
+        out[:, columns - n:] = np.nan
+
+    def _add(self, r: int, v: float) -> int:
+        """Add the value ``v`` of row ``r`` in the last cell; returns the earliest pinned cell it wrote. The
+        row's first sample in that cell carries its sample before over the gap between (when the gap is
+        shorter than the window), as resampling does."""
+        out, end, cell = self.out, self.columns - 1, self.cell
+        prev = self.last[r]
+        touched = cell
+        if prev == cell:
+            self.sums[r] += v
+            self.counts[r] += 1
+        else:
+            if prev is not None and 1 < cell - prev < self.columns:
+                lo = max(0, end - (cell - prev) + 1)
+                out[r, lo:end] = self.sums[r] / self.counts[r]
+                touched = cell - end + lo
+            self.last[r] = cell
+            self.sums[r], self.counts[r] = v, 1
+        out[r, end] = self.sums[r] / self.counts[r]
+        return touched
 
 
 def resample(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float, columns: int,
