@@ -187,7 +187,7 @@ class GpuTable(LineWidget):
         heights = plan_heights(plan, self.size.height - (len(devs) + 1), len(devs))
         for ((metric, title, top_of), per_row), h in zip(plan, heights):
             cell_w = (width - 2 * (per_row - 1)) // per_row
-            label_w = 13 if per_row == 1 else len(f"{len(devs) - 1} {title} ")
+            label_w = 13 if per_row == 1 else graph_label_width(len(devs), title)
             gw = max(4, cell_w - label_w)
             if h > 1:  # rows to spare for every metric: block graphs, h rows each
                 for dev in devs:
@@ -252,28 +252,37 @@ def spare_plan(spare: int, n: int, width: int, metrics: list[TableMetric]) -> li
     rows = spare - 1
     if n <= 0 or rows <= 0:
         return []
-    wide = 1 if n < 4 else max(1, min(n, (width + 2) // (len(f"{n - 1} ") + 7 + WIDE_GRAPH + 2)))
     out: list[tuple[TableMetric, int]] = []
     for k, m in enumerate(metrics):
         after = len(metrics) - k - 1
-        if rows >= n and (wide == 1 or rows - n >= after * -(-n // wide)):
+        wide = 1 if n < 4 else max(1, min(n, (width + 2) // (graph_label_width(n, m[1]) + WIDE_GRAPH + 2)))
+        if rows >= n and (wide == 1 or rows - n >= after * rows_for(n, wide)):
             out.append((m, 1))
             rows -= n
             continue
-        if wide > 1 and rows >= -(-n // wide):
+        if wide > 1 and rows >= rows_for(n, wide):
             out.append((m, wide))
-            rows -= -(-n // wide)
+            rows -= rows_for(n, wide)
             continue
         if rows <= 0:
             break
-        per_row = -(-n // rows)
-        label_w = len(f"{n - 1} {m[1]} ")
+        per_row = rows_for(n, rows)  # as many a row as it takes to fit the rows left
         cell_w = (width - 2 * (per_row - 1)) // per_row
-        if cell_w - label_w < MIN_CELL_GRAPH:
+        if cell_w - graph_label_width(n, m[1]) < MIN_CELL_GRAPH:
             break
         out.append((m, per_row))
-        rows -= -(-n // per_row)
+        rows -= rows_for(n, per_row)
     return out
+
+
+def rows_for(n: int, per_row: int) -> int:
+    """Rows that ``n`` GPUs take, ``per_row`` to a row."""
+    return -(-n // per_row)
+
+
+def graph_label_width(n: int, title: str) -> int:
+    """Columns of a packed graph's label (``7 util % ``) among ``n`` GPUs."""
+    return len(f"{n - 1} {title} ")
 
 
 def plan_heights(plan: list[tuple[TableMetric, int]], spare: int, n: int) -> list[int]:
