@@ -15,6 +15,7 @@ from gpuscope.core.history import carry_span, resample
 from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.text import clean
 from gpuscope.core.topology import nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
+from gpuscope.core.units import is_whole_unit
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.detail_graphs import graph_block, graph_heights, graph_labels, label_width
 from gpuscope.widgets.fit import fit_words, key_names
@@ -174,7 +175,7 @@ def detail_number(x: float | None, unit: str, *, ceiling: bool = False) -> str:
     decimal (``45.3``); other ceilings as short as they go (``100``, ``31.5``); ``–`` when unknown."""
     if x is None or x != x:
         return "–"
-    if unit == "MHz":
+    if is_whole_unit(unit):
         return f"{x:.0f}"
     return f"{x:g}" if ceiling else f"{x:.1f}"
 
