@@ -91,11 +91,7 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
                 proc = subprocess.Popen(cmd, env=env, **_new_group())
             except OSError as e:
                 session.stop_recording()
-                if rec.created and not rec.removed:  # we created it a moment ago: a command that never ran
-                    try:  # leaves nothing behind (a file that was there before, with --force, is not ours)
-                        os.unlink(args.output)
-                    except OSError:
-                        pass
+                rec.discard()  # a command that never ran leaves nothing behind (only a file gpuscope made)
                 # the shell's statuses: 127 not found, 126 found but not runnable
                 raise GpuscopeError(f"cannot run {clean(cmd[0])}: {e.strerror or e}",
                                     exit_status=127 if isinstance(e, FileNotFoundError) else 126) from None

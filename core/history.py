@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,7 +38,6 @@ class History:
         self._memo_count = -1
         self._generation = 0  # bumped by clear(): what was computed before it no longer holds
         self._live: dict[tuple[float, int], LiveCells] = {}  # cells() at the newest sample, kept up by folding
-        self._versions = 0  # the live cells' versions, never reused (cells_change)
         # the metrics cells() was asked for at each (window, width), in order (ordered sets): drawn together
         self._graphed: dict[tuple[float, int], dict[str, None]] = {}
 
@@ -114,8 +114,7 @@ class History:
             if live is not None:
                 rows = live.out.copy()
             else:
-                # two windows: a carry into the window's first cells comes from up to a window before
-                times, values, end = self._stacked(names, 2 * seconds + seconds / max(1, columns), now)
+                times, values, end = self._stacked(names, carry_span(seconds, columns), now)
                 rows = resample_rows(times, values, end, seconds, columns, pinned=True)
             g = self.n_gpus
             got = self._memo[key] = {m: rows[i * g:(i + 1) * g] for i, m in enumerate(names)}
@@ -140,10 +139,6 @@ class History:
             return None
         return now
 
-    def next_version(self) -> int:
-        self._versions += 1
-        return self._versions
-
     def _stacked(self, names: list[str], seconds: float, now: float | None) -> tuple[np.ndarray, np.ndarray, float]:
         """The last ``seconds`` of ``names`` side by side (samples × (metrics × GPUs)), their times, and the
         window's end (``now``, else the newest sample)."""
@@ -157,24 +152,30 @@ class History:
         if self.count == 0 or columns <= 0:
             return None
         key = (seconds, columns)
+        cap = self.capacity
+        if self.count > cap and (last_cell(float(self.times[self.count % cap]), seconds / columns)
+                                 >= last_cell(float(self.times[(self.count - 1) % cap]), seconds / columns)
+                                 - 2 * columns + 2):
+            # the ring let samples go that the window, or a carry into it, may need (the 1 h window in an
+            # hour's ring): resample what the ring holds each time, and keep no live cells
+            self._live.pop(key, None)
+            return None
         live = self._live.get(key)
         new = self.count - live.upto if live is not None else 0
-        cap = self.capacity
         if (live is not None and live.generation == self._generation and live.names == names
-                and self._ordered == self.count and 0 <= new <= min(64, cap)
-                and (self.count <= cap  # else the ring let samples go: none may lie in the window or a
-                     # window before it (a carry into the window comes from there)
-                     or last_cell(float(self.times[self.count % cap]), live.dt)
-                     < last_cell(float(self.times[(self.count - 1) % cap]), live.dt) - 2 * columns + 2)):
-            if new and not live.fold(self, range(live.upto, self.count)):
+                and self._ordered == self.count and 0 <= new <= min(64, cap)):
+            if new and not live.fold(self.times, [self.data[m] for m in names], range(live.upto, self.count)):
                 live = None
             if live is not None:
                 return live
         dt = seconds / columns
-        times, values, end = self._stacked(names, 2 * seconds + dt, None)
+        times, values, end = self._stacked(names, carry_span(seconds, columns), None)
         out = resample_rows(times, values, end, seconds, columns, pinned=True)
+        self._live.pop(key, None)
+        while len(self._live) >= LIVE_KEYS:  # the oldest first (dicts keep their order)
+            self._live.pop(next(iter(self._live)))
         live = self._live[key] = LiveCells.start(names, dt, columns, self._generation, self.count, times, values,
-                                                 end, out, self.next_version())
+                                                 end, out, next(_VERSIONS))
         return live
 
     def _window(self, data: np.ndarray, seconds: float, now: float | None) -> tuple[np.ndarray, np.ndarray]:
@@ -214,6 +215,18 @@ class History:
         if self.count == 0:
             return None
         return float(self.times[(self.count - 1) % self.capacity])
+
+
+# versions of live cells (History.cells_change), never reused, not even by another History (a replay's seek
+# makes a new one, and a widget may hold sparklines drawn from the old one's cells)
+_VERSIONS = itertools.count(1)
+LIVE_KEYS = 8  # (window, width) pairs whose live cells are kept: a resize leaves the old width's behind
+
+
+def carry_span(seconds: float, columns: int) -> float:
+    """How far back to read to resample a ``seconds`` window in ``columns`` pinned cells: the window, and a
+    window before it, where a carry into its first cells may come from."""
+    return 2 * seconds + seconds / max(1, columns)
 
 
 def last_cell(t: float, dt: float) -> int:
@@ -267,56 +280,63 @@ class LiveCells:
                     counts[r] += 1
         return cls(names, dt, columns, generation, upto, last_cell(end, dt), out, last, sums, counts, version)
 
-    def fold(self, history: History, indices: range) -> bool:
-        """Fold the samples at ``indices`` (in time order, all in the ring) into the cells; records the change
-        (:meth:`History.cells_change`). False when a sample lies before the last column (resample instead)."""
-        out, columns, last, sums, counts = self.out, self.columns, self.last, self.sums, self.counts
-        before, first_cell = self.cell, None
-        cap = history.capacity
-        arrays = [history.data[m] for m in self.names]
-        end = columns - 1
+    def fold(self, times: np.ndarray, arrays: list[np.ndarray], indices: range) -> bool:
+        """Fold the samples at ring rows ``indices`` (modulo the ring's length; in time order) of ``times`` and
+        of ``arrays`` (the ring's arrays of :attr:`names`, samples × GPUs) into the cells, and record the change
+        (:meth:`History.cells_change`). False, with nothing changed, when the first sample lies before the
+        last column (the caller resamples instead)."""
+        cap = len(times)
+        if len(indices) and last_cell(float(times[indices.start % cap]), self.dt) < self.cell:
+            return False
+        before, first_cell = self.cell, self.cell + 1  # first_cell: the earliest pinned cell written
         for i in indices:
             k = i % cap
-            cell = last_cell(float(history.times[k]), self.dt)
-            if cell < self.cell:
-                return False
+            cell = last_cell(float(times[k]), self.dt)
             if cell > self.cell:
-                shift = cell - self.cell
-                if shift >= columns:
-                    out[:] = np.nan
-                else:
-                    out[:, :columns - shift] = out[:, shift:]
-                    out[:, columns - shift:] = np.nan
+                self._shift(cell - self.cell)
                 self.cell = cell
             r = 0
             for a in arrays:
                 for v in a[k].tolist():
                     if v == v:
-                        prev = last[r]
-                        touched = cell
-                        if prev == cell:
-                            sums[r] += v
-                            counts[r] += 1
-                        else:
-                            if prev is not None and cell - prev < columns and cell - prev > 1:
-                                # the gap since the row's sample before takes its cell, as resampling carries it
-                                lo = max(0, end - (cell - prev) + 1)
-                                out[r, lo:end] = sums[r] / counts[r]
-                                touched = cell - end + lo
-                            last[r] = cell
-                            sums[r], counts[r] = v, 1
-                        out[r, end] = sums[r] / counts[r]
-                        first_cell = touched if first_cell is None else min(first_cell, touched)
+                        first_cell = min(first_cell, self._add(r, v))
                     r += 1
-        shift = self.cell - before
-        first = columns - shift  # the columns the shift brought in are new (blank, or filled above)
-        if first_cell is not None:
-            first = min(first, max(0, first_cell - (self.cell - columns + 1)))
-        version = history.next_version()
-        self.change = (self.version, shift, max(0, first)) if shift < columns else (self.version, 0, 0)
-        self.version = version
+        shift, columns = self.cell - before, self.columns
+        # the columns the shift brought in are new (blank, or written above), and those written before them
+        first = max(0, min(columns - shift, first_cell - (self.cell - columns + 1)))
+        self.change = (self.version, shift, first) if shift < columns else (self.version, 0, 0)
+        self.version = next(_VERSIONS)
         self.upto = indices.stop
         return True
+
+    def _shift(self, n: int) -> None:
+        """Move every row left by ``n`` cells; the cells that come in are blank."""
+        out, columns = self.out, self.columns
+        if n >= columns:
+            out[:] = np.nan
+            return
+        out[:, :columns - n] = out[:, n:]
+        out[:, columns - n:] = np.nan
+
+    def _add(self, r: int, v: float) -> int:
+        """Add the value ``v`` of row ``r`` in the last cell; returns the earliest pinned cell it wrote. The
+        row's first sample in that cell carries its sample before over the gap between (when the gap is
+        shorter than the window), as resampling does."""
+        out, end, cell = self.out, self.columns - 1, self.cell
+        prev = self.last[r]
+        touched = cell
+        if prev == cell:
+            self.sums[r] += v
+            self.counts[r] += 1
+        else:
+            if prev is not None and 1 < cell - prev < self.columns:
+                lo = max(0, end - (cell - prev) + 1)
+                out[r, lo:end] = self.sums[r] / self.counts[r]
+                touched = cell - end + lo
+            self.last[r] = cell
+            self.sums[r], self.counts[r] = v, 1
+        out[r, end] = self.sums[r] / self.counts[r]
+        return touched
 
 
 def resample(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float, columns: int,
@@ -343,17 +363,21 @@ def resample(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float
     vals = values[ok].astype(np.float64)
     sums = np.bincount(cells, weights=vals, minlength=columns + back)
     counts = np.bincount(cells, minlength=columns + back)
-    means = {int(j): float(sums[j] / counts[j]) for j in np.nonzero(counts)[0]}
-    sampled = sorted(means)
+    sampled = [int(j) for j in np.nonzero(counts)[0]]  # cells with a sample, in order
+    means = {j: float(sums[j] / counts[j]) for j in sampled}
+    k = 0  # sampled[k] is the first sampled cell after the one before ``at``
+    prev = None  # the last sampled cell before ``at``
     for c in range(columns):
         at = c + back
-        if at in means:
+        while k < len(sampled) and sampled[k] < at:
+            prev = sampled[k]
+            k += 1
+        if k < len(sampled) and sampled[k] == at:
             out[c] = means[at]
             continue
-        before = [j for j in sampled if j < at]
-        after = [j for j in sampled if j > at]
-        if before and after and (not pinned or after[0] - before[-1] < columns):
-            out[c] = means[before[-1]]
+        nxt = sampled[k] if k < len(sampled) else None  # the first sampled cell after ``at``
+        if prev is not None and nxt is not None and (not pinned or nxt - prev < columns):
+            out[c] = means[prev]
     return out
 
 

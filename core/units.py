@@ -7,6 +7,12 @@ import math
 NONE = "–"  # how a missing reading reads
 
 
+def is_whole_unit(unit: str) -> bool:
+    """Whether readings in ``unit`` are shown as whole numbers everywhere (clocks: ``1980 MHz``, never
+    ``1979.5 MHz``); ``unit`` as a screen writes it, with or without its leading space."""
+    return unit.strip() == "MHz"
+
+
 def duration(seconds: float, short: bool = False) -> str:
     """Seconds as ``1h02m03s``, ``3m05s`` or ``12s`` (nearest whole second, never negative: a recording
     of 4.998 s reads ``5s``, not ``4s``).

@@ -128,7 +128,7 @@ def what_is_wrong(line: str, why: str) -> str:
         return "is binary data, not text"
     if s[:1] == "<":
         return "looks like HTML or XML"
-    if s[:1] in "{[":
+    if s.startswith(("{", "[")):
         return "looks like JSON"
     return why
 

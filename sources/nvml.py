@@ -50,6 +50,7 @@ ENERGY_INTERVAL_S = 30.0
 # docs/measurements/nvml_call_costs.txt), most of a tick's cost when read every 5 s; they move rarely and the
 # finding compares them over its window, so they are read every 15 s and carried between reads
 HEALTH_INTERVAL_S = 15.0
+HEALTH_EARLY_S = 0.5  # a slow tick this close to the 15 s reads them: slow ticks jitter around their 5 s
 HEALTH_KEYS = ("pcie_replay_count", "pcie_recovery_count", "pcie_error_count")
 _GPM_SLOTS = 1024  # room for every metric id a newer NVML might write (nvidia-ml-py's own size varies)
 
@@ -291,7 +292,7 @@ class NvmlSource:
         slow = self._slow_last is None or t0 - self._slow_last >= self.slow_interval_s or t0 < self._slow_last
         if slow:
             self._slow_last = t0
-        health = slow and (self._health_last is None or t0 - self._health_last >= HEALTH_INTERVAL_S - 0.5
+        health = slow and (self._health_last is None or t0 - self._health_last >= HEALTH_INTERVAL_S - HEALTH_EARLY_S
                            or t0 < self._health_last)
         if health:
             self._health_last = t0
@@ -355,8 +356,9 @@ class NvmlSource:
                 extra.update(fields)
             if not slow:
                 extra.update({k: v for k, v in self._slow_cache.get(i, {}).items() if v is not None and k[0] != "_"})
-            elif not health:  # the health counters read last, carried
-                extra.update({k: v for k in HEALTH_KEYS if (v := self._slow_cache.get(i, {}).get(k)) is not None})
+            else:  # the health counters not read this tick (not due, or the read failed): the last ones read
+                extra.update({k: v for k in HEALTH_KEYS
+                              if k not in extra and (v := self._slow_cache.get(i, {}).get(k)) is not None})
             if self._gpm_ok.get(i):
                 try:
                     extra.update(self._gpm(i, self._handles[i]))
@@ -499,7 +501,8 @@ class NvmlSource:
         return {pid: (float(min(100, sm.smUtil)), float(min(100, sm.memUtil))) for pid, sm in newest.items()}
 
     def _field_ids(self, i: int, slow: bool = True, health: bool = True) -> list[Any]:
-        """Memory temperature on slow ticks (every 5 s), with the PCIe health counters every 15 s."""
+        """Memory temperature on slow ticks (``slow_interval_s``), with the PCIe health counters on the slow
+        ticks :data:`HEALTH_INTERVAL_S` apart."""
         if not slow:
             return []
         return [FI_MEMORY_TEMP, *((FI_PCIE_REPLAY, FI_PCIE_RECOVERY, *FI_PCIE_ERRORS) if health else ())]

@@ -82,7 +82,7 @@ class Recorder:
         self.dropped = 0  # frames refused because the queue was full
         self.accepted = 0  # frames queued (written, or to be written, unless an error stops the writer)
         self.bytes_raw = 0
-        self.removed = False  # the file was created here, nothing reached it, and it was removed (see _fail)
+        self.removed = False  # the file was created here, nothing reached it, and it was removed (see _remove_if_empty)
         self.created = False  # the file did not exist before: gpuscope made it (only such a file is ever removed)
         self._bytes = 0  # bytes written to the file
         self._durable_bytes = 0  # the file's length at the last flush that reached the disk
@@ -101,9 +101,11 @@ class Recorder:
             existed = force and os.path.lexists(self.path)
             self._f: BinaryIO | None = open(self.path, "wb" if force else "xb", buffering=0)  # noqa: SIM115
             self.created = not existed
+            st = os.fstat(self._f.fileno())
+            self._identity = (st.st_dev, st.st_ino)  # the file this recorder made: only it is ever removed
             # fsync is for files: on a device (`-o /dev/null --force`, which not_writable_as_file allows) it
             # fails with EINVAL and stopped the recording at its first frame
-            self._syncable = stat.S_ISREG(os.fstat(self._f.fileno()).st_mode)
+            self._syncable = stat.S_ISREG(st.st_mode)
         except FileExistsError:
             raise RecordingError(f"{self.path} exists; refusing to overwrite it (use --force)") from None
         except OSError as e:
@@ -274,13 +276,25 @@ class Recorder:
         if self._f is None or not self.created or self._durable_bytes or self.kept:
             return False
         try:
-            mine = os.fstat(self._f.fileno())
+            if os.fstat(self._f.fileno()).st_size != 0:
+                return False
+        except OSError:
+            return False
+        return self.discard()
+
+    def discard(self) -> bool:
+        """Remove the file this recorder created (``record -- CMD`` whose command never ran; a write error
+        that left it empty): only if it created it (never a file that was there before, even with
+        ``--force``) and the path still names that very file. True when it was removed."""
+        if not self.created or self.removed:
+            return False
+        try:
             there = os.stat(self.path, follow_symlinks=False)
-            if (mine.st_dev, mine.st_ino) != (there.st_dev, there.st_ino) or mine.st_size != 0:
+            if (there.st_dev, there.st_ino) != self._identity:
                 return False
             os.unlink(self.path)
         except OSError as e:
-            log.warning("cannot remove the empty %s after a write error: %s", self.path, e.strerror or e)
+            log.warning("cannot remove %s: %s", self.path, e.strerror or e)
             return False
         self.removed = True
         return True

@@ -29,6 +29,9 @@ from gpuscope.core.session import Session
     ("NVIDIA GB200", True),
     ("NVIDIA B300 SXM6 AC", True),
     ("Tesla V100-SXM2-32GB", True),
+    ("Tesla V100S-PCIE-32GB", True),
+    ("Quadro GV100", True),
+    ("Quadro GP100", True),
     ("Tesla P100-PCIE-16GB", True),
     ("NVIDIA TITAN V", True),
     ("NVIDIA RTX A6000", False),  # GDDR6

@@ -62,3 +62,30 @@ def test_health_counters_every_15_s_memory_temperature_every_5_s(tmp_path) -> No
     assert {t for t, (_, health) in reads.items() if health} == {0, 15, 30, 45}
     # every frame carries the counters and the temperature last read (the simulated H200 has both)
     assert all(g.pcie_replay_count is not None and g.temp_mem_c is not None for f in frames for g in f.gpus)
+
+
+def test_a_failed_health_read_carries_the_last_counters(tmp_path) -> None:
+    """A health tick whose field read fails (the call raises) still carries the counters read before: the
+    pcie_errors finding compares them over its window and must not see a frame without them."""
+    import pynvml
+
+    path = tmp_path / "t.toml"
+    path.write_text(SCENARIO)
+    clock = VirtualClock(0.0)
+    log = FieldLog(SimNvml(scenario_mod.load(str(path)), clock=clock, pcie_block_s=0))
+    src = NvmlSource(log, simulated=True, clock=lambda: 1.7e9 + clock())
+    src.open()
+    clock.now = 0.0
+    first = src.sample()
+    real = log._sim.nvmlDeviceGetFieldValues
+
+    def failing(h: Any, ids: list[Any]) -> Any:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+    log._sim.nvmlDeviceGetFieldValues = failing
+    try:
+        clock.now = 15.0  # a health tick whose read fails
+        frame = src.sample()
+    finally:
+        log._sim.nvmlDeviceGetFieldValues = real
+    assert [g.pcie_replay_count for g in frame.gpus] == [g.pcie_replay_count for g in first.gpus]
+    assert all(g.pcie_replay_count is not None for g in frame.gpus)

@@ -174,6 +174,8 @@ def test_fmt_top(key: str, top: float, want: str) -> None:
     (13, 12, [3, 2, 2, 2, 2, 2]),  # the same six metrics as a panel with 12 spare rows
     (12, 12, [2, 2, 2, 2, 2, 2]),
     (3, 2, [3]),  # the shortest panel holds one graph: so does this one, three rows tall
+    (4, 3, [4]),  # without the shortest panel's count this panel would show two metrics ([2, 2])
+    (6, 5, [3, 3]),  # and three ([2, 2, 2])
 ])
 def test_graph_heights_count_the_metrics_of_the_shortest_panel(rows: int, same: int, want: list[int]) -> None:
     """GPU panels one row apart in height (a grid's rows split unevenly) show the same metrics: the count

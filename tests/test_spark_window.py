@@ -105,7 +105,7 @@ def test_live_cells_fold_equals_resampling(samples, columns, seconds, t0, capaci
     resampling the whole window gives (a fresh History with the same samples), at every redraw; and
     cells_change says truly which columns changed: the columns before ``first`` are the last redraw's,
     moved left by ``shift``."""
-    from gpuscope.core.history import History
+    from gpuscope.core.history import History, carry_span
     from gpuscope.core.model import Frame, GpuReading
 
     h = History(2, capacity)
@@ -118,15 +118,12 @@ def test_live_cells_fold_equals_resampling(samples, columns, seconds, t0, capaci
         if not redraw and k != len(samples) - 1:
             continue
         got = {m: h.cells(m, seconds, columns) for m in ("util", "power")}
-        fresh = History(2, capacity)
-        for i in range(max(0, h.count - h.capacity), h.count):
-            j = i % h.capacity
-            fresh.add(Frame(t=float(h.times[j]), gpus=tuple(
-                GpuReading(index=g, util_gpu_pct=_or_none(h.data["util"][j, g]), power_w=_or_none(h.data["power"][j, g]))
-                for g in (0, 1))))
-        for m in ("util", "power"):
-            want = fresh.cells(m, seconds, columns, now=float(h.times[(h.count - 1) % h.capacity]))
-            assert np.array_equal(got[m], want, equal_nan=True), (m, got[m], want)
+        newest = float(h.times[(h.count - 1) % h.capacity])
+        for m in ("util", "power"):  # the reference: the plain-Python resample of each GPU's own window
+            for g in (0, 1):
+                times, vals = h.window(m, g, carry_span(seconds, columns))
+                want = resample(times, vals, newest, seconds, columns, pinned=True)
+                assert [None if np.isnan(x) else x for x in got[m][g].tolist()] == want, (m, g)
         new_version, change = h.cells_change(seconds, columns)
         if change is not None and change[0] == version:
             _, shift, first = change
@@ -135,8 +132,38 @@ def test_live_cells_fold_equals_resampling(samples, columns, seconds, t0, capaci
         shown, version = got, new_version
 
 
-def _or_none(x: float) -> float | None:
-    return None if np.isnan(x) else float(x)
+def test_live_cells_versions_are_never_reused_across_histories():
+    """A replay's seek makes a new History; a widget may hold sparklines drawn from the old one's cells: a
+    version of the new one must never read as the old one's (spark_update would move the wrong strings)."""
+    from gpuscope.core.history import History
+    from gpuscope.core.model import Frame, GpuReading
+
+    seen: set[int] = set()
+    for _ in range(3):
+        h = History(1, 100)
+        for k in range(5):
+            h.add(Frame(t=1000.0 + k, gpus=(GpuReading(index=0, util_gpu_pct=50.0),)))
+            h.cells("util", 60.0, 20)
+            version, _change = h.cells_change(60.0, 20)
+            assert version not in seen
+            seen.add(version)
+
+
+def test_the_hour_window_in_an_hours_ring_resamples_and_keeps_no_live_cells():
+    """When the ring cannot hold the window and the window before it (the 1 h window in an hour's ring),
+    the cells are resampled from what the ring holds every time (no live cells, no fold, no carry from a
+    sample the ring let go), and they equal the reference."""
+    from gpuscope.core.history import History, carry_span
+    from gpuscope.core.model import Frame, GpuReading
+
+    h = History(1, 3616)
+    for k in range(4000):
+        h.add(Frame(t=1_800_000_000.0 + k, gpus=(GpuReading(index=0, util_gpu_pct=float(k % 100) if k % 7 else None),)))
+    got = h.cells("util", 3600.0, 80)
+    assert h.cells_change(3600.0, 80) == (-1, None) and not h._live
+    times, vals = h.window("util", 0, carry_span(3600.0, 80))
+    want = resample(times, vals, float(times[-1]), 3600.0, 80, pinned=True)
+    assert [None if np.isnan(x) else x for x in got[0].tolist()] == want
 
 
 finite_or_inf = st.one_of(st.floats(min_value=-1, max_value=1e12, allow_nan=False), st.just(float("inf")))

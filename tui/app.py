@@ -128,6 +128,7 @@ class GpuscopeApp(App[int]):
         self._ppid = os.getppid()
         self.message_line = ""
         self._mark_said: str | None = None  # the mark label n/N put on the message line (a seek clears it)
+        self._redraw_after_layout = False  # a redraw at the panels' new sizes is queued (_relayout_during_redraw)
         self.record_force = False  # --force: the first recording may replace an existing --record FILE
         self.hung_up = False  # the terminal went away (SIGHUP or the watchdog): callers must not start another app
         self.crash: Exception | None = None
@@ -211,7 +212,13 @@ class GpuscopeApp(App[int]):
         and draw again once the panels have their new sizes: this redraw draws at the old ones, and while
         paused no other redraw would come (a seek while paused left a blank row in every GPU panel)."""
         self._apply_layout()
-        self.call_after_refresh(self.call_after_refresh, self.refresh_view, True)
+        if not self._redraw_after_layout:  # one redraw for any number of layout changes in this one
+            self._redraw_after_layout = True
+            self.call_after_refresh(self.call_after_refresh, self._redraw_at_new_sizes)
+
+    def _redraw_at_new_sizes(self) -> None:
+        self._redraw_after_layout = False
+        self.refresh_view(True)
 
     def _relayout_and_redraw(self) -> None:
         self._apply_layout()

@@ -13,10 +13,11 @@ from textual.widgets import Input, Static
 
 from gpuscope.core import catalogue
 from gpuscope.core.catalogue import Metric
-from gpuscope.core.history import resample
+from gpuscope.core.history import carry_span, resample
 from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.text import clean
 from gpuscope.core.topology import nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
+from gpuscope.core.units import is_whole_unit
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.detail_graphs import graph_block, graph_heights, graph_labels, label_width
 from gpuscope.widgets.fit import fit_words, key_names
@@ -147,7 +148,7 @@ def detail_lines(v: ViewState, index: int, width: int, rows: int) -> list[Text]:
         key = m.key or m.name
         # two windows: the graph's cells are pinned to the clock (as the panels'), and a carry into its first
         # cells comes from up to a window before; the peak is the window's own
-        times, vals = v.history.window(key, index, 2 * v.window_s, v.now or None)
+        times, vals = v.history.window(key, index, carry_span(v.window_s, 1), v.now or None)  # any width
         inside = times >= (v.now or (float(times[-1]) if len(times) else 0.0)) - v.window_s
         finite = [float(x) / m.scale for x in vals[inside].tolist() if x == x]
         if not finite:
@@ -176,7 +177,7 @@ def detail_number(x: float | None, unit: str, *, ceiling: bool = False) -> str:
     decimal (``45.3``); other ceilings as short as they go (``100``, ``31.5``); ``–`` when unknown."""
     if x is None or x != x:
         return "–"
-    if unit == "MHz":
+    if is_whole_unit(unit):
         return f"{x:.0f}"
     return f"{x:g}" if ceiling else f"{x:.1f}"
 

@@ -36,9 +36,8 @@ from gpuscope.widgets.style import (
     fmt_rate,
     graph_rows,
     level_style,
+    live_sparks,
     short_name,
-    spark_rows,
-    spark_update,
 )
 
 
@@ -102,7 +101,7 @@ class GpuPanel(LineWidget):
         self._line_cache: dict[str, tuple[tuple[object, ...], Text]] = {}
         # the spare-row graphs: (metric, height, rows, peak, top) each, and what they were drawn for
         self._panel_cache: tuple[tuple[int, int, int], list[tuple[PanelMetric, int, list[str], float | None, float]]] = (
-            (0, 0), [])
+            (0, 0, 0), [])
 
     class Opened(Message):
         """The user clicked the panel: open this GPU's detail view."""
@@ -271,16 +270,15 @@ class GpuPanel(LineWidget):
         """Sparklines of this GPU's ``wanted`` (metric, scale) over the window, ``cols`` wide: rebuilt, all
         in one pass, when the graphs are redrawn (about once a second: ``v.graphs``) or one is missing or
         of another width; else the ones drawn before. Live, only the columns that changed since the last redraw
-        are drawn (:func:`spark_update`)."""
+        are drawn (:func:`live_sparks`)."""
         cache = self._graph_cache
         if v.graphs or any(len(cache.get(m, "")) != cols for m, _ in wanted):
             block = np.stack([v.history.cells(m, v.window_s, cols, v.now or None)[self.index] for m, _ in wanted])
-            version, change = v.history.cells_change(v.window_s, cols, v.now or None)
             tops = [c for _, c in wanted]
-            sparks = None
-            if change is not None and self._graph_drawn == (change[0], wanted):
-                sparks = spark_update([cache[m] for m, _ in wanted], block, tops, change[1:])
-            cache.update(zip([m for m, _ in wanted], sparks or spark_rows(block, tops)))
+            drawn = ((self._graph_drawn[0], tops, [cache[m] for m, _ in wanted])
+                     if self._graph_drawn[1] == wanted else None)  # the same graphs drawn last time
+            version, sparks = live_sparks(v.history, v.window_s, cols, v.now or None, block, tops, drawn)
+            cache.update(zip([m for m, _ in wanted], sparks))
             self._graph_drawn = (version, list(wanted))
         return cache
 

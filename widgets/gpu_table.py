@@ -24,10 +24,9 @@ from gpuscope.widgets.style import (
     fmt_gb,
     graph_rows,
     level_style,
+    live_sparks,
     runs_text,
     short_name,
-    spark_rows,
-    spark_update,
 )
 
 Cell = Callable[[DeviceInfo, GpuReading], list[Run]]  # a column's runs of text and style for one GPU
@@ -118,25 +117,22 @@ class GpuTable(LineWidget):
 
     def __init__(self, **kw: Any):
         super().__init__(**kw)
-        # tag + metric → the scales they were drawn with, every GPU's sparkline, the cells' version (History)
-        self._graph_cache: dict[str, tuple[list[float | None], list[str], int]] = {}
+        # tag + metric → the cells' version (History.cells_change), the scales, every GPU's sparkline
+        self._graph_cache: dict[str, tuple[int, list[float | None], list[str]]] = {}
         self._block_cache: dict[tuple[str, int], list[str]] = {}  # (height:metric, GPU) → block graph rows
 
     def _graphs(self, v: ViewState, metric: str, cols: int, tops: list[float | None], tag: str = "") -> list[str]:
         """Every GPU's sparkline of ``metric`` over the window (in the inventory's order, each scaled to its
         ``tops`` entry), all in one pass (:func:`spark_rows`), recomputed only when the graphs are redrawn
         (about once a second: ``v.graphs``) or the width changed; live, only the columns that changed since
-        the last redraw are drawn (:func:`spark_update`)."""
+        the last redraw are drawn (:func:`live_sparks`)."""
         devs = v.inventory.devices
         drawn = self._graph_cache.get(tag + metric)
-        if v.graphs or drawn is None or drawn[0] != tops or len(drawn[1]) != len(devs) or len(drawn[1][0]) != cols:
+        if v.graphs or drawn is None or drawn[1] != tops or len(drawn[2]) != len(devs) or len(drawn[2][0]) != cols:
             rows = v.history.cells(metric, v.window_s, cols, v.now or None)[[d.index for d in devs]]
-            version, change = v.history.cells_change(v.window_s, cols, v.now or None)
-            sparks = None
-            if drawn is not None and change is not None and change[0] == drawn[2] and drawn[0] == tops:
-                sparks = spark_update(drawn[1], rows, tops, change[1:])
-            drawn = self._graph_cache[tag + metric] = (tops, sparks or spark_rows(rows, tops), version)
-        return drawn[1]
+            version, sparks = live_sparks(v.history, v.window_s, cols, v.now or None, rows, tops, drawn)
+            drawn = self._graph_cache[tag + metric] = (version, tops, sparks)
+        return drawn[2]
 
     def show(self, v: ViewState) -> None:
         width = max(30, self.size.width or 78)  # the content area (inside the padding)
@@ -191,7 +187,7 @@ class GpuTable(LineWidget):
         heights = plan_heights(plan, self.size.height - (len(devs) + 1), len(devs))
         for ((metric, title, top_of), per_row), h in zip(plan, heights):
             cell_w = (width - 2 * (per_row - 1)) // per_row
-            label_w = 13 if per_row == 1 else len(f"{len(devs) - 1} {title} ")
+            label_w = 13 if per_row == 1 else graph_label_width(len(devs), title)
             gw = max(4, cell_w - label_w)
             if h > 1:  # rows to spare for every metric: block graphs, h rows each
                 for dev in devs:
@@ -256,28 +252,37 @@ def spare_plan(spare: int, n: int, width: int, metrics: list[TableMetric]) -> li
     rows = spare - 1
     if n <= 0 or rows <= 0:
         return []
-    wide = 1 if n < 4 else max(1, min(n, (width + 2) // (len(f"{n - 1} ") + 7 + WIDE_GRAPH + 2)))
     out: list[tuple[TableMetric, int]] = []
     for k, m in enumerate(metrics):
         after = len(metrics) - k - 1
-        if rows >= n and (wide == 1 or rows - n >= after * -(-n // wide)):
+        wide = 1 if n < 4 else max(1, min(n, (width + 2) // (graph_label_width(n, m[1]) + WIDE_GRAPH + 2)))
+        if rows >= n and (wide == 1 or rows - n >= after * rows_for(n, wide)):
             out.append((m, 1))
             rows -= n
             continue
-        if wide > 1 and rows >= -(-n // wide):
+        if wide > 1 and rows >= rows_for(n, wide):
             out.append((m, wide))
-            rows -= -(-n // wide)
+            rows -= rows_for(n, wide)
             continue
         if rows <= 0:
             break
-        per_row = -(-n // rows)
-        label_w = len(f"{n - 1} {m[1]} ")
+        per_row = rows_for(n, rows)  # as many a row as it takes to fit the rows left
         cell_w = (width - 2 * (per_row - 1)) // per_row
-        if cell_w - label_w < MIN_CELL_GRAPH:
+        if cell_w - graph_label_width(n, m[1]) < MIN_CELL_GRAPH:
             break
         out.append((m, per_row))
-        rows -= -(-n // per_row)
+        rows -= rows_for(n, per_row)
     return out
+
+
+def rows_for(n: int, per_row: int) -> int:
+    """Rows that ``n`` GPUs take, ``per_row`` to a row."""
+    return -(-n // per_row)
+
+
+def graph_label_width(n: int, title: str) -> int:
+    """Columns of a packed graph's label (``7 util % ``) among ``n`` GPUs."""
+    return len(f"{n - 1} {title} ")
 
 
 def plan_heights(plan: list[tuple[TableMetric, int]], spare: int, n: int) -> list[int]:

@@ -14,7 +14,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-from gpuscope.core.history import resample
+from gpuscope.core.history import carry_span, resample
 from gpuscope.core.model import EndpointReading
 from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
@@ -167,7 +167,7 @@ class InferencePanel(Static):
         cols = max(0, width - len(t))
         # cells pinned to the clock as the GPU panels' graphs are (History.cells): one time axis; a window
         # further back for the carry into the first cells
-        times, vals = v.history.window("tok_s", None, 2 * v.window_s + v.window_s / max(1, cols), v.now or None)
+        times, vals = v.history.window("tok_s", None, carry_span(v.window_s, cols), v.now or None)
         t.append(sparkline(resample(times, vals, v.now or 0, v.window_s, cols, pinned=True)), style=ACCENT)
         lines.append(t)
         for e in eps:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuscope.core.model import DeviceInfo, GpuReading
+from gpuscope.core.units import is_whole_unit
 
 MIN_ROWS = 2  # a graph gets two rows (its value and its scale) before another metric gets any
 CAP_ROWS = 8  # every metric is shown before a graph grows past this (64 levels: plenty for a panel)
@@ -86,8 +87,7 @@ def fmt_value(value: float | None, m: PanelMetric) -> str:
 def fmt_top(top: float, m: PanelMetric) -> str:
     """A ceiling: whole numbers without decimals (``300 W``, ``48 GiB``, ``141.1 GiB``); a clock always whole
     (``1980 MHz``, never ``1979.5 MHz`` from a window's peak)."""
-    whole = m.digits == 0 and m.unit == " MHz"
-    text = f"{top:.0f}" if whole or abs(top - round(top)) < 0.05 else f"{top:.1f}"
+    text = f"{top:.0f}" if is_whole_unit(m.unit) or abs(top - round(top)) < 0.05 else f"{top:.1f}"
     return text + m.unit
 
 

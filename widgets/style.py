@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 from rich.text import Span, Text
 
-from gpuscope.core.history import resample_rows
+from gpuscope.core.history import History, resample_rows
 from gpuscope.core.text import clean
 from gpuscope.core.units import duration, fmt_gb, fmt_num, fmt_rate  # noqa: F401 - re-exported for the panels
 from gpuscope.core.vocab import SEV_LEVEL, SEV_MARK, SEVERITIES, path_level  # noqa: F401 - SEV_MARK re-exported
@@ -64,7 +64,7 @@ Run = tuple[str, str]  # a piece of a line and its style ("": none)
 
 def runs_text(runs: Sequence[Run]) -> Text:
     """One line from side-by-side runs of (text, style), made in one go: the same text and spans as
-    appending each run to a ``Text`` (tests/test_style.py), at a third of the cost."""
+    appending each run to a ``Text`` (tests/test_line_strip.py), at a third of the cost."""
     plain: list[str] = []
     spans: list[Span] = []
     pos = 0
@@ -190,6 +190,20 @@ def spark_update(old: Sequence[str], block: np.ndarray, maxima: Sequence[float |
                         for v in block[k, first:].tolist()])
         out.append(old[k][shift:shift + first] + tail)
     return out
+
+
+def live_sparks(history: History, seconds: float, cols: int, now: float | None, block: np.ndarray,
+                tops: Sequence[float | None], drawn: tuple[int, Sequence[float | None], Sequence[str]] | None
+                ) -> tuple[int, list[str]]:
+    """:func:`spark_rows` of ``block`` (rows of ``history.cells(…, seconds, cols, now)``) and the cells' version
+    (:meth:`History.cells_change`): from ``drawn`` (version, scales, sparklines drawn before) when those were
+    drawn from the version just before at the same scales, only the changed columns drawn
+    (:func:`spark_update`); else all of them."""
+    version, change = history.cells_change(seconds, cols, now)
+    sparks = None
+    if drawn is not None and change is not None and change[0] == drawn[0] and list(drawn[1]) == list(tops):
+        sparks = spark_update(drawn[2], block, tops, change[1:])
+    return version, sparks or spark_rows(block, tops)
 
 
 _BLOCK_CODES = str.maketrans({**{i: ch for i, ch in enumerate(SPARK)}, 8: BAR_FULL, 9: " "})
