@@ -183,3 +183,17 @@ def test_graph_heights_count_the_metrics_of_the_shortest_panel(rows: int, same: 
     got = graph_heights(rows, 6, metrics_rows=same)
     assert got == want and sum(got) == rows
     assert len(got) == len(graph_heights(same, 6))
+
+
+@pytest.mark.parametrize(("names", "most", "want"), [
+    (["NVIDIA A100 80GB PCIe"], 60, 17),  # "A100 80GB PCIe" whole, with the index and a space
+    (["NVIDIA A100 80GB PCIe"], 12, 12),  # no room: the table cuts it (table_name)
+    (["NVIDIA H200"], 60, 11),  # never narrower than the usual column
+    ([], 60, 11),
+])
+def test_name_width(names: list[str], most: int, want: int) -> None:
+    """The compact table's name column grows into the columns the inline util graph leaves (gpu-lost at
+    120x40 cut 'A100 80GB PCIe' to 'A100 80…' beside 50 empty columns)."""
+    from gpuscope.widgets.gpu_table import name_width
+
+    assert name_width(names, most) == want

@@ -110,6 +110,13 @@ def pad(text: str, width: int) -> str:
     return text + " " * (width - cell_len(text))
 
 
+def name_width(names: list[str], most: int) -> int:
+    """The GPU name column's width (index, name, a space): enough for the longest short name, between
+    :data:`NAME_W` and ``most``."""
+    need = max((len(short_name(n)) for n in names), default=0) + 3
+    return max(NAME_W, min(most, need))
+
+
 class GpuTable(LineWidget):
     """One line per GPU, drawn line by line (widgets/lines.py): only the rows that changed repaint."""
 
@@ -144,12 +151,14 @@ class GpuTable(LineWidget):
         # there is wider than the one at the end of each row, which is then left out
         plan = spare_plan((self.size.height or 0) - (n + 1), n, width, table_metrics(v)) if v.frame else []
         inline = graphw >= 8 and not any(m[0] == "util" for m, _ in plan)
-        lines = [Text(f"{'GPU':<{NAME_W}}" + "".join([" " + f"{COLUMNS[i][0]:>{COLUMNS[i][1]}}" for i in cols]),
+        # without the util graph at the end of each row, its columns let the GPU names show whole
+        name_w = NAME_W if inline else name_width([d.name for d in v.inventory.devices], NAME_W + max(0, graphw))
+        lines = [Text(f"{'GPU':<{name_w}}" + "".join([" " + f"{COLUMNS[i][0]:>{COLUMNS[i][1]}}" for i in cols]),
                       style="bold")]
         utils = self._graphs(v, "util", graphw - 1, [100.0] * n) if inline and v.frame else []
         for k, dev in enumerate(v.inventory.devices):
             r = v.frame.gpus[dev.index] if v.frame and dev.index < len(v.frame.gpus) else None
-            runs: list[Run] = [(f"{dev.index:<2}{table_name(dev.name, NAME_W - 3):<{NAME_W - 2}}", "")]
+            runs: list[Run] = [(f"{dev.index:<2}{table_name(dev.name, name_w - 3):<{name_w - 2}}", "")]
             if r is None:
                 runs.append(("waiting…", DIM))
             elif r.lost:
