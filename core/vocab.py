@@ -134,9 +134,9 @@ SERVER_KINDS = ("vllm", "sglang", "tgi", "llamacpp", "trtllm", "triton", "lmdepl
 
 def endpoint_state(e: Any) -> str:
     """An endpoint reading's state: ``down`` (unreachable), ``bad`` (it answers, but no answer was usable:
-    too large, not metrics — the tracker's "N bad responses" with no rate) or ``ok``."""
+    too large, not metrics — the tracker's "N bad response(s)" with no rate) or ``ok``."""
     if not e.up:
         return "down"
-    if e.gen_tokens_per_s is None and e.error and "bad responses" in e.error:
+    if e.gen_tokens_per_s is None and e.error and "bad response" in e.error:
         return "bad"
     return "ok"

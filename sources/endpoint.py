@@ -519,7 +519,7 @@ class EndpointTracker:
             return EndpointReading(url=self.url, kind=self.kind, model=self.model, up=False, resets=self.resets,
                                    error=f"unreachable since {since} ({self.last_error})")
         if not self.snaps:
-            err = f"{self.garbage} bad responses: {self.last_error}" if self.garbage else self.last_error
+            err = f"{bad_responses(self.garbage)}: {self.last_error}" if self.garbage else self.last_error
             return EndpointReading(url=self.url, kind=self.kind, up=True, error=err or "waiting for the first scrape")
         spec = SPEC[self.kind or "vllm"]
         if model in self._last:
@@ -577,7 +577,7 @@ class EndpointTracker:
         pre = rate("preemptions")
         return EndpointReading(
             url=self.url, kind=self.kind, model=model or self.model, up=True,
-            error=f"{self.garbage} bad responses" + (f": {self.last_error}" if self.last_error else "")
+            error=bad_responses(self.garbage) + (f": {self.last_error}" if self.last_error else "")
             if self.garbage else None,
             gen_tokens_per_s=gen, prompt_tokens_per_s=rate("prompt"),
             requests_running=running, requests_waiting=total(s, spec.get("waiting", [])), kv_cache_pct=kv,
@@ -824,3 +824,8 @@ async def probe_chat(client: Any, base_url: str, model: str | None = None, max_t
         return measure_stream(got, t0)
     except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as e:
         return ProbeResult(error=f"probe failed: {type(e).__name__}")
+
+
+def bad_responses(n: int) -> str:
+    """``1 bad response``, ``3 bad responses``: how many answers were not metrics (core/vocab reads it)."""
+    return f"{n} bad response{'' if n == 1 else 's'}"

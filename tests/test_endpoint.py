@@ -567,3 +567,13 @@ def test_several_models_get_a_reading_each():
     assert set(by) == {"big", "small"}
     assert by["big"].gen_tokens_per_s == pytest.approx(100.0) and by["big"].requests_running == 7
     assert by["small"].gen_tokens_per_s == pytest.approx(30.0) and by["small"].requests_running == 2
+
+
+@pytest.mark.parametrize(("n", "want"), [(1, "1 bad response"), (2, "2 bad responses"), (8, "8 bad responses")])
+def test_bad_responses_counted_in_words(n: int, want: str) -> None:
+    from gpuscope.core.model import EndpointReading
+    from gpuscope.core.vocab import endpoint_state
+    from gpuscope.sources.endpoint import bad_responses
+
+    assert bad_responses(n) == want
+    assert endpoint_state(EndpointReading(url="http://x", error=want + ": not Prometheus text")) == "bad"
