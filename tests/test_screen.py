@@ -236,3 +236,29 @@ def test_table_name_never_cuts_a_model_number_silently(name: str, want: str) -> 
     from gpuscope.widgets.gpu_table import table_name
 
     assert table_name(name, 8) == want
+
+
+@pytest.mark.parametrize("size,n,compact,want", [
+    ((120, 40), 8, False, True),  # panels asked for (c) that do not fit: the table stays, every GPU on screen
+    ((80, 24), 2, False, True),
+    ((200, 60), 2, False, False),  # they fit: the panels
+    ((120, 40), 2, True, True),  # the table asked for: the table
+])
+def test_panels_asked_for_never_push_gpus_off(size, n, compact, want) -> None:
+    w, h = size
+    assert plan_layout(w, h, n, 0, topo_lines=(5, 2), compact=compact).compact is want
+
+
+async def test_c_says_when_the_panels_do_not_fit():
+    """c at 120x40 with 8 GPUs asked for a panel per GPU, and the panels were drawn cut (GPU2's a top border
+    only): the table stays and the note says why."""
+    from test_tui import make_app
+
+    app = make_app("h200-nvswitch-8", 0, 10)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.query_one("#table").display
+        await pilot.press("c")
+        await pilot.pause()
+        assert app.query_one("#table").display
+        assert "no room for GPU panels" in app.message_line

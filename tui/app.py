@@ -546,6 +546,9 @@ class GpuscopeApp(App[int]):
         cur = self.query_one("#table").display
         self.compact = not cur
         self._apply_layout()
+        if cur and self._plan is not None and self._plan.compact:  # panels asked for, and they do not fit
+            self.compact = None
+            self.message_line = "no room for GPU panels at this size: enlarge the terminal"
         self.call_after_refresh(self.refresh_view, True)
         self.refresh_view(force=True)
 

@@ -43,7 +43,8 @@ def plan_layout(width: int, height: int, n_gpus: int, n_findings: int, *, topo_l
     2. one findings line (``✔ nothing limits…`` or the worst finding, with "+k more — f");
     3. the topology panel (its first form that fits whole: matrix, else pair list);
     4. more findings lines, up to ``FINDINGS_MAX`` (all spare rows when the panel is focused);
-    5. full GPU panels instead of the table when they fit (``compact`` None; True/False forces it);
+    5. full GPU panels instead of the table when they fit (``compact`` None; True forces the table, False
+       the panels where they fit: never at the cost of a GPU's row);
     6. the topology legend (``legend_lines``) when the panel is focused or rows are left;
     whatever is left goes to the GPU area's graphs.
     ``procs_lines``: lines the processes panel wants when the user turned it on (``P``; 0: off). It
@@ -74,7 +75,8 @@ def plan_layout(width: int, height: int, n_gpus: int, n_findings: int, *, topo_l
     full_need = math.ceil(n_gpus / cols) * panel_rows - (n_gpus + 1)
     if compact is None:
         compact = width < 100 or full_need > rest
-    if not compact:
+    elif not compact and full_need > rest:
+        compact = True  # panels asked for (c) that do not fit would push GPUs off the screen: the table stays
         rest -= full_need
     legend = topo >= 0 and rest >= legend_lines  # never at the cost of a GPU row
     if p_lines:
