@@ -73,6 +73,13 @@ def unknown_command(word: str) -> str | None:
     return f"unknown command '{clean(word, 40)}': {hint}commands are {', '.join(COMMANDS)}"
 
 
+def _out_path(s: str) -> str:
+    """An output file's path: not empty (``-o ''`` would name the current directory)."""
+    if not s.strip():
+        raise argparse.ArgumentTypeError("an empty path names no file")
+    return s
+
+
 def _interval(s: str) -> float:
     try:
         v = float(s)
@@ -153,7 +160,7 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     p["scenarios"] = _Parser(prog="gpuscope scenarios", description="List the shipped simulation scenarios.")
 
     r = _Parser(prog="gpuscope record", description="Record headless; with -- CMD, for exactly the command's life.")
-    r.add_argument("-o", "--output", required=True, metavar="FILE")
+    r.add_argument("-o", "--output", required=True, metavar="FILE", type=_out_path)
     r.add_argument("--force", action="store_true", help="overwrite FILE if it exists (refused by default)")
     _add_broker(r)
     r.add_argument("--host", metavar="HOST", help="with --broker: record this remote host")
@@ -184,9 +191,9 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     e = _Parser(prog="gpuscope export", description="One row per GPU per frame.")
     e.add_argument("file")
     g = e.add_mutually_exclusive_group(required=True)
-    g.add_argument("--csv", metavar="OUT")
-    g.add_argument("--parquet", metavar="OUT")
-    e.add_argument("--serving", metavar="OUT2", help="also write the serving readings, one row per endpoint and "
+    g.add_argument("--csv", metavar="OUT", type=_out_path)
+    g.add_argument("--parquet", metavar="OUT", type=_out_path)
+    e.add_argument("--serving", metavar="OUT2", type=_out_path, help="also write the serving readings, one row per endpoint and "
                    "model per frame (same format as OUT)")
     e.add_argument("--force", action="store_true", help="overwrite OUT (and OUT2) if they exist (refused by default)")
     p["export"] = e

@@ -348,7 +348,8 @@ def run_export_serving(args: argparse.Namespace, rec: Any) -> None:
     except OSError as e:
         raise GpuscopeError(f"cannot write {out}: {e.strerror or e}") from None
     if out != "-":
-        sys.stderr.write(f"gpuscope: wrote {n} serving rows (endpoint × model × frame) to {out}\n")
+        why = "" if n else ": the recording has no inference endpoint (record with --endpoint URL)"
+        sys.stderr.write(f"gpuscope: wrote {n} serving rows (endpoint × model × frame) to {out}{why}\n")
 
 
 def run_export(args: argparse.Namespace) -> int:

@@ -26,6 +26,8 @@ from gpuscope.cli.main import EXIT_USAGE, build_parser, main
     (["compare", "a", "--json"], "the following arguments are required: b"),
     (["record"], "the following arguments are required: -o/--output"),
     (["export", "r.jsonl.gz", "--csv"], "argument --csv: expected one argument"),
+    (["record", "-o", ""], "argument -o/--output: an empty path names no file"),  # was ". is a directory"
+    (["export", "r.jsonl.gz", "--csv", " "], "argument --csv: an empty path names no file"),
 ])
 def test_unknown_flags_are_called_unknown(capsys, argv, want):
     with pytest.raises(SystemExit) as e:

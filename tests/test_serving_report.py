@@ -178,3 +178,17 @@ def test_compare_by_marker_and_serving_export(phased, tmp_path):
     assert {"requests_waiting", "ttft_mean_s", "prefix_cache_hit_pct", "rate_window_s"} <= set(rows[0])
     again = gs("export", str(phased), "--csv", str(tmp_path / "g2.csv"), "--serving", str(serving_csv))
     assert again.returncode == 1 and "refusing to overwrite" in again.stderr and "Traceback" not in again.stderr
+
+
+@pytest.mark.slow  # records for 2 s
+def test_serving_export_of_a_recording_without_endpoints_says_why(tmp_path, capsys):
+    """export --serving of a recording made without --endpoint wrote an empty table and 'wrote 0 serving
+    rows', as if something had gone wrong: it says the recording has no inference endpoint."""
+    from gpuscope.cli.main import main
+
+    rec = tmp_path / "r.jsonl.gz"
+    assert main(["record", "-o", str(rec), "--simulate", "healthy-gen4", "--duration", "2"]) == 0
+    capsys.readouterr()
+    assert main(["export", str(rec), "--csv", str(tmp_path / "g.csv"), "--serving", str(tmp_path / "s.csv")]) == 0
+    err = capsys.readouterr().err
+    assert "wrote 0 serving rows" in err and "the recording has no inference endpoint" in err
