@@ -246,7 +246,8 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 PHASE_ROWS = (("gen_tokens_per_s", "gen tok/s", 1, 1), ("prompt_tokens_per_s", "prompt tok/s", 1, 1),
               ("requests_waiting", "waiting", 1, 1), ("ttft_mean_s", "TTFT mean ms", 1e-3, 0),
-              ("itl_mean_s", "ITL mean ms", 1e-3, 1), ("util_gpu_pct", "GPU util %", 1, 0), ("power_w", "power W", 1, 0))
+              ("itl_mean_s", "ITL mean ms", 1e-3, 1), ("util_gpu_pct", "GPU util % (mean)", 1, 0),
+              ("power_w", "power W (all GPUs)", 1, 0))
 
 
 def run_compare_phases(args: argparse.Namespace) -> int:
@@ -266,7 +267,7 @@ def run_compare_phases(args: argparse.Namespace) -> int:
             vb = r["b"][key] if r["b"] else None
             if va is None and vb is None:
                 continue
-            print(f"  {label:<14}{_fmt(va, scale, digits):>10}{_fmt(vb, scale, digits):>10}  {_pct(va, vb)}")
+            print(f"  {label:<18}{_fmt(va, scale, digits):>10}{_fmt(vb, scale, digits):>10}  {_pct(va, vb)}")
     return 0
 
 

@@ -169,6 +169,8 @@ def test_compare_by_marker_and_serving_export(phased, tmp_path):
     labels = [r["label"] for r in doc["phases"]]
     assert "phase: 4 streams" in labels
     assert all(r["a"] == r["b"] for r in doc["phases"])
+    text = gs("compare", str(phased), str(phased), "--by-marker").stdout
+    assert "power W (all GPUs)" in text and "GPU util % (mean)" in text  # power is the GPUs' sum: said so
     gpu_csv, serving_csv = tmp_path / "g.csv", tmp_path / "s.csv"
     p = gs("export", str(phased), "--csv", str(gpu_csv), "--serving", str(serving_csv))
     assert p.returncode == 0, p.stderr
