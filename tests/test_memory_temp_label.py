@@ -52,7 +52,7 @@ def test_which_boards_have_hbm(name, hbm):
 
 
 @pytest.mark.parametrize(("scenario", "word"), [
-    ("h200-nvswitch-8", "HBM"),
+    ("nccl-busy-not-computing", "HBM"),  # two H200s: a panel each fits at 160x50 (eight would not)
     ("a6000-tp2-pcie-gen1", "VRAM"),  # a GDDR board: NVML gives no memory temperature there, so one is put in
 ])
 async def test_the_panel_says_hbm_or_vram_for_the_temperature_and_mem_only_for_use(scenario, word):
