@@ -39,6 +39,15 @@ def wait_for(predicate: Callable[[], T], timeout: float = 20.0, what: str = "the
         time.sleep(interval)
 
 
+async def pilot_until(pilot: Any, cond: Callable[[], object], timeout: float = 10.0) -> None:
+    """Let a running app (Textual's Pilot) go on until ``cond`` holds, or fail when ``timeout`` seconds pass
+    (a replay seeks on its own thread)."""
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        await pilot.pause(0.01)
+    assert cond()
+
+
 def until(cond: Callable[[], object], timeout: float = 10.0) -> bool:
     """Poll ``cond`` every 0.05 s until it is true (True) or ``timeout`` seconds pass (False): for
     ``assert until(...)`` where the failure message is the assertion itself."""

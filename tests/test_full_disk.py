@@ -39,10 +39,8 @@ def frames() -> list[Any]:
     return run_frames(sim_source("mixed-4"), 0, 59)
 
 
-@pytest.mark.parametrize("fail_at", [1, 2, 3, 7, 20])
-def test_a_failed_sync_keeps_what_was_synced_before_it(tmp_path, monkeypatch, frames, fail_at):
-    """fsync number ``fail_at`` (the header's is 1) fails with ENOSPC: the frames synced before it are
-    kept, counted, and all the file holds."""
+def failing_fsync(fail_at: int):
+    """An ``os.fsync`` whose call number ``fail_at`` and every later one fail with ENOSPC (a full disk)."""
     calls = [0]
     real = os.fsync
 
@@ -51,6 +49,15 @@ def test_a_failed_sync_keeps_what_was_synced_before_it(tmp_path, monkeypatch, fr
         if calls[0] >= fail_at:
             raise OSError(errno.ENOSPC, "No space left on device")
         real(fd)
+    fsync.calls = calls  # type: ignore[attr-defined]
+    return fsync
+
+
+@pytest.mark.parametrize("fail_at", [1, 2, 3, 7, 20])
+def test_a_failed_sync_keeps_what_was_synced_before_it(tmp_path, monkeypatch, frames, fail_at):
+    """fsync number ``fail_at`` (the header's is 1) fails with ENOSPC: the frames synced before it are
+    kept, counted, and all the file holds."""
+    fsync = failing_fsync(fail_at)
 
     monkeypatch.setattr(recording_mod.os, "fsync", fsync)
     path = tmp_path / "r.jsonl.gz"
@@ -58,7 +65,7 @@ def test_a_failed_sync_keeps_what_was_synced_before_it(tmp_path, monkeypatch, fr
     for f in frames[:40]:
         rec.write(f, wait=True)
     rec.close()
-    assert rec.error is not None and "No space left on device" in rec.error, (calls, rec.frames)
+    assert rec.error is not None and "No space left on device" in rec.error, (fsync.calls, rec.frames)
     assert rec.kept == frames_in(path) == max(0, fail_at - 2)  # one sync per frame (flush_s=0) after the header's
     if fail_at == 1:  # not even the header reached the disk: the empty file gpuscope made is removed
         assert rec.error.endswith(f"nothing was written; removed the empty {path}") and not path.exists()
@@ -169,14 +176,7 @@ def test_record_of_a_command_on_a_full_disk_says_it_once(tmp_path):
 ])
 def test_an_empty_file_left_by_a_full_disk_is_removed_only_if_gpuscope_made_it(
         tmp_path, monkeypatch, frames, fail_at, there_before, force, removed):
-    calls = [0]
-    real = os.fsync
-
-    def fsync(fd: int) -> None:
-        calls[0] += 1
-        if calls[0] >= fail_at:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real(fd)
+    fsync = failing_fsync(fail_at)
 
     path = tmp_path / "r.jsonl.gz"
     if there_before:

@@ -3,20 +3,12 @@ the message line still said "+4s phase: idle" (tmux, 80Ã—24, keys space n n N â†
 
 from __future__ import annotations
 
-import time
+from conftest import pilot_until as until
 
 from gpuscope.core.session import Session
 from gpuscope.sources.recording import open_recording
 from gpuscope.tui.app import GpuscopeApp, demo_path
 from gpuscope.tui.feeders import ReplayFeeder
-
-
-async def until(pilot, cond, timeout: float = 10.0) -> None:
-    """Poll ``cond`` until it holds or the deadline passes (the replay seeks on its own thread)."""
-    deadline = time.monotonic() + timeout
-    while not cond() and time.monotonic() < deadline:
-        await pilot.pause(0.01)
-    assert cond()
 
 
 async def test_a_seek_clears_the_mark_label_but_not_other_messages():

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from conftest import pilot_until as until
 from conftest import run_frames, sim_source
 from rich.cells import cell_len
 
@@ -21,11 +20,6 @@ def make_app(scenario: str, start: float, end: float) -> GpuscopeApp:
     return GpuscopeApp(session, None, label="SIMULATED", interval_s=1.0)
 
 
-async def until(pilot, cond, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond() and time.monotonic() < deadline:
-        await pilot.pause(0.01)
-    assert cond()
 
 
 @pytest.mark.parametrize(("scenario", "key", "rows", "advice"), [

@@ -42,13 +42,19 @@ class FieldLog:
         return logged
 
 
-def test_health_counters_every_15_s_memory_temperature_every_5_s(tmp_path) -> None:
+def _source(tmp_path: Any) -> tuple[NvmlSource, FieldLog, VirtualClock]:
+    """The NVML source over the simulated two H200s, its field reads logged, on a virtual clock at 0."""
     path = tmp_path / "t.toml"
     path.write_text(SCENARIO)
     clock = VirtualClock(0.0)
     log = FieldLog(SimNvml(scenario_mod.load(str(path)), clock=clock, pcie_block_s=0))
     src = NvmlSource(log, simulated=True, clock=lambda: 1.7e9 + clock())
     src.open()
+    return src, log, clock
+
+
+def test_health_counters_every_15_s_memory_temperature_every_5_s(tmp_path) -> None:
+    src, log, clock = _source(tmp_path)
     reads: dict[int, tuple[bool, bool]] = {}  # second → (memory temperature asked, health asked)
     frames = []
     for t in range(0, 46):
@@ -69,12 +75,7 @@ def test_a_failed_health_read_carries_the_last_counters(tmp_path) -> None:
     pcie_errors finding compares them over its window and must not see a frame without them."""
     import pynvml
 
-    path = tmp_path / "t.toml"
-    path.write_text(SCENARIO)
-    clock = VirtualClock(0.0)
-    log = FieldLog(SimNvml(scenario_mod.load(str(path)), clock=clock, pcie_block_s=0))
-    src = NvmlSource(log, simulated=True, clock=lambda: 1.7e9 + clock())
-    src.open()
+    src, log, clock = _source(tmp_path)
     clock.now = 0.0
     first = src.sample()
     real = log._sim.nvmlDeviceGetFieldValues

@@ -4,21 +4,13 @@ bottom of every GPU panel (tmux, the bundled demo at 120×40)."""
 
 from __future__ import annotations
 
-import time
+from conftest import pilot_until as until
 
 from gpuscope.core.session import Session
 from gpuscope.sources.recording import open_recording
 from gpuscope.tui.app import GpuscopeApp, demo_path
 from gpuscope.tui.feeders import ReplayFeeder
 from gpuscope.widgets.gpu_panel import GpuPanel
-
-
-async def until(pilot, cond, timeout: float = 10.0) -> None:
-    """Poll ``cond`` until it holds or the deadline passes (the replay seeks on its own thread)."""
-    deadline = time.monotonic() + timeout
-    while not cond() and time.monotonic() < deadline:
-        await pilot.pause(0.01)
-    assert cond()
 
 
 def _filled(app: GpuscopeApp) -> bool:

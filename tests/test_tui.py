@@ -6,10 +6,10 @@ import os
 import shlex
 import signal
 import sys
-import time
 
 import pytest
 from conftest import Tmux, expect_exit, gpuscope_cmd, needs_tmux, run_frames, sim_source
+from conftest import pilot_until as until
 from textual.widgets import Input
 
 from gpuscope.core.session import Session
@@ -19,14 +19,6 @@ from gpuscope.tui.feeders import ReplayFeeder
 from gpuscope.tui.screens import FindingsScreen
 from gpuscope.widgets.findings_panel import FindingsPanel
 from gpuscope.widgets.topology_panel import TopologyPanel
-
-
-async def until(pilot, cond, timeout: float = 10.0) -> None:
-    """Poll ``cond`` (seeks run on the replay thread) until it holds or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while not cond() and time.monotonic() < deadline:
-        await pilot.pause(0.01)
-    assert cond()
 
 
 def make_app(scenario: str, start: float, end: float, compact=None, **kw) -> GpuscopeApp:

@@ -128,7 +128,7 @@ class GpuscopeApp(App[int]):
         self._ppid = os.getppid()
         self.message_line = ""
         self._mark_said: str | None = None  # the mark label n/N put on the message line (a seek clears it)
-        self._redraw_after_layout = False  # a redraw at the panels' new sizes is queued (_relayout_during_redraw)
+        self._redraw_after_layout = False  # a redraw at the panels' new sizes is queued (_relayout)
         self.record_force = False  # --force: the first recording may replace an existing --record FILE
         self.hung_up = False  # the terminal went away (SIGHUP or the watchdog): callers must not start another app
         self.crash: Exception | None = None
@@ -205,12 +205,13 @@ class GpuscopeApp(App[int]):
     def on_resize(self) -> None:
         # after the resize has reached every widget (App.size can still be the old one here): share the
         # rows out again (compact or panels, findings, topology), then redraw at the new width
-        self.call_after_refresh(self._relayout_and_redraw)
+        self.call_after_refresh(self._relayout)
 
-    def _relayout_during_redraw(self) -> None:
-        """Share the rows out again from inside a redraw (findings, a note line or processes came or went),
-        and draw again once the panels have their new sizes: this redraw draws at the old ones, and while
-        paused no other redraw would come (a seek while paused left a blank row in every GPU panel)."""
+    def _relayout(self) -> None:
+        """Share the rows out again (a resize; inside a redraw: findings, a note line or processes came or
+        went) and draw again once the panels have their new sizes, in the next layout pass: a redraw now
+        draws at the old ones, and while paused no other redraw would come (a seek while paused left a
+        blank row in every GPU panel)."""
         self._apply_layout()
         if not self._redraw_after_layout:  # one redraw for any number of layout changes in this one
             self._redraw_after_layout = True
@@ -219,11 +220,6 @@ class GpuscopeApp(App[int]):
     def _redraw_at_new_sizes(self) -> None:
         self._redraw_after_layout = False
         self.refresh_view(True)
-
-    def _relayout_and_redraw(self) -> None:
-        self._apply_layout()
-        # the panels get their new sizes in the next layout pass: draw after that one
-        self.call_after_refresh(self.call_after_refresh, self.refresh_view, True)
 
     def _apply_layout(self) -> None:
         """Share the rows out (tui/layout.py: GPUs first, then findings, topology, graphs)."""
@@ -336,7 +332,7 @@ class GpuscopeApp(App[int]):
                 screen.show(v)
                 return
             if len(v.findings) != self._n_findings:
-                self._relayout_during_redraw()  # findings lines come out of the same rows as everything else
+                self._relayout()  # findings lines come out of the same rows as everything else
             self._part(StatusBar).show(v)
             self._part(FindingsPanel).show(v)
             if self._part(GpuTable).display:
@@ -351,11 +347,11 @@ class GpuscopeApp(App[int]):
             has_eps = bool(v.frame and v.frame.endpoints)
             if inference.display != has_eps:
                 inference.display = has_eps
-                self._relayout_during_redraw()
+                self._relayout()
             if has_eps:
                 inference.show(v)
             if self._procs_on and lines_wanted(v.frame) != self._procs_want:
-                self._relayout_during_redraw()  # processes came or went: the panel's rows are shared out again
+                self._relayout()  # processes came or went: the panel's rows are shared out again
             procs = self._part(ProcessesPanel)
             if procs.display:
                 procs.show(v)
@@ -369,7 +365,7 @@ class GpuscopeApp(App[int]):
             set_content(self._part(Static, "#message"), Text(hint, style=DIM))
             note = self._part(Static, "#note")
             if bool(self.message_line or err) != self._important:
-                self._relayout_during_redraw()
+                self._relayout()
             if note.display:
                 set_content(note, fit_words(Text(f" {clean(msg, 500)}", style="yellow"), max(10, self.size.width)))
             if v.replay is not None:
