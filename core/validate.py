@@ -25,6 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gpuscope.core import catalogue
+from gpuscope.core.catalogue import BYTES, COUNT, MHZ, PCT, RATE, SECONDS, WATTS
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import (
     PROCESS_KINDS,
@@ -53,42 +55,21 @@ MAX_PROCESSES = 512
 MAX_ENDPOINTS = 256
 MAX_EVENTS = 1000
 
-_PCT = (0.0, 101.0)  # 100 plus rounding slack
-_BYTES = (0.0, float(2**50))  # 1 PiB
-_RATE = (0.0, 1e13)  # bytes/s: 10 TB/s, well above any link
-_MHZ = (0.0, 20000.0)
-_WATTS = (0.0, 10000.0)
-_COUNT = (0.0, float(2**63))
-_SECONDS = (0.0, 1e6)
-_PER_S = (0.0, 1e9)
-
-GPU_RANGES: dict[str, tuple[float, float]] = {
-    "util_gpu_pct": _PCT, "util_mem_pct": _PCT, "fan_pct": _PCT, "sm_active_pct": _PCT, "sm_occupancy_pct": _PCT,
-    "tensor_active_pct": _PCT, "dram_bw_util_pct": _PCT,
-    "mem_used_bytes": _BYTES, "mem_total_bytes": _BYTES,
-    "sm_clock_mhz": _MHZ, "mem_clock_mhz": _MHZ, "graphics_clock_mhz": _MHZ,
-    "power_w": _WATTS, "power_limit_w": _WATTS, "energy_j": (0.0, 1e15),
-    "temp_gpu_c": (-60.0, 200.0), "temp_mem_c": (-60.0, 200.0),
-    "pstate": (0.0, 32.0), "clock_event_reasons": (0.0, float(2**32 - 1)),
-    "pcie_gen": (1.0, 8.0), "pcie_width": (1.0, 32.0),
-    "pcie_tx_bytes_per_s": _RATE, "pcie_rx_bytes_per_s": _RATE,
-    "nvlink_tx_bytes_per_s": _RATE, "nvlink_rx_bytes_per_s": _RATE,
-    "pcie_replay_count": _COUNT, "pcie_recovery_count": _COUNT, "pcie_error_count": _COUNT,
-}
-DEVICE_RANGES: dict[str, tuple[float, float]] = {
-    "memory_total_bytes": _BYTES, "sm_clock_max_mhz": _MHZ, "mem_clock_max_mhz": _MHZ,
-    "graphics_clock_max_mhz": _MHZ, "power_limit_w": _WATTS,
+# The readings' ranges are the catalogue's (each metric's ``valid``): one table for the gate, the seek index and
+# the views. These snapshots are for readers that build per-field tables once; the checks below read the
+# catalogue at use time (cached), so a metric added there is range-checked at once.
+GPU_RANGES: dict[str, tuple[float, float]] = catalogue.ranges("gpu")
+ENDPOINT_RANGES: dict[str, tuple[float, float]] = catalogue.ranges("endpoint")
+DEVICE_RANGES: dict[str, tuple[float, float]] = {  # an inventory's static facts (not metrics)
+    "memory_total_bytes": BYTES, "sm_clock_max_mhz": MHZ, "mem_clock_max_mhz": MHZ,
+    "graphics_clock_max_mhz": MHZ, "power_limit_w": WATTS,
     "pcie_gen_gpu_max": (1.0, 8.0), "pcie_width_gpu_max": (1.0, 32.0),
     "pcie_gen_sys_max": (1.0, 8.0), "pcie_width_sys_max": (1.0, 32.0),
-    "numa_node": (-1.0, 4096.0), "nvlink_version": (0.0, 16.0),
+    "numa_node": (-1.0, 4096.0), "nvlink_version": (0.0, 16.0), "nvlink_link_bytes_per_s": RATE,
 }
-ENDPOINT_RANGES: dict[str, tuple[float, float]] = {
-    "gen_tokens_per_s": _PER_S, "prompt_tokens_per_s": _PER_S, "requests_running": _PER_S,
-    "requests_waiting": _PER_S, "kv_cache_pct": _PCT,
-    "ttft_mean_s": _SECONDS, "ttft_p50_s": _SECONDS, "ttft_p95_s": _SECONDS,
-    "itl_mean_s": _SECONDS, "itl_p50_s": _SECONDS, "itl_p95_s": _SECONDS,
-    "spec_accept_length": (0.0, 1000.0), "spec_accept_rate": _PCT,
-}
+# an endpoint reading's numbers that are not metrics: the poller's counts and a quantile's bucket bounds
+ENDPOINT_COUNTS: dict[str, tuple[float, float]] = {"resets": COUNT, "models_dropped": COUNT}
+ENDPOINT_BOUNDS = ("ttft_p50_bounds_s", "ttft_p95_bounds_s", "itl_p50_bounds_s", "itl_p95_bounds_s")
 
 
 @dataclass
@@ -227,7 +208,7 @@ def check_inventory(inv: Inventory, tally: Tally | None = None) -> Inventory:
 
 
 def check_gpu(g: GpuReading, tally: Tally | None = None) -> GpuReading:
-    ch = _ranged(g, GPU_RANGES, tally)
+    ch = _ranged(g, catalogue.ranges("gpu"), tally)
     if g.processes is not None:
         procs = []
         for p in g.processes[:MAX_PROCESSES]:
@@ -235,8 +216,8 @@ def check_gpu(g: GpuReading, tally: Tally | None = None) -> GpuReading:
                 if tally is not None:
                     tally.readings += 1
                 continue
-            mem = p.used_memory_bytes if p.used_memory_bytes is None or in_range(p.used_memory_bytes, *_BYTES) else None
-            sm, mp = (v if v is None or in_range(v, *_PCT) else None for v in (p.sm_pct, p.mem_pct))
+            mem = p.used_memory_bytes if p.used_memory_bytes is None or in_range(p.used_memory_bytes, *BYTES) else None
+            sm, mp = (v if v is None or in_range(v, *PCT) else None for v in (p.sm_pct, p.mem_pct))
             procs.append(ProcessInfo(pid=p.pid, used_memory_bytes=mem, name=clean_opt(p.name, 100),
                                      user=clean_opt(p.user, 32), command=clean_opt(p.command, 120), sm_pct=sm,
                                      mem_pct=mp, kind=p.kind if p.kind in PROCESS_KINDS else "C"))
@@ -247,10 +228,23 @@ def check_gpu(g: GpuReading, tally: Tally | None = None) -> GpuReading:
 def check_endpoint(e: EndpointReading, tally: Tally | None = None) -> EndpointReading:
     """An endpoint reading with impossible numbers unknown (``kv_cache_pct: Infinity`` → None) and text
     cleaned. Used for readings decoded from files and for the live poller's output alike."""
-    ch = _ranged(e, ENDPOINT_RANGES, tally)
+    ch = _ranged(e, catalogue.ranges("endpoint"), tally)
+    ch.update({k: 0 for k in _ranged(e, ENDPOINT_COUNTS, tally)})  # counts are never unknown: 0
+    for name in ENDPOINT_BOUNDS:
+        b = getattr(e, name)
+        if b is not None and not (1 <= len(b) <= 2 and all(in_range(x, *SECONDS) for x in b)):
+            ch[name] = None
+            if tally is not None:
+                tally.readings += 1
+    probe = tuple(f for f in e.probe_fields if f in _ENDPOINT_FIELDS)[:16]
+    if probe != e.probe_fields:
+        ch["probe_fields"] = probe
     ch.update(url=clean(e.url, 300), kind=clean_opt(e.kind, 40), model=clean_opt(e.model, 200),
               error=clean_opt(e.error, 300))
     return dataclasses.replace(e, **ch)
+
+
+_ENDPOINT_FIELDS = frozenset(f.name for f in dataclasses.fields(EndpointReading))
 
 
 def check_event(ev: Event) -> Event:

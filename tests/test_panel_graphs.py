@@ -10,16 +10,17 @@ import numpy as np
 import pytest
 from conftest import run_frames, sim_source
 
+from gpuscope.core import catalogue
 from gpuscope.core.history import resample
 from gpuscope.core.model import EndpointReading
 from gpuscope.core.session import Session
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.gpu_table import link_top, spare_plan, table_metrics
 from gpuscope.widgets.inference_panel import endpoint_lines, prompt_head, prompt_split
-from gpuscope.widgets.panel_graphs import CAP_ROWS, PANEL_METRICS, graph_heights, graph_labels, metric_top
+from gpuscope.widgets.panel_graphs import CAP_ROWS, graph_heights, graph_labels, metric_top
 from gpuscope.widgets.style import spark_window
 
-METRIC = {m.key: m for m in PANEL_METRICS}
+METRIC = {m.key: m for m in catalogue.panel_metrics()}
 
 
 @pytest.mark.parametrize("rows,n,want", [
@@ -161,9 +162,9 @@ def test_newest_sample_is_in_the_last_cell(columns: int) -> None:
     ("mem_used", 141.1, "141.1 GiB"),
 ])
 def test_fmt_top(key: str, top: float, want: str) -> None:
-    from gpuscope.widgets.panel_graphs import PANEL_METRICS, fmt_top
+    from gpuscope.widgets.panel_graphs import fmt_top
 
-    m = next(m for m in PANEL_METRICS if m.key == key)
+    m = catalogue.by_key(key)
     assert fmt_top(top, m) == want
 
 

@@ -16,8 +16,7 @@ from gpuscope.core.catalogue import Metric
 from gpuscope.core.history import carry_span, resample
 from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.text import clean
-from gpuscope.core.topology import nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
-from gpuscope.core.units import is_whole_unit
+from gpuscope.core.units import NONE, is_whole_unit
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.detail_graphs import graph_block, graph_heights, graph_labels, label_width
 from gpuscope.widgets.fit import fit_words, key_names
@@ -138,7 +137,7 @@ def detail_lines(v: ViewState, index: int, width: int, rows: int) -> list[Text]:
     width = max(12, width)
     dev = v.inventory.devices[index]
     head = [fit_words(Text(f"GPU{index} {short_name(dev.name)}  window {fmt_duration(v.window_s)}  "
-                           f"{clean(dev.bus_id, 20)}  NUMA {dev.numa_node}  affinity {dev.cpu_affinity or '–'}",
+                           f"{clean(dev.bus_id, 20)}  NUMA {dev.numa_node}  affinity {dev.cpu_affinity or NONE}",
                            style="bold"), width)]
     r = v.frame.gpus[index] if v.frame else None
     head.append(Text("Processes" + (" (simulated)" if v.inventory.simulated else ""), style="bold"))
@@ -156,7 +155,7 @@ def detail_lines(v: ViewState, index: int, width: int, rows: int) -> list[Text]:
         raw = m.value(r) if r is not None else None
         cur = None if raw is None else raw / m.scale
         peak = max(finite + ([cur] if cur is not None else []))  # the readings' peak (cells are means)
-        top = m.maximum or detail_top(key, dev, r, peak)
+        top = detail_top(key, dev, r, peak)
         graphs.append((m, times, vals / m.scale, cur, peak, top))
     heights = graph_heights(rows - len(head), len(graphs))
     fold = min(heights, default=3) < 3  # some graphs have two rows: all label alike, the scale by the title
@@ -176,39 +175,22 @@ def detail_number(x: float | None, unit: str, *, ceiling: bool = False) -> str:
     displayed ``unit``: clocks (MHz) as whole numbers (``1754``, never ``1754.0``); other readings with one
     decimal (``45.3``); other ceilings as short as they go (``100``, ``31.5``); ``–`` when unknown."""
     if x is None or x != x:
-        return "–"
+        return NONE
     if is_whole_unit(unit):
         return f"{x:.0f}"
     return f"{x:g}" if ceiling else f"{x:.1f}"
 
 
 def detail_top(metric: str, dev: DeviceInfo, r: GpuReading | None, peak: float) -> float:
-    """The full-height value of a detail graph: the metric's ceiling (link capacity, power limit, clock
-    max, memory size) where known, so noise on an idle link draws flat; else the peak with a floor."""
-    if metric in ("pcie_rx", "pcie_tx"):
-        cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width) if r is not None else None
-        if not cap:  # no link reading (a lost GPU): the best the link can train to, GPU and slot
-            gens = [g for g in (dev.pcie_gen_gpu_max, dev.pcie_gen_sys_max) if g]
-            widths = [w for w in (dev.pcie_width_gpu_max, dev.pcie_width_sys_max) if w]
-            cap = pcie_capacity_bytes_per_s(min(gens), min(widths)) if gens and widths else None
-        if cap:
-            return round(cap / 1e9, 1)
-    if metric in ("nvlink_rx", "nvlink_tx") and dev.nvlinks_active:
-        cap = nvlink_capacity_bytes_per_s(dev.nvlink_version, dev.nvlinks_active)
-        if cap:
-            return round(cap / 1e9, 1)
-    if metric == "power":
-        lim = (r.power_limit_w if r is not None else None) or dev.power_limit_w
-        if lim:
-            return float(lim)
-    if metric == "sm_clock" and dev.sm_clock_max_mhz:
-        return float(dev.sm_clock_max_mhz)
-    if metric == "mem_used":
-        total = (r.mem_total_bytes if r is not None else None) or dev.memory_total_bytes  # lost GPU: inventory's
-        if total:
-            return round(total / 2**30, 1)  # GiB, as the catalogue's mem_used
-    floors = {"pcie_rx": 1.0, "pcie_tx": 1.0, "nvlink_rx": 1.0, "nvlink_tx": 1.0, "temp": 100.0}
-    return round_up_2(max(peak, floors.get(metric, 0.0))) or 1.0
+    """The full-height value of a detail graph (history key ``metric``): the catalogue's ceiling (link
+    capacity, NVLinks' capacity, power limit, clock max, memory size) to one decimal, so noise on an idle link
+    draws flat and the scale reads ``0–31.5``; else the peak, with the metric's floor, rounded up to two
+    significant digits."""
+    m = catalogue.by_key(metric)
+    top = catalogue.ceiling(m, dev, r)
+    if top:
+        return round(top, 1)
+    return round_up_2(max(peak, m.floor)) or 1.0
 
 
 def round_up_2(x: float) -> float:

@@ -9,21 +9,20 @@ import numpy as np
 from rich.text import Text
 from textual.message import Message
 
+from gpuscope.core import catalogue
 from gpuscope.core.boards import memory_temp_label
+from gpuscope.core.catalogue import Metric
 from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.text import clean
-from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
+from gpuscope.core.topology import best_link, pcie_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import CLOCK_EVENT_BY_NAME, LINK_LEVEL, link_label, link_state, reading_busy
 from gpuscope.widgets.fit import fit_words
 from gpuscope.widgets.lines import LineWidget
 from gpuscope.widgets.panel_graphs import (
-    PANEL_METRICS,
-    PanelMetric,
     current,
     graph_heights,
     graph_labels,
-    metric_top,
     shown_metrics,
 )
 from gpuscope.widgets.style import (
@@ -100,7 +99,7 @@ class GpuPanel(LineWidget):
         self._graph_drawn: tuple[int, list[tuple[str, float | None]]] = (-1, [])  # cells' version, what was drawn
         self._line_cache: dict[str, tuple[tuple[object, ...], Text]] = {}
         # the spare-row graphs: (metric, height, rows, peak, top) each, and what they were drawn for
-        self._panel_cache: tuple[tuple[int, int, int], list[tuple[PanelMetric, int, list[str], float | None, float]]] = (
+        self._panel_cache: tuple[tuple[int, int, int], list[tuple[Metric, int, list[str], float | None, float]]] = (
             (0, 0, 0), [])
 
     class Opened(Message):
@@ -206,7 +205,7 @@ class GpuPanel(LineWidget):
         lines.append(line("4", (r.pcie_gen, r.pcie_width, best_link(dev), busy, dev.nvlinks_active), build4, width))
         rates = [("  RX", r.pcie_rx_bytes_per_s, "pcie_rx", cap), ("  TX", r.pcie_tx_bytes_per_s, "pcie_tx", cap)]
         if dev.nvlinks_active:
-            ncap = device_nvlink_capacity_bytes_per_s(dev)
+            ncap = catalogue.raw_ceiling(catalogue.by_key("nvlink_rx"), dev, r)  # the findings' ceiling too
             rates += [("NV RX", r.nvlink_rx_bytes_per_s, "nvlink_rx", ncap),
                       ("NV TX", r.nvlink_tx_bytes_per_s, "nvlink_tx", ncap)]
         # spare rows (the panel is taller than its lines) go to block graphs of several metrics, each
@@ -291,7 +290,7 @@ class GpuPanel(LineWidget):
         out = []
         for k, (m, h, rows, peak, top) in enumerate(self._panel_graphs(v, dev, r, spare, max(8, width - prefix),
                                                                        spare if same is None else same)):
-            now = None if r.lost else current(m.key, r)
+            now = None if r.lost else current(m, r)
             labels = graph_labels(m, now, peak, top, h, over if k == 0 else "")
             for j, (label, row) in enumerate(zip(labels, rows)):
                 def build_row(label: str = label, row: str = row, first: bool = j == 0) -> Text:
@@ -303,26 +302,27 @@ class GpuPanel(LineWidget):
         return out
 
     def _panel_graphs(self, v: ViewState, dev: DeviceInfo, r: GpuReading, rows: int, cols: int, same: int
-                      ) -> list[tuple[PanelMetric, int, list[str], float | None, float]]:
+                      ) -> list[tuple[Metric, int, list[str], float | None, float]]:
         """The graphs in ``rows`` spare rows, ``cols`` wide: (metric, height, its rows top first, the
         window's peak, full height), as many metrics as ``same`` rows hold (:func:`graph_heights`), redrawn
         with the other graphs (about once a second) or on resize."""
         if not v.graphs and self._panel_cache[0] == (rows, cols, same) and self._panel_cache[1]:
             return self._panel_cache[1]
         series = {}
-        for m in PANEL_METRICS:
+        for m in catalogue.panel_metrics():
+            key = m.key or m.name  # a panel metric is kept in history: its key
             try:  # every GPU's window of this metric, resampled once per sample (History.cells)
-                row = v.history.cells(m.key, v.window_s, cols, v.now or None)[self.index] / m.scale
+                row = v.history.cells(key, v.window_s, cols, v.now or None)[self.index] / m.scale
             except KeyError:
                 continue
             known = row[~np.isnan(row)]
             if len(known):
-                series[m.key] = (row, float(known.max()))
+                series[key] = (row, float(known.max()))
         metrics = shown_metrics(list(series))
-        out: list[tuple[PanelMetric, int, list[str], float | None, float]] = []
+        out: list[tuple[Metric, int, list[str], float | None, float]] = []
         for m, h in zip(metrics, graph_heights(rows, len(metrics), metrics_rows=same)):
-            cells, peak = series[m.key]
-            top = metric_top(m.key, dev, r, peak)
+            cells, peak = series[m.key or m.name]
+            top = catalogue.full_scale(m, dev, r, peak)
             out.append((m, h, graph_rows(cells, h, top), peak, top))
         self._panel_cache = ((rows, cols, same), out)
         return out

@@ -8,8 +8,10 @@ from typing import Any
 from rich.cells import cell_len
 from rich.text import Text
 
+from gpuscope.core import catalogue
 from gpuscope.core.model import DeviceInfo, GpuReading
-from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
+from gpuscope.core.topology import best_link, pcie_capacity_bytes_per_s
+from gpuscope.core.units import NONE, fmt_num
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import LINK_LEVEL, link_label, link_state, reading_busy
 from gpuscope.widgets.fit import fit_words
@@ -30,6 +32,7 @@ from gpuscope.widgets.style import (
 )
 
 Cell = Callable[[DeviceInfo, GpuReading], list[Run]]  # a column's runs of text and style for one GPU
+_POWER = catalogue.by_key("power")
 
 
 def _util(d: DeviceInfo, r: GpuReading) -> list[Run]:
@@ -42,9 +45,17 @@ def _bar(d: DeviceInfo, r: GpuReading) -> list[Run]:
 
 
 def _power(d: DeviceInfo, r: GpuReading) -> list[Run]:
-    plimit = r.power_limit_w or d.power_limit_w or 0
-    pw = r.power_w or 0
-    return [(f"{pw:>3.0f}/{plimit:<4.0f}", level_style(pw / plimit if plimit else None))]
+    plimit = catalogue.raw_ceiling(_POWER, d, r)
+    pw = r.power_w
+    return [(f"{fmt_num(pw):>3}/{fmt_num(plimit):<4}", level_style(pw / plimit if pw is not None and plimit else None))]
+
+
+def _sm_clock(d: DeviceInfo, r: GpuReading) -> list[Run]:
+    return [(f"{fmt_num(r.sm_clock_mhz):>6}", "")]
+
+
+def _temp(d: DeviceInfo, r: GpuReading) -> list[Run]:
+    return [(f"{fmt_num(r.temp_gpu_c):>3}", "")]
 
 
 def _link(d: DeviceInfo, r: GpuReading) -> list[Run]:
@@ -57,23 +68,23 @@ def _link(d: DeviceInfo, r: GpuReading) -> list[Run]:
 def _rate(attr: str) -> Cell:
     def cell(d: DeviceInfo, r: GpuReading) -> list[Run]:
         x = getattr(r, attr)
-        cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
+        cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)  # the link now (the catalogue's ceiling)
         return [(f"{fmt_gb(x):>5}", level_style(x / cap if x is not None and cap else None))]
     return cell
 
 
 def _nv(d: DeviceInfo, r: GpuReading) -> list[Run]:
     nv = max([x for x in (r.nvlink_rx_bytes_per_s, r.nvlink_tx_bytes_per_s) if x is not None], default=None)
-    return [(f"{fmt_gb(nv) if d.nvlinks_active else '–':>5}", "")]
+    return [(f"{fmt_gb(nv) if d.nvlinks_active else NONE:>5}", "")]
 
 
 # (header, width, priority: lower is dropped last, cell); widths include no separator
 COLUMNS: list[tuple[str, int, int, Cell]] = [
     ("util", 5, 0, _util),
     ("", 8, 5, _bar),
-    ("SM MHz", 6, 3, lambda d, r: [(f"{r.sm_clock_mhz or 0:>6}", "")]),
+    ("SM MHz", 6, 3, _sm_clock),
     ("W", 8, 2, _power),
-    ("°C", 3, 4, lambda d, r: [(f"{r.temp_gpu_c or 0:>3.0f}", "")]),
+    ("°C", 3, 4, _temp),
     ("link", 7, 1, _link),
     ("PCIe↓", 5, 0, _rate("pcie_rx_bytes_per_s")),
     ("↑GB/s", 5, 0, _rate("pcie_tx_bytes_per_s")),
@@ -223,27 +234,33 @@ class GpuTable(LineWidget):
 TableMetric = tuple[str, str, Callable[[DeviceInfo, "GpuReading | None"], "float | None"]]
 
 
+def scale_top(key: str) -> Callable[[DeviceInfo, GpuReading | None], float | None]:
+    """A table graph's full-height value (raw units) for history ``key``: the catalogue's ceiling (100 %,
+    the power limit, the PCIe link now or, for a lost GPU, at its best, the NVLinks, the SM clock max, the
+    memory size), else the metric's floor (1 GB/s for a link: never the graph's own peak, or 8 MB/s of noise
+    would be drawn full height), else None (the graph's peak)."""
+    m = catalogue.by_key(key)
+    floor = m.floor * m.scale or None
+
+    def top(d: DeviceInfo, r: GpuReading | None) -> float | None:
+        return catalogue.raw_ceiling(m, d, r) or floor
+    return top
+
+
 def link_top(dev: DeviceInfo, r: GpuReading | None) -> float:
-    """Full height of a PCIe rate graph: the link's capacity now, else (a lost GPU, no reading) at its
-    best, else 1 GB/s: never the graph's own peak (8 MB/s of noise would be drawn full height)."""
-    cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width) if r is not None else None
-    return cap or pcie_capacity_bytes_per_s(*best_link(dev)) or 1e9
+    """Full height of a PCIe rate graph, bytes/s (:func:`scale_top` of ``pcie_rx``)."""
+    return scale_top("pcie_rx")(dev, r) or 1e9
+
+
+# the graphs the spare rows can show, most useful first: (history key, title); NVLink only where a GPU has it
+TABLE_GRAPHS = (("util", "util %"), ("power", "power"), ("pcie_rx", "PCIe↓"), ("pcie_tx", "PCIe↑"),
+                ("nvlink_rx", "NV↓"), ("nvlink_tx", "NV↑"), ("sm_clock", "SM MHz"), ("mem_used", "mem"))
 
 
 def table_metrics(v: ViewState) -> list[TableMetric]:
     """The graphs the spare rows under the table can show, most useful first."""
-    out: list[TableMetric] = [
-        ("util", "util %", lambda d, r: 100.0),
-        ("power", "power", lambda d, r: (r.power_limit_w if r else None) or d.power_limit_w or None),
-        ("pcie_rx", "PCIe↓", link_top),
-        ("pcie_tx", "PCIe↑", link_top),
-    ]
-    if any(d.nvlinks_active for d in v.inventory.devices):
-        out += [("nvlink_rx", "NV↓", lambda d, r: device_nvlink_capacity_bytes_per_s(d) or 1e9),
-                ("nvlink_tx", "NV↑", lambda d, r: device_nvlink_capacity_bytes_per_s(d) or 1e9)]
-    out += [("sm_clock", "SM MHz", lambda d, r: float(d.sm_clock_max_mhz) if d.sm_clock_max_mhz else None),
-            ("mem_used", "mem", lambda d, r: float((r.mem_total_bytes if r else None) or d.memory_total_bytes or 0) or None)]
-    return out
+    nvlink = any(d.nvlinks_active for d in v.inventory.devices)
+    return [(key, title, scale_top(key)) for key, title in TABLE_GRAPHS if nvlink or not key.startswith("nvlink")]
 
 
 MIN_CELL_GRAPH = 8  # a packed graph narrower than this says too little to be worth a row
