@@ -115,7 +115,7 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
         src.close()
     size = os.path.getsize(args.output) if os.path.exists(args.output) else 0
     active = session.findings.active
-    worst = f"; {len(active)} finding{'s' if len(active) != 1 else ''} active: {active[0].message}" if active else ""
+    worst = f"; {count(len(active), 'finding')} active: {active[0].message}" if active else ""
     sim = " SIMULATED" if src.inventory.simulated else ""
     n = rec.kept  # what the file holds for sure: summary reads the same
     what = f"recorded {n}{sim} {'frame' if n == 1 else 'frames'} of"

@@ -20,8 +20,8 @@ from gpuscope.core.stats import (
     summarize_by_marker,
 )
 from gpuscope.core.text import clean, count
+from gpuscope.core.units import NONE, fmt_num
 from gpuscope.core.units import duration as human_duration
-from gpuscope.core.units import fmt_num
 from gpuscope.core.validate import dumps_out
 from gpuscope.sources.files import not_writable_as_file
 from gpuscope.sources.recording import RecordingError, open_recording
@@ -139,7 +139,7 @@ def render_summary(doc: dict[str, Any]) -> str:
 
 
 def _ms(s: float | None) -> str:
-    return "–" if s is None else f"{s * 1000:,.1f}" if s < 0.1 else f"{s * 1000:,.0f}"
+    return NONE if s is None else f"{s * 1000:,.1f}" if s < 0.1 else f"{s * 1000:,.0f}"
 
 
 SERVING_TEXT = (("gen_tokens_per_s", "gen {} tok/s", 1, 1), ("prompt_tokens_per_s", "prompt {} tok/s", 1, 1),
@@ -291,7 +291,7 @@ def run_compare(args: argparse.Namespace) -> int:
     print(f"{'GPU':<4}{'metric (mean)':<18}{'A':>10}{'B':>10}  change")
     for r in doc["rows"]:
         if r["metric"] == "pcie_link_busy":
-            print(f"{r['gpu']:<4}{r['label']:<18}{str(r['a'] or '–'):>10}{str(r['b'] or '–'):>10}  {r['change']}")
+            print(f"{r['gpu']:<4}{r['label']:<18}{str(r['a'] or NONE):>10}{str(r['b'] or NONE):>10}  {r['change']}")
         else:
             print(f"{r['gpu']:<4}{r['label']:<18}{_fmt(r['a'], r['scale'], r['digits']):>10}"
                   f"{_fmt(r['b'], r['scale'], r['digits']):>10}  {r['change']}")

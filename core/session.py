@@ -17,7 +17,7 @@ from gpuscope.core.errors import one_line
 from gpuscope.core.findings import FindingsEngine
 from gpuscope.core.history import History
 from gpuscope.core.model import Event, Frame, Inventory
-from gpuscope.core.text import clean
+from gpuscope.core.text import clean, count
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class TickErrors:
         """``3 sampling errors, last: ValueError: boom`` (empty when there were none)."""
         if not self.count:
             return ""
-        return f"{self.count} sampling error{'s' if self.count != 1 else ''}, last: {self.last}"
+        return f"{count(self.count, 'sampling error')}, last: {self.last}"
 
 
 class FrameSink(Protocol):

@@ -39,7 +39,7 @@ from gpuscope.core.model import (
     PairLink,
     ProcessInfo,
 )
-from gpuscope.core.text import clean, clean_opt
+from gpuscope.core.text import clean, clean_opt, count
 
 
 class ValidationError(GpuscopeError, ValueError):
@@ -83,9 +83,9 @@ class Tally:
         """``"3 out-of-range readings shown as unknown; 1 frame rejected"`` (``""`` when nothing dropped)."""
         parts = []
         if self.readings:
-            parts.append(f"{self.readings} out-of-range reading{'s' if self.readings != 1 else ''} shown as unknown")
+            parts.append(f"{count(self.readings, 'out-of-range reading')} shown as unknown")
         if self.frames:
-            parts.append(f"{self.frames} invalid frame{'s' if self.frames != 1 else ''} rejected")
+            parts.append(f"{count(self.frames, 'invalid frame')} rejected")
         return "; ".join(parts)
 
 

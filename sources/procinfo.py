@@ -20,10 +20,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from gpuscope.core.text import clean
+from gpuscope.core.units import NONE
 
 COMMAND_MAX = 120  # characters of a command line kept (recordings carry it every frame)
 UNKNOWN_USER = "?"  # /proc shows the pid but not its owner (or a simulated process without one)
-NOT_HERE_USER = "–"  # the pid is not in this /proc at all: there is no user to show
+NOT_HERE_USER = NONE  # the pid is not in this /proc at all: there is no user to show
 OTHER_NAMESPACE = "(other PID namespace)"  # the command of a pid missing from a container's /proc
 NOT_IN_PROC = "(gone from /proc: ended, or hidden)"  # the command of a pid missing from the host's /proc
 

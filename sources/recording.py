@@ -38,7 +38,7 @@ from gpuscope.core.codec import (
 )
 from gpuscope.core.errors import SHOWN, GpuscopeError
 from gpuscope.core.model import Event, Frame, Inventory
-from gpuscope.core.text import clean
+from gpuscope.core.text import clean, count
 from gpuscope.core.validate import Tally, ValidationError, in_range, loads
 from gpuscope.sources.files import not_a_regular_file, not_writable_as_file
 from gpuscope.sources.recording_scan import Prefetch, events_at, threads_for
@@ -257,7 +257,7 @@ class Recorder:
                            f"removed the empty {self.path}")
             else:
                 self._fail(f"recording stopped: {e.strerror or e} while writing {self.path}; {self.kept:,} "
-                           f"frame{'s' if self.kept != 1 else ''} kept")
+                           f"frame{'' if self.kept == 1 else 's'} kept")
 
     def _cut_back(self) -> None:
         """After a failed write or sync, cut the file back to its last flush point: what follows it may be
@@ -622,7 +622,7 @@ def read_recording(p: Path, raw: bytes, *, threads: int | None = None, fast: boo
     if ix.cut:
         problems.append("the file ends mid-stream (cut off); the last partial second is lost")
     if ix.damaged_lines:
-        problems.append(f"{ix.damaged_lines} damaged line{'s' if ix.damaged_lines > 1 else ''} skipped")
+        problems.append(f"{count(ix.damaged_lines, 'damaged line')} skipped")
     if plain:
         rec._raw = raw
     if not rec.complete and not problems:

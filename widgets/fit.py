@@ -8,6 +8,8 @@ from __future__ import annotations
 from rich.cells import cell_len
 from rich.text import Text
 
+from gpuscope.core.units import NONE
+
 ELLIPSIS = "…"
 
 KEY_NAMES = {
@@ -77,7 +79,7 @@ def short_affinity(aff: str | None, width: int) -> str:
     """A CPU affinity list in at most ``width`` cells, whole ranges only: ``0-55,112-167`` →
     ``0-55,+1`` when it does not fit; ``–`` when unknown."""
     if not aff:
-        return "–"
+        return NONE
     if cell_len(aff) <= width:
         return aff
     parts = aff.split(",")

@@ -19,8 +19,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gpuscope.core.summary import HostSummary
-from gpuscope.core.text import clean
-from gpuscope.core.units import duration
+from gpuscope.core.text import clean, count
+from gpuscope.core.units import NONE, duration
 from gpuscope.core.vocab import LINK_LEVEL, SEVERITIES
 from gpuscope.sources.mqtt import RemoteHost
 from gpuscope.widgets.fit import ELLIPSIS, fit_words
@@ -156,20 +156,20 @@ def cells(h: RemoteHost, now: float) -> dict[str, Any]:
     out["state"] = ("online", OK) if h.online else ("OFFLINE", BAD)
     if s is None:
         n = len(h.inventory.devices) if h.inventory else 0
-        out["gpus"] = (f"{n} GPU{'' if n == 1 else 's'}", DIM)
+        out["gpus"] = (count(n, "GPU"), DIM)
         for k in ("util", "power", "tok", "link"):
-            out[k] = ("–", DIM)
+            out[k] = (NONE, DIM)
     else:
         out["gpus"] = ((f"{s.gpus} ({len(s.lost)} lost)", BAD) if s.lost
-                       else (f"{s.gpus} GPU{'' if s.gpus == 1 else 's'}", ""))
-        out["util"] = (f"{s.util_pct:.0f} %", "") if s.util_pct is not None else ("–", DIM)
-        out["power"] = (f"{s.power_w:.0f} W", "") if s.power_w is not None else ("–", DIM)
+                       else (count(s.gpus, "GPU"), ""))
+        out["util"] = (f"{s.util_pct:.0f} %", "") if s.util_pct is not None else (NONE, DIM)
+        out["power"] = (f"{s.power_w:.0f} W", "") if s.power_w is not None else (NONE, DIM)
         tok = s.tok_s()
-        out["tok"] = (f"{tok:.0f}", "") if tok is not None else ("–", DIM)
+        out["tok"] = (f"{tok:.0f}", "") if tok is not None else (NONE, DIM)
         if s.link_state and s.link_state != "at_max":
             out["link"] = ((s.link_label or "?") + "▼", LEVEL_STYLE[LINK_LEVEL[s.link_state]])
         else:
-            out["link"] = ("ok" if s.link_state else "–", DIM)
+            out["link"] = ("ok" if s.link_state else NONE, DIM)
     out["seen"] = (_age(now, h.data_t), DIM)
     rank, msg = h.worst()
     if rank < len(SEVERITIES):

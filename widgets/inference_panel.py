@@ -17,6 +17,7 @@ from textual.widgets import Static
 from gpuscope.core.history import carry_span, resample
 from gpuscope.core.model import EndpointReading
 from gpuscope.core.text import clean
+from gpuscope.core.units import NONE
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import endpoint_state
 from gpuscope.widgets.style import ACCENT, BAD, DIM, fmt_num, set_content, sparkline
@@ -27,7 +28,7 @@ INDENT = " " * 9
 def fmt_ms(s: float | None) -> str:
     """Seconds as milliseconds, 3 significant figures-ish: 0.0137 → 13.7 ms, 1.823 → 1823 ms; None → –."""
     if s is None:
-        return "–"
+        return NONE
     ms = s * 1000
     return f"{ms:.1f} ms" if ms < 100 else f"{ms:,.0f} ms"
 

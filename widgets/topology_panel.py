@@ -18,6 +18,7 @@ from gpuscope.core.topology import (
     pair_bandwidth_bytes_per_s,
     pcie_capacity_bytes_per_s,
 )
+from gpuscope.core.units import NONE
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import LINK_LEVEL, link_label, link_state, reading_busy
 from gpuscope.widgets.fit import fit_words, short_affinity
@@ -150,7 +151,7 @@ def topology_lines(v: ViewState, width: int, sel: tuple[int, int] | None = None,
             if "affinity" in cols:
                 t.append(f"  {short_affinity(d.cpu_affinity, aff_w):<{aff_w}}")
             if "numa" in cols:
-                t.append(f" {d.numa_node if d.numa_node is not None else '–':>4}")
+                t.append(f" {d.numa_node if d.numa_node is not None else NONE:>4}")
             lines.append(t)
     elif n >= 2:
         m = matrix(inv)
