@@ -98,10 +98,15 @@ def recent(frames: Sequence[Frame], span_s: float = AVG_S) -> list[Frame]:
     return [f for f in frames if f.t >= t_end - span_s - 1e-6]
 
 
-def _mean(values: list[float | int | None]) -> float | None:
-    """Mean of the values present (None skipped); None if none is."""
-    vals = [float(v) for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None
+def _mean(readings: list[GpuReading], field_name: str) -> float | None:
+    """Mean of one field of ``readings``, None values skipped; None if no reading has it."""
+    total, n = 0.0, 0
+    for r in readings:
+        v = getattr(r, field_name)
+        if v is not None:
+            total += v
+            n += 1
+    return total / n if n else None
 
 
 def link_capacity(r: GpuReading) -> float | None:
@@ -148,14 +153,14 @@ def build_gpu_windows(frames: Sequence[Frame]) -> dict[int, GpuWindow]:
         if now.lost:
             continue
         rs = [f.gpus[i] for f in win if i < len(f.gpus)]
-        tx, rx = _mean([r.pcie_tx_bytes_per_s for r in rs]), _mean([r.pcie_rx_bytes_per_s for r in rs])
-        nvtx, nvrx = _mean([r.nvlink_tx_bytes_per_s for r in rs]), _mean([r.nvlink_rx_bytes_per_s for r in rs])
-        util = _mean([r.util_gpu_pct for r in rs])
+        tx, rx = _mean(rs, "pcie_tx_bytes_per_s"), _mean(rs, "pcie_rx_bytes_per_s")
+        nvtx, nvrx = _mean(rs, "nvlink_tx_bytes_per_s"), _mean(rs, "nvlink_rx_bytes_per_s")
+        util = _mean(rs, "util_gpu_pct")
         cap = link_capacity(now)
         peak = max(tx or 0.0, rx or 0.0)
         out[i] = GpuWindow(
-            gpu=i, now=now, util_gpu_pct=util, sm_active_pct=_mean([r.sm_active_pct for r in rs]),
-            tensor_active_pct=_mean([r.tensor_active_pct for r in rs]), power_w=_mean([r.power_w for r in rs]),
+            gpu=i, now=now, util_gpu_pct=util, sm_active_pct=_mean(rs, "sm_active_pct"),
+            tensor_active_pct=_mean(rs, "tensor_active_pct"), power_w=_mean(rs, "power_w"),
             pcie_tx_bytes_per_s=tx, pcie_rx_bytes_per_s=rx, pcie_peak_bytes_per_s=peak, pcie_capacity_bytes_per_s=cap,
             nvlink_tx_bytes_per_s=nvtx, nvlink_rx_bytes_per_s=nvrx,
             nvlink_peak_bytes_per_s=max(nvtx or 0.0, nvrx or 0.0), busy=is_busy(util, peak, cap))
