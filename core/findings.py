@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -98,15 +98,15 @@ def recent(frames: Sequence[Frame], span_s: float = AVG_S) -> list[Frame]:
     return [f for f in frames if f.t >= t_end - span_s - 1e-6]
 
 
-def mean_of(frames: Sequence[Frame], i: int, attr: str) -> float | None:
-    """Mean of one GPU reading over frames, ignoring missing values; None if never present."""
-    vals = []
-    for f in frames:
-        if i < len(f.gpus):
-            v = getattr(f.gpus[i], attr)
-            if v is not None:
-                vals.append(float(v))
-    return sum(vals) / len(vals) if vals else None
+def _mean(readings: list[GpuReading], field_name: str) -> float | None:
+    """Mean of one field of ``readings``, None values skipped; None if no reading has it."""
+    total, n = 0.0, 0
+    for r in readings:
+        v = getattr(r, field_name)
+        if v is not None:
+            total += v
+            n += 1
+    return total / n if n else None
 
 
 def link_capacity(r: GpuReading) -> float | None:
@@ -117,18 +117,68 @@ def _dev(inv: Inventory, i: int) -> DeviceInfo | None:
     return inv.devices[i] if 0 <= i < len(inv.devices) else None
 
 
+@dataclass(frozen=True, slots=True)
+class GpuWindow:
+    """One GPU's figures over the last :data:`AVG_S` seconds of a window, what the per-GPU rules read.
+
+    Each ``*_pct`` / ``*_bytes_per_s`` / ``*_w`` figure is the mean of the readings present in that span
+    (a frame without the reading is skipped), None when no frame had it. Built by
+    :func:`build_gpu_windows`; within one evaluation each GPU's is built once (:func:`gpu_windows`)."""
+
+    gpu: int  # the GPU's position in the frame (and the inventory)
+    now: GpuReading  # its reading in the last frame: link generation and width, clock events, temperature
+    util_gpu_pct: float | None
+    sm_active_pct: float | None  # GPM SM activity
+    tensor_active_pct: float | None  # GPM tensor-core activity
+    power_w: float | None
+    pcie_tx_bytes_per_s: float | None
+    pcie_rx_bytes_per_s: float | None
+    pcie_peak_bytes_per_s: float  # the busier PCIe direction (0.0 when neither is known)
+    pcie_capacity_bytes_per_s: float | None  # the link's capacity at its generation and width now
+    nvlink_tx_bytes_per_s: float | None
+    nvlink_rx_bytes_per_s: float | None
+    nvlink_peak_bytes_per_s: float  # the busier NVLink direction (0.0 when neither is known)
+    busy: bool  # computing or moving data (core.vocab.is_busy over the mean utilization and PCIe peak)
+
+
+def build_gpu_windows(frames: Sequence[Frame]) -> dict[int, GpuWindow]:
+    """GPU position → :class:`GpuWindow` for every GPU in the last frame (time order: the last is "now")
+    that is not lost, in position order; the figures are means over the frames of the last :data:`AVG_S`
+    s that have a reading at that position. Pure; no frames: empty."""
+    if not frames:
+        return {}
+    win = recent(frames)
+    out = {}
+    for i, now in enumerate(frames[-1].gpus):
+        if now.lost:
+            continue
+        rs = [f.gpus[i] for f in win if i < len(f.gpus)]
+        tx, rx = _mean(rs, "pcie_tx_bytes_per_s"), _mean(rs, "pcie_rx_bytes_per_s")
+        nvtx, nvrx = _mean(rs, "nvlink_tx_bytes_per_s"), _mean(rs, "nvlink_rx_bytes_per_s")
+        util = _mean(rs, "util_gpu_pct")
+        cap = link_capacity(now)
+        peak = max(tx or 0.0, rx or 0.0)
+        out[i] = GpuWindow(
+            gpu=i, now=now, util_gpu_pct=util, sm_active_pct=_mean(rs, "sm_active_pct"),
+            tensor_active_pct=_mean(rs, "tensor_active_pct"), power_w=_mean(rs, "power_w"),
+            pcie_tx_bytes_per_s=tx, pcie_rx_bytes_per_s=rx, pcie_peak_bytes_per_s=peak, pcie_capacity_bytes_per_s=cap,
+            nvlink_tx_bytes_per_s=nvtx, nvlink_rx_bytes_per_s=nvrx,
+            nvlink_peak_bytes_per_s=max(nvtx or 0.0, nvrx or 0.0), busy=is_busy(util, peak, cap))
+    return out
+
+
 class RuleWindow(Sequence[Frame]):
-    """The frames one evaluation reads, with the per-GPU averages the rules share.
+    """The frames one evaluation reads, with the per-GPU figures the rules share.
 
     :class:`FindingsEngine` builds one per evaluation and hands it to every rule, so each GPU's window
     is averaged once however many rules ask; the cache lives and dies with this object (no hidden
     per-thread state). Rules see a plain sequence of frames (the last one is "now")."""
 
-    __slots__ = ("_frames", "counter_base", "states")
+    __slots__ = ("_frames", "counter_base", "gpus")
 
     def __init__(self, frames: Sequence[Frame], counter_base: Frame | None = None):
         self._frames: tuple[Frame, ...] = tuple(frames)
-        self.states: dict[int, dict[str, Any] | None] = {}
+        self.gpus: dict[int, GpuWindow] | None = None  # gpu_windows' answer, once asked
         # the oldest frame within COUNTER_WINDOW_S: what the slowly read error counters rise from
         self.counter_base = counter_base
 
@@ -142,34 +192,24 @@ class RuleWindow(Sequence[Frame]):
         return iter(self._frames)
 
 
-def _gpu_state(inv: Inventory, frames: Sequence[Frame], i: int) -> dict[str, Any] | None:
-    """Averaged readings of GPU ``i`` over the last few seconds, plus its current link.
+def gpu_windows(frames: Sequence[Frame]) -> Mapping[int, GpuWindow]:
+    """GPU position → :class:`GpuWindow` for every GPU in the last frame that is not lost, in order.
 
-    Within one evaluation (a :class:`RuleWindow`) the answer is computed once per GPU and shared by
-    every rule that asks."""
-    if not isinstance(frames, RuleWindow):
-        return _compute_gpu_state(frames, i)
-    if i not in frames.states:
-        frames.states[i] = _compute_gpu_state(frames, i)
-    return frames.states[i]
+    Within one evaluation (a :class:`RuleWindow`) this is built once and shared by every rule: read it,
+    never change it."""
+    if isinstance(frames, RuleWindow):
+        if frames.gpus is None:
+            frames.gpus = build_gpu_windows(frames)
+        return frames.gpus
+    return build_gpu_windows(frames)
 
 
-def _compute_gpu_state(frames: Sequence[Frame], i: int) -> dict[str, Any] | None:
-    win = recent(frames)
-    now = frames[-1].gpus[i] if frames and i < len(frames[-1].gpus) else None
-    if now is None or now.lost:
-        return None
-    tx, rx = mean_of(win, i, "pcie_tx_bytes_per_s"), mean_of(win, i, "pcie_rx_bytes_per_s")
-    cap = link_capacity(now)
-    util = mean_of(win, i, "util_gpu_pct")
-    peak = max(tx or 0.0, rx or 0.0)
-    return {
-        "now": now, "tx": tx, "rx": rx, "cap": cap, "util": util,
-        "busy": is_busy(util, peak, cap), "peak": peak,
-        "sm": mean_of(win, i, "sm_active_pct"), "tensor": mean_of(win, i, "tensor_active_pct"),
-        "nvtx": mean_of(win, i, "nvlink_tx_bytes_per_s"), "nvrx": mean_of(win, i, "nvlink_rx_bytes_per_s"),
-        "power": mean_of(win, i, "power_w"), "sm_clock": mean_of(win, i, "sm_clock_mhz"),
-    }
+def _windows_with_devices(inv: Inventory, frames: Sequence[Frame]) -> Iterator[tuple[GpuWindow, DeviceInfo]]:
+    """(window, device) of every GPU in the last frame that is not lost and is in the inventory."""
+    for w in gpu_windows(frames).values():
+        dev = _dev(inv, w.gpu)
+        if dev is not None:
+            yield w, dev
 
 
 # ------------------------------------------------------------------ rules
@@ -177,14 +217,8 @@ def rule_pcie_below_max(inv: Inventory, frames: Sequence[Frame]) -> list[Candida
     """1. PCIe link below its generation or width while busy; a narrow link at any load; at idle, a lower
     generation is the power-saving downshift (GPUs lower the generation at idle, never the width)."""
     out: list[Candidate] = []
-    if not frames:
-        return out
-    for i, _r in enumerate(frames[-1].gpus):
-        s = _gpu_state(inv, frames, i)
-        dev = _dev(inv, i)
-        if s is None or dev is None:
-            continue
-        now: GpuReading = s["now"]
+    for w, dev in _windows_with_devices(inv, frames):
+        i, now = w.gpu, w.now
         gen, width = now.pcie_gen, now.pcie_width
         best_gen, best_width = best_link(dev)
         gpu_gen = dev.pcie_gen_gpu_max or best_gen
@@ -201,8 +235,9 @@ def rule_pcie_below_max(inv: Inventory, frames: Sequence[Frame]) -> list[Candida
               "gen_sys_max": dev.pcie_gen_sys_max, "width_max": best_width,
               "capacity_bytes_per_s": cap_now, "capacity_gpu_max_bytes_per_s": cap_gpu,
               "capacity_can_bytes_per_s": cap_best,
-              "util_gpu_pct": s["util"], "pcie_tx_bytes_per_s": s["tx"], "pcie_rx_bytes_per_s": s["rx"]}
-        if trained_low and s["busy"]:
+              "util_gpu_pct": w.util_gpu_pct, "pcie_tx_bytes_per_s": w.pcie_tx_bytes_per_s,
+              "pcie_rx_bytes_per_s": w.pcie_rx_bytes_per_s}
+        if trained_low and w.busy:
             sev = "critical" if cap_now and cap_best and cap_now <= 0.5 * cap_best else "warning"
             msg = (f"GPU{i} PCIe {link_str(gen, width)} under load, GPU supports {link_str(gpu_gen, gpu_width)}: "
                    f"{gb(cap_now)} of {gb(cap_gpu)} GB/s available")
@@ -221,7 +256,7 @@ def rule_pcie_below_max(inv: Inventory, frames: Sequence[Frame]) -> list[Candida
                    f"{gb(can)} of {gb(cap_best)} GB/s")
             out.append(Candidate(f"pcie-below-max:gpu{i}", "pcie_below_max", "warning", f"GPU{i}", msg, ev,
                                  variant="narrow", basis="live"))
-        elif slot_limited and s["busy"]:
+        elif slot_limited and w.busy:
             msg = (f"GPU{i} slot limits the link: {link_str(dev.pcie_gen_sys_max, width)} (GPU supports Gen{gpu_gen}): "
                    f"{gb(cap_now)} of {gb(cap_gpu)} GB/s available; move the GPU to a Gen{gpu_gen} slot")
             out.append(Candidate(f"pcie-slot-limited:gpu{i}", "pcie_below_max", "warning", f"GPU{i}", msg, ev,
@@ -272,10 +307,7 @@ def rule_slow_path(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     traffic is likely) gets its own line: SYS critical, PHB/NODE warning.
     """
     out = []
-    states = {}
-    if frames:
-        for i in range(len(frames[-1].gpus)):
-            states[i] = _gpu_state(inv, frames, i)
+    windows = gpu_windows(frames)
     lost = {r.index for r in frames[-1].gpus if r.lost} if frames else set()
     quiet: list[tuple[Any, float | None]] = []  # slow pairs without peer traffic, with the best they can do
     for p in inv.pairs:
@@ -291,10 +323,11 @@ def rule_slow_path(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
             c_can = pcie_capacity_bytes_per_s(g, w)
             if c_can:
                 can.append(c_can)
-            s = states.get(i)
-            if s is not None and s["cap"]:
-                caps.append(s["cap"])
-                peer = peer and bool(s["busy"] and s["peak"] >= PEER_TRAFFIC_SHARE * s["cap"])
+            gw = windows.get(i)
+            if gw is not None and gw.pcie_capacity_bytes_per_s:
+                cap = gw.pcie_capacity_bytes_per_s
+                caps.append(cap)
+                peer = peer and bool(gw.busy and gw.pcie_peak_bytes_per_s >= PEER_TRAFFIC_SHARE * cap)
             else:
                 if c_can:
                     caps.append(c_can)
@@ -358,28 +391,22 @@ def _slow_paths_summary(inv: Inventory, quiet: list[tuple[Any, float | None]]) -
 def rule_link_saturated(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     """3. PCIe or NVLink throughput above 80 % of the link's capacity."""
     out: list[Candidate] = []
-    if not frames:
-        return out
-    for i in range(len(frames[-1].gpus)):
-        s = _gpu_state(inv, frames, i)
-        dev = _dev(inv, i)
-        if s is None or dev is None:
-            continue
-        now = s["now"]
-        over = [(name, v) for name, v in (("RX", s["rx"]), ("TX", s["tx"])) if v is not None and s["cap"]
-                and v > SATURATED_SHARE * s["cap"]]
-        if over:
+    for w, dev in _windows_with_devices(inv, frames):
+        i, now, pcie_cap = w.gpu, w.now, w.pcie_capacity_bytes_per_s
+        over = [(name, v) for name, v in (("RX", w.pcie_rx_bytes_per_s), ("TX", w.pcie_tx_bytes_per_s))
+                if v is not None and pcie_cap and v > SATURATED_SHARE * pcie_cap]
+        if over and pcie_cap:
             dirs = " / ".join(f"{name} {gb(v)}" for name, v in over)
             peak = max(v for _n, v in over)
             out.append(Candidate(
                 f"pcie-saturated:gpu{i}", "link_saturated", "warning", f"GPU{i}",
-                f"GPU{i} PCIe {dirs} of {gb(s['cap'])} GB/s ({100 * peak / s['cap']:.0f} %) at "
+                f"GPU{i} PCIe {dirs} of {gb(pcie_cap)} GB/s ({100 * peak / pcie_cap:.0f} %) at "
                 f"{link_str(now.pcie_gen, now.pcie_width)}: the link is saturated",
-                {"gpu": i, **{f"{n.lower()}_bytes_per_s": v for n, v in over}, "capacity_bytes_per_s": s["cap"]},
+                {"gpu": i, **{f"{n.lower()}_bytes_per_s": v for n, v in over}, "capacity_bytes_per_s": pcie_cap},
                 variant="/".join(n for n, _v in over)))
         cap = device_nvlink_capacity_bytes_per_s(dev)
-        over = [(name, v) for name, v in (("RX", s["nvrx"]), ("TX", s["nvtx"])) if v is not None and cap
-                and v > SATURATED_SHARE * cap]
+        over = [(name, v) for name, v in (("RX", w.nvlink_rx_bytes_per_s), ("TX", w.nvlink_tx_bytes_per_s))
+                if v is not None and cap and v > SATURATED_SHARE * cap]
         if over and cap:
             dirs = " / ".join(f"{name} {gb(v)}" for name, v in over)
             peak = max(v for _n, v in over)
@@ -483,26 +510,24 @@ def rule_pcie_errors(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]
 def rule_busy_not_computing(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     """6. Utilization high while GPM SM activity is low: copies or communication, not compute."""
     out: list[Candidate] = []
-    if not frames:
-        return out
-    for i in range(len(frames[-1].gpus)):
-        s = _gpu_state(inv, frames, i)
-        if s is None or s["util"] is None or s["sm"] is None:
+    for w in gpu_windows(frames).values():
+        i, util, sm, tensor_pct = w.gpu, w.util_gpu_pct, w.sm_active_pct, w.tensor_active_pct
+        if util is None or sm is None:
             continue
-        if s["util"] >= NOT_COMPUTING_UTIL and s["sm"] < NOT_COMPUTING_SM:
-            tensor = f", tensor {s['tensor']:.0f} %" if s["tensor"] is not None else ""
+        if util >= NOT_COMPUTING_UTIL and sm < NOT_COMPUTING_SM:
+            tensor = f", tensor {tensor_pct:.0f} %" if tensor_pct is not None else ""
             where = []
-            if s["peak"] and s["cap"] and s["peak"] >= BUSY_LINK_SHARE * s["cap"]:
-                where.append(f"PCIe {gb(s['peak'])} GB/s")
-            nv = max(s["nvtx"] or 0.0, s["nvrx"] or 0.0)
-            if nv >= 1e9:
-                where.append(f"NVLink {gb(nv)} GB/s")
+            peak, cap = w.pcie_peak_bytes_per_s, w.pcie_capacity_bytes_per_s
+            if peak and cap and peak >= BUSY_LINK_SHARE * cap:
+                where.append(f"PCIe {gb(peak)} GB/s")
+            if w.nvlink_peak_bytes_per_s >= 1e9:
+                where.append(f"NVLink {gb(w.nvlink_peak_bytes_per_s)} GB/s")
             hint = f" ({', '.join(where)})" if where else ""
             out.append(Candidate(f"busy-not-computing:gpu{i}", "busy_not_computing", "info", f"GPU{i}",
-                                 f"GPU{i} {s['util']:.0f} % busy but SMs {s['sm']:.0f} % active{tensor}: the time goes "
+                                 f"GPU{i} {util:.0f} % busy but SMs {sm:.0f} % active{tensor}: the time goes "
                                  f"to copies or communication{hint}, not compute",
-                                 {"gpu": i, "util_gpu_pct": s["util"], "sm_active_pct": s["sm"],
-                                  "tensor_active_pct": s["tensor"]}))
+                                 {"gpu": i, "util_gpu_pct": util, "sm_active_pct": sm,
+                                  "tensor_active_pct": tensor_pct}))
     return out
 
 
@@ -532,24 +557,23 @@ def rule_bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
 
 
 def _bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
-    if not frames:
-        return []
-    all_states = [(i, _gpu_state(inv, frames, i)) for i in range(len(frames[-1].gpus))]
-    states: list[tuple[int, dict[str, Any]]] = [(i, s) for i, s in all_states if s is not None and s["busy"]]
-    if not states:
+    busy = [w for w in gpu_windows(frames).values() if w.busy]
+    if not busy:
         return []
     # interconnect: a busy GPU whose PCIe link is nearly full and whose SMs are not the limit
     best = None
-    for i, s in states:
-        if s["cap"] and s["peak"] >= SATURATED_SHARE * s["cap"] and (s["sm"] is None or s["sm"] < 60):
-            share = s["peak"] / s["cap"]
+    for w in busy:
+        cap = w.pcie_capacity_bytes_per_s
+        if cap and w.pcie_peak_bytes_per_s >= SATURATED_SHARE * cap and (w.sm_active_pct is None or w.sm_active_pct < 60):
+            share = w.pcie_peak_bytes_per_s / cap
             if best is None or share > best[0]:
-                best = (share, i, s)
+                best = (share, w)
     if best is not None:
-        _share, i, s = best
-        now = s["now"]
-        d = "RX" if (s["rx"] or 0) >= (s["tx"] or 0) else "TX"
-        sm = f", SM activity {s['sm']:.0f} %" if s["sm"] is not None else f", utilization {s['util']:.0f} %"
+        _share, w = best
+        i, now = w.gpu, w.now
+        d = "RX" if (w.pcie_rx_bytes_per_s or 0) >= (w.pcie_tx_bytes_per_s or 0) else "TX"
+        sm = (f", SM activity {w.sm_active_pct:.0f} %" if w.sm_active_pct is not None
+              else f", utilization {w.util_gpu_pct:.0f} %")
         dev = _dev(inv, i)
         below = ""
         if dev is not None:
@@ -557,37 +581,40 @@ def _bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
             if bg and now.pcie_gen and now.pcie_gen < bg:
                 below = f" (Gen{bg} would give {gb(pcie_capacity_bytes_per_s(bg, now.pcie_width))})"
         return [Candidate("bottleneck", "bottleneck", "info", "server",
-                          f"looks interconnect-bound: GPU{i} PCIe {d} {gb(s['peak'])} of {gb(s['cap'])} GB/s at "
-                          f"Gen{now.pcie_gen}{below}{sm}", {"cause": "pcie", "gpu": i})]
-    for i, s in states:
-        dev = _dev(inv, i)
+                          f"looks interconnect-bound: GPU{i} PCIe {d} {gb(w.pcie_peak_bytes_per_s)} of "
+                          f"{gb(w.pcie_capacity_bytes_per_s)} GB/s at Gen{now.pcie_gen}{below}{sm}",
+                          {"cause": "pcie", "gpu": i})]
+    for w in busy:
+        dev = _dev(inv, w.gpu)
         cap = device_nvlink_capacity_bytes_per_s(dev) if dev else None
-        nv = max(s["nvtx"] or 0.0, s["nvrx"] or 0.0)
-        if cap and nv >= SATURATED_SHARE * cap and (s["sm"] is None or s["sm"] < 60):
+        nv = w.nvlink_peak_bytes_per_s
+        if cap and nv >= SATURATED_SHARE * cap and (w.sm_active_pct is None or w.sm_active_pct < 60):
             return [Candidate("bottleneck", "bottleneck", "info", "server",
-                              f"looks NVLink-bound: GPU{i} NVLink {gb(nv)} of {gb(cap)} GB/s", {"cause": "nvlink", "gpu": i})]
-    capped = [(i, s) for i, s in states if "sw_power_cap" in s["now"].clock_events and (dev := _dev(inv, i))
-              and _power_cap_bites(s["now"], dev, (dev.sm_clock_max_mhz - s["now"].sm_clock_mhz)
-                                   if dev.sm_clock_max_mhz and s["now"].sm_clock_mhz else None)]
-    if capped and len(capped) * 2 >= len(states):
-        i, s = capped[0]
-        dev = _dev(inv, i)
-        lost = (dev.sm_clock_max_mhz - s["now"].sm_clock_mhz) if dev and dev.sm_clock_max_mhz and s["now"].sm_clock_mhz else 0
+                              f"looks NVLink-bound: GPU{w.gpu} NVLink {gb(nv)} of {gb(cap)} GB/s",
+                              {"cause": "nvlink", "gpu": w.gpu})]
+    capped = [w for w in busy if "sw_power_cap" in w.now.clock_events and (dev := _dev(inv, w.gpu))
+              and _power_cap_bites(w.now, dev, (dev.sm_clock_max_mhz - w.now.sm_clock_mhz)
+                                   if dev.sm_clock_max_mhz and w.now.sm_clock_mhz else None)]
+    if capped and len(capped) * 2 >= len(busy):
+        w = capped[0]
+        dev = _dev(inv, w.gpu)
+        lost = (dev.sm_clock_max_mhz - w.now.sm_clock_mhz) if dev and dev.sm_clock_max_mhz and w.now.sm_clock_mhz else 0
         return [Candidate("bottleneck", "bottleneck", "info", "server",
-                          f"looks power-bound: {len(capped)} of {len(states)} busy GPUs at their power cap "
-                          f"(GPU{i} {s['power'] or 0:.0f} W, SM clock −{max(lost, 0)} MHz)", {"cause": "power"})]
-    hot = [(i, s) for i, s in states if {"hw_thermal", "sw_thermal", "hw_slowdown"} & set(s["now"].clock_events)]
+                          f"looks power-bound: {len(capped)} of {len(busy)} busy GPUs at their power cap "
+                          f"(GPU{w.gpu} {w.power_w or 0:.0f} W, SM clock −{max(lost, 0)} MHz)", {"cause": "power"})]
+    hot = [w for w in busy if {"hw_thermal", "sw_thermal", "hw_slowdown"} & set(w.now.clock_events)]
     if hot:
-        i, s = hot[0]
+        w = hot[0]
         return [Candidate("bottleneck", "bottleneck", "info", "server",
-                          f"looks thermally limited: GPU{i} slowing down at {s['now'].temp_gpu_c or 0:.0f} °C",
+                          f"looks thermally limited: GPU{w.gpu} slowing down at {w.now.temp_gpu_c or 0:.0f} °C",
                           {"cause": "thermal"})]
-    computing = [(i, s) for i, s in states if (s["tensor"] or 0) >= 70 or (s["sm"] or 0) >= 85]
-    if computing and len(computing) == len(states):
-        i, s = computing[0]
-        tensor = f", tensor {s['tensor']:.0f} %" if s["tensor"] is not None else ""
+    computing = [w for w in busy if (w.tensor_active_pct or 0) >= 70 or (w.sm_active_pct or 0) >= 85]
+    if computing and len(computing) == len(busy):
+        w = computing[0]
+        tensor = f", tensor {w.tensor_active_pct:.0f} %" if w.tensor_active_pct is not None else ""
         return [Candidate("bottleneck", "bottleneck", "info", "server",
-                          f"looks compute-bound: GPU{i} SM activity {s['sm']:.0f} %{tensor}", {"cause": "compute"})]
+                          f"looks compute-bound: GPU{w.gpu} SM activity {w.sm_active_pct:.0f} %{tensor}",
+                          {"cause": "compute"})]
     return []
 
 
