@@ -25,6 +25,7 @@ from gpuscope.core.topology import (
     device_nvlink_capacity_bytes_per_s,
     pcie_capacity_bytes_per_s,
 )
+from gpuscope.core.units import fmt_num
 from gpuscope.core.vocab import (  # noqa: F401 - severities and busy are defined once, in vocab
     BUSY_LINK_SHARE,
     BUSY_UTIL_PCT,
@@ -573,7 +574,7 @@ def _bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
         i, now = w.gpu, w.now
         d = "RX" if (w.pcie_rx_bytes_per_s or 0) >= (w.pcie_tx_bytes_per_s or 0) else "TX"
         sm = (f", SM activity {w.sm_active_pct:.0f} %" if w.sm_active_pct is not None
-              else f", utilization {w.util_gpu_pct:.0f} %")
+              else f", utilization {w.util_gpu_pct:.0f} %" if w.util_gpu_pct is not None else "")
         dev = _dev(inv, i)
         below = ""
         if dev is not None:
@@ -601,19 +602,20 @@ def _bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
         lost = (dev.sm_clock_max_mhz - w.now.sm_clock_mhz) if dev and dev.sm_clock_max_mhz and w.now.sm_clock_mhz else 0
         return [Candidate("bottleneck", "bottleneck", "info", "server",
                           f"looks power-bound: {len(capped)} of {len(busy)} busy GPUs at their power cap "
-                          f"(GPU{w.gpu} {w.power_w or 0:.0f} W, SM clock −{max(lost, 0)} MHz)", {"cause": "power"})]
+                          f"(GPU{w.gpu} {fmt_num(w.power_w, ' W')}, SM clock −{max(lost, 0)} MHz)", {"cause": "power"})]
     hot = [w for w in busy if {"hw_thermal", "sw_thermal", "hw_slowdown"} & set(w.now.clock_events)]
     if hot:
         w = hot[0]
         return [Candidate("bottleneck", "bottleneck", "info", "server",
-                          f"looks thermally limited: GPU{w.gpu} slowing down at {w.now.temp_gpu_c or 0:.0f} °C",
+                          f"looks thermally limited: GPU{w.gpu} slowing down at {fmt_num(w.now.temp_gpu_c, ' °C')}",
                           {"cause": "thermal"})]
     computing = [w for w in busy if (w.tensor_active_pct or 0) >= 70 or (w.sm_active_pct or 0) >= 85]
     if computing and len(computing) == len(busy):
         w = computing[0]
-        tensor = f", tensor {w.tensor_active_pct:.0f} %" if w.tensor_active_pct is not None else ""
+        parts = [f"{what} {x:.0f} %" for what, x in (("SM activity", w.sm_active_pct), ("tensor", w.tensor_active_pct))
+                 if x is not None]
         return [Candidate("bottleneck", "bottleneck", "info", "server",
-                          f"looks compute-bound: GPU{w.gpu} SM activity {w.sm_active_pct:.0f} %{tensor}",
+                          f"looks compute-bound: GPU{w.gpu} {', '.join(parts)}",
                           {"cause": "compute"})]
     return []
 

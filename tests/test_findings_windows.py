@@ -100,3 +100,21 @@ def test_one_evaluation_builds_the_windows_once():
     first = gpu_windows(window)
     assert gpu_windows(window) is first  # shared by every rule of the evaluation
     assert first == build_gpu_windows(fs)  # the same figures as a plain list of frames gives
+
+
+@pytest.mark.parametrize("reading,want", [
+    # busy from PCIe traffic alone, link full, neither SM activity nor utilization known
+    (r(pcie_gen=1, pcie_rx_bytes_per_s=3.9e9), "looks interconnect-bound: GPU0 PCIe RX 3.9 of 4.0 GB/s at Gen1"),
+    # tensor pipe busy, SM activity unknown
+    (r(util_gpu_pct=95, tensor_active_pct=80), "looks compute-bound: GPU0 tensor 80 %"),
+    (r(util_gpu_pct=95, sm_active_pct=90, tensor_active_pct=80), "looks compute-bound: GPU0 SM activity 90 %, tensor 80 %"),
+])
+def test_bottleneck_words_with_unknown_readings(reading: GpuReading, want: str) -> None:
+    """The bottleneck rule formatted an unknown (None) SM activity or utilization with ``:.0f`` and raised
+    TypeError: a GPU busy by PCIe traffic alone without utilization, or a tensor pipe busy without SM activity."""
+    from gpuscope.core.findings import rule_bottleneck
+    from gpuscope.core.model import DeviceInfo, Inventory
+
+    inv = Inventory(host="h", devices=(DeviceInfo(index=0, name="x", uuid="u", bus_id="b"),))
+    got = rule_bottleneck(inv, frames(*([reading] * 6)))
+    assert [c.message for c in got] == [want]
