@@ -4,7 +4,7 @@
 
 Covers: NVML source tick cost per GPU count (simulated; add --real on a GPU machine), the TUI under a
 real pty at 1 and 10 Hz, recorder cost and size, opening and seeking a 24-hour 8-GPU recording, and
-/metrics parsing and polling, and the Prometheus exporter's scrape cost. The side-by-side run against nvitop and nvidia-smi needs GPUs:
+/metrics parsing and polling, the Prometheus exporter's scrape cost, and the findings engine per frame. The side-by-side run against nvitop and nvidia-smi needs GPUs:
 `python benchmarks/bench_peers.py` (docs/performance.md has the figures from 2× H200).
 """
 
@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{pr['fresh']['cpu_ms_per_scrape']:.2f} ms CPU", "≤ 2 ms"),
              ("Prometheus scrape, cached frame", f"{pr['cached']['cpu_ms_per_scrape']:.2f} ms CPU", "≤ 2 ms"),
              ("Prometheus, 16 concurrent scrapers", f"{pr['cached']['concurrent_scrapes_per_s']:.0f} scrapes/s", "")]
+    fi = run("bench_findings.py", "--rounds", "3" if a.quick else "10")
+    for r in fi:  # type: ignore[union-attr]
+        rows.append((f"findings per frame, {r['case']}", f"{r['us_per_frame']:.0f} µs", "≤ 1 ms at 8 GPUs"))
     w1 = max(len(x[0]) for x in rows)
     w2 = max(len(x[1]) for x in rows)
     print(f"{'benchmark':<{w1}}  {'result':<{w2}}  target")
@@ -87,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(a.json, "w") as f:
         json.dump({"rows": [{"benchmark": n, "result": r, "target": t} for n, r, t in rows],
                    "raw": {"nvml": nvml, "tui": tui, "recording": rec, "seek": seek, "endpoint": ep,
-                           "prometheus": pr}}, f, indent=2)
+                           "prometheus": pr, "findings": fi}}, f, indent=2)
     return 0
 
 
