@@ -219,6 +219,7 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
         p[c.name] = parser
     return p
 
+
 def _global_log_file(argv: list[str]) -> str | None:
     """Take a ``--log-file PATH`` given before the command word (``gpuscope --log-file x record …``)."""
     path = None
@@ -323,6 +324,7 @@ def _opener(source: SourceOptions) -> Callable[..., Any]:
 
 
 def _dispatch(cmd: str, args: argparse.Namespace) -> int:
+    """Build the command's options from the parsed flags (checking them) and run it."""
     command = _BY_NAME[cmd]
     return command.run(command.options(args))
 
