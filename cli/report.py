@@ -138,10 +138,6 @@ def render_summary(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _ms(s: float | None) -> str:
-    return "–" if s is None else f"{s * 1000:,.1f}" if s < 0.1 else f"{s * 1000:,.0f}"
-
-
 SERVING_TEXT = (("gen_tokens_per_s", "gen {} tok/s", 1, 1), ("prompt_tokens_per_s", "prompt {} tok/s", 1, 1),
                 ("prompt_computed_tokens_per_s", "computed {} tok/s", 1, 1),
                 ("prompt_cached_tokens_per_s", "cached {} tok/s", 1, 1), ("prefix_cache_hit_pct", "cache hit {} %", 1, 0),
