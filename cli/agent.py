@@ -12,41 +12,33 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from gpuscope.cli.options import AgentOptions, BrokerOptions, RecordOptions, SourceOptions
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session, run_ticks
 from gpuscope.core.summary import SummaryPacer, summarise
 from gpuscope.core.text import count
-from gpuscope.sources.mqtt import BrokerConfig, Publisher, Subscriber, parse_broker, safe_host
+from gpuscope.sources.mqtt import BrokerConfig, Publisher, Subscriber, safe_host
 from gpuscope.sources.recording import Recorder
 
 
 def broker_config(args: argparse.Namespace) -> BrokerConfig:
-
-    return parse_broker(args.broker, username=args.username, password_file=args.password_file,
-                            ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key,
-                        prefix=args.topic_prefix, qos=args.qos)
+    """The broker that the flat Namespace's ``--broker`` flags name (``tui/fleet.py`` still passes one)."""
+    return BrokerOptions.from_namespace(args).config()
 
 
-def run_agent(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
+def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -> int:
     """Sample every ``--interval``; publish to ``--broker``, serve ``--prometheus``, or both."""
-    prom_spec = getattr(args, "prometheus", None)
-    if not args.broker and prom_spec is None:
-        raise GpuscopeError("agent needs --broker URL, --prometheus [HOST:]PORT, or both")
-    cfg = broker_config(args) if args.broker else None
-    listen = None
-    if prom_spec is not None:
-        from gpuscope.sources.prometheus import parse_listen
-
-        listen = parse_listen(prom_spec)
-    src = open_source(args.simulate, pcie_mode=args.pcie_source, args=args)
-    session = Session(src.inventory, interval_s=args.interval, history_s=60)
+    cfg, listen = opts.broker, opts.listen
+    src = open_source(opts.source)
+    interval = opts.source.interval
+    session = Session(src.inventory, interval_s=interval, history_s=60)
     pub = exporter = None
     try:
         if listen is not None:
             from gpuscope.sources.prometheus import PrometheusExporter
 
             exporter = PrometheusExporter(listen, src.inventory,
-                                          hostname_label=getattr(args, "prometheus_hostname_label", "Hostname")).start()
+                                          hostname_label=opts.prometheus_hostname_label).start()
         if cfg is not None:
             pub = Publisher(cfg, src.inventory).start()
     except BaseException:
@@ -65,10 +57,10 @@ def run_agent(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
     if exporter is not None:
         what.append(f"serving {exporter.url}")
     sys.stderr.write(f"gpuscope agent: {len(src.inventory.devices)} GPUs of {src.inventory.host}{sim}: "
-                     f"{'; '.join(what)}; every {args.interval:g} s\n")
+                     f"{'; '.join(what)}; every {interval:g} s\n")
     last_note = [0.0]
-    tick = _TickClock(args.interval)
-    pacer = SummaryPacer(every_s=max(5.0, args.interval))
+    tick = _TickClock(interval)
+    pacer = SummaryPacer(every_s=max(5.0, interval))
     connects = [0]
 
     def sample() -> Any:
@@ -79,7 +71,7 @@ def run_agent(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
         frame = session.ingest(frame)
         if pub is not None and cfg is not None:
             pub.publish_frame(frame)
-            s = summarise(src.inventory, frame, session.findings.active, interval_s=args.interval)
+            s = summarise(src.inventory, frame, session.findings.active, interval_s=interval)
             if pacer.due(s.key(), frame.t):
                 pub.publish_summary(replace(s, host=pub.host, seq=pacer.seq))
             note = connection_note(connects[0], pub.connects, pub.connected, pub.last_error,
@@ -95,7 +87,7 @@ def run_agent(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
                             tick.end(mqtt_dropped=pub.dropped if pub is not None else None))
 
     try:
-        run_ticks(sample, on_frame, args.interval, stop, on_error=session.tick_failed)
+        run_ticks(sample, on_frame, interval, stop, on_error=session.tick_failed)
     finally:
         if pub is not None:
             pub.stop()
@@ -153,20 +145,22 @@ class _TickClock:
                              mqtt_dropped=mqtt_dropped)
 
 
-def run_remote_record(args: argparse.Namespace) -> int:
+def run_remote_record(opts: RecordOptions) -> int:
+    """``record --broker URL --host HOST``: record what that host's agent publishes to ``opts.output``."""
     from gpuscope.core.units import human_bytes
 
-    cfg = broker_config(args)
-    host = safe_host(args.host)
+    cfg = opts.broker_config
+    assert cfg is not None, "record --broker without a broker"
+    host = safe_host(opts.host or "")
     sub = Subscriber(cfg, only_host=host).start()
     inv = sub.wait_inventory(host, 10.0)
     if inv is None:
         sub.stop()
-        raise GpuscopeError(f"no inventory from host {host!r} on {args.broker} within 10 s (is its agent running?)")
-    session = Session(inv, interval_s=args.interval, record_findings=False)  # the agent's findings travel in frames
+        raise GpuscopeError(f"no inventory from host {host!r} on {opts.broker} within 10 s (is its agent running?)")
+    session = Session(inv, interval_s=opts.source.interval, record_findings=False)  # the agent's findings travel in frames
     try:
-        session.start_recording(Recorder(args.output, inv, command=sys.argv[:], interval_s=args.interval,
-                                         origin={"remote": host, "broker": args.broker, "simulated": inv.simulated}))
+        session.start_recording(Recorder(opts.output, inv, command=sys.argv[:], interval_s=opts.source.interval,
+                                         origin={"remote": host, "broker": opts.broker, "simulated": inv.simulated}))
     except GpuscopeError:
         sub.stop()
         raise
@@ -176,7 +170,7 @@ def run_remote_record(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     seen = 0
     try:
-        while not stop.is_set() and (args.duration is None or time.monotonic() - t0 < args.duration):
+        while not stop.is_set() and (opts.duration is None or time.monotonic() - t0 < opts.duration):
             f = sub.wait_frame(host, seen, 1.0)
             if f is not None:
                 seen = next(x.frames for x in sub.snapshot() if x.host == host)
@@ -187,7 +181,7 @@ def run_remote_record(args: argparse.Namespace) -> int:
     finally:
         rec = session.stop_recording()
         sub.stop()
-    size = os.path.getsize(args.output) if os.path.exists(args.output) else 0
-    sys.stderr.write(f"gpuscope: recorded {count(rec.frames if rec else 0, 'frame')} of remote host {host} to {args.output} "
+    size = os.path.getsize(opts.output) if os.path.exists(opts.output) else 0
+    sys.stderr.write(f"gpuscope: recorded {count(rec.frames if rec else 0, 'frame')} of remote host {host} to {opts.output} "
                      f"({human_bytes(size)}); {sub.dropped} bad messages dropped\n")
     return 0

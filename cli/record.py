@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import subprocess
@@ -13,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpuscope.cli.options import RecordOptions, SourceOptions
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session, run_ticks
 from gpuscope.core.text import clean, count
@@ -23,25 +23,22 @@ from gpuscope.sources.endpoint import REASON_MAX
 from gpuscope.sources.recording import Recorder
 
 
-def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int:
-
-    cmd = list(args.cmd)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if args.duration is not None and args.duration <= 0:
-        raise GpuscopeError("--duration must be positive")
-    src = open_source(args.simulate, pcie_mode=args.pcie_source, args=args)
-    session = Session(src.inventory, interval_s=args.interval)
+def run_record(opts: RecordOptions, open_source: Callable[[SourceOptions], Any]) -> int:
+    """Record ``open_source(opts.source)`` to ``opts.output`` for ``--duration``, until a signal, or for the
+    life of ``opts.cmd``; the exit status is the command's (or 1 when the recording failed)."""
+    cmd = list(opts.cmd)
+    src = open_source(opts.source)
+    session = Session(src.inventory, interval_s=opts.source.interval)
     origin = {"host": src.inventory.host, "simulated": src.inventory.simulated}
     if src.inventory.simulated:
         origin["note"] = f"SIMULATED data from scenario {src.inventory.scenario}, not a real GPU"
-    if getattr(args, "note", None):
-        origin["note"] = (origin.get("note", "") + " " + args.note).strip()
+    if opts.note:
+        origin["note"] = (origin.get("note", "") + " " + opts.note).strip()
     origin["gpus"] = sorted({d.name for d in src.inventory.devices})
     origin["driver"] = src.inventory.driver_version
     try:
-        rec = Recorder(args.output, src.inventory, command=sys.argv[:], origin=origin, interval_s=args.interval,
-                       force=bool(getattr(args, "force", False)))
+        rec = Recorder(opts.output, src.inventory, command=sys.argv[:], origin=origin, interval_s=opts.source.interval,
+                       force=opts.force)
         session.start_recording(rec)  # the session lets go of it on a write error: rec still counts what is kept
     except GpuscopeError:
         src.close()
@@ -95,8 +92,8 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
                 # the shell's statuses: 127 not found, 126 found but not runnable
                 raise GpuscopeError(f"cannot run {clean(cmd[0])}: {e.strerror or e}",
                                     exit_status=127 if isinstance(e, FileNotFoundError) else 126) from None
-        run_ticks(src.sample, on_frame, args.interval, stop, on_error=session.tick_failed,
-                  until=t_start + args.duration if args.duration is not None else None)
+        run_ticks(src.sample, on_frame, opts.source.interval, stop, on_error=session.tick_failed,
+                  until=t_start + opts.duration if opts.duration is not None else None)
         if proc is not None:
             status = proc.wait()
             session.add_marker(f"end: exit status {status}" + (" (killed by gpuscope: SIGKILL)"
@@ -113,7 +110,7 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
             signal.signal(s, h)
         session.stop_recording()
         src.close()
-    size = os.path.getsize(args.output) if os.path.exists(args.output) else 0
+    size = os.path.getsize(opts.output) if os.path.exists(opts.output) else 0
     active = session.findings.active
     worst = f"; {count(len(active), 'finding')} active: {active[0].message}" if active else ""
     sim = " SIMULATED" if src.inventory.simulated else ""
@@ -125,9 +122,9 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
     trouble = f"; {errs.text()}" if errs.count else ""
     if rec.dropped:
         trouble += f"; {rec.dropped} frames dropped (the disk was too slow)"
-    where = f"to {args.output} ({human_bytes(size)})"
+    where = f"to {opts.output} ({human_bytes(size)})"
     if rec.removed:  # nothing reached the disk: the empty file gpuscope created is gone
-        where = f"to nothing: removed the empty {args.output}"
+        where = f"to nothing: removed the empty {opts.output}"
     sys.stderr.write(f"gpuscope: {what} {count(len(src.inventory.devices), 'GPU')} over "
                      f"{human_duration(time.monotonic() - t_start)} {where}{worst}{trouble}\n")
     if proc is not None:

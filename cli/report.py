@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import csv
 import os
 import sys
 import time
 from typing import Any
 
+from gpuscope.cli.options import CompareOptions, ExportOptions, SummaryOptions
 from gpuscope.core import catalogue
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.stats import (
@@ -138,10 +138,6 @@ def render_summary(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _ms(s: float | None) -> str:
-    return NONE if s is None else f"{s * 1000:,.1f}" if s < 0.1 else f"{s * 1000:,.0f}"
-
-
 SERVING_TEXT = (("gen_tokens_per_s", "gen {} tok/s", 1, 1), ("prompt_tokens_per_s", "prompt {} tok/s", 1, 1),
                 ("prompt_computed_tokens_per_s", "computed {} tok/s", 1, 1),
                 ("prompt_cached_tokens_per_s", "cached {} tok/s", 1, 1), ("prefix_cache_hit_pct", "cache hit {} %", 1, 0),
@@ -185,13 +181,13 @@ def render_phases(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def run_summary(args: argparse.Namespace) -> int:
-    if getattr(args, "by_marker", False):
-        pdoc = summarize_by_marker(open_or_fail(args.file))
-        print(dumps_out(pdoc, indent=2) if args.json else render_phases(pdoc))
+def run_summary(opts: SummaryOptions) -> int:
+    if opts.by_marker:
+        pdoc = summarize_by_marker(open_or_fail(opts.file))
+        print(dumps_out(pdoc, indent=2) if opts.json else render_phases(pdoc))
         return 0
-    doc = summarize(open_or_fail(args.file))
-    print(dumps_out(doc, indent=2) if args.json else render_summary(doc))
+    doc = summarize(open_or_fail(opts.file))
+    print(dumps_out(doc, indent=2) if opts.json else render_summary(doc))
     return 0
 
 
@@ -250,10 +246,10 @@ PHASE_ROWS = (("gen_tokens_per_s", "gen tok/s", 1, 1), ("prompt_tokens_per_s", "
               ("power_w", "power W (all GPUs)", 1, 0))
 
 
-def run_compare_phases(args: argparse.Namespace) -> int:
-    a, b = summarize_by_marker(open_or_fail(args.a)), summarize_by_marker(open_or_fail(args.b))
+def run_compare_phases(opts: CompareOptions) -> int:
+    a, b = summarize_by_marker(open_or_fail(opts.a)), summarize_by_marker(open_or_fail(opts.b))
     rows = compare_phases(a, b)
-    if args.json:
+    if opts.json:
         print(dumps_out({"schema": "gpuscope.compare-phases/1", "a": a["file"], "b": b["file"], "phases": rows},
                         indent=2))
         return 0
@@ -271,12 +267,12 @@ def run_compare_phases(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_compare(args: argparse.Namespace) -> int:
-    if getattr(args, "by_marker", False):
-        return run_compare_phases(args)
-    a, b = summarize(open_or_fail(args.a)), summarize(open_or_fail(args.b))
+def run_compare(opts: CompareOptions) -> int:
+    if opts.by_marker:
+        return run_compare_phases(opts)
+    a, b = summarize(open_or_fail(opts.a)), summarize(open_or_fail(opts.b))
     doc = compare_docs(a, b)
-    if args.json:
+    if opts.json:
         print(dumps_out(doc, indent=2))
         return 0
     print(f"A: {clean(a['file'], 300)} ({clean(a['host'])}{', SIMULATED' if a['simulated'] else ''}, {human_duration(a['duration_s'])})")
@@ -330,22 +326,10 @@ def _write_table(out: str, columns: list[str], rows: Any, parquet: bool, force: 
     return len(data)
 
 
-def check_serving_path(args: argparse.Namespace) -> None:
-    """``--serving OUT2`` must be a path of its own, and an existing file is never overwritten."""
-    out, main_out = args.serving, args.csv or args.parquet
-    if out == main_out and out != "-":
-        raise GpuscopeError("--serving needs a path of its own (not the same as the GPU table's)")
-    if out == "-" and main_out == "-":
-        raise GpuscopeError("only one of the two tables can go to stdout")
-    if out != "-":
-        refuse_existing(out, bool(getattr(args, "force", False)), args.file)
-
-
-def run_export_serving(args: argparse.Namespace, rec: Any) -> None:
+def run_export_serving(out: str, parquet: bool, rec: Any) -> None:
     """``export --serving OUT2``: the serving readings, one row per endpoint and model per frame."""
-    out = args.serving
     try:
-        n = _write_table(out, SERVING_EXPORT_COLUMNS, export_serving_rows(rec.frames()), bool(args.parquet))
+        n = _write_table(out, SERVING_EXPORT_COLUMNS, export_serving_rows(rec.frames()), parquet)
     except OSError as e:
         raise GpuscopeError(f"cannot write {out}: {e.strerror or e}") from None
     if out != "-":
@@ -353,19 +337,20 @@ def run_export_serving(args: argparse.Namespace, rec: Any) -> None:
         sys.stderr.write(f"gpuscope: wrote {n} serving rows (endpoint × model × frame) to {out}{why}\n")
 
 
-def run_export(args: argparse.Namespace) -> int:
-
-    if getattr(args, "serving", None):
-        check_serving_path(args)
-    rec = open_or_fail(args.file)
-    out = args.csv or args.parquet
-    force = bool(getattr(args, "force", False))
+def run_export(opts: ExportOptions) -> int:
+    """``export FILE --csv|--parquet OUT [--serving OUT2]``; an existing OUT or OUT2 is never overwritten
+    without ``--force``."""
+    if opts.serving and opts.serving != "-":
+        refuse_existing(opts.serving, opts.force, opts.file)
+    rec = open_or_fail(opts.file)
+    out = opts.output
+    force = opts.force
     if out != "-":
-        refuse_existing(out, force, args.file)
+        refuse_existing(out, force, opts.file)
     columns = catalogue.export_columns()
     rows = export_rows(rec.frames())
     try:
-        n = _write_table(out, columns, rows, bool(args.parquet), force)
+        n = _write_table(out, columns, rows, bool(opts.parquet), force)
     except FileExistsError:
         raise GpuscopeError(f"{out} exists; refusing to overwrite it (use --force)") from None
     except OSError as e:
@@ -374,7 +359,7 @@ def run_export(args: argparse.Namespace) -> int:
         sys.stderr.write(f"gpuscope: wrote {n} rows ({len(rec.inventory.devices)} GPUs × {rec.n_frames} frames) "
                          f"to {out} ({os.path.getsize(out)} bytes)\n")
     if rec.problems:  # the rows are what survived: say what did not
-        sys.stderr.write(f"gpuscope: note: {clean(args.file, 200)}: {problems_line(rec.problems)}\n")
-    if getattr(args, "serving", None):
-        run_export_serving(args, rec)
+        sys.stderr.write(f"gpuscope: note: {clean(opts.file, 200)}: {problems_line(rec.problems)}\n")
+    if opts.serving:
+        run_export_serving(opts.serving, bool(opts.parquet), rec)
     return 0

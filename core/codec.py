@@ -26,7 +26,6 @@ from gpuscope.core.model import (
 )
 from gpuscope.core.validate import Tally, ValidationError, check_frame, check_inventory
 
-CODEC_VERSION = 1
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 

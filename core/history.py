@@ -79,11 +79,6 @@ class History:
         (``tok_s``). Raises KeyError for a metric the catalogue does not keep in history."""
         return self._window(self.endpoint_data[metric] if gpu is None else self.data[metric][:, gpu], seconds, now)
 
-    def window_all(self, metric: str, seconds: float, now: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(times, values) of the last ``seconds`` for every GPU at once: values is (samples × GPUs).
-        Raises KeyError for a metric that is not a GPU metric kept in history."""
-        return self._window(self.data[metric], seconds, now)
-
     def cells(self, metric: str, seconds: float, columns: int, now: float | None = None) -> np.ndarray:
         """Every GPU's last ``seconds`` of ``metric`` as ``columns`` cells (:func:`resample_rows`: GPUs ×
         columns, NaN where blank), ending at ``now`` (else the newest sample).
@@ -210,11 +205,6 @@ class History:
             return np.concatenate((self.times[lo:], newer)), lambda a: np.concatenate((a[lo:], a[:end]))
         lo = int(np.searchsorted(newer, th, side="left"))
         return self.times[lo:end].copy(), lambda a: a[lo:end].copy()
-
-    def latest_time(self) -> float | None:
-        if self.count == 0:
-            return None
-        return float(self.times[(self.count - 1) % self.capacity])
 
 
 # versions of live cells (History.cells_change), never reused, not even by another History (a replay's seek

@@ -340,7 +340,6 @@ class RemoteHost:
     inventory: Inventory | None = None
     frame: Frame | None = None
     online: bool = False
-    last_seen: float | None = None  # arrival time (epoch s) of the last message with data
     frames: int = 0  # frames decoded in full (the open host, ``--host``)
     recent: deque[Frame] = field(default_factory=lambda: deque(maxlen=2))  # bounded: flat memory with many hosts
     findings: dict[str, tuple[str, str, float]] = field(default_factory=dict)  # from frames: id → (sev, text, since)
@@ -584,7 +583,6 @@ class Subscriber(_LoopThread):
                     h.summary = s
                     h.rank = s.worst()[0]
                     h.data_t = s.t
-                    h.last_seen = now
                     if not retained:
                         h.online = True
                         self._note_lag(s.t, now)
@@ -628,7 +626,6 @@ class Subscriber(_LoopThread):
                         self._legacy_summary(h, f)
                         h.data_t = f.t
                     h.online = True
-                    h.last_seen = now
                     if not retained:
                         self._note_lag(f.t, now)
                     self._cond.notify_all()

@@ -81,7 +81,6 @@ class Recorder:
         self.kept = 0  # frames on the disk for sure: written, flushed and synced; after an error, what the file holds
         self.dropped = 0  # frames refused because the queue was full
         self.accepted = 0  # frames queued (written, or to be written, unless an error stops the writer)
-        self.bytes_raw = 0
         self.removed = False  # the file was created here, nothing reached it, and it was removed (see _remove_if_empty)
         self.created = False  # the file did not exist before: gpuscope made it (only such a file is ever removed)
         self._bytes = 0  # bytes written to the file
@@ -126,11 +125,6 @@ class Recorder:
     @property
     def closed(self) -> bool:
         return self._f is None
-
-    @property
-    def queued(self) -> int:
-        """Frames waiting for the writer."""
-        return self._q.qsize()
 
     def write(self, frame: Frame, *, wait: bool = False) -> None:
         """Queue one frame (its events travel with it). Never blocks unless ``wait`` (bulk writers such
@@ -226,7 +220,6 @@ class Recorder:
         try:
             data = self._z.compress(line)
             self._member_raw += len(line)
-            self.bytes_raw += len(line)
             now = time.monotonic()
             if end_member or self._member_raw >= MEMBER_BYTES:
                 data += self._z.flush(zlib.Z_FINISH)

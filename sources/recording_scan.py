@@ -24,7 +24,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 
-FRAME_PREFIX = b'{"t":'
 EVENTS_KEY = b'"events":'
 KEEP_TEXT = 8 * 1024 * 1024  # a member's text larger than this is not kept by the look-ahead (see above)
 MIN_PARALLEL_BYTES = 1024 * 1024  # smaller files are read on the calling thread (a pool costs ~1 ms)

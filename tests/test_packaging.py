@@ -32,3 +32,17 @@ def test_wheel_adds_only_the_gpuscope_package(tmp_path):
 def test_console_script_is_declared():
     eps = [e for e in metadata.entry_points(group="console_scripts") if e.name == "gpuscope"]
     assert eps and eps[0].value == "gpuscope.cli.main:main"
+
+
+def test_test_only_packages_are_not_imported_at_run_time():
+    """prometheus-client is in the `test` extra only: no runtime module may import it (the exporter writes the
+    text format itself, sources/prometheus.py)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    for layer in ("pkg", "core", "cli", "sources", "widgets", "tui"):
+        for path in (root / layer).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                assert not any(n.split(".")[0] == "prometheus_client" for n in names), path

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One real-GPU run (device tool): install carried wheels, validate NVML/topology against nvidia-smi, measure the
+# One real-GPU run: install the wheels in .whl/ (if any), validate NVML/topology against nvidia-smi, measure the
 # NVML tick, measure gpuscope beside nvitop and dmon concurrently, record real load phases. Results under $OUT.
 # Usage: OUT=outdir IDLE=20 LOAD=40 tools/device_run.sh
 set -uo pipefail

@@ -12,7 +12,7 @@ from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import SEVERITIES
 from gpuscope.widgets.fit import fit_words
 from gpuscope.widgets.lines import LineWidget
-from gpuscope.widgets.style import DIM, OK, SEV_MARK, SEV_STYLE, fmt_duration
+from gpuscope.widgets.style import DIM, OK, SEV_MARK, SEV_STYLE
 
 
 class FindingsPanel(LineWidget):
@@ -99,11 +99,3 @@ def findings_text(v: ViewState) -> Text:
     return out
 
 
-def held(started_at: float, now: float) -> str:
-    """``since 20:19:02 (4m)``: the start to the second, the length to the minute, so the panel's
-    text changes once a minute rather than every second (each change costs a redraw and a layout)."""
-    import time
-
-    mins = int(max(0.0, now - started_at) // 60)
-    length = "<1m" if mins < 1 else fmt_duration(mins * 60).replace("m00s", "m")
-    return f"since {time.strftime('%H:%M:%S', time.localtime(started_at))} ({length})"

@@ -1,0 +1,408 @@
+"""Each command's options: a frozen dataclass with the flags that add it to a parser (``add_arguments``) and
+the one place that turns the parsed ``argparse.Namespace`` into it (``from_namespace``), checking what
+argparse cannot (flags that need another flag, endpoint URLs and headers). A check that fails raises a
+:class:`GpuscopeError`: ``gpuscope: error: <message>``, exit 1.
+
+Imports nothing heavy: building the parsers for ``--help`` must stay cheap, and no headless command may
+load Textual (tests/test_layout.py)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING
+
+from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.validate import finite_float
+from gpuscope.core.vocab import SERVER_KINDS
+
+if TYPE_CHECKING:
+    from gpuscope.sources.mqtt import BrokerConfig
+
+
+def _out_path(s: str) -> str:
+    """An output file's path: not empty (``-o ''`` would name the current directory)."""
+    if not s.strip():
+        raise argparse.ArgumentTypeError("an empty path names no file")
+    return s
+
+
+def _interval(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if not 0.1 <= v <= 3600:
+        raise argparse.ArgumentTypeError("must be between 0.1 and 3600 seconds")
+    return v
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Where frames come from: NVML or a scenario (``--simulate``), sampled every ``interval`` seconds,
+    plus the inference servers polled (``--endpoint``…) and the optional probe."""
+
+    simulate: str | None
+    interval: float  # seconds between samples
+    pcie_source: str
+    endpoint: tuple[str, ...]
+    endpoint_kind: str | None
+    endpoint_header: tuple[str, ...]
+    endpoint_window: float  # seconds
+    endpoint_timeout: float  # seconds
+    endpoint_insecure: bool
+    probe: float | None  # seconds between probes; None: no probe
+    probe_model: str | None
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # --endpoint-header + environment
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--simulate", metavar="SCENARIO", help="a simulated machine: a shipped scenario name or a file")
+        p.add_argument("--interval", type=_interval, default=1.0, metavar="SECONDS",
+                       help="seconds between samples (default 1.0, down to 0.1)")
+        p.add_argument("--pcie-source", choices=("auto", "gpm", "throughput"), default="auto",
+                       help=argparse.SUPPRESS)
+        p.add_argument("--endpoint", action="append", default=[], metavar="URL",
+                       help="an inference server to poll (repeatable); its kind is detected from /metrics")
+        p.add_argument("--endpoint-kind", choices=SERVER_KINDS,
+                       help="skip detection")
+        p.add_argument("--endpoint-header", action="append", default=[], metavar="'NAME: VALUE'",
+                       help="HTTP header for protected endpoints (prefer GPUSCOPE_ENDPOINT_TOKEN / _HEADERS in the "
+                            "environment: the command line is visible to other users)")
+        p.add_argument("--endpoint-window", type=finite_float(0.1, 3600), default=10.0, metavar="SECONDS",
+                       help="rate window (default 10)")
+        p.add_argument("--endpoint-timeout", type=finite_float(0.01, 600), default=2.0, metavar="SECONDS")
+        p.add_argument("--endpoint-insecure", action="store_true", help="do not verify TLS certificates")
+        p.add_argument("--probe", type=finite_float(0.1, 86400), nargs="?", const=10.0, default=None,
+                       metavar="SECONDS",
+                       help="also send a small streamed chat completion every SECONDS (default 10) to measure TTFT "
+                            "and decode tok/s (adds load; off by default; for Ollama and servers without metrics)")
+        p.add_argument("--probe-model", metavar="NAME", help="model for the probe (default: the first of /v1/models)")
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> SourceOptions:
+        """The source flags as given, not checked (a command that does not sample, such as ``record
+        --broker``, ignores them); :meth:`checked` checks them."""
+        return cls(simulate=ns.simulate, interval=ns.interval, pcie_source=ns.pcie_source,
+                   endpoint=tuple(ns.endpoint), endpoint_kind=ns.endpoint_kind,
+                   endpoint_header=tuple(ns.endpoint_header), endpoint_window=ns.endpoint_window,
+                   endpoint_timeout=ns.endpoint_timeout, endpoint_insecure=ns.endpoint_insecure, probe=ns.probe,
+                   probe_model=ns.probe_model)
+
+    def checked(self, env: Mapping[str, str] | None = None) -> SourceOptions:
+        """These options with ``headers`` parsed (from ``--endpoint-header`` and ``env``, by default the
+        process environment); a GpuscopeError for ``--probe`` without ``--endpoint``, a malformed header or
+        an endpoint URL that is not http(s)://HOST[:PORT]."""
+        from gpuscope.cli.endpoint_url import endpoint_url_problem
+        from gpuscope.sources.live import parse_headers
+
+        if self.probe is not None and not self.endpoint:
+            raise GpuscopeError("--probe needs --endpoint URL")
+        if not self.endpoint:
+            return self
+        try:
+            headers = parse_headers(list(self.endpoint_header), dict(os.environ if env is None else env))
+        except ValueError as e:
+            raise GpuscopeError(str(e)) from None
+        for u in self.endpoint:
+            problem = endpoint_url_problem(u)
+            if problem is not None:
+                raise GpuscopeError(f"--endpoint {u!r}: {problem}")
+        return replace(self, headers=headers)
+
+
+@dataclass(frozen=True)
+class BrokerOptions:
+    """An MQTT broker (``--broker``) and how to reach it; ``broker`` None: no broker given."""
+
+    broker: str | None
+    topic_prefix: str
+    qos: int
+    username: str | None
+    password_file: str | None
+    tls_ca: str | None
+    tls_cert: str | None
+    tls_key: str | None
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser, required: bool = False) -> None:
+        p.add_argument("--broker", required=required, metavar="URL", help="mqtt://HOST[:PORT] or mqtts://HOST[:PORT]")
+        p.add_argument("--topic-prefix", default="gpuscope", metavar="P")
+        p.add_argument("--qos", type=int, default=0, choices=(0, 1, 2))
+        p.add_argument("--username", metavar="NAME")
+        p.add_argument("--password-file", metavar="FILE",
+                       help="the broker password (or GPUSCOPE_MQTT_PASSWORD; never on the command line)")
+        p.add_argument("--tls-ca", metavar="FILE", help="CA certificate to verify the broker (implies TLS)")
+        p.add_argument("--tls-cert", metavar="FILE", help="client certificate")
+        p.add_argument("--tls-key", metavar="FILE", help="client key")
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> BrokerOptions:
+        return cls(broker=ns.broker, topic_prefix=ns.topic_prefix, qos=ns.qos, username=ns.username,
+                   password_file=ns.password_file, tls_ca=ns.tls_ca, tls_cert=ns.tls_cert, tls_key=ns.tls_key)
+
+    def config(self) -> BrokerConfig:
+        """The broker to connect to (the password read from ``--password-file`` or the environment); a
+        GpuscopeError (BrokerError) for a bad URL, prefix or password file."""
+        from gpuscope.sources.mqtt import parse_broker
+
+        if not self.broker:
+            raise GpuscopeError("no --broker URL given")
+        return parse_broker(self.broker, username=self.username, password_file=self.password_file,
+                            ca_file=self.tls_ca, cert_file=self.tls_cert, key_file=self.tls_key,
+                            prefix=self.topic_prefix, qos=self.qos)
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """``gpuscope`` with no command: the live view, or with ``--broker`` the fleet screen."""
+
+    source: SourceOptions
+    broker: BrokerOptions
+    record: str | None
+    force: bool
+    history: str
+    compact: bool
+    host: str | None
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        SourceOptions.add_arguments(p)
+        p.add_argument("--record", metavar="FILE", help="record while watching (.jsonl.gz)")
+        p.add_argument("--force", action="store_true", help="with --record: overwrite an existing file")
+        p.add_argument("--history", choices=("1m", "10m", "1h"), default="1m", help="graph window at start")
+        p.add_argument("--compact", action="store_true", help="one line per GPU")
+        BrokerOptions.add_arguments(p)
+        p.add_argument("--host", metavar="HOST", help="with --broker: open this host directly")
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> LiveOptions:
+        broker = BrokerOptions.from_namespace(ns)
+        source = SourceOptions.from_namespace(ns)
+        return cls(source=source if broker.broker else source.checked(), broker=broker, record=ns.record,
+                   force=ns.force, history=ns.history, compact=ns.compact, host=ns.host)
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """``agent``: publish to ``broker`` (None: no broker), serve Prometheus on ``listen`` (None: not), or both."""
+
+    source: SourceOptions
+    broker: BrokerConfig | None = field(repr=False)  # holds the password
+    listen: tuple[str, int] | None  # (host, port) for --prometheus
+    prometheus_hostname_label: str
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        SourceOptions.add_arguments(p)
+        BrokerOptions.add_arguments(p)
+        p.add_argument("--prometheus", nargs="?", const="19400", metavar="[HOST:]PORT",
+                       help="serve /metrics for Prometheus (default port 19400, bound to 127.0.0.1 unless a host is "
+                            "given; 0.0.0.0:PORT or :PORT for every interface)")
+        p.add_argument("--prometheus-hostname-label", default="Hostname", metavar="NAME",
+                       help="the hostname label's key on the DCGM-compatible series (default Hostname, as "
+                            "dcgm-exporter releases write it)")
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> AgentOptions:
+        if not ns.broker and ns.prometheus is None:
+            raise GpuscopeError("agent needs --broker URL, --prometheus [HOST:]PORT, or both")
+        broker = BrokerOptions.from_namespace(ns).config() if ns.broker else None
+        listen = None
+        if ns.prometheus is not None:
+            from gpuscope.sources.prometheus import parse_listen
+
+            listen = parse_listen(ns.prometheus)
+        return cls(source=SourceOptions.from_namespace(ns).checked(), broker=broker, listen=listen,
+                   prometheus_hostname_label=ns.prometheus_hostname_label)
+
+
+@dataclass(frozen=True)
+class TopoOptions:
+    json: bool
+    simulate: str | None
+    at: float | None  # seconds into the scenario
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--json", action="store_true", help="machine-readable output (schema gpuscope.topo/1)")
+        p.add_argument("--simulate", metavar="SCENARIO")
+        p.add_argument("--at", type=finite_float(0, 10**7), default=None, metavar="SECONDS",
+                       help="with --simulate: read the scenario this many seconds in (e.g. under load)")
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> TopoOptions:
+        if ns.at is not None and not ns.simulate:
+            raise GpuscopeError("--at needs --simulate")
+        return cls(json=ns.json, simulate=ns.simulate, at=ns.at)
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """A command without options of its own (``scenarios``)."""
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        pass
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> NoOptions:
+        return cls()
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    """``record``: headless to ``output``; from ``host`` through a broker when ``broker`` is given (then the
+    source flags other than ``--interval`` are not used)."""
+
+    output: str
+    force: bool
+    broker: str | None  # the --broker URL as given
+    broker_config: BrokerConfig | None = field(repr=False)  # holds the password
+    host: str | None
+    duration: float | None  # seconds
+    note: str | None
+    source: SourceOptions
+    cmd: tuple[str, ...]  # the command to record for (without the leading ``--``); () for none
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("-o", "--output", required=True, metavar="FILE", type=_out_path)
+        p.add_argument("--force", action="store_true", help="overwrite FILE if it exists (refused by default)")
+        BrokerOptions.add_arguments(p)
+        p.add_argument("--host", metavar="HOST", help="with --broker: record this remote host")
+        p.add_argument("--duration", type=finite_float(0.001, 10**8), metavar="SECONDS")
+        p.add_argument("--note", metavar="TEXT", help="provenance to keep in the header (what ran, where)")
+        SourceOptions.add_arguments(p)
+        p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS…")
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> RecordOptions:
+        source = SourceOptions.from_namespace(ns)
+        broker = None
+        if ns.broker:
+            if not ns.host:
+                raise GpuscopeError("record --broker needs --host HOST")
+            broker = BrokerOptions.from_namespace(ns).config()
+        else:
+            if ns.duration is not None and ns.duration <= 0:
+                raise GpuscopeError("--duration must be positive")
+            source = source.checked()
+        cmd = list(ns.cmd)
+        if cmd and cmd[0] == "--":
+            cmd = cmd[1:]
+        return cls(output=ns.output, force=ns.force, broker=ns.broker, broker_config=broker, host=ns.host,
+                   duration=ns.duration,
+                   note=ns.note, source=source, cmd=tuple(cmd))
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """``replay FILE`` and ``demo`` (``file`` None: the recording shipped with gpuscope)."""
+
+    file: str | None
+    speed: float
+    compact: bool
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("file")
+        ReplayOptions.add_demo_arguments(p)
+
+    @staticmethod
+    def add_demo_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--speed", type=finite_float(0.01, 1000), default=1.0)
+        p.add_argument("--compact", action="store_true")
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> ReplayOptions:
+        return cls(file=getattr(ns, "file", None), speed=ns.speed, compact=ns.compact)
+
+
+@dataclass(frozen=True)
+class SummaryOptions:
+    file: str
+    json: bool
+    by_marker: bool
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("file")
+        p.add_argument("--json", action="store_true")
+        p.add_argument("--by-marker", action="store_true",
+                       help="one row per marker span (and per `record -- CMD` run): GPUs, serving, findings")
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> SummaryOptions:
+        return cls(file=ns.file, json=ns.json, by_marker=ns.by_marker)
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    file: str
+    csv: str | None  # exactly one of csv and parquet is set (argparse checks it)
+    parquet: str | None
+    serving: str | None
+    force: bool
+
+    @property
+    def output(self) -> str:
+        """The main output's path (``--csv`` or ``--parquet``)."""
+        out = self.csv or self.parquet
+        assert out is not None
+        return out
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("file")
+        g = p.add_mutually_exclusive_group(required=True)
+        g.add_argument("--csv", metavar="OUT", type=_out_path)
+        g.add_argument("--parquet", metavar="OUT", type=_out_path)
+        p.add_argument("--serving", metavar="OUT2", type=_out_path, help="also write the serving readings, one row "
+                       "per endpoint and model per frame (same format as OUT)")
+        p.add_argument("--force", action="store_true", help="overwrite OUT (and OUT2) if they exist (refused by default)")
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> ExportOptions:
+        """A GpuscopeError when ``--serving OUT2`` is not a path of its own (or both tables go to stdout)."""
+        out, main_out = ns.serving, ns.csv or ns.parquet
+        if out and out == main_out and out != "-":
+            raise GpuscopeError("--serving needs a path of its own (not the same as the GPU table's)")
+        if out == "-" and main_out == "-":
+            raise GpuscopeError("only one of the two tables can go to stdout")
+        return cls(file=ns.file, csv=ns.csv, parquet=ns.parquet, serving=ns.serving, force=ns.force)
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    a: str
+    b: str
+    json: bool
+    by_marker: bool
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("a")
+        p.add_argument("b")
+        p.add_argument("--json", action="store_true")
+        p.add_argument("--by-marker", action="store_true", help="line the phases up by marker label")
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> CompareOptions:
+        return cls(a=ns.a, b=ns.b, json=ns.json, by_marker=ns.by_marker)
+
+
+def as_namespace(opts: LiveOptions | ReplayOptions) -> argparse.Namespace:
+    """The options as the flat ``argparse.Namespace`` that ``tui/app.py`` (``run_live``, ``run_replay``) and
+    ``tui/fleet.py`` (``run_fleet``) still take: nested options (source, broker) are flattened into it."""
+    flat: dict[str, object] = {}
+    for f in fields(opts):
+        value = getattr(opts, f.name)
+        if isinstance(value, (SourceOptions, BrokerOptions)):
+            flat.update({g.name: getattr(value, g.name) for g in fields(value)})
+        else:
+            flat[f.name] = value
+    return argparse.Namespace(**flat)
+
