@@ -57,8 +57,6 @@ class Candidate:
     basis: str = "avg"  # what the numbers are: avg (5 s average), live (this reading), window, static
 
 
-BASES = ("avg", "live", "window", "static")
-
 
 @dataclass(frozen=True, slots=True)
 class Finding:
@@ -719,13 +717,6 @@ class FindingsEngine:
         self._state: dict[str, Finding] = {}
         self._hints: dict[str, dict[str, Any]] = {}
         self.cleared: deque[Finding] = deque(maxlen=200)
-
-    def reset(self) -> None:
-        self.frames.clear()
-        self._counter_frames.clear()
-        self._state.clear()
-        self._hints.clear()
-        self.cleared.clear()
 
     def prime(self, events: Any) -> None:
         """Take the condition-start times of findings open in ``events`` (time order), e.g. a recording's
