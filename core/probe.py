@@ -59,7 +59,8 @@ KIND_WORDS = {
 # Share of the ceiling a healthy link typically gives (see the module docstring for the sources).
 PCIE_TYPICAL_SHARE = {1: 0.80, 2: 0.80, 3: 0.80, 4: 0.80, 5: 0.84, 6: 0.84, 7: 0.84}
 NVLINK_TYPICAL_SHARE = 0.84
-BIDIR_TYPICAL_FACTOR = 1.7  # both ways together vs one way (full duplex loses some to completions)
+BIDIR_TYPICAL_FACTOR = 1.7  # PCIe both ways together vs one way (full duplex loses some to completions; rough)
+NVLINK_BIDIR_FACTOR = 2.0  # NVLink both ways: 749 of 900 GB/s on H100 (NVIDIA/nccl#1264), the one-way share
 # Peer copies without NVLink, as a share of the slower PCIe link's typical figure (rough, see above).
 PEER_PATH_FACTOR = {"PIX": 0.95, "PXB": 0.95, "PHB": 0.85, "NODE": 0.8, "SYS": 0.6}
 STAGED_FACTOR = 0.45  # through host memory: two copies in turn plus the host's memory bandwidth
@@ -244,6 +245,7 @@ def pair_typical(r: ProbeResult, p: PairResult, kind: str, at_max: bool = True) 
     both = BIDIR_TYPICAL_FACTOR if kind.startswith("bidir") else 1.0
     if p.nvlinks:
         cap = pair_ceiling(r, p, "read")
+        both = NVLINK_BIDIR_FACTOR if kind.startswith("bidir") else 1.0
         return cap * NVLINK_TYPICAL_SHARE * both if cap else None
     typ = [host_typical(g, "h2d", at_max) for g in (r.gpu(p.a), r.gpu(p.b)) if g is not None]
     known = [t for t in typ if t]
@@ -586,7 +588,7 @@ def table_lines(r: ProbeResult, width: int = WIDTH) -> list[str]:
     ceiling, typical, % of typical, mark), then the verdicts in words (wrapped)."""
     when = datetime.fromtimestamp(r.t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     head = "gpuscope probe  " + ("SIMULATED " + (r.scenario or "") + "  " if r.simulated else "")
-    lines = [f"{head}{r.host}  {when}"[:width], f"backend: {r.backend}"[:width], ""]
+    lines = [f"{head}{r.host}"[:width], f"{when}  {r.backend}"[:width], ""]
     lines.append(_row("figure", "measured", "link", "ceil", "typ", "% typ", ""))
     vs = {(v.subject, v.kind): v for v in verdicts(r)}
 
@@ -626,7 +628,7 @@ def table_lines(r: ProbeResult, width: int = WIDTH) -> list[str]:
     judged_vs = list(vs.values())
     lines.append("")
     bad = [v for v in judged_vs if v.level in ("bad", "warn")]
-    for v in bad or [v for v in judged_vs if v.level == "ok"][:1]:
+    for v in bad:
         lines += textwrap.wrap(f"{_MARK[v.level]} {v.text}", width, subsequent_indent="  ")
     if not bad and judged_vs:
         lines.append(f"✓ all {len(judged_vs)} figures within {OK_SHARE * 100:.0f} % of what their links "
@@ -654,3 +656,76 @@ def pairs_of(indices: Sequence[int]) -> list[tuple[int, int]]:
     """Every unordered pair of the GPUs probed, a < b, in order."""
     s = sorted(set(indices))
     return [(a, b) for k, a in enumerate(s) for b in s[k + 1:]]
+
+
+# ------------------------------------------------------------------ what a run costs
+MiB = 1 << 20
+GiB = 1 << 30
+DEFAULT_MAX_MEMORY = GiB  # device memory a GPU lends the probe, at most
+MAX_COPY_BYTES = 256 * MiB  # nvbandwidth's default buffer size is 512 MiB; 256 MiB is past the knee
+MIN_COPY_BYTES = 4 * MiB
+LATENCY_BYTES = 4  # latency: the smallest copy (nvbandwidth's latency tests read 4-byte words)
+LATENCY_TRIALS = 50
+DEFAULT_TRIALS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a run will do: the copy size, the memory it takes and about how long it lasts."""
+
+    gpus: tuple[int, ...]
+    pairs: tuple[tuple[int, int], ...]
+    copy_bytes: int
+    trials: int
+    device_bytes_per_gpu: int  # two buffers of copy_bytes (one each way)
+    host_bytes_per_gpu: int  # two pinned buffers of copy_bytes
+    seconds: float
+
+    def announce(self) -> str:
+        """The line said before a run: how long, how much memory."""
+        n = len(self.gpus)
+        return (f"probe: {n} GPU{'s' if n != 1 else ''}, {len(self.pairs)} pair{'s' if len(self.pairs) != 1 else ''}, "
+                f"{self.trials} trials of {self.copy_bytes // MiB} MiB: about {max(1, round(self.seconds))} s, "
+                f"{self.device_bytes_per_gpu // MiB} MiB of device memory and "
+                f"{self.host_bytes_per_gpu // MiB} MiB of pinned host memory per GPU")
+
+
+def copy_bytes_for(max_memory: int) -> int:
+    """The copy size for a device-memory budget: two buffers must fit, at most 256 MiB, whole MiB.
+
+    Raises :class:`ProbeError` when the budget is below two buffers of 4 MiB."""
+    size = min(MAX_COPY_BYTES, max_memory // 2) // MiB * MiB
+    if size < MIN_COPY_BYTES:
+        raise ProbeError(f"--max-memory {max_memory} bytes is too small: the probe needs at least "
+                         f"{2 * MIN_COPY_BYTES // MiB} MiB per GPU")
+    return size
+
+
+def make_plan(gpus: Sequence[int], expected_host_bytes_per_s: Mapping[int, float | None],
+              expected_pair_bytes_per_s: Mapping[tuple[int, int], float | None], *, max_memory: int = DEFAULT_MAX_MEMORY,
+              trials: int = DEFAULT_TRIALS) -> Plan:
+    """The plan of a run over ``gpus`` (every pair of them), with the bandwidths each is expected to give
+    (unknown: 1 GB/s, so the estimate errs long). Per GPU: host→device, device→host, both ways; per pair:
+    read, write and both ways each; one warm-up copy before each set of trials, plus the latencies."""
+    size = copy_bytes_for(max_memory)
+    pairs = tuple(pairs_of(gpus))
+    copies = trials + 1
+    secs = 0.0
+    for g in gpus:
+        bw = expected_host_bytes_per_s.get(g) or 1e9
+        secs += copies * size * 4 / bw  # one way twice, both ways counts twice
+    for p in pairs:
+        bw = expected_pair_bytes_per_s.get(p) or 1e9
+        secs += copies * size * 6 / bw
+    secs += (len(gpus) * 2 + len(pairs)) * LATENCY_TRIALS * 50e-6 + 0.5 * len(gpus)  # latencies, set-up
+    return Plan(tuple(gpus), pairs, size, trials, 2 * size, 2 * size, secs)
+
+
+def median_measurement(values: Sequence[float], size_bytes: int) -> Measurement:
+    """The median of several trials' figures with the lowest and highest (raises ValueError when empty)."""
+    if not values:
+        raise ValueError("no trials")
+    s = sorted(values)
+    n = len(s)
+    med = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+    return Measurement(med, n, size_bytes, s[0], s[-1])

@@ -145,3 +145,50 @@ def test_table_fits_80_columns() -> None:
 def test_summary_line() -> None:
     assert P.summary_line(_result(_gpu())) == "probe: all 3 figures as expected"
     assert "worst: GPU0 host→device 3.1 GB/s" in P.summary_line(_result(_gpu(gen_now=1, h2d=3.1, d2h=3.3)))
+
+
+def _simulate(name: str, gpus: list[int] | None = None) -> P.ProbeResult:
+    from gpuscope.sources import simprobe
+    from gpuscope.sources.live import open_source
+
+    src = open_source(name, virtual_at=0.0)
+    try:
+        return simprobe.simulate(name, src.inventory, gpus, t=1_764_626_400.0)
+    finally:
+        src.close()
+
+
+@pytest.mark.parametrize("name,gpus,critical,nvlink", [
+    ("a6000-tp2-pcie-gen1", None, True, False),  # the design story: Gen1 under load, SYS, no NVLink
+    ("h200-nvswitch-8", [0, 1], False, True),
+    ("healthy-gen4", None, False, True),
+])
+def test_simulated_scenarios(name: str, gpus: list[int] | None, critical: bool, nvlink: bool) -> None:
+    r = _simulate(name, gpus)
+    assert r.simulated and r.scenario == name
+    assert bool([f for f in P.probe_findings(r) if f.severity == "critical"]) == critical
+    assert all(p.nvlinks > 0 for p in r.pairs) == nvlink and r.pairs
+    text = "\n".join(P.table_lines(r))
+    assert "SIMULATED" in text and all(len(x) <= 80 for x in text.splitlines())
+    assert _simulate(name, gpus) == r  # seeded: the same scenario gives the same figures
+
+
+def test_simulated_design_story_words() -> None:
+    r = _simulate("a6000-tp2-pcie-gen1")
+    v = P.host_verdict(r.gpus[0], "h2d")
+    assert v is not None and v.level == "bad"
+    assert "% of Gen4×16 (typical 25.2): the link trained at Gen1×16" in v.text
+    assert r.pairs[0].p2p is False and r.notes
+
+
+@pytest.mark.parametrize("max_memory,size", [(1 << 30, 256 << 20), (64 << 20, 32 << 20), (8 << 20, 4 << 20)])
+def test_plan_sizes(max_memory: int, size: int) -> None:
+    plan = P.make_plan([0, 1], {0: 25e9, 1: 25e9}, {(0, 1): 10e9}, max_memory=max_memory, trials=5)
+    assert plan.copy_bytes == size and plan.device_bytes_per_gpu <= max_memory
+    assert plan.pairs == ((0, 1),) and plan.seconds > 0
+    assert "about" in plan.announce() and "MiB of device memory" in plan.announce()
+
+
+def test_plan_refuses_tiny_budget() -> None:
+    with pytest.raises(P.ProbeError, match="too small"):
+        P.copy_bytes_for(1 << 20)
