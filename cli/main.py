@@ -12,12 +12,13 @@ from typing import NoReturn
 
 from gpuscope import __version__
 from gpuscope.cli import logs
+from gpuscope.cli.probe import add_arguments as add_probe_arguments
 from gpuscope.core.errors import SHOWN, GpuscopeError, one_line
 from gpuscope.core.text import clean
 from gpuscope.core.validate import finite_float
 from gpuscope.core.vocab import SERVER_KINDS
 
-COMMANDS = ("topo", "scenarios", "record", "replay", "demo", "summary", "export", "compare", "agent")
+COMMANDS = ("topo", "scenarios", "record", "replay", "demo", "summary", "export", "compare", "agent", "probe")
 TUI_COMMANDS = ("", "replay", "demo")  # these draw on the terminal: nothing else may write to it meanwhile
 log = logging.getLogger("gpuscope.cli")
 EXIT_USAGE = 2
@@ -204,6 +205,8 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     c.add_argument("--json", action="store_true")
     c.add_argument("--by-marker", action="store_true", help="line the phases up by marker label")
     p["compare"] = c
+    p["probe"] = _Parser(prog="gpuscope probe", description="Measure what each link delivers beside its ceiling.")
+    add_probe_arguments(p["probe"])
     for parser in p.values():
         parser.add_argument("--log-file", metavar="PATH",
                             help="log to this file (or GPUSCOPE_LOG=PATH[:LEVEL]; level also GPUSCOPE_LOG_LEVEL)")
@@ -350,6 +353,10 @@ def _dispatch(cmd: str, args: argparse.Namespace) -> int:
         from gpuscope.cli.agent import run_agent
 
         return run_agent(args, _open)
+    if cmd == "probe":
+        from gpuscope.cli.probe import run_probe
+
+        return run_probe(args)
     if cmd in ("summary", "compare", "export"):
         from gpuscope.cli import report as report_cmd
 
