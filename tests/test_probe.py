@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import examples
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpuscope.core import probe as P
 
@@ -192,3 +195,48 @@ def test_plan_sizes(max_memory: int, size: int) -> None:
 def test_plan_refuses_tiny_budget() -> None:
     with pytest.raises(P.ProbeError, match="too small"):
         P.copy_bytes_for(1 << 20)
+
+
+# ------------------------------------------------------------------ fuzz: the JSON reader
+_json = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=20),
+                     lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=12), kids, max_size=5),
+                     max_leaves=25)
+_FIELDS = ["schema", "t", "host", "gpus", "pairs", "allreduce", "notes", "nvlink_link_gb_per_s", "index", "link",
+           "h2d", "gb_per_s", "a", "b", "path", "p2p", "read", "latency", "us", "trials", "size_bytes", "busbw"]
+
+
+def _mutate(doc: object, rnd: st.DataObject) -> object:
+    """A valid probe JSON with one value somewhere replaced by arbitrary JSON."""
+    if isinstance(doc, dict) and doc:
+        k = rnd.draw(st.sampled_from(sorted(doc)))
+        if rnd.draw(st.booleans()):
+            return {**doc, k: rnd.draw(_json)}
+        return {**doc, k: _mutate(doc[k], rnd)}
+    if isinstance(doc, list) and doc:
+        i = rnd.draw(st.integers(0, len(doc) - 1))
+        return [*doc[:i], _mutate(doc[i], rnd), *doc[i + 1:]]
+    return rnd.draw(_json)
+
+
+def _valid_doc() -> dict:
+    p = P.PairResult(0, 1, "NODE", nvlinks=18, nvlink_version=6, p2p=True, read=P.Measurement(380e9, 5, 1 << 28),
+                     latency=P.Measurement(2.0, 10, 4))
+    r = _result(_gpu(0, gen_now=5, gen_max=5, h2d=54.0), _gpu(1, gen_now=1, h2d=3.1), pairs=(p,),
+                rates={0: 25e9, 1: 25e9})
+    return json.loads(json.dumps(P.to_json(r)))
+
+
+@settings(derandomize=True, deadline=None, database=None, max_examples=examples(300),
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fuzz_probe_json_reader(data: st.DataObject) -> None:
+    doc = _mutate(_valid_doc(), data) if data.draw(st.booleans()) else data.draw(
+        st.dictionaries(st.sampled_from(_FIELDS), _json, max_size=6).map(lambda d: {"schema": P.PROBE_SCHEMA, **d}))
+    try:
+        r = P.from_json(doc)
+    except P.ProbeError as e:
+        assert "\n" not in str(e) and str(e).startswith("probe JSON: ")
+        return
+    P.to_json(r)  # whatever reads back renders: verdicts, findings, table
+    assert all(len(x) <= 80 for x in P.table_lines(r))
+    P.summary_line(r)
