@@ -426,7 +426,9 @@ class CudaProbe:
         if any(p.p2p is False for p in pairs):
             notes.append("pairs without peer access were copied through host memory (staged by the driver)")
         return P.ProbeResult(t=t0, host=self.inv.host, backend=self.backend, gpus=gpus, pairs=pairs,
-                             notes=tuple(notes), nvlink_link_bytes_per_s=P.nvlink_rates(self.inv))
+                             notes=tuple(notes),
+                             nvlink_link_bytes_per_s={k: v for k, v in P.nvlink_rates(self.inv).items()
+                                                      if k in self.gpus})
 
     # -------------------------------------------------------------- tear-down
     def close(self) -> None:

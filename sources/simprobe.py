@@ -54,11 +54,12 @@ def simulate(name: str, inv: Inventory, gpus: Sequence[int] | None = None, *, tr
         both = P.host_typical(g, "bidir", at_max=False) or 0.0
         results.append(replace(
             g, h2d=trial_set(one_way * 1.01, trials, copy_bytes), d2h=trial_set(one_way * 1.02, trials, copy_bytes),
-            bidir=trial_set(both, trials, copy_bytes),
+            bidir=trial_set(both, trials, 2 * copy_bytes),
             h2d_latency=trial_set(_LAT_PCIE_US, P.LATENCY_TRIALS, P.LATENCY_BYTES),
             d2h_latency=trial_set(_LAT_PCIE_US * 1.1, P.LATENCY_TRIALS, P.LATENCY_BYTES)))
     base = P.ProbeResult(t=t, host=inv.host, backend=SIM_BACKEND, gpus=tuple(results), simulated=True,
-                         scenario=sc.name, nvlink_link_bytes_per_s=P.nvlink_rates(inv))
+                         scenario=sc.name,
+                         nvlink_link_bytes_per_s={k: v for k, v in P.nvlink_rates(inv).items() if k in chosen})
     pairs = []
     for a, b in P.pairs_of(chosen):
         link = inv.pair(a, b)
@@ -72,7 +73,8 @@ def simulate(name: str, inv: Inventory, gpus: Sequence[int] | None = None, *, tr
         lat = _LAT_NVLINK_US if p.nvlinks else (_LAT_PCIE_US * 1.5 if p.p2p else _LAT_STAGED_US)
         pairs.append(replace(
             p, read=trial_set(one, trials, copy_bytes), write=trial_set(one * 1.01, trials, copy_bytes),
-            bidir_read=trial_set(both, trials, copy_bytes), bidir_write=trial_set(both * 1.01, trials, copy_bytes),
+            bidir_read=trial_set(both, trials, 2 * copy_bytes),
+            bidir_write=trial_set(both * 1.01, trials, 2 * copy_bytes),
             latency=trial_set(lat, P.LATENCY_TRIALS, P.LATENCY_BYTES)))
     notes = ("peer copies between GPUs on a SYS path are staged through host memory (no peer access)",) if any(
         p.p2p is False for p in pairs) else ()
