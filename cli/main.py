@@ -12,7 +12,7 @@ from typing import NoReturn
 
 from gpuscope import __version__
 from gpuscope.cli import logs
-from gpuscope.cli.probe import add_arguments as add_probe_arguments
+from gpuscope.cli import probe as probe_cli
 from gpuscope.core.errors import SHOWN, GpuscopeError, one_line
 from gpuscope.core.text import clean
 from gpuscope.core.validate import finite_float
@@ -168,6 +168,7 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     r.add_argument("--duration", type=finite_float(0.001, 10**8), metavar="SECONDS")
     r.add_argument("--note", metavar="TEXT", help="provenance to keep in the header (what ran, where)")
     _add_source(r)
+    probe_cli.add_record_arguments(r)
     r.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS…")
     p["record"] = r
 
@@ -206,7 +207,7 @@ def build_parser() -> dict[str, argparse.ArgumentParser]:
     c.add_argument("--by-marker", action="store_true", help="line the phases up by marker label")
     p["compare"] = c
     p["probe"] = _Parser(prog="gpuscope probe", description="Measure what each link delivers beside its ceiling.")
-    add_probe_arguments(p["probe"])
+    probe_cli.add_arguments(p["probe"])
     for parser in p.values():
         parser.add_argument("--log-file", metavar="PATH",
                             help="log to this file (or GPUSCOPE_LOG=PATH[:LEVEL]; level also GPUSCOPE_LOG_LEVEL)")

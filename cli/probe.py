@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from gpuscope.core import probe as P
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.model import Frame, Inventory
+from gpuscope.core.model import Event, Frame, Inventory
 from gpuscope.core.text import clean
 from gpuscope.core.topology import pair_bandwidth_bytes_per_s
 from gpuscope.core.validate import dumps_out
@@ -150,6 +150,31 @@ def link_reader(nvml: Any) -> Callable[[int], tuple[int | None, int | None]]:
     return read
 
 
+def measure(args: argparse.Namespace, src: Any, stdin: TextIO, err: TextIO,
+            driver: tuple[Any, str] | None = None) -> P.ProbeResult:
+    """Probe the GPUs of the open source ``src`` (simulated with ``args.simulate``): say the plan on ``err``,
+    ask before loading busy GPUs, measure. KeyboardInterrupt passes through once everything was freed."""
+    inv = src.inventory
+    frame = src.sample()
+    gpus = chosen_gpus(inv, getattr(args, "gpus", None))
+    max_memory = getattr(args, "max_memory", P.DEFAULT_MAX_MEMORY)
+    trials = getattr(args, "trials", P.DEFAULT_TRIALS)
+    plan = make_plan(inv, frame, gpus, max_memory, trials)
+    if args.simulate:
+        from gpuscope.sources import simprobe
+
+        _say(err, f"SIMULATED ({args.simulate}): nothing runs on a GPU; a real run would take: "
+             + plan.announce().removeprefix("probe: "))
+        return simprobe.simulate(args.simulate, inv, gpus, trials=trials, copy_bytes=plan.copy_bytes, t=time.time())
+    from gpuscope.sources import cudaprobe
+
+    driver = driver or cudaprobe.load_driver()
+    _say(err, plan.announce())
+    confirm(other_processes(frame, gpus), bool(getattr(args, "yes", False)), stdin, err)
+    return cudaprobe.probe(inv, gpus, copy_bytes=plan.copy_bytes, trials=trials, link_now=link_reader(src.nvml),
+                           progress=lambda s: _say(err, s), driver=driver)
+
+
 def run_probe(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | None = None,
               err: TextIO | None = None) -> int:
     """``gpuscope probe``: say what it will cost, ask if others use the GPUs, measure, print (table or JSON).
@@ -165,30 +190,10 @@ def run_probe(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO
         driver = cudaprobe.load_driver()  # no CUDA: one line, before anything is asked
     src = open_source(args.simulate, virtual_at=0.0 if args.simulate else None)
     try:
-        inv = src.inventory
-        frame = src.sample()
-        gpus = chosen_gpus(inv, args.gpus)
-        plan = make_plan(inv, frame, gpus, args.max_memory, args.trials)
-        t0 = time.time()
-        if args.simulate:
-            from gpuscope.sources import simprobe
-
-            _say(err, f"SIMULATED ({args.simulate}): nothing runs on a GPU; a real run would take: "
-                 + plan.announce().removeprefix("probe: "))
-            result = simprobe.simulate(args.simulate, inv, gpus, trials=args.trials, copy_bytes=plan.copy_bytes,
-                                       t=t0)
-        else:
-            from gpuscope.sources import cudaprobe
-
-            _say(err, plan.announce())
-            confirm(other_processes(frame, gpus), args.yes, stdin, err)
-            try:
-                result = cudaprobe.probe(inv, gpus, copy_bytes=plan.copy_bytes, trials=args.trials,
-                                         link_now=link_reader(src.nvml), progress=lambda s: _say(err, s),
-                                         driver=driver)
-            except KeyboardInterrupt:
-                _say(err, "gpuscope: probe stopped (Ctrl-C); GPU and host buffers freed")
-                return EXIT_INTERRUPTED
+        result = measure(args, src, stdin, err, driver)
+    except KeyboardInterrupt:
+        _say(err, "gpuscope: probe stopped (Ctrl-C); GPU and host buffers freed")
+        return EXIT_INTERRUPTED
     finally:
         src.close()
     if args.json:
@@ -197,3 +202,24 @@ def run_probe(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO
         out.write("\n".join(P.table_lines(result)) + "\n")
     out.flush()
     return 0
+
+
+def add_record_arguments(p: argparse.ArgumentParser) -> None:
+    """``gpuscope record --probe-links``: the flag that puts a probe into the recording."""
+    p.add_argument("--probe-links", action="store_true",
+                   help="run `gpuscope probe` first and keep its results in the recording (an event of kind "
+                        "'probe'; summary and compare show them): a before/after of a BIOS or slot change")
+
+
+def probe_event(args: argparse.Namespace, src: Any, stdin: TextIO | None = None, err: TextIO | None = None) -> Event:
+    """Run the probe for ``gpuscope record --probe-links`` on the recording's source and return the event that
+    carries it (kind ``probe``, the JSON in ``data``, the summary line in ``text``)."""
+    err = err or sys.stderr
+    try:
+        result = measure(args, src, stdin or sys.stdin, err)
+    except KeyboardInterrupt:
+        _say(err, "gpuscope: probe stopped (Ctrl-C); GPU and host buffers freed")
+        raise
+    line = P.summary_line(result)
+    _say(err, f"gpuscope: {line}")
+    return Event(t=result.t, kind=P.PROBE_EVENT, text=line, data=P.to_json(result))

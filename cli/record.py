@@ -11,6 +11,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
@@ -31,6 +32,15 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
     if args.duration is not None and args.duration <= 0:
         raise GpuscopeError("--duration must be positive")
     src = open_source(args.simulate, pcie_mode=args.pcie_source, args=args)
+    probe_events: list[Any] = []  # `--probe-links`: the probe runs first, its event rides the first frame
+    if getattr(args, "probe_links", False):
+        from gpuscope.cli.probe import probe_event
+
+        try:
+            probe_events.append(probe_event(args, src))
+        except BaseException:
+            src.close()
+            raise
     session = Session(src.inventory, interval_s=args.interval)
     origin = {"host": src.inventory.host, "simulated": src.inventory.simulated}
     if src.inventory.simulated:
@@ -67,6 +77,8 @@ def run_record(args: argparse.Namespace, open_source: Callable[..., Any]) -> int
 
     def on_frame(frame: Any) -> None:
         nonlocal frames
+        if probe_events:
+            frame = replace(frame, events=(*frame.events, probe_events.pop()))
         session.ingest(frame)
         frames += 1
         for line in endpoint_changes(frame.endpoints, endpoints_told):

@@ -729,3 +729,55 @@ def median_measurement(values: Sequence[float], size_bytes: int) -> Measurement:
     n = len(s)
     med = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
     return Measurement(med, n, size_bytes, s[0], s[-1])
+
+
+# ------------------------------------------------------------------ in a recording: summary and compare
+def _figure_words(v: Verdict) -> str:
+    if "-" in v.subject:
+        a, b = v.subject.split("-", 1)
+        arrow = {"read": "←", "write": "→"}.get(v.kind, "↔")
+        return f"{a}{arrow}{b} {KIND_WORDS[v.kind]}"
+    return f"{v.subject} {KIND_WORDS[v.kind]}"
+
+
+def report_lines(data: Any, t0: float | None = None) -> list[str]:
+    """A recorded probe (an event's ``data``) for ``gpuscope summary``: its summary line, then one line per
+    judged figure. An unreadable probe is one line saying why (never an exception)."""
+    try:
+        r = from_json(data)
+    except ProbeError as e:
+        return [f"probe: unreadable ({e})"]
+    when = f" at +{r.t - t0:.0f} s" if t0 is not None and math.isfinite(r.t - t0) and r.t >= t0 else ""
+    out = [f"{summary_line(r).replace('probe:', f'probe{when}:', 1)}"]
+    for v in verdicts(r):
+        share = f"{v.share * 100:.0f} % of typical {_gbs(v.typical)}" if v.share is not None else "no reference"
+        out.append(f"  {_MARK[v.level]} {_figure_words(v):<28} {_gbs(v.value):>6} GB/s  {share}  ({v.link})")
+    return out
+
+
+def compare_probes(a: Sequence[Any] | None, b: Sequence[Any] | None) -> list[dict[str, Any]]:
+    """The last readable probe of each recording, figure by figure: GB/s in A and B and the change in %.
+    Empty when either side has no readable probe."""
+
+    def last(datas: Sequence[Any] | None) -> ProbeResult | None:
+        for d in reversed(list(datas or [])):
+            try:
+                return from_json(d)
+            except ProbeError:
+                continue
+        return None
+
+    ra, rb = last(a), last(b)
+    if ra is None or rb is None:
+        return []
+    vb = {(v.subject, v.kind): v for v in verdicts(rb)}
+    rows = []
+    for v in verdicts(ra):
+        w = vb.get((v.subject, v.kind))
+        if w is None:
+            continue
+        change = f"{(w.value - v.value) / v.value * 100:+.0f} %" if v.value else ""
+        rows.append({"figure": _figure_words(v), "subject": v.subject, "kind": v.kind, "a_gb_per_s": _round(v.value / 1e9),
+                     "b_gb_per_s": _round(w.value / 1e9), "change": change, "a_level": v.level, "b_level": w.level,
+                     "a_link": v.link, "b_link": w.link})
+    return rows

@@ -341,3 +341,32 @@ def test_command_simulated(capsys: pytest.CaptureFixture[str]) -> None:
     assert cap.err.startswith("SIMULATED (a6000-tp2-pcie-gen1): nothing runs on a GPU")
     assert "SIMULATED" in cap.out and "the link trained at" in cap.out
     assert all(len(x) <= 80 for x in cap.out.splitlines())
+
+
+def test_record_probe_links_then_summary_and_compare(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before/after of a slot fix in one command: each recording carries its probe; compare lines them up."""
+    before, after = tmp_path / "before.jsonl.gz", tmp_path / "after.jsonl.gz"
+    for path, scenario in ((before, "a6000-tp2-pcie-gen1"), (after, "healthy-gen4")):
+        assert main(["record", "-o", str(path), "--simulate", scenario, "--probe-links", "--duration", "0.3",
+                     "--interval", "0.1"]) == 0
+    err = capsys.readouterr().err
+    assert "SIMULATED probe: 10 of 10 figures low" in err
+    assert main(["summary", str(before)]) == 0
+    out = capsys.readouterr().out
+    assert "SIMULATED probe at +0 s: 10 of 10 figures low" in out and "✖ GPU0 host→device" in out
+    assert main(["summary", str(before), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["probes"][0]["schema"] == P.PROBE_SCHEMA
+    assert main(["compare", str(before), str(after)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("GPU0 host→device"))
+    assert "Gen1×16 (max Gen4×16) → Gen4×16" in line and "+" in line
+    assert main(["compare", str(before), str(after), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["probes"]
+    assert {r["kind"] for r in rows} >= {"h2d", "d2h", "bidir", "read"}
+
+
+def test_recorded_probe_unreadable_is_one_line() -> None:
+    assert P.report_lines({"schema": "nope"}) == ["probe: unreadable (probe JSON: schema 'nope' is not "
+                                                  "gpuscope.probe/1)"]
+    assert P.compare_probes([{"schema": "nope"}], []) == []
