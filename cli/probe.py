@@ -163,14 +163,18 @@ def measure(args: argparse.Namespace, src: Any, stdin: TextIO, err: TextIO,
     if args.simulate:
         from gpuscope.sources import simprobe
 
-        _say(err, f"SIMULATED ({args.simulate}): nothing runs on a GPU; a real run would take: "
-             + plan.announce().removeprefix("probe: "))
+        _say(err, f"SIMULATED ({args.simulate}): nothing runs on a GPU (a real run: "
+             + plan.announce().removeprefix("probe: ") + ")")
         return simprobe.simulate(args.simulate, inv, gpus, trials=trials, copy_bytes=plan.copy_bytes, t=time.time())
     from gpuscope.sources import cudaprobe
 
     driver = driver or cudaprobe.load_driver()
     _say(err, plan.announce())
     confirm(other_processes(frame, gpus), bool(getattr(args, "yes", False)), stdin, err)
+    unseen = [i for i in gpus if i < len(frame.gpus) and frame.gpus[i].processes is None]
+    if unseen:
+        _say(err, f"note: NVML does not list the processes of {', '.join(f'GPU{i}' for i in unseen)}: "
+             "cannot tell whether others use them")
     return cudaprobe.probe(inv, gpus, copy_bytes=plan.copy_bytes, trials=trials, link_now=link_reader(src.nvml),
                            progress=lambda s: _say(err, s), driver=driver)
 

@@ -94,6 +94,13 @@ class HostLink:
     width_now: int | None
     gen_max: int | None
     width_max: int | None
+    gen_gpu: int | None = None  # the GPU's own max (above gen_max: the slot limits it)
+    width_gpu: int | None = None
+
+    @property
+    def slot_limited(self) -> bool:
+        return bool((self.gen_gpu and self.gen_max and self.gen_gpu > self.gen_max)
+                    or (self.width_gpu and self.width_max and self.width_gpu > self.width_max))
 
     @property
     def label_now(self) -> str:
@@ -186,7 +193,7 @@ def host_link(dev: DeviceInfo, gen_now: int | None, width_now: int | None) -> Ho
     """The link of ``dev`` as probed: now from a reading taken while the link was busy; at most the best
     the GPU and its slot allow (:func:`gpuscope.core.topology.best_link`)."""
     g, w = best_link(dev)
-    return HostLink(gen_now, width_now, g, w)
+    return HostLink(gen_now, width_now, g, w, dev.pcie_gen_gpu_max, dev.pcie_width_gpu_max)
 
 
 def nvlink_rates(inv: Inventory) -> dict[int, float]:
@@ -310,6 +317,9 @@ def host_verdict(g: GpuResult, kind: str) -> Verdict | None:
         typ_now = host_typical(g, kind, at_max=False)
         if level == "ok":
             text += ": as expected"
+            if link.slot_limited:
+                text += (f" for the slot (the GPU does {link_label(link.gen_gpu or link.gen_max, link.width_gpu or link.width_max)}"
+                         " in a faster one)")
         elif link.below_max:
             why = f"the link trained at {link.label_now}"
             if typ_now and m.value >= OK_SHARE * typ_now:
@@ -423,7 +433,7 @@ def to_json(r: ProbeResult) -> dict[str, Any]:
         d: dict[str, Any] = {
             "index": g.index, "name": g.name, "numa_node": g.numa_node, "host_memory_local": g.host_memory_local,
             "link": {"gen_now": g.link.gen_now, "width_now": g.link.width_now, "gen_max": g.link.gen_max,
-                     "width_max": g.link.width_max},
+                     "width_max": g.link.width_max, "gen_gpu": g.link.gen_gpu, "width_gpu": g.link.width_gpu},
         }
         for k in HOST_KINDS:
             m = _m_json(getattr(g, k))
@@ -526,7 +536,7 @@ def from_json(data: Any) -> ProbeResult:
         g = _obj(gv, w)
         ln = _obj(g.get("link") or {}, f"{w}.link")
         link = HostLink(*(_num(ln, f, f"{w}.link", integer=True, hi=64) for f in
-                          ("gen_now", "width_now", "gen_max", "width_max")))
+                          ("gen_now", "width_now", "gen_max", "width_max", "gen_gpu", "width_gpu")))
         gpus.append(GpuResult(
             index=_num(g, "index", w, optional=False, integer=True, hi=4096), name=_str(g, "name", w, "") or "",
             link=link, numa_node=_num(g, "numa_node", w, integer=True, hi=4096),
@@ -685,9 +695,8 @@ class Plan:
         """The line said before a run: how long, how much memory."""
         n = len(self.gpus)
         return (f"probe: {n} GPU{'s' if n != 1 else ''}, {len(self.pairs)} pair{'s' if len(self.pairs) != 1 else ''}, "
-                f"{self.trials} trials of {self.copy_bytes // MiB} MiB: about {max(1, round(self.seconds))} s, "
-                f"{self.device_bytes_per_gpu // MiB} MiB of device memory and "
-                f"{self.host_bytes_per_gpu // MiB} MiB of pinned host memory per GPU")
+                f"{self.trials} × {self.copy_bytes // MiB} MiB: about {max(1, round(self.seconds))} s; per GPU "
+                f"{self.device_bytes_per_gpu // MiB} MiB device + {self.host_bytes_per_gpu // MiB} MiB pinned host memory")
 
 
 def copy_bytes_for(max_memory: int) -> int:
@@ -747,7 +756,9 @@ def report_lines(data: Any, t0: float | None = None) -> list[str]:
         r = from_json(data)
     except ProbeError as e:
         return [f"probe: unreadable ({e})"]
-    when = f" at +{r.t - t0:.0f} s" if t0 is not None and math.isfinite(r.t - t0) and r.t >= t0 else ""
+    when = ""
+    if t0 is not None and math.isfinite(r.t - t0):
+        when = " at the start" if r.t - t0 < 1 else f" at +{r.t - t0:.0f} s"
     out = [f"{summary_line(r).replace('probe:', f'probe{when}:', 1)}"]
     for v in verdicts(r):
         share = f"{v.share * 100:.0f} % of typical {_gbs(v.typical)}" if v.share is not None else "no reference"

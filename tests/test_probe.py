@@ -189,7 +189,7 @@ def test_plan_sizes(max_memory: int, size: int) -> None:
     plan = P.make_plan([0, 1], {0: 25e9, 1: 25e9}, {(0, 1): 10e9}, max_memory=max_memory, trials=5)
     assert plan.copy_bytes == size and plan.device_bytes_per_gpu <= max_memory
     assert plan.pairs == ((0, 1),) and plan.seconds > 0
-    assert "about" in plan.announce() and "MiB of device memory" in plan.announce()
+    assert "about" in plan.announce() and "MiB device + " in plan.announce()
 
 
 def test_plan_refuses_tiny_budget() -> None:
@@ -240,3 +240,11 @@ def test_fuzz_probe_json_reader(data: st.DataObject) -> None:
     P.to_json(r)  # whatever reads back renders: verdicts, findings, table
     assert all(len(x) <= 80 for x in P.table_lines(r))
     P.summary_line(r)
+
+
+def test_slot_limited_link_is_said() -> None:
+    g = _gpu(gen_now=3, gen_max=3, h2d=12.9)
+    g = P.GpuResult(g.index, g.name, P.HostLink(3, 16, 3, 16, 4, 16), h2d=g.h2d)
+    v = P.host_verdict(g, "h2d")
+    assert v is not None and v.level == "ok"
+    assert v.text.endswith("as expected for the slot (the GPU does Gen4×16 in a faster one)")

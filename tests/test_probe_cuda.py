@@ -319,7 +319,7 @@ def test_command_json_with_yes(monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     rc = main(["probe", "--gpus", "0,1", "--max-memory", "8M", "--yes", "--json", "--trials", "2"])
     cap = capsys.readouterr()
     assert rc == 0, cap.err
-    assert "about" in cap.err.splitlines()[0] and "MiB of device memory" in cap.err
+    assert "about" in cap.err.splitlines()[0] and "MiB device + " in cap.err
     d = json.loads(cap.out)
     assert d["simulated"] is False and d["backend"] == "fake"
     assert d["gpus"][0]["h2d"]["gb_per_s"] == pytest.approx(10.0)
@@ -338,7 +338,7 @@ def test_command_ctrl_c(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
 def test_command_simulated(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["probe", "--simulate", "a6000-tp2-pcie-gen1"]) == 0
     cap = capsys.readouterr()
-    assert cap.err.startswith("SIMULATED (a6000-tp2-pcie-gen1): nothing runs on a GPU")
+    assert cap.err.startswith("SIMULATED (a6000-tp2-pcie-gen1): nothing runs on a GPU (a real run: ")
     assert "SIMULATED" in cap.out and "the link trained at" in cap.out
     assert all(len(x) <= 80 for x in cap.out.splitlines())
 
@@ -353,7 +353,7 @@ def test_record_probe_links_then_summary_and_compare(tmp_path: Any, capsys: pyte
     assert "SIMULATED probe: 10 of 10 figures low" in err
     assert main(["summary", str(before)]) == 0
     out = capsys.readouterr().out
-    assert "SIMULATED probe at +0 s: 10 of 10 figures low" in out and "✖ GPU0 host→device" in out
+    assert "SIMULATED probe at the start: 10 of 10 figures low" in out and "✖ GPU0 host→device" in out
     assert main(["summary", str(before), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["probes"][0]["schema"] == P.PROBE_SCHEMA
