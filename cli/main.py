@@ -19,6 +19,7 @@ from gpuscope.cli.options import (
     ExportOptions,
     LiveOptions,
     NoOptions,
+    ProbeOptions,
     RecordOptions,
     ReplayOptions,
     SourceOptions,
@@ -159,6 +160,12 @@ def _run_agent(o: AgentOptions) -> int:
     return run_agent(o, _open)
 
 
+def _run_probe(o: ProbeOptions) -> int:
+    from gpuscope.cli.probe import run_probe
+
+    return run_probe(o)
+
+
 OptionsT = TypeVar("OptionsT")
 
 
@@ -197,6 +204,8 @@ REGISTRY: tuple[Command[Any], ...] = (
     Command("agent", "Publish this machine's frames, findings and inventory to an MQTT broker (topics: "
             "docs/mqtt.md), serve them to Prometheus (docs/prometheus.md), or both.",
             AgentOptions.add_arguments, AgentOptions.from_namespace, _run_agent),
+    Command("probe", "Measure what each link delivers beside its ceiling.",
+            ProbeOptions.add_arguments, ProbeOptions.from_namespace, _run_probe),
 )
 _BY_NAME = {c.name: c for c in REGISTRY}
 COMMANDS = tuple(c.name for c in REGISTRY if c.name)

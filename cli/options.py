@@ -266,6 +266,7 @@ class RecordOptions:
     note: str | None
     source: SourceOptions
     cmd: tuple[str, ...]  # the command to record for (without the leading ``--``); () for none
+    probe_links: bool = False  # --probe-links: run the link probe first and keep its results in the recording
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -276,6 +277,9 @@ class RecordOptions:
         p.add_argument("--duration", type=finite_float(0.001, 10**8), metavar="SECONDS")
         p.add_argument("--note", metavar="TEXT", help="provenance to keep in the header (what ran, where)")
         SourceOptions.add_arguments(p)
+        p.add_argument("--probe-links", action="store_true",
+                       help="run `gpuscope probe` first and keep its results in the recording (an event of kind "
+                            "'probe'; summary and compare show them): a before/after of a BIOS or slot change")
         p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS…")
 
     @classmethod
@@ -295,7 +299,7 @@ class RecordOptions:
             cmd = cmd[1:]
         return cls(output=ns.output, force=ns.force, broker=ns.broker, broker_config=broker, host=ns.host,
                    duration=ns.duration,
-                   note=ns.note, source=source, cmd=tuple(cmd))
+                   note=ns.note, source=source, cmd=tuple(cmd), probe_links=ns.probe_links)
 
 
 @dataclass(frozen=True)
@@ -406,3 +410,34 @@ def as_namespace(opts: LiveOptions | ReplayOptions) -> argparse.Namespace:
             flat[f.name] = value
     return argparse.Namespace(**flat)
 
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    """``probe``: measure what each link delivers (``simulate``: figures derived from a scenario's links)."""
+
+    json: bool
+    simulate: str | None
+    yes: bool  # run where other processes use the GPUs without asking
+    max_memory: int  # device bytes per GPU at most
+    gpus: tuple[int, ...] | None  # None: every GPU
+    trials: int
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        from gpuscope.cli.probe import add_arguments
+
+        add_arguments(p)
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> ProbeOptions:
+        return cls(json=ns.json, simulate=ns.simulate, yes=ns.yes, max_memory=ns.max_memory,
+                   gpus=None if ns.gpus is None else tuple(ns.gpus), trials=ns.trials)
+
+    @classmethod
+    def for_record(cls, source: SourceOptions) -> ProbeOptions:
+        """The probe ``record --probe-links`` runs: every GPU of the recorded source, the defaults."""
+        from gpuscope.core.probe import DEFAULT_MAX_MEMORY, DEFAULT_TRIALS
+
+        return cls(json=False, simulate=source.simulate, yes=False, max_memory=DEFAULT_MAX_MEMORY, gpus=None,
+                   trials=DEFAULT_TRIALS)

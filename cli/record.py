@@ -10,6 +10,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from gpuscope.cli.options import RecordOptions, SourceOptions
@@ -28,6 +29,16 @@ def run_record(opts: RecordOptions, open_source: Callable[[SourceOptions], Any])
     life of ``opts.cmd``; the exit status is the command's (or 1 when the recording failed)."""
     cmd = list(opts.cmd)
     src = open_source(opts.source)
+    probe_events: list[Any] = []  # `--probe-links`: the probe runs first, its event rides the first frame
+    if opts.probe_links:
+        from gpuscope.cli.options import ProbeOptions
+        from gpuscope.cli.probe import probe_event
+
+        try:
+            probe_events.append(probe_event(ProbeOptions.for_record(opts.source), src))
+        except BaseException:
+            src.close()
+            raise
     session = Session(src.inventory, interval_s=opts.source.interval)
     origin = {"host": src.inventory.host, "simulated": src.inventory.simulated}
     if src.inventory.simulated:
@@ -64,6 +75,8 @@ def run_record(opts: RecordOptions, open_source: Callable[[SourceOptions], Any])
 
     def on_frame(frame: Any) -> None:
         nonlocal frames
+        if probe_events:
+            frame = replace(frame, events=(*frame.events, probe_events.pop()))
         session.ingest(frame)
         frames += 1
         for line in endpoint_changes(frame.endpoints, endpoints_told):

@@ -11,6 +11,8 @@ from typing import Any
 from gpuscope.cli.options import CompareOptions, ExportOptions, SummaryOptions
 from gpuscope.core import catalogue
 from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.probe import compare_probes
+from gpuscope.core.probe import report_lines as probe_report_lines
 from gpuscope.core.stats import (
     SERVING_EXPORT_COLUMNS,
     compare_phases,
@@ -135,6 +137,8 @@ def render_summary(doc: dict[str, Any]) -> str:
     if doc["markers"]:
         out.append("markers: " + "; ".join(f"+{human_duration(m['t'] - doc['start'])} {clean(m['text'], 200)}"
                                           for m in doc["markers"][:20]))
+    for data in doc.get("probes", []):  # `record --probe-links`
+        out += [clean(x, 300) for x in probe_report_lines(data, doc["start"])]
     return "\n".join(out)
 
 
@@ -237,7 +241,8 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             "findings_only_in_a": sorted(fa.keys() - fb.keys()), "findings_only_in_b": sorted(fb.keys() - fa.keys()),
             "findings_only_in_a_text": [fa[k] for k in sorted(fa.keys() - fb.keys())],
             "findings_only_in_b_text": [fb[k] for k in sorted(fb.keys() - fa.keys())],
-            "gpu_count": [len(a["gpus"]), len(b["gpus"])]}
+            "gpu_count": [len(a["gpus"]), len(b["gpus"])],
+            "probes": compare_probes(a.get("probes"), b.get("probes"))}
 
 
 PHASE_ROWS = (("gen_tokens_per_s", "gen tok/s", 1, 1), ("prompt_tokens_per_s", "prompt tok/s", 1, 1),
@@ -297,6 +302,11 @@ def run_compare(opts: CompareOptions) -> int:
             print(f"findings only in {side.upper()}:")
             for t in texts:
                 print("  " + clean(t, 300))
+    if doc["probes"]:  # both recordings carry a probe (`record --probe-links`): figure by figure
+        print(f"{'probe (GB/s)':<32}{'A':>8}{'B':>8}  change")
+        for r in doc["probes"]:
+            print(f"{r['figure']:<32}{r['a_gb_per_s']:>8.1f}{r['b_gb_per_s']:>8.1f}  {r['change']}"
+                  + (f"  ({r['a_link']} → {r['b_link']})" if r["a_link"] != r["b_link"] else ""))
     return 0
 
 

@@ -190,6 +190,7 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
         "complete": rec.complete, "problems": list(rec.problems) + ([dropped] if dropped else []), "gpus": gpus, "endpoints": endpoints,
         "findings": finding_durations(events, t1),
         "markers": [{"t": e.t, "text": e.text} for e in events if e.kind == "marker"],
+        "probes": [e.data for e in events if e.kind == "probe"],  # `record --probe-links` (core/probe.py)
     }
 
 

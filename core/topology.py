@@ -21,6 +21,7 @@ TOPOLOGY_LEVEL_LABELS: dict[int, str] = {
 }
 
 # How each PCIe path label reads, worst last.
+PATH_RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}  # how close a path is, best first
 PATH_MEANING = {
     "PIX": "at most one PCIe bridge",
     "PXB": "several PCIe bridges, no host bridge",
