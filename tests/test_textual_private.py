@@ -92,3 +92,21 @@ def test_switched_off_every_caller_takes_textuals_public_path() -> None:
     env = {**os.environ, SWITCH: "0"}
     out = subprocess.run([sys.executable, "-c", SWITCHED_OFF], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0 and "PUBLIC PATHS" in out.stdout, out.stderr[-3000:]
+
+
+@pytest.mark.parametrize("crash, code, raised", [
+    (None, 0, None),
+    (ValueError("ui boom"), 1, ValueError),  # kept by HookedApp (switched on): main logs it, one line
+    (None, 1, RuntimeError),  # Textual's own handling (switched off) printed it: still an error exit
+])
+def test_run_app_raises_what_ended_the_app(crash, code, raised) -> None:
+    from types import SimpleNamespace
+
+    from gpuscope.tui.app import run_app
+
+    app = SimpleNamespace(run=lambda: None, crash=crash, return_code=code)
+    if raised is None:
+        run_app(app)  # type: ignore[arg-type]
+    else:
+        with pytest.raises(raised):
+            run_app(app)  # type: ignore[arg-type]

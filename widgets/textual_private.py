@@ -292,17 +292,22 @@ class HookedApp(App[R]):
 
     if ACTIVE:  # never defined on another Textual: its private methods may have other signatures there
         def _display(self, screen: Any, renderable: Any) -> None:
+            """A screen update goes to the terminal as one write (:func:`write_update`)."""
             if write_update(self, renderable):
                 self.post_display_hook()
                 return
             super()._display(screen, renderable)
 
         def _handle_exception(self, error: Exception) -> None:
+            """Textual's hook for an exception a handler let escape: the app exits as before; with
+            ``KEEP_CRASH`` the error is kept in :attr:`crash` (``main`` logs its traceback, shows one line)."""
             if self.KEEP_CRASH and self.crash is None:
                 self.crash = error
             super()._handle_exception(error)
 
         def _fatal_error(self) -> None:
+            """Textual's exit after that exception, without queuing its Rich traceback for the terminal
+            (with ``KEEP_CRASH``)."""
             if not self.KEEP_CRASH:
                 super()._fatal_error()
                 return
