@@ -318,7 +318,7 @@ class HookedApp(App[R]):
 def styled_row(widget: Widget, y: int, size: Size, content: Size, base_background: Any, background: Any,
                content_row: Strip) -> Strip | None:
     """Row ``y`` of ``widget`` (``size`` cells, its content area ``content``) as Textual's style cache draws
-    it, with ``content_row`` as the content: the border, padding and line filters a content row gets. For
+    it, with ``content_row`` as the content: the border and padding around a content row. For
     ``widgets/lines.py``, which takes the segments around the content once and puts every changed row
     together itself. ``None`` when not :data:`ACTIVE`: draw with Textual's own ``render_lines``."""
     if not ACTIVE:
