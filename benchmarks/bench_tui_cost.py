@@ -14,6 +14,11 @@ traffic). The real-GPU comparison against nvitop is benchmarks/bench_peers_concu
 
     python benchmarks/bench_tui_cost.py --inprocess 5 --variant before=/path/to/other/checkout
 
+``--patches-off`` adds this checkout once more with ``GPUSCOPE_TEXTUAL_PATCHES=0`` (variant
+``patches-off``): Textual's public paths only (widgets/textual_private.py), what the private ones save.
+
+    python benchmarks/bench_tui_cost.py --inprocess 5 --patches-off
+
 ``--inprocess R`` measures instead the main thread's CPU per refresh on a virtual clock
 (benchmarks/tui_refresh_probe.py: same frames for every variant, the history's window filled first,
 the bytes each refresh would send): each variant and size R times, alternating, median and min.
@@ -131,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--phases", nargs="+", default=["idle", "load"], choices=["idle", "load"])
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=DIR",
                     help="also run the gpuscope of checkout DIR, labelled NAME (this checkout is 'this')")
+    ap.add_argument("--patches-off", action="store_true",
+                    help="also run this checkout with GPUSCOPE_TEXTUAL_PATCHES=0 (variant 'patches-off')")
     ap.add_argument("--noise", type=float, default=0.01,
                     help="how much the simulated readings move (0.06: about the screen changes of real H200s)")
     ap.add_argument("--json", metavar="FILE")
@@ -140,9 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.mkdtemp(prefix="bench-tui-cost-")
     variants = [("this", REPO)] + [tuple(v.split("=", 1)) for v in a.variant]  # type: ignore[misc]
     paths = {name: package_tree(d, os.path.join(tmp, f"pkg-{name}")) for name, d in variants}
+    envs: dict[str, dict[str, str]] = {name: {} for name, _d in variants}
+    if a.patches_off:  # this checkout on Textual's public paths only
+        variants.append(("patches-off", REPO))
+        paths["patches-off"], envs["patches-off"] = paths["this"], {"GPUSCOPE_TEXTUAL_PATCHES": "0"}
     if a.inprocess:
         try:
-            return inprocess(a, tmp, variants, paths)
+            return inprocess(a, tmp, variants, paths, envs)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     cases = []
@@ -159,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = []
     for k, (name, _phase, _n, _size, cols, rows, scen) in enumerate(cases):
         cmd = [sys.executable, "-m", "gpuscope", "--simulate", scen, "--interval", "1"]
-        env = {"PYTHONPATH": paths[name], "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {"PYTHONPATH": paths[name], "PYTHONDONTWRITEBYTECODE": "1", **envs[name]}
 
         def one(k: int = k, cmd: list[str] = cmd, cols: int = cols, rows: int = rows, env: dict[str, str] = env) -> None:
             results[k] = run_under_pty(cmd, a.seconds, cols=cols, rows=rows, warmup_s=a.warmup, env=env)
@@ -179,16 +190,17 @@ def main(argv: list[str] | None = None) -> int:
     load = load_average()
     print(f"SIMULATED GPUs, {len(cases)} TUIs at once, {a.seconds:g} s measured after {a.warmup:g} s, "
           f"1 s interval; load average {load}")
-    print(f"{'phase':<6} {'GPUs':>4} {'size':>7} {'variant':<10} {'CPU s/min':>10} {'term B/s':>9} {'RSS MB':>7}")
+    print(f"{'phase':<6} {'GPUs':>4} {'size':>7} {'variant':<11} {'CPU s/min':>10} {'term B/s':>9} {'RSS MB':>7}")
     for r in table:
-        print(f"{r['phase']:<6} {r['gpus']:>4} {r['size']:>7} {r['variant']:<10} {r['cpu_s_per_min']:>10} "
+        print(f"{r['phase']:<6} {r['gpus']:>4} {r['size']:>7} {r['variant']:<11} {r['cpu_s_per_min']:>10} "
               f"{r['bytes_per_s']:>9} {r['peak_rss_mb']:>7}")
     write_json(a.json, {"load_average": load, "seconds": a.seconds, "rows": table})
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
-def inprocess(a: argparse.Namespace, tmp: str, variants: list[tuple[str, str]], paths: dict[str, str]) -> int:
+def inprocess(a: argparse.Namespace, tmp: str, variants: list[tuple[str, str]], paths: dict[str, str],
+              envs: dict[str, dict[str, str]]) -> int:
     """The ``--inprocess`` table: per phase, GPUs, size and variant, main-thread CPU ms per refresh."""
     import json
     import statistics
@@ -205,20 +217,20 @@ def inprocess(a: argparse.Namespace, tmp: str, variants: list[tuple[str, str]], 
                 for size in a.sizes:
                     for name, _d in variants:
                         out = subprocess.run([sys.executable, probe, scen, size, str(int(a.warmup)), str(int(a.seconds))],
-                                             env={**os.environ, "PYTHONPATH": paths[name]}, capture_output=True,
+                                             env={**os.environ, "PYTHONPATH": paths[name], **envs[name]}, capture_output=True,
                                              text=True, cwd=tmp, check=True)
                         got.setdefault((phase, n, size, name), []).append(json.loads(out.stdout.strip().splitlines()[-1]))
     load = load_average()
     print(f"SIMULATED GPUs, in process: {a.seconds:g} refreshes after {a.warmup:g} frames of history, "
           f"{a.inprocess} runs each; load average {load}")
-    print(f"{'phase':<6} {'GPUs':>4} {'size':>7} {'variant':<10} {'ms/refresh median':>18} {'min':>6} {'B/refresh':>10}")
+    print(f"{'phase':<6} {'GPUs':>4} {'size':>7} {'variant':<11} {'ms/refresh median':>18} {'min':>6} {'B/refresh':>10}")
     table = []
     for (phase, n, size, name), runs in got.items():
         ms = [r["cpu_ms_per_refresh"] for r in runs]
         row = {"variant": name, "phase": phase, "gpus": n, "size": size, "ms_median": round(statistics.median(ms), 2),
                "ms_min": round(min(ms), 2), "bytes_per_refresh": round(runs[0]["bytes_per_refresh"])}
         table.append(row)
-        print(f"{phase:<6} {n:>4} {size:>7} {name:<10} {row['ms_median']:>18} {row['ms_min']:>6} {row['bytes_per_refresh']:>10}")
+        print(f"{phase:<6} {n:>4} {size:>7} {name:<11} {row['ms_median']:>18} {row['ms_min']:>6} {row['bytes_per_refresh']:>10}")
     write_json(a.json, {"load_average": load, "inprocess": a.inprocess, "rows": table})
     return 0
 

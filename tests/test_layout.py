@@ -4,6 +4,9 @@
 * ``sources/``: where frames come from and go to. No Textual or Rich; nothing from cli/tui/widgets.
 * ``cli/``: headless commands. No Textual or Rich at import time, except the lines that hand over to the TUI.
 * ``widgets/``: one panel each; they render what they are given and never fetch (no NVML, HTTP, MQTT).
+* Textual's private internals (``textual._*`` modules, a Textual class's ``_private`` attributes and methods)
+  are used in ONE module, ``widgets/textual_private.py`` (in widgets/ so that both widgets/ and tui/ may
+  import it), nowhere else in the package.
 
 Imports are read from the source (every ``import`` statement, including deferred ones inside functions),
 and the headless commands are also run to prove that Textual is never loaded.
@@ -75,6 +78,75 @@ def test_no_relative_imports_across_layers():
 
 def test_the_catchall_pkg_folder_is_only_the_package_root():
     assert sorted(p.name for p in (ROOT / "pkg").glob("*.py")) == ["__init__.py", "__main__.py"]
+
+
+PACKAGE = ("core", "sources", "cli", "tui", "widgets", "pkg")
+TEXTUAL_PRIVATE = ROOT / "widgets" / "textual_private.py"
+NOT_TEXTUAL = ("os", "sys")  # os._exit: a private-looking name on a module that is not Textual's
+
+
+def _textual_private_names() -> set[str]:
+    """The private names of the Textual classes the package subclasses or calls: their methods and class
+    attributes, and what an instance sets in ``__init__``; with the ones widgets/textual_private.py lists
+    (compositor, style cache, parser: classes of Textual's private modules)."""
+    from textual.app import App
+    from textual.containers import Vertical
+    from textual.driver import Driver
+    from textual.drivers.linux_driver import LinuxDriver
+    from textual.screen import ModalScreen, Screen
+    from textual.strip import Strip
+    from textual.widget import Widget
+    from textual.widgets import Input, Static
+
+    from gpuscope.widgets import textual_private
+
+    names = {n for n in textual_private.OWNED if not n.startswith("textual.")}
+    for obj in (App(), Widget(), Static(), Vertical(), Strip([]), App, Screen, ModalScreen, Input, Driver, LinuxDriver):
+        names |= {n for n in [*dir(obj), *getattr(obj, "__dict__", {})] if n.startswith("_") and not n.startswith("__")}
+    return names
+
+
+def _private_textual_import(name: str) -> bool:
+    parts = name.split(".")
+    return parts[0] == "textual" and any(p.startswith("_") for p in parts[1:])
+
+
+def test_textuals_private_internals_are_used_in_one_module_only():
+    """No ``textual._*`` import, and no use (call, override, assignment) of a Textual class's private name,
+    outside widgets/textual_private.py: a new Textual can break one module, which applies only on the
+    version it was written for and has Textual's public path for every caller."""
+    private = _textual_private_names()
+    bad = []
+    for layer in PACKAGE:
+        for f in sorted((ROOT / layer).rglob("*.py")):
+            if f == TEXTUAL_PRIVATE:
+                continue
+            where = f.relative_to(ROOT)
+            for node in ast.walk(ast.parse(f.read_text(), str(f))):
+                if isinstance(node, ast.Import):
+                    bad += [f"{where}:{node.lineno} imports {a.name}" for a in node.names if _private_textual_import(a.name)]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    hit = next((n for n in [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+                                if _private_textual_import(n)), None)
+                    if hit is not None:
+                        bad.append(f"{where}:{node.lineno} imports {hit}")
+                if layer not in ("tui", "widgets"):  # the layers that may use Textual at all (see LAYERS)
+                    continue
+                if (isinstance(node, ast.Attribute) and node.attr in private
+                        and not (isinstance(node.value, ast.Name) and node.value.id in NOT_TEXTUAL)):
+                    bad.append(f"{where}:{node.lineno} uses Textual's private {node.attr}")
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in private:
+                    bad.append(f"{where}:{node.lineno} defines Textual's private {node.name}")
+    assert not bad, "\n".join(bad) + "\n(use or extend widgets/textual_private.py)"
+
+
+def test_the_private_module_uses_what_it_owns():
+    """Each name widgets/textual_private.py claims (OWNED) is used there: the list the rule above enforces
+    stays the list of what the module really touches."""
+    from gpuscope.widgets import textual_private
+
+    source = TEXTUAL_PRIVATE.read_text()
+    assert [n for n in textual_private.OWNED if n not in source] == []
 
 
 HEADLESS = [

@@ -1,4 +1,4 @@
-"""tui/partial_writes.py: a partial update writes only from the segment where a changed span starts, and
+"""widgets/textual_private.py (partial writes): a partial update writes only from the segment where a changed span starts, and
 the terminal ends up showing exactly what Textual's own (longer) output would have shown."""
 
 from __future__ import annotations
@@ -12,10 +12,13 @@ from hypothesis import strategies as st
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
-from textual._compositor import ChopsUpdate
 from textual.strip import Strip
 
-from gpuscope.tui import partial_writes
+from gpuscope.widgets import textual_private as partial_writes
+
+if not partial_writes.MATCHES:  # the code under test is for one Textual; another has its public paths only
+    pytest.skip(f"written for Textual {partial_writes.WRITTEN_FOR}", allow_module_level=True)
+from textual._compositor import ChopsUpdate  # noqa: E402
 
 ORIGINAL = partial_writes.TEXTUAL_RENDER_SEGMENTS
 MOVE = re.compile(r"\x1b\[(\d+);(\d+)H")
@@ -87,9 +90,9 @@ def test_screen_is_the_same_as_with_textuals_output(seed: int) -> None:
     assert len(ours) <= len(theirs)
 
 
-def test_install_is_idempotent() -> None:
-    assert partial_writes.install() and partial_writes.install()
-    assert ChopsUpdate.render_segments is partial_writes.render_segments
+def test_install_is_idempotent_and_only_when_active() -> None:
+    assert partial_writes.install() is partial_writes.install() is partial_writes.ACTIVE
+    assert (ChopsUpdate.render_segments is partial_writes.render_segments) is partial_writes.ACTIVE
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])
@@ -116,7 +119,7 @@ async def test_partial_updates_leave_the_screen_as_a_full_redraw_would(size: tup
     async with app.run_test(size=size) as pilot:
         for _ in range(6):
             await pilot.pause()
-        assert ChopsUpdate.render_segments is partial_writes.render_segments
+        assert (ChopsUpdate.render_segments is partial_writes.render_segments) is partial_writes.ACTIVE
         comp = app.screen._compositor
         before = [[ch for ch in "".join(s.text for s in row)] for row in comp.render_full_update().strips]
         widgets = [w for w in app.screen.query(LineWidget) if w.display and w.size.height > 1]
@@ -180,7 +183,7 @@ def test_an_update_is_one_write(sync: bool) -> None:
                           screen=SimpleNamespace(outer_size=Size(20, 2)), _previous_cursor_position=None)
     assert partial_writes.write_update(app, upd)
     assert len(driver.writes) == 1 and driver.flushes == 1
-    body = partial_writes.render_segments(upd, CONSOLE) + "\x1b[2;4H"
+    body = upd.render_segments(CONSOLE) + "\x1b[2;4H"  # ours where installed (textual_private.ACTIVE)
     assert driver.writes[0] == (SYNC_START + body + SYNC_END if sync else body)
     assert not partial_writes.write_update(app, "not a compositor update")  # left to Textual
 

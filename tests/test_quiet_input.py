@@ -1,4 +1,5 @@
-"""The terminal driver whose input thread sleeps until there is input (tui/quiet_input.py)."""
+"""The terminal driver whose input thread sleeps until there is input (widgets/textual_private.py
+QuietLinuxDriver)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from conftest import Tmux, needs_tmux, wait_for
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.drivers.linux_driver import LinuxDriver
 
-from gpuscope.tui.quiet_input import QuietLinuxDriver, WakingEvent, driver_for, read_timeout
+from gpuscope.widgets.textual_private import ACTIVE, QuietLinuxDriver, WakingEvent, driver_for, read_timeout
 
 
 @pytest.mark.parametrize("deadline, now, expected", [
@@ -29,7 +30,7 @@ def test_read_timeout(deadline, now, expected):
 
 
 @pytest.mark.parametrize("default, expected", [
-    (LinuxDriver, QuietLinuxDriver),
+    (LinuxDriver, QuietLinuxDriver if ACTIVE else LinuxDriver),  # switched off / another Textual: Textual's
     (HeadlessDriver, HeadlessDriver),  # tests (run_test) keep Textual's headless driver
     (QuietLinuxDriver, QuietLinuxDriver),
 ])

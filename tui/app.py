@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 import sys
@@ -16,7 +17,6 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
-from textual.driver import Driver
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widget import Widget
@@ -28,12 +28,10 @@ from gpuscope.core.session import FrameSink, Session
 from gpuscope.core.text import clean
 from gpuscope.core.view import RecordingStatus, StatusInfo, ViewState
 from gpuscope.sources.recording import Recorder, RecordingError
-from gpuscope.tui import partial_writes
 from gpuscope.tui.commands import GpuscopeCommands
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
 from gpuscope.tui.hangup import exit_soon, terminal_gone, watch
 from gpuscope.tui.layout import Plan, plan_layout
-from gpuscope.tui.quiet_input import driver_for
 from gpuscope.tui.screens import FindingsScreen, GpuDetailScreen, HelpScreen, MarkerScreen
 from gpuscope.tui.workers import Worker
 from gpuscope.widgets.findings_panel import FindingsPanel
@@ -45,6 +43,7 @@ from gpuscope.widgets.keybar import KeyBar
 from gpuscope.widgets.processes_panel import ProcessesPanel, lines_wanted
 from gpuscope.widgets.status_bar import StatusBar
 from gpuscope.widgets.style import DIM, set_content
+from gpuscope.widgets.textual_private import HookedApp
 from gpuscope.widgets.timeline import Timeline
 from gpuscope.widgets.topology_panel import TopologyPanel, legend_lines, matrix_columns, topology_lines
 
@@ -54,7 +53,8 @@ GRAPH_S = 1.0  # graphs are redrawn about once a second
 
 W = TypeVar("W", bound=Widget)
 
-class GpuscopeApp(App[int]):
+class GpuscopeApp(HookedApp[int]):
+    KEEP_CRASH = True  # an exception in a handler: kept in crash for run_app (textual_private.HookedApp)
     TITLE = "gpuscope"
     CSS_PATH = "gpuscope.tcss"
     ENABLE_COMMAND_PALETTE = True
@@ -90,21 +90,9 @@ class GpuscopeApp(App[int]):
         Binding("N", "jump(0)", "prev mark", show=False, id="prev"),
     ]
 
-    def _display(self, screen: Any, renderable: Any) -> None:
-        """A screen update goes to the terminal as one write (tui/partial_writes.py write_update)."""
-        if partial_writes.write_update(self, renderable):
-            self.post_display_hook()
-            return
-        super()._display(screen, renderable)
-
-    def get_driver_class(self) -> type[Driver]:
-        """Textual's driver, with an input thread that sleeps until there is input (tui/quiet_input.py)."""
-        return driver_for(super().get_driver_class())
-
     def __init__(self, session: Session, feeder: Worker | None, *, label: str, interval_s: float, window: str = "1m",
                  compact: bool | None = None, record_path: str | None = None, origin_note: str = ""):
         super().__init__()
-        partial_writes.install()  # only the changed cells of a line go to the terminal
         self.session = session
         self.feeder = feeder
         self.label = label
@@ -131,22 +119,10 @@ class GpuscopeApp(App[int]):
         self._redraw_after_layout = False  # a redraw at the panels' new sizes is queued (_relayout)
         self.record_force = False  # --force: the first recording may replace an existing --record FILE
         self.hung_up = False  # the terminal went away (SIGHUP or the watchdog): callers must not start another app
-        self.crash: Exception | None = None
+        self._ui_loop: asyncio.AbstractEventLoop | None = None  # the loop the app runs on (on_mount)
         self._parts: dict[tuple[type[Widget], str | None], Widget] = {}  # see _part
         self._panels_found: list[GpuPanel] | None = None  # see _panels
         self._finishing: list[FrameSink] = []  # recordings stopped with r whose writer may still be busy
-
-    # ----------------------------------------------------------------- errors
-    def _handle_exception(self, error: Exception) -> None:
-        """Textual's hook for an exception a handler let escape: the app exits as before, but the error
-        is kept in :attr:`crash` for :func:`run_app` to re-raise (``main`` logs the traceback and shows
-        one line) instead of Textual printing a traceback with local variables on the terminal."""
-        if self.crash is None:
-            self.crash = error
-        super()._handle_exception(error)
-
-    def _fatal_error(self) -> None:
-        self._close_messages_no_wait()  # Textual's version also queues a Rich traceback for the terminal
 
     @property
     def _replay(self) -> bool:
@@ -186,6 +162,7 @@ class GpuscopeApp(App[int]):
                 ("w", "window"), ("r", "record"), ("m", "marker"), ("c", "compact"), ("P", "procs")]
 
     def on_mount(self) -> None:
+        self._ui_loop = asyncio.get_running_loop()
         self._apply_layout()
         self._watch_stop = watch(self._watchdog)  # its own thread, twice a second: two tcgetattr calls
         try:
@@ -407,7 +384,7 @@ class GpuscopeApp(App[int]):
         self.hung_up = True
         self.session.stop_recording()  # the recording is closed cleanly before anything else
         exit_soon()  # Textual's shutdown can hang without a terminal: the process ends anyway
-        loop = self._loop
+        loop = self._ui_loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self.exit, 0)
 
@@ -623,6 +600,8 @@ def run_app(app: GpuscopeApp) -> None:
     app.run()
     if app.crash is not None:
         raise app.crash
+    if app.return_code:  # Textual's own handling (no hooks: textual_private.ACTIVE is off) printed the traceback
+        raise RuntimeError("the screen stopped on an error (Textual printed it above)")
 
 
 def fresh_name(directory: str = ".", now: float | None = None) -> str:

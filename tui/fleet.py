@@ -7,7 +7,6 @@ import gc
 import os
 from collections.abc import Callable
 
-from textual._styles_cache import StylesCache
 from textual.binding import Binding
 
 from gpuscope.cli.agent import broker_config
@@ -19,6 +18,7 @@ from gpuscope.tui.app import GpuscopeApp, check_terminal, run_app
 from gpuscope.tui.fleet_app import FleetApp
 from gpuscope.tui.hangup import terminal_gone
 from gpuscope.tui.workers import Worker
+from gpuscope.widgets.textual_private import release_style_caches
 
 
 class RemoteFeeder(Worker):
@@ -69,9 +69,7 @@ def release_closed_app() -> None:
     cap, reached after ~50 visits, 55 MB above what the viewer needs (docs/mqtt.md). Clearing it costs the
     next app a few recomputed colour pairs.
     """
-    clear = getattr(getattr(StylesCache, "get_inner_outer", None), "cache_clear", None)
-    if clear is not None:  # a Textual without this cache has nothing to release
-        clear()
+    release_style_caches()  # widgets/textual_private.py: only on the Textual it was written for
     gc.collect()
 
 

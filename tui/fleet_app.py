@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Any
 
 from rich.cells import cell_len
 from rich.text import Text
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.driver import Driver
 from textual.widgets import Footer, Input, Static
 
 from gpuscope.sources.mqtt import BrokerConfig, Subscriber
 from gpuscope.tui.hangup import exit_soon, terminal_gone
-from gpuscope.tui.partial_writes import write_update
-from gpuscope.tui.quiet_input import driver_for
 from gpuscope.widgets.fit import fit_segments
 from gpuscope.widgets.fleet_table import FleetTable, cut
+from gpuscope.widgets.textual_private import HookedApp
 
 
 def status_line(sub: Subscriber, cfg: BrokerConfig, hosts: int, width: int | None = None) -> str:
@@ -61,7 +58,7 @@ def fit_status(parts: list[tuple[str, str, int]], width: int | None) -> str:
     return cut(out, width)
 
 
-class FleetApp(App[str | None]):
+class FleetApp(HookedApp[str | None]):
     TITLE = "gpuscope fleet"
     AUTO_FOCUS = None
     CSS = "#fleet-status { height: 1; text-wrap: nowrap; } #fleet-filter { dock: bottom; display: none; height: 3; } #fleet-filter.shown { display: block; }"
@@ -78,17 +75,6 @@ class FleetApp(App[str | None]):
         Binding("escape", "clear_filter", "clear filter", show=False),
         Binding("enter", "open", "open host", id="open"),
     ]
-
-    def _display(self, screen: Any, renderable: Any) -> None:
-        """A screen update goes to the terminal as one write (tui/partial_writes.py write_update)."""
-        if write_update(self, renderable):
-            self.post_display_hook()
-            return
-        super()._display(screen, renderable)
-
-    def get_driver_class(self) -> type[Driver]:
-        """Textual's driver, with an input thread that sleeps until there is input (tui/quiet_input.py)."""
-        return driver_for(super().get_driver_class())
 
     def __init__(self, sub: Subscriber, cfg: BrokerConfig, selected: str | None = None, needle: str = ""):
         super().__init__()

@@ -20,6 +20,8 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gpuscope.widgets.textual_private import styled_row
+
 
 def _first_diff(a: str, b: str) -> int:
     """The first index where two different strings of one length differ: a binary search over
@@ -210,7 +212,7 @@ class LineWidget(Widget):
                 content = self.render_line(y - top)
                 done = rows.get(y)
                 if done is None or done[0] is not content or done[1] != filters:
-                    strip = Strip([*prefix, *content._segments, *suffix], width)
+                    strip = Strip([*prefix, *content, *suffix], width)
                     for f in filters:
                         strip = strip.apply_filter(f, background)
                     done = rows[y] = (content, filters, strip)
@@ -239,14 +241,13 @@ class LineWidget(Widget):
             return None
         content = self.content_region.size
         base_background, background = self.background_colors
-        app = self.app
         gutter = styles.gutter
         if content.width != self.size.width or content.height <= 0:
             return None
         sentinel = Segment("\0" * content.width)
-        row = self._styles_cache.render_line(
-            styles, gutter.top, size, content, styles.padding, base_background, background,
-            lambda _y: Strip([sentinel], content.width), None, None, 1.0, app.ansi_theme, app.native_ansi_color)
+        row = styled_row(self, gutter.top, size, content, base_background, background, Strip([sentinel], content.width))
+        if row is None:  # Textual's public path only (widgets/textual_private.py): its render_lines draws
+            return None
         segments = list(row)
         hits = [k for k, seg in enumerate(segments) if seg == sentinel]
         if len(hits) != 1 or row.cell_length != size.width:
