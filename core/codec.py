@@ -8,6 +8,7 @@ with the path of the offending field; it never trusts its input (MQTT payloads c
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import types
 import typing
@@ -80,6 +81,8 @@ def to_dict(rec: Any) -> Any:
         return {str(k): to_dict(v) for k, v in rec.items()}
     if isinstance(rec, float):
         return _round(rec)
+    if isinstance(rec, enum.Enum):
+        return rec.value  # EndpointState.UP → "up"
     return rec
 
 
@@ -114,6 +117,13 @@ def _check(tp: Any, v: Any, path: str) -> Any:
         return dict(v)
     if tp is Any:
         return v
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        if not isinstance(v, str):
+            raise CodecError(f"{path}: expected a string")
+        try:
+            return tp(v)
+        except ValueError:
+            return None  # a value from a newer writer: the record derives it (EndpointReading.state)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):  # a dataclass type (hints are never instances)
         return _from(tp, v, path)
     if tp is bool:

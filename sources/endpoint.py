@@ -21,7 +21,7 @@ from typing import Any, Literal, NamedTuple, get_args
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import EndpointReading
 from gpuscope.core.text import clean
-from gpuscope.core.vocab import SERVER_KINDS
+from gpuscope.core.vocab import SERVER_KINDS, EndpointState, state_of
 
 KINDS = SERVER_KINDS
 MAX_BODY = 8 * 1024 * 1024  # a /metrics larger than this is refused (hostile or broken server)
@@ -585,10 +585,12 @@ class EndpointTracker:
         if self.down_since is not None:
             since = time.strftime("%H:%M:%S", time.localtime(self.down_since))
             return EndpointReading(url=self.url, kind=self.kind, model=self.model, up=False, resets=self.resets,
-                                   error=f"unreachable since {since} ({self.last_error})")
+                                   error=f"unreachable since {since} ({self.last_error})",
+                                   state=EndpointState.UNREACHABLE)
         if not self.snaps:
             err = f"{bad_responses(self.garbage)}: {self.last_error}" if self.garbage else self.last_error
-            return EndpointReading(url=self.url, kind=self.kind, up=True, error=err or "waiting for the first scrape")
+            return EndpointReading(url=self.url, kind=self.kind, up=True, error=err or "waiting for the first scrape",
+                                   state=EndpointState.BAD_RESPONSE if self.garbage else EndpointState.STARTING)
         spec = SERVER_SPECS[self.kind or "vllm"]
         if model in self._last:
             s = self._last[model]
@@ -653,7 +655,7 @@ class EndpointTracker:
             rate_window_s=span, prompt_computed_tokens_per_s=rate("prompt_computed"),
             prompt_cached_tokens_per_s=rate("prompt_cached"), prefix_cache_hit_pct=hit_pct,
             preemptions_per_min=None if pre is None else pre * 60.0, resets=self.resets,
-            models_dropped=self.models_dropped, **lat,
+            models_dropped=self.models_dropped, state=state_of(True, self.garbage > 0, gen, span), **lat,
         )
 
 
@@ -719,11 +721,13 @@ class EndpointPoller:
         if pr is not None and pr.error is None:
             missing_metrics = not r.up or r.kind is None
             filled = ("gen_tokens_per_s",) if missing_metrics and pr.decode_tokens_per_s is not None else ()
+            gen = r.gen_tokens_per_s if not missing_metrics else pr.decode_tokens_per_s
+            # no metrics: the endpoint answers the probe, so it is up (or starting, with no decode rate yet)
+            state = state_of(True, False, gen, r.rate_window_s) if missing_metrics else r.state
             return replace(r, up=True, probe=True, kind=r.kind or "probe", error=None if missing_metrics else r.error,
                            probe_ttft_s=pr.ttft_s, probe_decode_tokens_per_s=pr.decode_tokens_per_s,
-                           probe_fields=filled,
-                           gen_tokens_per_s=r.gen_tokens_per_s if not missing_metrics else pr.decode_tokens_per_s)
-        if pr is not None and r.kind is None:
+                           probe_fields=filled, gen_tokens_per_s=gen, state=state)
+        if pr is not None and r.kind is None:  # the text says why the probe failed; the state stays the server's
             return replace(r, error=pr.error)
         return r
 
