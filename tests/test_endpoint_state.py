@@ -145,3 +145,34 @@ def test_probe_state(reading, probe, want):
     r = EndpointPoller._with_probe(reading, probe)
     assert r.state is want
     assert r.up == (want is not DOWN)
+
+
+@pytest.mark.parametrize("ep,want", [
+    ({"url": "http://x", "error": "2 bad responses: not Prometheus text"}, BAD),  # an old recording: derived
+    ({"url": "http://x", "up": False, "error": "unreachable since 10:00:00 (HTTP 503)"}, DOWN),
+    ({"url": "http://x", "gen_tokens_per_s": 5, "rate_window_s": 10, "state": "up"}, UP),
+    ({"url": "http://x", "state": "starting", "error": "3 bad responses"}, STARTING),
+    ({"url": "http://x", "state": "from_the_future"}, STARTING),
+    ({"url": "http://x", "state": 7}, None),  # not a string: the frame is refused, as the checked decode does
+])
+def test_replays_fast_decode_agrees_with_the_checked_one(tmp_path, ep, want):
+    import gzip
+
+    from conftest import sim_source
+
+    from gpuscope.core.codec import inventory_to_dict
+    from gpuscope.sources.recording import open_recording
+    from gpuscope.tui.feeders import _trusted_frame
+
+    inv = sim_source("a6000-tp2-pcie-gen1").inventory
+    path = tmp_path / "r.jsonl.gz"
+    header = {"type": "header", "format": "gpuscope-recording", "version": 1, "inventory": inventory_to_dict(inv)}
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps(header) + "\n" + json.dumps({"t": 1000.0, "gpus": [], "endpoints": [ep]}) + "\n")
+    rec = open_recording(path)
+    fast, checked = _trusted_frame(rec, 0), next(rec.frames(0, 1), None)
+    if want is None:
+        assert fast is None and checked is None
+        return
+    assert fast is not None and checked is not None
+    assert fast.endpoints[0].state is want and checked.endpoints[0].state is want
