@@ -8,6 +8,7 @@ with the path of the offending field; it never trusts its input (MQTT payloads c
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import types
 import typing
@@ -47,6 +48,16 @@ for _cls in _RECORDS:
     _DEFAULTS[_cls] = d
 
 
+def _is_enum(tp: Any) -> bool:
+    """An Enum type, or an optional one."""
+    args = typing.get_args(tp) if typing.get_origin(tp) in (Union, types.UnionType) else (tp,)
+    return any(isinstance(a, type) and issubclass(a, enum.Enum) for a in args)
+
+
+_ENUM_FIELDS: dict[type, tuple[str, ...]] = {
+    cls: tuple(name for name, tp in _HINTS[cls].items() if _is_enum(tp)) for cls in _RECORDS}
+
+
 def _round(x: float) -> float | int:
     """Keep 4 significant digits for small values (0.003712 → 0.003712, 45.678 → 45.68), whole
     numbers from 1000 up (counters such as energy keep every joule)."""
@@ -72,6 +83,9 @@ def to_dict(rec: Any) -> Any:
                 out[f.name] = round(v, 3)  # timestamps keep milliseconds
             else:
                 out[f.name] = to_dict(v)
+        for name in _ENUM_FIELDS[type(rec)]:  # none but EndpointReading.state: no cost to the others
+            if name in out:
+                out[name] = out[name].value  # EndpointState.UP → "up"
         return out
     if isinstance(rec, (tuple, list)):
         return [to_dict(v) for v in rec]
@@ -135,6 +149,13 @@ def _check(tp: Any, v: Any, path: str) -> Any:
         if not isinstance(v, str):
             raise CodecError(f"{path}: expected a string")
         return v
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        if not isinstance(v, str):
+            raise CodecError(f"{path}: expected a string")
+        try:
+            return tp(v)
+        except ValueError:
+            return None  # a value from a newer writer: the record derives it (EndpointReading.state)
     raise CodecError(f"{path}: unsupported type {tp}")  # pragma: no cover - programming error
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuscope.core.vocab import CLOCK_EVENTS
+from gpuscope.core.vocab import CLOCK_EVENTS, EndpointState, state_of
 
 # Clock event ("throttle") reason bits, as NVML defines them (named once, in core/vocab.py).
 CLOCK_EVENT_REASONS: dict[int, str] = {e.bit: e.name for e in CLOCK_EVENTS}
@@ -205,6 +205,25 @@ class EndpointReading:
     probe_fields: tuple[str, ...] = ()
     resets: int = 0  # restarts / counter resets / outages after which the rate window started afresh
     models_dropped: int = 0  # served models beyond the per-endpoint cap, counted but not read
+    # What the reading says about the server (up, starting, bad_response, unreachable), beside the human
+    # text in ``error``; readers decide on this, never on the text. Not given (a recording or an MQTT
+    # payload from before this field, a value this version does not know): derived from ``up``, the rates
+    # and, for "bad response", the text (see :meth:`__post_init__`). Always agrees with ``up``.
+    state: EndpointState | None = None
+
+    def __post_init__(self) -> None:
+        st = self.state
+        if type(st) is not EndpointState:
+            try:
+                st = EndpointState(st) if st is not None else None
+            except (ValueError, TypeError):
+                st = None
+        if st is None or (st is EndpointState.UNREACHABLE) == self.up:
+            # the writer's "N bad response(s)" text is the only record of bad answers before ``state``
+            bad = self.error is not None and "bad response" in self.error
+            st = state_of(self.up, bad, self.gen_tokens_per_s, self.rate_window_s)
+        if st is not self.state:
+            object.__setattr__(self, "state", st)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,12 +12,13 @@ package (so :mod:`gpuscope.core.model` can build on it):
 * "busy" (the one definition, documented in docs/findings.md);
 * clock-event ("throttle") reasons: NVML bit, name, badge, level and, where it is a finding, its
   severity and plain-language meaning;
-* inference server kinds.
+* inference server kinds and an endpoint's state.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Protocol
 
 # ------------------------------------------------------------------ severities
@@ -132,11 +133,38 @@ CLOCK_EVENT_BY_NAME = {e.name: e for e in CLOCK_EVENTS}
 SERVER_KINDS = ("vllm", "sglang", "tgi", "llamacpp", "trtllm", "triton", "lmdeploy")
 
 
+class EndpointState(str, Enum):
+    """What an endpoint reading says about its server, carried in ``EndpointReading.state`` beside the
+    human text in ``error`` (recorded as the value: ``"up"``…). Front ends decide on the state, never on
+    the text."""
+
+    UP = "up"  # answers with metrics: a gen rate, or a rate window, is known
+    STARTING = "starting"  # answers (or not asked yet), no rate yet: fewer than two fresh scrapes since
+    # the start, an outage or a restart
+    BAD_RESPONSE = "bad_response"  # answers, but no rate: answers were not metrics or too large (``error`` says)
+    UNREACHABLE = "unreachable"  # no usable answer: refused, timed out, an HTTP error status (``up`` false)
+
+
+def state_of(up: bool, bad_answers: bool, gen_tokens_per_s: float | None,
+             rate_window_s: float | None) -> EndpointState:
+    """The state from what a reading knows: ``up`` (answered), ``bad_answers`` (some answers were not
+    usable metrics), the gen rate and the rate window (None: not known). A bad answer counts only while
+    it leaves no rate to show."""
+    if not up:
+        return EndpointState.UNREACHABLE
+    if gen_tokens_per_s is None:
+        if bad_answers:
+            return EndpointState.BAD_RESPONSE
+        if rate_window_s is None:
+            return EndpointState.STARTING
+    return EndpointState.UP
+
+
 def endpoint_state(e: Any) -> str:
-    """An endpoint reading's state: ``down`` (unreachable), ``bad`` (it answers, but no answer was usable:
-    too large, not metrics — the tracker's "N bad response(s)" with no rate) or ``ok``."""
-    if not e.up:
+    """An endpoint reading's state in three words, from its explicit ``state``: ``down`` (unreachable),
+    ``bad`` (it answers, but no answer was usable: too large, not metrics) or ``ok`` (up, or starting)."""
+    if e.state is EndpointState.UNREACHABLE:
         return "down"
-    if e.gen_tokens_per_s is None and e.error and "bad response" in e.error:
+    if e.state is EndpointState.BAD_RESPONSE:
         return "bad"
     return "ok"

@@ -14,79 +14,147 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, NamedTuple, get_args
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import EndpointReading
 from gpuscope.core.text import clean
-from gpuscope.core.vocab import SERVER_KINDS
+from gpuscope.core.vocab import SERVER_KINDS, EndpointState, state_of
 
 KINDS = SERVER_KINDS
-PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("tgi_", "tgi"), ("llamacpp:", "llamacpp"),
-            ("trtllm_", "trtllm"), ("nv_trt_llm_", "triton"), ("nv_llm_", "triton"), ("nv_inference_", "triton"),
-            ("lmdeploy:", "lmdeploy"))
 MAX_BODY = 8 * 1024 * 1024  # a /metrics larger than this is refused (hostile or broken server)
 MAX_MODELS = 8  # readings per endpoint per frame: the rest of the served models are counted, not read
-COUNTER_KEYS = ("gen", "prompt", "prompt_computed", "prompt_cached", "cache_hits", "cache_queries", "preemptions",
-                "spec_accepted", "spec_drafts", "spec_draft_tokens")
-HIST_KEYS = ("ttft", "itl", "queue", "prefill")
+CounterKey = Literal["gen", "prompt", "prompt_computed", "prompt_cached", "cache_hits", "cache_queries", "preemptions",
+                     "spec_accepted", "spec_drafts", "spec_draft_tokens"]
+HistKey = Literal["ttft", "itl", "queue", "prefill"]
+GaugeKey = Literal["running", "waiting", "kv", "gen_gauge", "spec_len_gauge", "spec_rate_gauge", "cache_hit_gauge"]
+COUNTER_KEYS: tuple[CounterKey, ...] = get_args(CounterKey)
+HIST_KEYS: tuple[HistKey, ...] = get_args(HistKey)
+GAUGE_KEYS: tuple[GaugeKey, ...] = get_args(GaugeKey)
 SUPPORTED_BUCKET = 0.2  # a quantile is given as a value only when its bucket is narrower than 20 % of its lower bound
 START_TIME = "process_start_time_seconds"
 
-# What to read per server. Counters are summed over every label set (engines, data-parallel ranks).
-SPEC: dict[str, dict[str, Any]] = {
-    "vllm": {"gen": ["vllm:generation_tokens_total"], "prompt": ["vllm:prompt_tokens_total"],
-             "running": ["vllm:num_requests_running"], "waiting": ["vllm:num_requests_waiting"],
-             "kv": ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"], "kv_fraction": True,
-             "ttft": ["vllm:time_to_first_token_seconds"],
-             "itl": ["vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"],
-             "spec_accepted": ["vllm:spec_decode_num_accepted_tokens_total"],
-             "spec_drafts": ["vllm:spec_decode_num_drafts_total"],
-             "spec_draft_tokens": ["vllm:spec_decode_num_draft_tokens_total"],
-             "prompt_computed": [("vllm:prompt_tokens_by_source_total", "source", "local_compute")],
-             "prompt_cached": [("vllm:prompt_tokens_by_source_total", "source", "local_cache_hit")],
-             "cache_hits": ["vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"],
-             "cache_queries": ["vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"],
-             "preemptions": ["vllm:num_preemptions_total"],
-             "queue": ["vllm:request_queue_time_seconds"], "prefill": ["vllm:request_prefill_time_seconds"]},
-    "sglang": {"gen": ["sglang:generation_tokens_total"], "prompt": ["sglang:prompt_tokens_total"],
-               "gen_gauge": ["sglang:gen_throughput"],
-               "running": ["sglang:num_running_reqs"], "waiting": ["sglang:num_queue_reqs"],
-               "kv": ["sglang:token_usage"], "kv_fraction": True, "kv_max": True,
-               "ttft": ["sglang:time_to_first_token_seconds"],
-               "itl": ["sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"],
-               "spec_len_gauge": ["sglang:spec_accept_length"], "spec_rate_gauge": ["sglang:spec_accept_rate"],
-               "cache_hit_gauge": ["sglang:cache_hit_rate"], "queue": ["sglang:queue_time_seconds"]},
-    "tgi": {"gen": ["tgi_request_generated_tokens_sum"], "prompt": ["tgi_request_input_length_sum"],
-            "running": ["tgi_batch_current_size"], "waiting": ["tgi_queue_size"],
-            "itl": ["tgi_request_mean_time_per_token_duration"]},
-    "llamacpp": {"gen": ["llamacpp:tokens_predicted_total"], "prompt": ["llamacpp:prompt_tokens_total"],
-                 "running": ["llamacpp:requests_processing"], "waiting": ["llamacpp:requests_deferred"],
-                 "spec_accepted": ["llamacpp:spec_decode_num_accepted_tokens_total"],
-                 "spec_drafts": ["llamacpp:spec_decode_num_drafts_total"],
-                 "spec_draft_tokens": ["llamacpp:spec_decode_num_draft_tokens_total"]},
-    "trtllm": {"gen": ["trtllm_generation_tokens_total"], "prompt": ["trtllm_prompt_tokens_total"],
-               "running": ["trtllm_num_requests_running"], "waiting": ["trtllm_num_requests_waiting"],
-               "kv": ["trtllm_kv_cache_utilization"], "kv_fraction": True,
-               "ttft": ["trtllm_time_to_first_token_seconds"], "itl": ["trtllm_time_per_output_token_seconds"],
-               "spec_len_gauge": ["trtllm_spec_decode_acceptance_length"],
-               "spec_accepted": ["trtllm_spec_decode_num_accepted_tokens_total"],
-               "spec_draft_tokens": ["trtllm_spec_decode_num_draft_tokens_total"]},
-    "triton": {"gen": ["nv_llm_output_token_len_sum"], "prompt": ["nv_llm_input_token_len_sum"],
-               "running": [("nv_trt_llm_request_metrics", "request_type", "active")],
-               "waiting": [("nv_trt_llm_request_metrics", "request_type", "waiting")],
-               "kv": [("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "fraction")], "kv_fraction": True},
-    "lmdeploy": {"gen": ["lmdeploy:generation_tokens_total"], "prompt": ["lmdeploy:prompt_tokens_total"],
-                 "running": ["lmdeploy:num_requests_running"], "waiting": ["lmdeploy:num_requests_waiting"],
-                 "kv": ["lmdeploy:gpu_cache_usage_perc"], "kv_fraction": True,
-                 "ttft": ["lmdeploy:time_to_first_token_seconds"], "itl": ["lmdeploy:time_per_output_token_seconds"],
-                 "spec_len_gauge": ["lmdeploy:spec_decode_mean_accept_length"],
-                 "spec_accepted": ["lmdeploy:spec_decode_num_accepted_tokens_total"],
-                 "spec_drafts": ["lmdeploy:spec_decode_num_drafts_total"],
-                 "spec_draft_tokens": ["lmdeploy:spec_decode_num_draft_tokens_total"]},
-}
+
+class Labelled(NamedTuple):
+    """A series picked by one label's value: ``Labelled("nv_trt_llm_request_metrics", "request_type", "active")``
+    reads ``nv_trt_llm_request_metrics{request_type="active",…}`` only."""
+
+    name: str
+    label: str
+    value: str
+
+
+Series = str | Labelled  # a sample name (``_total``, ``_sum`` kept), or a name and one label's value
+Names = tuple[Series, ...]  # the first of these present is read (newer names first, then older aliases)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSpec:
+    """What to read from one kind of inference server's /metrics, by role (every role a typed field, so a
+    misspelt role is an error, not a silent miss). Each role lists sample names, newest first: the first
+    one present is read. Counters are summed over every label set (engines, data-parallel ranks); their
+    rates come from the scrapes' deltas. Histograms (``ttft``…) name the family (``_bucket``, ``_sum`` and
+    ``_count`` are added). Gauges are read as they are (``kv``: the largest over label sets)."""
+
+    kind: str  # one of core.vocab.SERVER_KINDS
+    prefixes: tuple[str, ...]  # metric-name prefixes that identify the server (detect_kind)
+    metrics_path: str = "/metrics"  # where the Prometheus text is served when the URL gives no path
+    # counters (CounterKey)
+    gen: Names = ()  # generated tokens
+    prompt: Names = ()  # prompt tokens
+    prompt_computed: Names = ()  # prompt tokens prefilled
+    prompt_cached: Names = ()  # prompt tokens served from the prefix cache
+    cache_hits: Names = ()  # prefix-cache lookups that hit …
+    cache_queries: Names = ()  # … of all lookups (tokens)
+    preemptions: Names = ()
+    spec_accepted: Names = ()  # speculative decoding: accepted draft tokens,
+    spec_drafts: Names = ()  # drafts,
+    spec_draft_tokens: Names = ()  # draft tokens proposed
+    # histograms (HistKey), seconds
+    ttft: Names = ()
+    itl: Names = ()
+    queue: Names = ()
+    prefill: Names = ()
+    # gauges (GaugeKey)
+    running: Names = ()  # requests running
+    waiting: Names = ()  # requests queued
+    kv: Names = ()  # KV-cache usage: a fraction when ``kv_fraction``, else a percentage
+    gen_gauge: Names = ()  # the server's own gen tok/s, used instead of the counter's rate (0 when none runs)
+    spec_len_gauge: Names = ()  # mean acceptance length, when the counters cannot give it
+    spec_rate_gauge: Names = ()  # acceptance rate (0-1), when the counters cannot give it
+    cache_hit_gauge: Names = ()  # prefix-cache hit rate (0-1), when the counters cannot give it
+    kv_fraction: bool = False
+
+    def series(self) -> tuple[Series, ...]:
+        """Every series this spec reads, in every role."""
+        return tuple(n for key in (*COUNTER_KEYS, *HIST_KEYS, *GAUGE_KEYS) for n in getattr(self, key))
+
+
+# What to read per server (../shared/docs/inference-metrics.md), in SERVER_KINDS order.
+SERVER_SPECS: dict[str, ServerSpec] = {s.kind: s for s in (
+    ServerSpec(
+        "vllm", ("vllm:",), gen=("vllm:generation_tokens_total",), prompt=("vllm:prompt_tokens_total",),
+        running=("vllm:num_requests_running",), waiting=("vllm:num_requests_waiting",),
+        kv=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), kv_fraction=True,
+        ttft=("vllm:time_to_first_token_seconds",),
+        itl=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+        spec_accepted=("vllm:spec_decode_num_accepted_tokens_total",),
+        spec_drafts=("vllm:spec_decode_num_drafts_total",),
+        spec_draft_tokens=("vllm:spec_decode_num_draft_tokens_total",),
+        prompt_computed=(Labelled("vllm:prompt_tokens_by_source_total", "source", "local_compute"),),
+        prompt_cached=(Labelled("vllm:prompt_tokens_by_source_total", "source", "local_cache_hit"),),
+        cache_hits=("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+        cache_queries=("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+        preemptions=("vllm:num_preemptions_total",),
+        queue=("vllm:request_queue_time_seconds",), prefill=("vllm:request_prefill_time_seconds",)),
+    ServerSpec(
+        "sglang", ("sglang:",), gen=("sglang:generation_tokens_total",), prompt=("sglang:prompt_tokens_total",),
+        gen_gauge=("sglang:gen_throughput",),
+        running=("sglang:num_running_reqs",), waiting=("sglang:num_queue_reqs",),
+        kv=("sglang:token_usage",), kv_fraction=True,
+        ttft=("sglang:time_to_first_token_seconds",),
+        itl=("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
+        spec_len_gauge=("sglang:spec_accept_length",), spec_rate_gauge=("sglang:spec_accept_rate",),
+        cache_hit_gauge=("sglang:cache_hit_rate",), queue=("sglang:queue_time_seconds",)),
+    ServerSpec(
+        "tgi", ("tgi_",), gen=("tgi_request_generated_tokens_sum",), prompt=("tgi_request_input_length_sum",),
+        running=("tgi_batch_current_size",), waiting=("tgi_queue_size",),
+        itl=("tgi_request_mean_time_per_token_duration",)),
+    ServerSpec(
+        "llamacpp", ("llamacpp:",), gen=("llamacpp:tokens_predicted_total",), prompt=("llamacpp:prompt_tokens_total",),
+        running=("llamacpp:requests_processing",), waiting=("llamacpp:requests_deferred",),
+        spec_accepted=("llamacpp:spec_decode_num_accepted_tokens_total",),
+        spec_drafts=("llamacpp:spec_decode_num_drafts_total",),
+        spec_draft_tokens=("llamacpp:spec_decode_num_draft_tokens_total",)),
+    ServerSpec(
+        "trtllm", ("trtllm_",), metrics_path="/prometheus/metrics",
+        gen=("trtllm_generation_tokens_total",), prompt=("trtllm_prompt_tokens_total",),
+        running=("trtllm_num_requests_running",), waiting=("trtllm_num_requests_waiting",),
+        kv=("trtllm_kv_cache_utilization",), kv_fraction=True,
+        ttft=("trtllm_time_to_first_token_seconds",), itl=("trtllm_time_per_output_token_seconds",),
+        spec_len_gauge=("trtllm_spec_decode_acceptance_length",),
+        spec_accepted=("trtllm_spec_decode_num_accepted_tokens_total",),
+        spec_draft_tokens=("trtllm_spec_decode_num_draft_tokens_total",)),
+    ServerSpec(
+        "triton", ("nv_trt_llm_", "nv_llm_", "nv_inference_"),
+        gen=("nv_llm_output_token_len_sum",), prompt=("nv_llm_input_token_len_sum",),
+        running=(Labelled("nv_trt_llm_request_metrics", "request_type", "active"),),
+        waiting=(Labelled("nv_trt_llm_request_metrics", "request_type", "waiting"),),
+        kv=(Labelled("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "fraction"),), kv_fraction=True),
+    ServerSpec(
+        "lmdeploy", ("lmdeploy:",), gen=("lmdeploy:generation_tokens_total",), prompt=("lmdeploy:prompt_tokens_total",),
+        running=("lmdeploy:num_requests_running",), waiting=("lmdeploy:num_requests_waiting",),
+        kv=("lmdeploy:gpu_cache_usage_perc",), kv_fraction=True,
+        ttft=("lmdeploy:time_to_first_token_seconds",), itl=("lmdeploy:time_per_output_token_seconds",),
+        spec_len_gauge=("lmdeploy:spec_decode_mean_accept_length",),
+        spec_accepted=("lmdeploy:spec_decode_num_accepted_tokens_total",),
+        spec_drafts=("lmdeploy:spec_decode_num_drafts_total",),
+        spec_draft_tokens=("lmdeploy:spec_decode_num_draft_tokens_total",)),
+)}
+# (prefix, kind) in SERVER_KINDS order: a name is counted for the first kind whose prefix it starts with
+PREFIXES: tuple[tuple[str, str], ...] = tuple((p, s.kind) for s in SERVER_SPECS.values() for p in s.prefixes)
 
 
 class MetricsError(GpuscopeError, ValueError):
@@ -230,7 +298,7 @@ def detect_kind(names: Iterable[str]) -> str | None:
     return max(votes, key=lambda k: votes[k])
 
 
-def _select(samples: Samples, names: list[Any]) -> list[tuple[dict[str, str], float]]:
+def _select(samples: Samples, names: Sequence[Series]) -> list[tuple[dict[str, str], float]]:
     for n in names:
         if isinstance(n, tuple):
             name, label, value = n
@@ -242,15 +310,17 @@ def _select(samples: Samples, names: list[Any]) -> list[tuple[dict[str, str], fl
     return []
 
 
-def total(samples: Samples, names: list[Any]) -> float | None:
+def total(samples: Samples, names: Sequence[Series]) -> float | None:
     """Sum of the first present metric over all its label sets (engines, ranks); None if absent."""
     rows = [v for _lab, v in _select(samples, names) if math.isfinite(v)]
     return sum(rows) if rows else None
 
 
-def buckets(samples: Samples, names: list[str]) -> tuple[dict[float, float], float, float] | None:
+def buckets(samples: Samples, names: Sequence[Series]) -> tuple[dict[float, float], float, float] | None:
     """Cumulative histogram buckets summed over label sets: ({le: count}, sum, count)."""
     for n in names:
+        if isinstance(n, tuple):  # no server's histogram is picked by a label
+            continue
         rows = samples.get(n + "_bucket")
         if not rows:
             continue
@@ -455,7 +525,7 @@ class EndpointTracker:
         self.last_error = None
         was_down = self.down_since is not None
         self.down_since = None
-        spec = SPEC[kind]
+        spec = SERVER_SPECS[kind]
         models = sorted({m for rows in samples.values() for lab, _v in rows if (m := model_of(lab))})
         self.models_dropped = max(0, len(models) - MAX_MODELS)
         models = models[:MAX_MODELS]
@@ -468,14 +538,14 @@ class EndpointTracker:
             sm = by_model[m]
             c = counters.setdefault(m, {})
             for key in COUNTER_KEYS:
-                v = total(sm, spec.get(key, []))
+                v = total(sm, getattr(spec, key))
                 if v is not None:
                     c[key] = v
             hh = hists.setdefault(m, {})
-            for key in HIST_KEYS:
-                b = buckets(sm, spec.get(key, []))
+            for hkey in HIST_KEYS:
+                b = buckets(sm, getattr(spec, hkey))
                 if b is not None:
-                    hh[key] = b
+                    hh[hkey] = b
         starts = tuple(sorted(v for _l, v in samples.get(START_TIME, []) if math.isfinite(v)))
         snap = _Snap(t, counters, hists, starts or None)
         why = reset_reason(self.snaps[-1] if self.snaps else None, snap, was_down)
@@ -493,11 +563,9 @@ class EndpointTracker:
             return None
         if self._wanted_names is None:
             names: set[str] = {START_TIME}
-            for v in SPEC[self.kind].values():
-                if isinstance(v, list):
-                    for n in v:
-                        base = n[0] if isinstance(n, tuple) else n
-                        names |= {base, base + "_bucket", base + "_sum", base + "_count"}
+            for n in SERVER_SPECS[self.kind].series():
+                base = n.name if isinstance(n, Labelled) else n
+                names |= {base, base + "_bucket", base + "_sum", base + "_count"}
             self._wanted_names = names
         return self._wanted_names.__contains__
 
@@ -517,11 +585,13 @@ class EndpointTracker:
         if self.down_since is not None:
             since = time.strftime("%H:%M:%S", time.localtime(self.down_since))
             return EndpointReading(url=self.url, kind=self.kind, model=self.model, up=False, resets=self.resets,
-                                   error=f"unreachable since {since} ({self.last_error})")
+                                   error=f"unreachable since {since} ({self.last_error})",
+                                   state=EndpointState.UNREACHABLE)
         if not self.snaps:
             err = f"{bad_responses(self.garbage)}: {self.last_error}" if self.garbage else self.last_error
-            return EndpointReading(url=self.url, kind=self.kind, up=True, error=err or "waiting for the first scrape")
-        spec = SPEC[self.kind or "vllm"]
+            return EndpointReading(url=self.url, kind=self.kind, up=True, error=err or "waiting for the first scrape",
+                                   state=EndpointState.BAD_RESPONSE if self.garbage else EndpointState.STARTING)
+        spec = SERVER_SPECS[self.kind or "vllm"]
         if model in self._last:
             s = self._last[model]
         else:  # every model together
@@ -532,20 +602,20 @@ class EndpointTracker:
         pts = list(self.snaps)
         span = pts[-1].t - pts[0].t if len(pts) >= 2 else None
 
-        def rate(key: str) -> float | None:
+        def rate(key: CounterKey) -> float | None:
             p = [(x.t, x.counters[model][key]) for x in pts if key in x.counters.get(model, {})]
             return counter_rate(p)
 
         gen = rate("gen")
-        running = total(s, spec.get("running", []))
-        if spec.get("gen_gauge"):
-            g = total(s, spec["gen_gauge"])
+        running = total(s, spec.running)
+        if spec.gen_gauge:
+            g = total(s, spec.gen_gauge)
             if g is not None:
                 gen = 0.0 if running == 0 else g  # SGLang's gauge keeps its last value when idle
         kv = None
-        rows = [v for _l, v in _select(s, spec.get("kv", [])) if math.isfinite(v)]
+        rows = [v for _l, v in _select(s, spec.kv) if math.isfinite(v)]
         if rows:
-            kv = max(rows) * (100.0 if spec.get("kv_fraction") else 1.0)
+            kv = max(rows) * (100.0 if spec.kv_fraction else 1.0)
         lat: dict[str, Any] = {}
         for key in HIST_KEYS:
             first = pts[0].hists.get(model, {}).get(key) if len(pts) >= 2 else None
@@ -565,14 +635,14 @@ class EndpointTracker:
         acc, drafts, dtok = rate("spec_accepted"), rate("spec_drafts"), rate("spec_draft_tokens")
         accept_len = 1 + acc / drafts if acc is not None and drafts else None
         accept_rate = acc / dtok if acc is not None and dtok else None
-        if accept_len is None and spec.get("spec_len_gauge"):
-            accept_len = total(s, spec["spec_len_gauge"])
-        if accept_rate is None and spec.get("spec_rate_gauge"):
-            accept_rate = total(s, spec["spec_rate_gauge"])
+        if accept_len is None and spec.spec_len_gauge:
+            accept_len = total(s, spec.spec_len_gauge)
+        if accept_rate is None and spec.spec_rate_gauge:
+            accept_rate = total(s, spec.spec_rate_gauge)
         hits, queries = rate("cache_hits"), rate("cache_queries")
         hit_pct = 100.0 * hits / queries if hits is not None and queries else None
-        if hit_pct is None and spec.get("cache_hit_gauge"):
-            g = total(s, spec["cache_hit_gauge"])
+        if hit_pct is None and spec.cache_hit_gauge:
+            g = total(s, spec.cache_hit_gauge)
             hit_pct = 100.0 * g if g is not None else None
         pre = rate("preemptions")
         return EndpointReading(
@@ -580,12 +650,12 @@ class EndpointTracker:
             error=bad_responses(self.garbage) + (f": {self.last_error}" if self.last_error else "")
             if self.garbage else None,
             gen_tokens_per_s=gen, prompt_tokens_per_s=rate("prompt"),
-            requests_running=running, requests_waiting=total(s, spec.get("waiting", [])), kv_cache_pct=kv,
+            requests_running=running, requests_waiting=total(s, spec.waiting), kv_cache_pct=kv,
             spec_accept_length=accept_len, spec_accept_rate=accept_rate,
             rate_window_s=span, prompt_computed_tokens_per_s=rate("prompt_computed"),
             prompt_cached_tokens_per_s=rate("prompt_cached"), prefix_cache_hit_pct=hit_pct,
             preemptions_per_min=None if pre is None else pre * 60.0, resets=self.resets,
-            models_dropped=self.models_dropped, **lat,
+            models_dropped=self.models_dropped, state=state_of(True, self.garbage > 0, gen, span), **lat,
         )
 
 
@@ -597,7 +667,8 @@ def metrics_url(url: str, kind: str | None) -> str:
     base = f"{parts.scheme}://{parts.netloc}"
     if parts.path not in ("", "/"):
         return base + parts.path + (f"?{parts.query}" if parts.query else "")
-    return base + ("/prometheus/metrics" if kind == "trtllm" else "/metrics")
+    spec = SERVER_SPECS.get(kind) if kind is not None else None
+    return base + (spec.metrics_path if spec is not None else "/metrics")
 
 
 class EndpointPoller:
@@ -650,11 +721,13 @@ class EndpointPoller:
         if pr is not None and pr.error is None:
             missing_metrics = not r.up or r.kind is None
             filled = ("gen_tokens_per_s",) if missing_metrics and pr.decode_tokens_per_s is not None else ()
+            gen = r.gen_tokens_per_s if not missing_metrics else pr.decode_tokens_per_s
+            # no metrics: the endpoint answers the probe, so it is up (or starting, with no decode rate yet)
+            state = state_of(True, False, gen, r.rate_window_s) if missing_metrics else r.state
             return replace(r, up=True, probe=True, kind=r.kind or "probe", error=None if missing_metrics else r.error,
                            probe_ttft_s=pr.ttft_s, probe_decode_tokens_per_s=pr.decode_tokens_per_s,
-                           probe_fields=filled,
-                           gen_tokens_per_s=r.gen_tokens_per_s if not missing_metrics else pr.decode_tokens_per_s)
-        if pr is not None and r.kind is None:
+                           probe_fields=filled, gen_tokens_per_s=gen, state=state)
+        if pr is not None and r.kind is None:  # the text says why the probe failed; the state stays the server's
             return replace(r, error=pr.error)
         return r
 

@@ -381,8 +381,8 @@ def _trusted_frame(rec: Recording, i: int, full_check: bool = True) -> Frame | N
         kw = {k: v for k, v in d.items() if k in _FRAME}
         kw["gpus"] = tuple(gpus)
         eps = d.get("endpoints") or ()
-        if not all(numbers_ok(e, _EP_NUMERIC, ENDPOINT_INTS) for e in eps):
-            raise TypeError("a reading that is not a number")
+        if not all(numbers_ok(e, _EP_NUMERIC, ENDPOINT_INTS) and isinstance(e.get("state", ""), str) for e in eps):
+            raise TypeError("a reading that is not a number (or a state that is not a string)")
         kw["endpoints"] = tuple(EndpointReading(**{k: v for k, v in e.items() if k in _EP}) for e in eps)
         kw["events"] = tuple(Event(**{k: v for k, v in e.items() if k in _EV}) for e in d.get("events") or ())
         f = Frame(**kw)

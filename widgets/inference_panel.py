@@ -19,10 +19,11 @@ from gpuscope.core.model import EndpointReading
 from gpuscope.core.text import clean
 from gpuscope.core.units import NONE
 from gpuscope.core.view import ViewState
-from gpuscope.core.vocab import endpoint_state
+from gpuscope.core.vocab import EndpointState
 from gpuscope.widgets.style import ACCENT, BAD, DIM, fmt_num, set_content, sparkline
 
 INDENT = " " * 9
+UNREACHABLE, BAD_RESPONSE = EndpointState.UNREACHABLE, EndpointState.BAD_RESPONSE
 
 
 def fmt_ms(s: float | None) -> str:
@@ -61,14 +62,15 @@ def _short(s: float, unit: bool = True) -> str:
 
 def header_line(eps: Sequence[EndpointReading]) -> tuple[str, str]:
     """(total gen tok/s, what it is): "– tok/s" while no endpoint has a rate, with the reason."""
-    rates = [e.gen_tokens_per_s for e in eps if e.up and e.gen_tokens_per_s is not None]
+    rates = [e.gen_tokens_per_s for e in eps if e.state is not UNREACHABLE and e.gen_tokens_per_s is not None]
     if not rates:
-        if eps and all(not e.up for e in eps):
+        if eps and all(e.state is UNREACHABLE for e in eps):
             return "– tok/s", "  unreachable"
-        if eps and all(endpoint_state(e) != "ok" for e in eps):  # down or answering garbage: waiting won't help
+        if eps and all(e.state in (UNREACHABLE, BAD_RESPONSE) for e in eps):  # waiting won't help
             return "– tok/s", "  no endpoint answers with metrics"
         return "– tok/s", "  waiting for two scrapes"
-    windows = [e.rate_window_s for e in eps if e.up and e.gen_tokens_per_s is not None and e.rate_window_s]
+    windows = [e.rate_window_s for e in eps
+               if e.state is not UNREACHABLE and e.gen_tokens_per_s is not None and e.rate_window_s]
     probe = any("gen_tokens_per_s" in e.probe_fields for e in eps)
     what = f"  {max(windows):.0f} s rate" if windows else ""
     return f"{sum(rates):,.0f} tok/s", what + ("  (probe)" if probe else "")
@@ -97,7 +99,7 @@ def endpoint_lines(e: EndpointReading, width: int = 76) -> list[Text]:
     padding): the numbers fit 76 for any realistic reading; why an endpoint is down or gives no rate is
     cut to the room left on its line (at least 10 characters), not to a fixed length."""
     head = Text(f"{clean(e.kind or '?', 8):<8} {clean(e.model or e.url, 28):<28} ")
-    if not e.up:
+    if e.state is UNREACHABLE:
         head.append(clean(e.error or "unreachable", max(10, width - len(head))), style=BAD)
         return [head]
     gen_src = " (probe)" if "gen_tokens_per_s" in e.probe_fields else ""
@@ -110,9 +112,10 @@ def endpoint_lines(e: EndpointReading, width: int = 76) -> list[Text]:
     if e.rate_window_s:
         state.append(f"  rates over {e.rate_window_s:.0f} s", style=DIM)
     elif e.gen_tokens_per_s is None:  # no rate: say why (every answer refused or unreadable, or too early)
-        bad = endpoint_state(e) == "bad"
+        bad = e.state is BAD_RESPONSE
         room = max(10, width - len(state) - 2)
-        state.append("  " + (clean(e.error, room) if bad else "rates: waiting for two scrapes"), style=BAD if bad else DIM)
+        why = clean(e.error or "bad response", room) if bad else "rates: waiting for two scrapes"
+        state.append("  " + why, style=BAD if bad else DIM)
     lines.append(state)
     work = []
     parts = prompt_split(e)
