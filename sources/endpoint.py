@@ -20,7 +20,7 @@ from typing import Any, Literal, NamedTuple, get_args
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import EndpointReading
-from gpuscope.core.text import clean
+from gpuscope.core.text import clean, count
 from gpuscope.core.vocab import SERVER_KINDS, EndpointState, state_of
 
 KINDS = SERVER_KINDS
@@ -419,13 +419,6 @@ def model_of(labels: dict[str, str]) -> str | None:
     return labels.get("model_name") or labels.get("model")
 
 
-def only_model(samples: Samples, model: str | None) -> Samples:
-    """The samples of one model (all of them when ``model`` is None)."""
-    if model is None:
-        return samples
-    return {name: [(lab, v) for lab, v in rows if model_of(lab) == model] for name, rows in samples.items()}
-
-
 def split_by_model(samples: Samples, models: list[str | None]) -> dict[str | None, Samples]:
     """{model: its samples} for the models asked for, in one pass (None: every sample)."""
     if models == [None]:
@@ -493,7 +486,6 @@ class EndpointTracker:
     garbage: int = 0
     scrapes: int = 0
     resets: int = 0
-    last_reset: str | None = None
     last_error: str | None = None
     down_since: float | None = None
     model: str | None = None
@@ -552,7 +544,6 @@ class EndpointTracker:
         if why is not None:
             self.snaps.clear()
             self.resets += 1
-            self.last_reset = why
         self.snaps.append(snap)
         trim_window(self.snaps, t, self.window_s)
         self._last = by_model
@@ -901,4 +892,4 @@ async def probe_chat(client: Any, base_url: str, model: str | None = None, max_t
 
 def bad_responses(n: int) -> str:
     """``1 bad response``, ``3 bad responses``: how many answers were not metrics (core/vocab reads it)."""
-    return f"{n} bad response{'' if n == 1 else 's'}"
+    return count(n, "bad response")
