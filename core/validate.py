@@ -74,14 +74,20 @@ GPU_RANGES: dict[str, tuple[float, float]] = {
     "pcie_tx_bytes_per_s": _RATE, "pcie_rx_bytes_per_s": _RATE,
     "nvlink_tx_bytes_per_s": _RATE, "nvlink_rx_bytes_per_s": _RATE,
     "pcie_replay_count": _COUNT, "pcie_recovery_count": _COUNT, "pcie_error_count": _COUNT,
+    "mem_reserved_bytes": _BYTES,
+    "ecc_corrected_volatile": _COUNT, "ecc_uncorrected_volatile": _COUNT, "ecc_corrected_aggregate": _COUNT,
+    "ecc_uncorrected_aggregate": _COUNT,
+    "remapped_rows_correctable": (0.0, float(2**32)), "remapped_rows_uncorrectable": (0.0, float(2**32)),
 }
 DEVICE_RANGES: dict[str, tuple[float, float]] = {
     "memory_total_bytes": _BYTES, "sm_clock_max_mhz": _MHZ, "mem_clock_max_mhz": _MHZ,
     "graphics_clock_max_mhz": _MHZ, "power_limit_w": _WATTS,
     "pcie_gen_gpu_max": (1.0, 8.0), "pcie_width_gpu_max": (1.0, 32.0),
     "pcie_gen_sys_max": (1.0, 8.0), "pcie_width_sys_max": (1.0, 32.0),
-    "numa_node": (-1.0, 4096.0), "nvlink_version": (0.0, 16.0),
+    "numa_node": (-1.0, 4096.0), "nvlink_version": (0.0, 16.0), "memory_info_version": (1.0, 2.0),
 }
+XID_RANGE = (0.0, float(2**31))  # NVML's Xid is a 32-bit code; the catalogue's go up to the 100s
+MAX_XIDS = 64  # distinct Xid codes kept per GPU
 ENDPOINT_RANGES: dict[str, tuple[float, float]] = {
     "gen_tokens_per_s": _PER_S, "prompt_tokens_per_s": _PER_S, "requests_running": _PER_S,
     "requests_waiting": _PER_S, "kv_cache_pct": _PCT,
@@ -241,6 +247,12 @@ def check_gpu(g: GpuReading, tally: Tally | None = None) -> GpuReading:
                                      user=clean_opt(p.user, 32), command=clean_opt(p.command, 120), sm_pct=sm,
                                      mem_pct=mp, kind=p.kind if p.kind in PROCESS_KINDS else "C"))
         ch["processes"] = tuple(procs)
+    if g.xids is not None:
+        xids = tuple(x for x in g.xids[:MAX_XIDS]
+                     if in_range(x.xid, *XID_RANGE) and in_range(x.count, 1, _COUNT[1]) and in_range(x.last_t, 0, 1e11))
+        if len(xids) != len(g.xids) and tally is not None:
+            tally.readings += len(g.xids) - len(xids)
+        ch["xids"] = xids or None
     return dataclasses.replace(g, **ch) if ch else g
 
 

@@ -162,16 +162,21 @@ def families(scope: str, kind: str) -> list[Family]:
 
 
 def _fb_free(r: GpuReading) -> float | None:
+    """Free framebuffer as dcgm-exporter reports it: total − used − reserved (NVML memory info v2's ``free``);
+    with v1 (no reserved figure) its ``used`` already includes the reserved memory."""
     if r.mem_total_bytes is None or r.mem_used_bytes is None:
         return None
-    return r.mem_total_bytes - r.mem_used_bytes
+    return max(0, r.mem_total_bytes - r.mem_used_bytes - (r.mem_reserved_bytes or 0))
 
 
 # Derived from two fields of a reading, so not a catalogue metric (the catalogue has one metric per field).
 DCGM_DERIVED = (Family("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", ((_fb_free, MIB, True, ""),)),)
 GPU_DERIVED = (Family("gpuscope_pcie_link_capacity_bytes_per_second", "gauge", "Usable bandwidth of the PCIe link "
                       "as it runs now, one direction, after line encoding.",
-                      ((lambda r: pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width), 1.0, False, ""),)),)
+                      ((lambda r: pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width), 1.0, False, ""),)),
+               Family("gpuscope_xid_errors_total", "counter", "Critical Xid errors seen since gpuscope started "
+                      "(absent until the first).",
+                      ((lambda r: sum(x.count for x in r.xids) if r.xids else None, 1.0, False, ""),)))
 
 
 def _samples(fam: Family, rows: Sequence[tuple[str, Any]]) -> list[str]:
