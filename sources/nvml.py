@@ -15,6 +15,7 @@ Units are converted here, once: mW → W, mJ → J, KB/s → bytes/s, MiB/s → 
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import socket
@@ -26,7 +27,8 @@ from dataclasses import replace
 from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory, PairLink, ProcessInfo
+from gpuscope.core.health import tally_xid, xid_text
+from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory, PairLink, ProcessInfo, XidCount
 from gpuscope.core.text import clean_opt
 from gpuscope.core.topology import cpu_list, normalize_bus_id, nvlink_count, topology_label
 from gpuscope.sources.procinfo import COMMAND_MAX, UNKNOWN_USER, ProcTable
@@ -52,6 +54,13 @@ ENERGY_INTERVAL_S = 30.0
 HEALTH_INTERVAL_S = 15.0
 HEALTH_EARLY_S = 0.5  # a slow tick this close to the 15 s reads them: slow ticks jitter around their 5 s
 HEALTH_KEYS = ("pcie_replay_count", "pcie_recovery_count", "pcie_error_count")
+# ECC counts and the row remapper, read with the PCIe health counters (every 15 s) and carried between reads
+ECC_KEYS = ("ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
+            "ecc_uncorrected_aggregate", "remapped_rows_correctable", "remapped_rows_uncorrectable",
+            "remap_pending", "remap_failure")
+XID_WAIT_MS = 500  # the Xid thread's wait: how long a close() may wait for it (it blocks in NVML, GIL released)
+XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
+LOG = logging.getLogger(__name__)
 _GPM_SLOTS = 1024  # room for every metric id a newer NVML might write (nvidia-ml-py's own size varies)
 
 # Field ids (nvmlFieldValue ids).
@@ -132,6 +141,12 @@ class NvmlSource:
         self._errors = tuple(getattr(nvml, n) for n in _NOT_SUPPORTED_NAMES if hasattr(nvml, n))
         self._lost_error = getattr(nvml, "NVMLError_GpuIsLost", None)
         self._base_error = getattr(nvml, "NVMLError", Exception)
+        self._mem_v2: dict[int, bool] = {}  # per GPU: memory info v2 answers (else v1, used incl. reserved)
+        self._xids: dict[int, dict[int, XidCount]] = {}  # per GPU: Xid code → count and last time
+        self._xid_queue: list[tuple[float, int, int]] = []  # (t, gpu, xid) from the Xid thread, under _lock
+        self._xid_thread: threading.Thread | None = None
+        self._xid_stop = threading.Event()
+        self._event_set: Any = None
 
     # ----------------------------------------------------------------- static
     def open(self) -> Inventory:
@@ -163,7 +178,102 @@ class NvmlSource:
         )
         workers = max(2, min(64, 3 * n))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuscope-nvml")
+        self._start_xid_events()
         return self.inventory
+
+    # ----------------------------------------------------------------- Xid events
+    def _note(self, text: str) -> None:
+        """Say something once: in the log and as a ``note`` event in the next frame (so in recordings)."""
+        LOG.info("%s", text)
+        self._pending_events.append(Event(t=self.clock(), kind="note", text=text))
+
+    def _start_xid_events(self) -> None:
+        """Register every GPU for critical Xid events on one NVML event set, waited on by the
+        ``gpuscope-xid`` daemon thread; GPUs (or a driver) without them are said once in a note."""
+        nv = self.nvml
+        etype = getattr(nv, "nvmlEventTypeXidCriticalError", XID_EVENT)
+        if not hasattr(nv, "nvmlEventSetCreate") or not hasattr(nv, "nvmlEventSetWait_v2"):
+            self._note("Xid errors are not watched: this nvidia-ml-py has no event sets")
+            return
+        try:
+            es = nv.nvmlEventSetCreate()
+        except self._base_error as e:
+            self._note(f"Xid errors are not watched: NVML's event set is not available ({clean_opt(str(e), 80)})")
+            return
+        missing = []
+        for i, h in enumerate(self._handles):
+            try:
+                nv.nvmlDeviceRegisterEvents(h, etype, es)
+            except self._base_error as e:
+                missing.append((i, clean_opt(str(e), 60)))
+        if len(missing) == len(self._handles):
+            self._free_event_set(es)
+            self._note(f"Xid errors are not watched: NVML does not report them on these GPUs ({missing[0][1]})"
+                       if missing else "Xid errors are not watched: no GPUs")
+            return
+        if missing:
+            self._note("Xid errors are not watched on " + ", ".join(f"GPU{i}" for i, _ in missing)
+                       + f" ({missing[0][1]})")
+        self._event_set = es
+        self._xid_stop.clear()
+        self._xid_thread = threading.Thread(target=self._xid_loop, args=(es, etype), name="gpuscope-xid", daemon=True)
+        self._xid_thread.start()
+
+    def _free_event_set(self, es: Any) -> None:
+        try:
+            self.nvml.nvmlEventSetFree(es)
+        except (self._base_error, AttributeError):
+            pass
+
+    def _xid_loop(self, es: Any, etype: int) -> None:
+        """Wait for Xid events (``XID_WAIT_MS`` at a time, so close() is never held long) and queue them for
+        the next sample; sampling never waits on this thread."""
+        nv = self.nvml
+        timeout_err = getattr(nv, "NVMLError_Timeout", None)
+        failures = 0
+        while not self._xid_stop.is_set():
+            try:
+                data = nv.nvmlEventSetWait_v2(es, XID_WAIT_MS)
+            except self._base_error as e:
+                if (timeout_err is not None and isinstance(e, timeout_err)) or getattr(e, "value", None) == 10:
+                    continue  # NVML_ERROR_TIMEOUT: nothing happened
+                failures += 1
+                if failures == 1:
+                    LOG.warning("waiting for Xid events failed (%s); retrying every second", clean_opt(str(e), 120))
+                self._xid_stop.wait(1.0)
+                continue
+            except Exception:  # noqa: BLE001 - a bug must not end the watch silently
+                LOG.exception("Xid event thread")
+                self._xid_stop.wait(1.0)
+                continue
+            if not int(getattr(data, "eventType", 0)) & etype:
+                continue
+            gpu = self._gpu_of(data.device)
+            xid = int(data.eventData)
+            if gpu is None:
+                LOG.warning("Xid %d on a GPU NVML did not name", xid)
+                continue
+            with self._lock:
+                self._xid_queue.append((self.clock(), gpu, xid))
+
+    def _gpu_of(self, device: Any) -> int | None:
+        """The index of the GPU an event names (its handle), or None."""
+        for i, h in enumerate(self._handles):
+            if h is device or ((a := _address(h)) is not None and a == _address(device)):
+                return i
+        try:
+            i = int(self.nvml.nvmlDeviceGetIndex(device))
+        except (self._base_error, AttributeError, TypeError, ValueError):
+            return None
+        return i if 0 <= i < len(self._handles) else None
+
+    def _take_xids(self) -> None:
+        """Fold the Xids the thread queued into the per-GPU tallies; each one is an ``xid`` event."""
+        with self._lock:
+            got, self._xid_queue = self._xid_queue, []
+        for t, gpu, xid in got:
+            tally_xid(self._xids.setdefault(gpu, {}), xid, t)
+            self._pending_events.append(Event(t=t, kind="xid", text=xid_text(gpu, xid), data={"gpu": gpu, "xid": xid}))
 
     def _static(self, fn: Callable[..., Any]) -> Any:  # called with no arguments (lambdas may bind defaults)
         try:
@@ -175,7 +285,7 @@ class NvmlSource:
         nv = self.nvml
         st = self._static
         bus_id = st(lambda: _s(nv.nvmlDeviceGetPciInfo(h).busId)) or f"unknown:{i}"
-        mem = st(lambda: nv.nvmlDeviceGetMemoryInfo(h))
+        mem = self._probe_memory(i, h)
         plimit = st(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h))
         arch = st(lambda: nv.nvmlDeviceGetArchitecture(h))
         ncpu = os.cpu_count() or 64
@@ -233,7 +343,29 @@ class NvmlSource:
             nvlinks_active=len(links),
             gpm_supported=gpm,
             nvlink_link_bytes_per_s=link_rate,
+            memory_info_version=None if mem is None else (2 if self._mem_v2.get(i) else 1),
         )
+
+    def _probe_memory(self, i: int, h: Any) -> Any:
+        """Memory info v2 where the driver has it (``used`` without the driver's reserved memory, as
+        nvidia-smi shows it; ``reserved`` apart), else v1 (``used`` includes it). Remembered per GPU."""
+        nv = self.nvml
+        version = getattr(nv, "nvmlMemory_v2", None)
+        if version is not None:
+            try:
+                mem = nv.nvmlDeviceGetMemoryInfo(h, version=version)
+                self._mem_v2[i] = True
+                return mem
+            except (self._base_error, TypeError, AttributeError):  # no _v2 entry point, NotSupported, an old binding
+                pass
+        self._mem_v2[i] = False
+        return self._static(lambda: nv.nvmlDeviceGetMemoryInfo(h))
+
+    def _memory(self, i: int, h: Any) -> Any:
+        nv = self.nvml
+        if self._mem_v2.get(i):
+            return nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)
+        return nv.nvmlDeviceGetMemoryInfo(h)
 
     def _nvlink_speed(self, h: Any, links: list[int]) -> float | None:
         """One NVLink's speed from NVML's field values, bytes/s one direction; None where not answered.
@@ -311,6 +443,8 @@ class NvmlSource:
                              ("nvlink_fields", self._nvlink_field_ids(i) if slow else [])):
                 if ids:
                     futures[(i, key)] = self._pool.submit(self._call_safe, i, key, nv.nvmlDeviceGetFieldValues, h, ids)
+            if health:
+                futures[(i, "ecc")] = self._pool.submit(self._ecc_safe, i, h)
         readings = []
         for i, h in enumerate(self._handles):
             if i in self._lost:
@@ -346,6 +480,13 @@ class NvmlSource:
                     lost = True
                 elif got is not None:
                     fv.extend(got)
+            ecc = futures.get((i, "ecc"))
+            got_ecc = ecc.result() if ecc is not None else None
+            if got_ecc is _LOST:
+                lost = True
+            elif got_ecc is not None:
+                self._slow_cache.setdefault(i, {}).update(got_ecc)
+                extra.update({k: v for k, v in got_ecc.items() if v is not None})
             if fv:
                 fields = self._fields(i, fv, t)
                 if slow:
@@ -357,7 +498,7 @@ class NvmlSource:
             if not slow:
                 extra.update({k: v for k, v in self._slow_cache.get(i, {}).items() if v is not None and k[0] != "_"})
             else:  # the health counters not read this tick (not due, or the read failed): the last ones read
-                extra.update({k: v for k in HEALTH_KEYS
+                extra.update({k: v for k in (*HEALTH_KEYS, *ECC_KEYS)
                               if k not in extra and (v := self._slow_cache.get(i, {}).get(k)) is not None})
             if self._gpm_ok.get(i):
                 try:
@@ -371,9 +512,46 @@ class NvmlSource:
             out.append(replace(r, **extra))
         if slow and self.read_sysfs:
             self._procs.keep(p.pid for g in out for p in g.processes or ())
+        self._take_xids()
+        if self._xids:  # every reading carries its GPU's tally (a lost GPU too: Xid 79 comes with it)
+            out = [replace(r, xids=tuple(sorted(self._xids[r.index].values(), key=lambda x: x.xid)))
+                   if r.index in self._xids else r for r in out]
         events = tuple(self._pending_events)
         self._pending_events.clear()
         return Frame(t=(t0 + t) / 2, gpus=tuple(out), events=events)
+
+    def _ecc_safe(self, i: int, h: Any) -> Any:
+        try:
+            return self._ecc(i, h)
+        except _Lost:
+            return _LOST
+
+    def _ecc(self, i: int, h: Any) -> dict[str, Any]:
+        """ECC error counts (where ECC is on) and the row remapper, as reading fields (None: not read).
+        Each call that answers NotSupported is never made again on this GPU."""
+        nv = self.nvml
+        c = self._call
+        out: dict[str, Any] = dict.fromkeys(ECC_KEYS)
+        if self.supported(i, "ecc_mode"):
+            mode = c(i, "ecc_mode", nv.nvmlDeviceGetEccMode, h)  # [current, pending]
+            if mode is not None and not int(mode[0]):
+                with self._lock:
+                    self._unsupported.add((i, "ecc_mode"))  # ECC off: changing it needs a reset, so never ask again
+                    self._unsupported.add((i, "ecc"))
+        if self.supported(i, "ecc"):
+            corrected, uncorrected = nv.NVML_MEMORY_ERROR_TYPE_CORRECTED, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+            for key, err, counter in (("ecc_corrected_volatile", corrected, nv.NVML_VOLATILE_ECC),
+                                      ("ecc_uncorrected_volatile", uncorrected, nv.NVML_VOLATILE_ECC),
+                                      ("ecc_corrected_aggregate", corrected, nv.NVML_AGGREGATE_ECC),
+                                      ("ecc_uncorrected_aggregate", uncorrected, nv.NVML_AGGREGATE_ECC)):
+                v = c(i, "ecc", nv.nvmlDeviceGetTotalEccErrors, h, err, counter)
+                out[key] = int(v) if v is not None else None
+        rows = c(i, "remap", nv.nvmlDeviceGetRemappedRows, h) if hasattr(nv, "nvmlDeviceGetRemappedRows") else None
+        if rows is not None:
+            corr, unc, pending, failure = rows
+            out.update(remapped_rows_correctable=int(corr), remapped_rows_uncorrectable=int(unc),
+                       remap_pending=bool(pending), remap_failure=bool(failure))
+        return out
 
     def _call_safe(self, i: int, key: str, fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -392,7 +570,7 @@ class NvmlSource:
         nv = self.nvml
         c = self._call
         util = c(i, "util", nv.nvmlDeviceGetUtilizationRates, h)
-        mem = c(i, "mem", nv.nvmlDeviceGetMemoryInfo, h)
+        mem = c(i, "mem", self._memory, i, h)
         power = c(i, "power", nv.nvmlDeviceGetPowerUsage, h)
         limit = c(i, "power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
         cache = self._slow_cache.setdefault(i, {})
@@ -415,6 +593,7 @@ class NvmlSource:
             util_mem_pct=float(util.memory) if util is not None else None,
             mem_used_bytes=int(mem.used) if mem is not None else None,
             mem_total_bytes=int(mem.total) if mem is not None else None,
+            mem_reserved_bytes=int(mem.reserved) if mem is not None and self._mem_v2.get(i) else None,
             sm_clock_mhz=c(i, "clk_sm", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
             mem_clock_mhz=c(i, "clk_mem", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
             graphics_clock_mhz=c(i, "clk_gfx", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_GRAPHICS),
@@ -630,6 +809,13 @@ class NvmlSource:
         return cls()
 
     def close(self) -> None:
+        if self._xid_thread is not None:
+            self._xid_stop.set()
+            self._xid_thread.join(timeout=XID_WAIT_MS / 1000 + 1.0)
+            if not self._xid_thread.is_alive() and self._event_set is not None:
+                self._free_event_set(self._event_set)  # never while the thread may still wait on it
+            self._xid_thread = None
+            self._event_set = None
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
@@ -650,6 +836,16 @@ _LOST = object()
 
 def _num(v: Any) -> float | None:
     return float(v) if v is not None else None
+
+
+def _address(h: Any) -> int | None:
+    """The address a ctypes device handle points at (two handles of one GPU compare equal), else None."""
+    try:
+        import ctypes  # noqa: PLC0415
+
+        return ctypes.cast(h, ctypes.c_void_p).value
+    except Exception:  # noqa: BLE001 - not a ctypes pointer (the simulated NVML's handles)
+        return None
 
 
 def _sysfs_numa(bus_id: str) -> int | None:

@@ -79,6 +79,13 @@ class SimNvml:
     NVML_PCIE_UTIL_RX_BYTES = _real.NVML_PCIE_UTIL_RX_BYTES
     NVML_NVLINK_MAX_LINKS = _real.NVML_NVLINK_MAX_LINKS
     NVML_GPM_METRICS_GET_VERSION = _real.NVML_GPM_METRICS_GET_VERSION
+    nvmlMemory_v2 = _real.nvmlMemory_v2
+    nvmlEventTypeXidCriticalError = _real.nvmlEventTypeXidCriticalError
+    NVML_MEMORY_ERROR_TYPE_CORRECTED = _real.NVML_MEMORY_ERROR_TYPE_CORRECTED
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = _real.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+    NVML_VOLATILE_ECC = _real.NVML_VOLATILE_ECC
+    NVML_AGGREGATE_ECC = _real.NVML_AGGREGATE_ECC
+    EVENT_WAIT_SLICE_S = 0.05  # the simulated wait returns Timeout after at most this (a closing source never waits)
     c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t
 
     def __init__(self, scenario: Scenario, clock: Callable[[], float] | None = None, pcie_block_s: float = 0.020):
@@ -203,11 +210,25 @@ class SimNvml:
     def nvmlDeviceGetArchitecture(self, h: Any) -> int:
         return _ARCH_ID.get(self._h(h).spec.architecture, 0xFFFFFFFF)
 
-    def nvmlDeviceGetMemoryInfo(self, h: Any, version: Any = None) -> Any:
-        hh = self._h(h)
+    def _used(self, hh: _Handle) -> int:
+        """Memory used by processes (v2's ``used``), bytes: the phase's ``mem_used_gib``."""
         v = self._values(hh)
-        used = min(hh.spec.memory_bytes, int(self._num(hh, {**v, "noise": 0}, "mem_used_gib", 0.5) * 2**30))
-        return SimpleNamespace(total=hh.spec.memory_bytes, used=used, free=hh.spec.memory_bytes - used)
+        room = hh.spec.memory_bytes - hh.spec.memory_reserved_bytes
+        return min(room, int(self._num(hh, {**v, "noise": 0}, "mem_used_gib", 0.5) * 2**30))
+
+    def nvmlDeviceGetMemoryInfo(self, h: Any, version: Any = None) -> Any:
+        """As nvidia-ml-py: no ``version``: v1 (``total, free, used``; used includes the driver's reserved
+        memory); ``version=nvmlMemory_v2``: v2 (``version, total, reserved, free, used``), or
+        FunctionNotFound where the scenario's driver lacks ``nvmlDeviceGetMemoryInfo_v2``."""
+        hh = self._h(h)
+        total, reserved, used = hh.spec.memory_bytes, hh.spec.memory_reserved_bytes, self._used(hh)
+        if not version:
+            return SimpleNamespace(total=total, free=total - used - reserved, used=used + reserved)
+        if not hh.spec.memory_info_v2:
+            _raise(_real.NVML_ERROR_FUNCTION_NOT_FOUND)
+        if version != _real.nvmlMemory_v2:
+            _raise(_real.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        return SimpleNamespace(version=version, total=total, reserved=reserved, free=total - used - reserved, used=used)
 
     def nvmlDeviceGetEnforcedPowerLimit(self, h: Any) -> int:
         return int(self._h(h).spec.power_limit_w * 1000)
@@ -382,7 +403,7 @@ class SimNvml:
         if not hh.spec.process_list:
             _raise(_real.NVML_ERROR_NOT_SUPPORTED)
         running = self._running(hh)
-        used = self.nvmlDeviceGetMemoryInfo(hh).used
+        used = self._used(hh)
         split = [p for p, _ in running if p.memory_gib is None]
         fixed = sum(int(p.memory_gib * 2**30) for p, _ in running if p.memory_gib is not None)
         share = max(0, used - fixed) // max(len(split), 1)
@@ -495,6 +516,73 @@ class SimNvml:
                 if rem <= 0:
                     break
         return total * 1e9 / 1024 / nlinks
+
+    # ------------------------------------------------------------------ health: ECC, row remapping, Xid events
+    def _passed(self, hh: _Handle, kind: str) -> list[Any]:
+        t = self.clock()
+        return [ev for ev in self.scenario.events if ev.kind == kind and ev.gpu == hh.spec.index and t >= ev.at_s]
+
+    def nvmlDeviceGetEccMode(self, h: Any) -> list[int]:
+        on = int(self._h(h).spec.ecc)
+        return [on, on]  # [current, pending]
+
+    def nvmlDeviceGetTotalEccErrors(self, h: Any, errorType: int, counterType: int) -> int:  # noqa: N803
+        hh = self._h(h)
+        if not hh.spec.ecc:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        if errorType not in (0, 1) or counterType not in (0, 1):
+            _raise(_real.NVML_ERROR_INVALID_ARGUMENT)
+        attr = "uncorrected" if errorType == _real.NVML_MEMORY_ERROR_TYPE_UNCORRECTED else "corrected"
+        return sum(getattr(ev, attr) for ev in self._passed(hh, "ecc"))  # no errors before the driver loaded
+
+    def nvmlDeviceGetRemappedRows(self, h: Any) -> tuple[int, int, int, int]:
+        """(corrRows, uncRows, isPending, failureOccurred), as nvidia-ml-py returns them."""
+        hh = self._h(h)
+        if not hh.spec.row_remapping:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        evs = self._passed(hh, "row_remap")
+        last = evs[-1] if evs else None
+        return (sum(ev.rows_correctable for ev in evs), sum(ev.rows_uncorrectable for ev in evs),
+                int(bool(last and last.pending)), int(any(ev.failure for ev in evs)))
+
+    def nvmlDeviceGetIndex(self, h: Any) -> int:
+        return self._h(h).spec.index
+
+    def nvmlEventSetCreate(self) -> Any:
+        if not self._initialized:
+            _raise(_real.NVML_ERROR_UNINITIALIZED)
+        return SimpleNamespace(handles=[], delivered=set(), freed=False)
+
+    def nvmlDeviceRegisterEvents(self, h: Any, eventTypes: int, eventSet: Any) -> None:  # noqa: N803
+        hh = self._h(h)
+        if not hh.spec.xid_events:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        eventSet.handles.append(hh)
+
+    def nvmlEventSetWait_v2(self, eventSet: Any, timeoutms: int) -> Any:  # noqa: N802, N803
+        """The next scenario Xid (``[[events]] kind = "xid"``) now due on a registered GPU, once each, as
+        nvidia-ml-py's ``c_nvmlEventData_t`` fields; else Timeout after the wait (at most EVENT_WAIT_SLICE_S)."""
+        if eventSet.freed:
+            _raise(_real.NVML_ERROR_INVALID_ARGUMENT)
+        wait_s = min(max(timeoutms, 0) / 1000, self.EVENT_WAIT_SLICE_S)
+        for attempt in (0, 1):  # look, wait once, look again: 20 wake-ups a second at most
+            if attempt:
+                time.sleep(wait_s)
+            t = self.clock()
+            with self._lock:
+                for k, ev in enumerate(self.scenario.events):
+                    if ev.kind != "xid" or k in eventSet.delivered or t < ev.at_s:
+                        continue
+                    hh = next((x for x in eventSet.handles if x.spec.index == ev.gpu), None)
+                    if hh is None:
+                        continue
+                    eventSet.delivered.add(k)
+                    return SimpleNamespace(device=hh, eventType=_real.nvmlEventTypeXidCriticalError, eventData=ev.xid,
+                                           gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
+        _raise(_real.NVML_ERROR_TIMEOUT)
+
+    def nvmlEventSetFree(self, eventSet: Any) -> None:
+        eventSet.freed = True
 
     # ------------------------------------------------------------------ GPM
     def nvmlGpmSampleAlloc(self) -> Any:
