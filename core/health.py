@@ -118,8 +118,11 @@ def rule_xid(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     return out
 
 
-def _uncorrected(r: GpuReading) -> int | None:
-    return r.ecc_uncorrected_volatile if r.ecc_uncorrected_volatile is not None else r.ecc_uncorrected_aggregate
+def _uncorrected(r0: GpuReading, r: GpuReading) -> tuple[int | None, int | None]:
+    """The uncorrectable counts of two readings, of one kind: volatile where both have it, else aggregate."""
+    if r0.ecc_uncorrected_volatile is not None and r.ecc_uncorrected_volatile is not None:
+        return r0.ecc_uncorrected_volatile, r.ecc_uncorrected_volatile
+    return r0.ecc_uncorrected_aggregate, r.ecc_uncorrected_aggregate
 
 
 def rule_ecc_uncorrectable(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
@@ -136,7 +139,7 @@ def rule_ecc_uncorrectable(inv: Inventory, frames: Sequence[Frame]) -> list[Cand
         r0 = before.get(r.index)
         if r.lost or r0 is None:
             continue
-        a, b = _uncorrected(r0), _uncorrected(r)
+        a, b = _uncorrected(r0, r)
         if a is None or b is None or b <= a:
             continue
         agg = f", {r.ecc_uncorrected_aggregate} over the GPU's life" if r.ecc_uncorrected_aggregate is not None else ""
@@ -180,3 +183,37 @@ HEALTH_RULES: dict[str, Callable[[Inventory, Sequence[Frame]], list[Candidate]]]
     "ecc_uncorrectable": rule_ecc_uncorrectable,
     "row_remap": rule_row_remap,
 }
+
+
+def gpu_health(r: GpuReading | None, xids: tuple[XidCount, ...] | None = None) -> dict[str, Any]:
+    """One GPU's health at the end of a recording, for ``summary``: its Xids (code, count, last time, meaning,
+    action), ECC counts and row remapper state from its last reading ``r`` (None where unknown)."""
+    keys = ("ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
+            "ecc_uncorrected_aggregate", "remapped_rows_correctable", "remapped_rows_uncorrectable",
+            "remap_pending", "remap_failure", "mem_reserved_bytes")
+    out: dict[str, Any] = {k: getattr(r, k) if r is not None else None for k in keys}
+    out["xids"] = [{"xid": x.xid, "count": x.count, "last_t": x.last_t, "meaning": xid_info(x.xid).meaning,
+                    "action": xid_info(x.xid).action, "severity": xid_info(x.xid).severity}
+                   for x in sorted(xids or (), key=lambda x: x.last_t)]
+    return out
+
+
+def health_lines(h: dict[str, Any]) -> list[str]:
+    """``summary``'s words for one GPU's health (:func:`gpu_health`): nothing when all is well or unknown."""
+    out = []
+    for x in h.get("xids") or ():
+        times = f"{x['count']}×, last at {_clock(x['last_t'])}" if x["count"] > 1 else f"at {_clock(x['last_t'])}"
+        out.append(f"Xid {x['xid']}: {x['meaning']} — {x['action']} ({times})")
+    if h.get("remap_failure"):
+        out.append("row remapping failed: the GPU should be replaced")
+    elif h.get("remap_pending"):
+        out.append("row remap pending: reset the GPU when it is idle to apply")
+    ecc = [f"{h[k]} {w}" for k, w in (("ecc_uncorrected_volatile", "uncorrectable"),
+                                       ("ecc_corrected_volatile", "correctable")) if h.get(k)]
+    rows = [f"{h[k]} {w}" for k, w in (("remapped_rows_uncorrectable", "for uncorrectable errors"),
+                                        ("remapped_rows_correctable", "for correctable errors")) if h.get(k)]
+    if ecc:
+        out.append("ECC errors since the driver loaded: " + ", ".join(ecc))
+    if rows:
+        out.append("remapped rows: " + ", ".join(rows))
+    return out

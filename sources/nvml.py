@@ -54,7 +54,7 @@ ENERGY_INTERVAL_S = 30.0
 HEALTH_INTERVAL_S = 15.0
 HEALTH_EARLY_S = 0.5  # a slow tick this close to the 15 s reads them: slow ticks jitter around their 5 s
 HEALTH_KEYS = ("pcie_replay_count", "pcie_recovery_count", "pcie_error_count")
-# ECC counts and the row remapper, read with the PCIe health counters (every 15 s) and carried between reads
+# ECC counts and the row remapper, read on slow ticks (every 5 s) and carried between reads
 ECC_KEYS = ("ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
             "ecc_uncorrected_aggregate", "remapped_rows_correctable", "remapped_rows_uncorrectable",
             "remap_pending", "remap_failure")
@@ -443,7 +443,7 @@ class NvmlSource:
                              ("nvlink_fields", self._nvlink_field_ids(i) if slow else [])):
                 if ids:
                     futures[(i, key)] = self._pool.submit(self._call_safe, i, key, nv.nvmlDeviceGetFieldValues, h, ids)
-            if health:
+            if slow:  # ECC and row remapper: five cheap calls a GPU every slow tick (5 s)
                 futures[(i, "ecc")] = self._pool.submit(self._ecc_safe, i, h)
         readings = []
         for i, h in enumerate(self._handles):

@@ -216,11 +216,11 @@ class SimNvml:
         room = hh.spec.memory_bytes - hh.spec.memory_reserved_bytes
         return min(room, int(self._num(hh, {**v, "noise": 0}, "mem_used_gib", 0.5) * 2**30))
 
-    def nvmlDeviceGetMemoryInfo(self, h: Any, version: Any = None) -> Any:
+    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: Any = None) -> Any:
         """As nvidia-ml-py: no ``version``: v1 (``total, free, used``; used includes the driver's reserved
         memory); ``version=nvmlMemory_v2``: v2 (``version, total, reserved, free, used``), or
         FunctionNotFound where the scenario's driver lacks ``nvmlDeviceGetMemoryInfo_v2``."""
-        hh = self._h(h)
+        hh = self._h(handle)
         total, reserved, used = hh.spec.memory_bytes, hh.spec.memory_reserved_bytes, self._used(hh)
         if not version:
             return SimpleNamespace(total=total, free=total - used - reserved, used=used + reserved)
@@ -522,12 +522,12 @@ class SimNvml:
         t = self.clock()
         return [ev for ev in self.scenario.events if ev.kind == kind and ev.gpu == hh.spec.index and t >= ev.at_s]
 
-    def nvmlDeviceGetEccMode(self, h: Any) -> list[int]:
-        on = int(self._h(h).spec.ecc)
+    def nvmlDeviceGetEccMode(self, handle: Any) -> list[int]:
+        on = int(self._h(handle).spec.ecc)
         return [on, on]  # [current, pending]
 
-    def nvmlDeviceGetTotalEccErrors(self, h: Any, errorType: int, counterType: int) -> int:  # noqa: N803
-        hh = self._h(h)
+    def nvmlDeviceGetTotalEccErrors(self, handle: Any, errorType: int, counterType: int) -> int:  # noqa: N803
+        hh = self._h(handle)
         if not hh.spec.ecc:
             _raise(_real.NVML_ERROR_NOT_SUPPORTED)
         if errorType not in (0, 1) or counterType not in (0, 1):
@@ -535,9 +535,9 @@ class SimNvml:
         attr = "uncorrected" if errorType == _real.NVML_MEMORY_ERROR_TYPE_UNCORRECTED else "corrected"
         return sum(getattr(ev, attr) for ev in self._passed(hh, "ecc"))  # no errors before the driver loaded
 
-    def nvmlDeviceGetRemappedRows(self, h: Any) -> tuple[int, int, int, int]:
+    def nvmlDeviceGetRemappedRows(self, device: Any) -> tuple[int, int, int, int]:
         """(corrRows, uncRows, isPending, failureOccurred), as nvidia-ml-py returns them."""
-        hh = self._h(h)
+        hh = self._h(device)
         if not hh.spec.row_remapping:
             _raise(_real.NVML_ERROR_NOT_SUPPORTED)
         evs = self._passed(hh, "row_remap")
@@ -545,16 +545,16 @@ class SimNvml:
         return (sum(ev.rows_correctable for ev in evs), sum(ev.rows_uncorrectable for ev in evs),
                 int(bool(last and last.pending)), int(any(ev.failure for ev in evs)))
 
-    def nvmlDeviceGetIndex(self, h: Any) -> int:
-        return self._h(h).spec.index
+    def nvmlDeviceGetIndex(self, handle: Any) -> int:
+        return self._h(handle).spec.index
 
     def nvmlEventSetCreate(self) -> Any:
         if not self._initialized:
             _raise(_real.NVML_ERROR_UNINITIALIZED)
         return SimpleNamespace(handles=[], delivered=set(), freed=False)
 
-    def nvmlDeviceRegisterEvents(self, h: Any, eventTypes: int, eventSet: Any) -> None:  # noqa: N803
-        hh = self._h(h)
+    def nvmlDeviceRegisterEvents(self, handle: Any, eventTypes: int, eventSet: Any) -> None:  # noqa: N803
+        hh = self._h(handle)
         if not hh.spec.xid_events:
             _raise(_real.NVML_ERROR_NOT_SUPPORTED)
         eventSet.handles.append(hh)
