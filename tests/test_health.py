@@ -331,3 +331,20 @@ def test_hostile_health_fields_through_every_command(tmp_path, gpus_per_frame, v
     p = tmp_path / "h.jsonl"
     p.write_text("\n".join(lines) + "\n")
     _through_every_command(p)
+
+
+def test_detail_view_says_memory_info_v1(tmp_path):
+    from gpuscope.tui.app import GpuscopeApp
+    from gpuscope.tui.screens import detail_lines
+
+    for v2, said in ((False, True), (True, False)):
+        src = open_source(_scenario_file(tmp_path, memory_info_v2=v2), virtual_at=0.0, pcie_block_s=0.0)
+        try:
+            session = Session(src.inventory)
+            for f in run_frames(src, 0.0, 3.0):
+                session.ingest(f)
+            view = GpuscopeApp(session, None, label="SIMULATED", interval_s=1.0).build_view(True)
+            text = "\n".join(line.plain for line in detail_lines(view, 0, 100, 40))
+            assert ("memory info v1 (used includes driver-reserved)" in text) == said, text
+        finally:
+            src.close()
