@@ -28,7 +28,16 @@ from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.health import tally_xid, xid_text
-from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory, PairLink, ProcessInfo, XidCount
+from gpuscope.core.model import (
+    DeviceInfo,
+    Event,
+    Frame,
+    GpuReading,
+    Inventory,
+    PairLink,
+    ProcessInfo,
+    XidCount,
+)
 from gpuscope.core.text import clean_opt
 from gpuscope.core.topology import cpu_list, normalize_bus_id, nvlink_count, topology_label
 from gpuscope.sources.procinfo import COMMAND_MAX, UNKNOWN_USER, ProcTable

@@ -247,7 +247,7 @@ def test_scenarios_recorded_and_summarised_name_the_fault(tmp_path):
             for k in range(25):  # 12 s of virtual time; the Xid thread picks each Xid up in real time
                 src.nvml.clock.now = k * 0.5
                 if k in xid_ticks:  # the scenario's Xids are due from this tick (2 and 4 s; 1 s)
-                    wait_for(lambda: src._xid_queue, what="an Xid")
+                    wait_for(lambda s=src: s._xid_queue, what="an Xid")
                 session.ingest(src.sample())
         finally:
             session.stop_recording()
