@@ -348,3 +348,16 @@ def test_detail_view_says_memory_info_v1(tmp_path):
             assert ("memory info v1 (used includes driver-reserved)" in text) == said, text
         finally:
             src.close()
+
+
+def test_device_health_check_dry_run():
+    """tools/device_health_check.py over the simulated NVML (the lead runs it on a real H200): it reports every
+    part and imports this checkout without an install."""
+    tool = Path(__file__).parent.parent / "tools" / "device_health_check.py"
+    p = subprocess.run([sys.executable, str(tool), "--simulate", "h100-row-remap-pending", "--reps", "5"],
+                       capture_output=True, text=True, timeout=120, cwd="/")
+    assert p.returncode == 0, p.stderr
+    for words in ("SIMULATED NVML", "gpuscope from this checkout", "(a) memory, idle", "nvmlDeviceGetRemappedRows",
+                  "nvmlEventSetWait_v2 (timeout 0)", "(c) gpuscope's reading", "Xid thread: running",
+                  "nothing was changed on any GPU"):
+        assert words in p.stdout, (words, p.stdout)

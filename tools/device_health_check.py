@@ -7,9 +7,10 @@ How to run (from the repository root; Python 3 with nvidia-ml-py; nvidia-smi on 
     python3 tools/device_health_check.py                 # everything, ~1 minute
     python3 tools/device_health_check.py --reps 200 --no-load
 
-gpuscope does not need to be installed: when ``import gpuscope`` fails, the script builds the package's installed
-shape in a temporary folder (symlinks to this checkout's core/, sources/, …, as .ci/mypy does) and imports from
-there. With gpuscope installed (``pip install .``), the installed one is used; ``--checkout`` forces this one.
+gpuscope does not need to be installed: the script always tests the checkout it sits in, by building the
+package's installed shape in a temporary folder (symlinks to this checkout's core/, sources/, …, as .ci/mypy
+does) and importing from there (only the standard library and nvidia-ml-py are needed). ``--installed`` uses
+an installed gpuscope instead.
 
 (a) For each GPU: NVML memory info v1 and v2 and ``nvidia-smi --query-gpu=index,memory.used,memory.reserved,
     memory.total`` read within the same second, the differences in MiB; once idle and once while a process holds
@@ -25,6 +26,7 @@ there. With gpuscope installed (``pip install .``), the installed one is used; `
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import shutil
 import subprocess
@@ -40,9 +42,9 @@ LOAD_CMD = ("import torch; x=torch.empty(2**30, dtype=torch.uint8, device='cuda:
             "torch.cuda.synchronize(); import time; time.sleep(40)")
 
 
-def import_gpuscope(force_checkout: bool) -> str:
-    """Make ``import gpuscope`` work; returns where it comes from."""
-    if not force_checkout:
+def import_gpuscope(installed: bool) -> str:
+    """Make ``import gpuscope`` work (this checkout, or with ``installed`` the installed one); says which."""
+    if installed:
         try:
             import gpuscope  # noqa: F401, PLC0415
 
@@ -50,6 +52,7 @@ def import_gpuscope(force_checkout: bool) -> str:
         except ImportError:
             pass
     tmp = Path(tempfile.mkdtemp(prefix="gpuscope-shape-"))
+    atexit.register(shutil.rmtree, tmp, True)
     pkg = tmp / "gpuscope"
     pkg.mkdir()
     for f in (ROOT / "pkg").glob("*.py"):
@@ -278,10 +281,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=200, help="calls per CPU measurement (200)")
     ap.add_argument("--no-load", action="store_true", help="skip the part with a process holding memory")
-    ap.add_argument("--checkout", action="store_true", help="import gpuscope from this checkout even if installed")
+    ap.add_argument("--installed", action="store_true", help="test the installed gpuscope, not this checkout")
     ap.add_argument("--simulate", metavar="SCENARIO", help="a dry run over the simulated NVML (no GPU needed)")
     a = ap.parse_args()
-    where = import_gpuscope(a.checkout)
+    where = import_gpuscope(a.installed)
     import pynvml  # noqa: PLC0415
 
     if a.simulate:
