@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpuscope.core.model import Frame, GpuReading, Inventory, XidCount
+from gpuscope.core.model import DeviceInfo, Frame, GpuReading, Inventory, XidCount
 
 if TYPE_CHECKING:
     from gpuscope.core.findings import Candidate
@@ -90,6 +90,16 @@ def tally_xid(tally: dict[int, XidCount], xid: int, t: float) -> None:
     """Count one Xid ``xid`` seen at ``t`` into one GPU's ``tally`` (code → :class:`XidCount`)."""
     old = tally.get(xid)
     tally[xid] = XidCount(xid=xid, count=(old.count + 1) if old else 1, last_t=max(t, old.last_t) if old else t)
+
+
+def mig_text(dev: DeviceInfo) -> str | None:
+    """``MIG: 3 instances`` for a GPU in MIG mode (``MIG: no instances`` when none is created yet), else None."""
+    return None if dev.mig_instances is None else mig_words(dev.mig_instances)
+
+
+def mig_words(n: int) -> str:
+    """``MIG: 3 instances``, ``MIG: 1 instance``, ``MIG: no instances``."""
+    return f"MIG: {n} instance{'' if n == 1 else 's'}" if n else "MIG: no instances"
 
 
 def _cand(*args: Any, **kw: Any) -> Candidate:

@@ -54,6 +54,9 @@ class DeviceInfo:
     # Which NVML memory info the source reads: 2 (``used`` excludes the driver's reserved memory, as
     # nvidia-smi shows it), 1 (the fallback: ``used`` includes it), None (unknown: older recordings).
     memory_info_version: int | None = None
+    # MIG (Multi-Instance GPU): None when MIG mode is off or unknown; else the number of MIG devices (GPU
+    # instances with their compute instances) the GPU is split into. Read once, at start.
+    mig_instances: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

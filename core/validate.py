@@ -85,6 +85,7 @@ DEVICE_RANGES: dict[str, tuple[float, float]] = {
     "pcie_gen_gpu_max": (1.0, 8.0), "pcie_width_gpu_max": (1.0, 32.0),
     "pcie_gen_sys_max": (1.0, 8.0), "pcie_width_sys_max": (1.0, 32.0),
     "numa_node": (-1.0, 4096.0), "nvlink_version": (0.0, 16.0), "memory_info_version": (1.0, 2.0),
+    "mig_instances": (0.0, 64.0),
 }
 XID_RANGE = (0.0, float(2**31))  # NVML's Xid is a 32-bit code; the catalogue's go up to the 100s
 MAX_XIDS = 64  # distinct Xid codes kept per GPU

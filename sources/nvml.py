@@ -353,7 +353,22 @@ class NvmlSource:
             gpm_supported=gpm,
             nvlink_link_bytes_per_s=link_rate,
             memory_info_version=None if mem is None else (2 if self._mem_v2.get(i) else 1),
+            mig_instances=self._mig_instances(h),
         )
+
+    def _mig_instances(self, h: Any) -> int | None:
+        """How many MIG devices GPU ``h`` is split into, or None when MIG mode is off (or not supported).
+        Read only: gpuscope never changes the MIG mode."""
+        nv = self.nvml
+        mode = self._static(lambda: nv.nvmlDeviceGetMigMode(h))  # [current, pending]
+        if mode is None or not int(mode[0]):
+            return None
+        most = self._static(lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h)) or 0
+        n = 0
+        for k in range(min(int(most), 64)):
+            if self._static(lambda k=k: nv.nvmlDeviceGetMigDeviceHandleByIndex(h, k)) is not None:
+                n += 1  # NotFound for a slot without an instance
+        return n
 
     def _probe_memory(self, i: int, h: Any) -> Any:
         """Memory info v2 where the driver has it (``used`` without the driver's reserved memory, as

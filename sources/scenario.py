@@ -63,6 +63,7 @@ GPU_FIELDS: dict[str, tuple[Any, Any]] = {
     "ecc": (bool, True),
     "row_remapping": (bool, True),
     "xid_events": (bool, True),
+    "mig_instances": (int, None),
 }
 PHASE_FIELDS: dict[str, tuple[Any, Any]] = {
     "name": (str, "phase"),
@@ -160,6 +161,7 @@ class GpuSpec:
     ecc: bool = True  # ECC on (counts answer); else ECC off
     row_remapping: bool = True  # nvmlDeviceGetRemappedRows answers (else NotSupported)
     xid_events: bool = True  # the GPU can be registered for critical Xid events (else NotSupported)
+    mig_instances: int | None = None  # MIG mode on with this many MIG devices (None: MIG off)
 
 
 @dataclass(frozen=True)
@@ -332,6 +334,8 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
         speed = gd["nvlink_speed_mbps"]
         if speed is not None and not 0 <= speed <= 1_000_000:
             raise _err(src, f"gpus[{gi}].nvlink_speed_mbps", "expected 0 (not supported) or MB/s per link up to 1000000")
+        if gd["mig_instances"] is not None and not 0 <= gd["mig_instances"] <= 7:
+            raise _err(src, f"gpus[{gi}].mig_instances", "expected 0-7 (MIG devices on one GPU)")
         reserved_mib = gd["memory_reserved_mib"]
         if reserved_mib is None:  # about what drivers reserve: 615 MiB of an H200's 141 GiB (docs nvml-facts.md)
             reserved_mib = round(gd["memory_gib"] * 4.3)
@@ -358,7 +362,7 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
                 pcie_counters=gd["pcie_counters"], nvlink_speed_mbps=speed,
                 process_list=gd["process_list"], process_util=gd["process_util"],
                 memory_info_v2=gd["memory_info_v2"], memory_reserved_bytes=reserved, ecc=gd["ecc"],
-                row_remapping=gd["row_remapping"], xid_events=gd["xid_events"],
+                row_remapping=gd["row_remapping"], xid_events=gd["xid_events"], mig_instances=gd["mig_instances"],
             ))
     n = len(gpus)
     topo = data.get("topology", {})

@@ -319,6 +319,8 @@ class SimNvml:
     # ------------------------------------------------------------------ dynamic
     def nvmlDeviceGetUtilizationRates(self, h: Any) -> Any:
         hh = self._h(h)
+        if hh.spec.mig_instances is not None:  # in MIG mode the whole GPU's utilisation is not reported (N/A)
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
         v = self._values(hh)
         return SimpleNamespace(gpu=int(min(100, round(self._num(hh, v, "util_gpu_pct", 0)))),
                                memory=int(min(100, round(self._num(hh, v, "util_mem_pct", 0)))))
@@ -544,6 +546,25 @@ class SimNvml:
         last = evs[-1] if evs else None
         return (sum(ev.rows_correctable for ev in evs), sum(ev.rows_uncorrectable for ev in evs),
                 int(bool(last and last.pending)), int(any(ev.failure for ev in evs)))
+
+    def nvmlDeviceGetMigMode(self, device: Any) -> list[int]:
+        """[current, pending] MIG mode (1 enabled), as nvidia-ml-py returns it."""
+        on = int(self._h(device).spec.mig_instances is not None)
+        return [on, on]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, device: Any) -> int:
+        return 7 if self._h(device).spec.mig_instances is not None else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, device: Any, index: int) -> Any:
+        """A MIG device handle for each of the scenario's ``mig_instances``; NotFound for an empty slot."""
+        hh = self._h(device)
+        if hh.spec.mig_instances is None:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        if not 0 <= index < 7:
+            _raise(_real.NVML_ERROR_INVALID_ARGUMENT)
+        if index >= hh.spec.mig_instances:
+            _raise(_real.NVML_ERROR_NOT_FOUND)
+        return SimpleNamespace(parent=hh, mig_index=index)
 
     def nvmlDeviceGetIndex(self, handle: Any) -> int:
         return self._h(handle).spec.index

@@ -361,3 +361,51 @@ def test_device_health_check_dry_run():
                   "nvmlEventSetWait_v2 (timeout 0)", "(c) gpuscope's reading", "Xid thread: running",
                   "nothing was changed on any GPU"):
         assert words in p.stdout, (words, p.stdout)
+
+
+# ------------------------------------------------------------------ MIG (simulated only)
+def test_mig_mode_read_from_the_simulated_nvml_and_said_by_topo():
+    src = sim_source("h100-mig")
+    try:
+        assert [d.mig_instances for d in src.inventory.devices] == [3, None]
+        g = src.sample().gpus
+        assert g[0].util_gpu_pct is None and g[1].util_gpu_pct is not None  # N/A in MIG mode, as nvidia-smi
+    finally:
+        src.close()
+    gs = [sys.executable, "-m", "gpuscope.cli.main", "topo", "--simulate", "h100-mig"]
+    text = subprocess.run(gs, capture_output=True, text=True, timeout=60).stdout
+    assert "GPU0 MIG: 3 instances" in text and "GPU1 MIG" not in text, text
+    doc = json.loads(subprocess.run([*gs, "--json"], capture_output=True, text=True, timeout=60).stdout)
+    assert [g["mig_instances"] for g in doc["gpus"]] == [3, None]
+
+
+@pytest.mark.parametrize("n, words", [(3, "MIG: 3 instances"), (1, "MIG: 1 instance"), (0, "MIG: no instances")])
+def test_mig_words(n, words):
+    assert health.mig_text(dataclasses.replace(inv(1).devices[0], mig_instances=n)) == words
+    assert health.mig_text(inv(1).devices[0]) is None
+
+
+async def test_mig_in_header_panel_and_topology():
+    from gpuscope.tui.app import GpuscopeApp
+
+    src = sim_source("h100-mig")
+    try:
+        session = Session(src.inventory)
+        for f in run_frames(src, 0.0, 3.0):
+            session.ingest(f)
+        app = GpuscopeApp(session, None, label="SIMULATED", interval_s=1.0)
+        async with app.run_test(size=(160, 50)) as pilot:
+            def text() -> str:
+                update = app.screen._compositor.render_full_update()
+                return "\n".join("".join(seg.text for seg in strip) for strip in update.strips)
+
+            deadline = 100
+            while "MIG: 3 instances" not in text() and deadline:
+                await pilot.pause(0.05)
+                deadline -= 1
+            screen = text()
+            head = screen.split("\n")[0]
+            assert "GPU0 MIG: 3 instances" in head, head  # the header
+            assert screen.count("MIG: 3 instances") >= 3, screen  # header, GPU0's panel, the topology panel
+    finally:
+        src.close()
