@@ -179,6 +179,10 @@ GPU_DERIVED = (Family("gpuscope_pcie_link_capacity_bytes_per_second", "gauge", "
                       ((lambda r: sum(x.count for x in r.xids) if r.xids else None, 1.0, False, ""),)))
 
 
+# The Xid series stay for a GPU that fell off the bus: its Xid 79 is what an alert wants to see.
+LOST_TOO = frozenset({"DCGM_FI_DEV_XID_ERRORS", "gpuscope_xid_errors_total"})
+
+
 def _samples(fam: Family, rows: Sequence[tuple[str, Any]]) -> list[str]:
     """``fam``'s sample lines for (label set, reading) rows; None values are left out (absent, not 0)."""
     name = fam.name
@@ -286,13 +290,16 @@ class Renderer:
         live = [r for r in gpus if not r.lost]
         dcgm_rows = [(self.dcgm_labels[r.index], r) for r in live]
         gpm_rows = [(lab, r) for lab, r in dcgm_rows if self.devs[r.index].gpm_supported]
+        lost_dcgm = [(self.dcgm_labels[r.index], r) for r in gpus if r.lost and r.xids]
         for fam in self.dcgm_families:
-            o.family(fam.name, fam.type, fam.help, _samples(fam, gpm_rows if fam.gpm else dcgm_rows))
+            rows = gpm_rows if fam.gpm else dcgm_rows + lost_dcgm if fam.name in LOST_TOO else dcgm_rows
+            o.family(fam.name, fam.type, fam.help, _samples(fam, rows))
         o.family("gpuscope_gpu_lost", "gauge", "1 when the GPU stopped answering (fell off the bus).",
                  [f"gpuscope_gpu_lost{self.gpu_labels[r.index]} {fmt(r.lost)}\n" for r in gpus])
         gpu_rows = [(self.gpu_labels[r.index], r) for r in live]
+        lost_gpu = [(self.gpu_labels[r.index], r) for r in gpus if r.lost and r.xids]
         for fam in self.gpu_families:
-            o.family(fam.name, fam.type, fam.help, _samples(fam, gpu_rows))
+            o.family(fam.name, fam.type, fam.help, _samples(fam, gpu_rows + lost_gpu if fam.name in LOST_TOO else gpu_rows))
         ce: list[str] = []
         for r in live:
             mask = r.clock_event_reasons

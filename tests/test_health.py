@@ -409,3 +409,11 @@ async def test_mig_in_header_panel_and_topology():
             assert screen.count("MIG: 3 instances") >= 3, screen  # header, GPU0's panel, the topology panel
     finally:
         src.close()
+
+
+def test_a_lost_gpu_keeps_its_xid_series_only():
+    lost = GpuReading(index=1, lost=True, xids=(XidCount(xid=79, count=1, last_t=5.0),))
+    text = Renderer(inv(2)).render(frame(6.0, GpuReading(index=0, power_w=100.0), lost))
+    gpu1 = [ln for ln in text.splitlines() if not ln.startswith("#") and 'gpu="1"' in ln]
+    assert sorted(ln.split("{")[0] for ln in gpu1 if "DCGM_FI" in ln) == ["DCGM_FI_DEV_XID_ERRORS"], gpu1
+    assert any(ln.startswith("gpuscope_xid_errors_total{") and ln.endswith(" 1") for ln in gpu1), gpu1
