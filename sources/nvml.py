@@ -150,6 +150,7 @@ class NvmlSource:
         self._errors = tuple(getattr(nvml, n) for n in _NOT_SUPPORTED_NAMES if hasattr(nvml, n))
         self._lost_error = getattr(nvml, "NVMLError_GpuIsLost", None)
         self._base_error = getattr(nvml, "NVMLError", Exception)
+        self._ecc_on: set[int] = set()  # GPUs whose ECC mode answered "on"
         self._mem_v2: dict[int, bool] = {}  # per GPU: memory info v2 answers (else v1, used incl. reserved)
         self._xids: dict[int, dict[int, XidCount]] = {}  # per GPU: Xid code → count and last time
         self._xid_queue: list[tuple[float, int, int]] = []  # (t, gpu, xid) from the Xid thread, under _lock
@@ -556,12 +557,15 @@ class NvmlSource:
         nv = self.nvml
         c = self._call
         out: dict[str, Any] = dict.fromkeys(ECC_KEYS)
-        if self.supported(i, "ecc_mode"):
+        if self.supported(i, "ecc_mode") and i not in self._ecc_on:
             mode = c(i, "ecc_mode", nv.nvmlDeviceGetEccMode, h)  # [current, pending]
-            if mode is not None and not int(mode[0]):
+            if mode is not None:  # ECC mode changes only with a GPU reset: asked until it answers, then never
                 with self._lock:
-                    self._unsupported.add((i, "ecc_mode"))  # ECC off: changing it needs a reset, so never ask again
-                    self._unsupported.add((i, "ecc"))
+                    if int(mode[0]):
+                        self._ecc_on.add(i)
+                    else:  # ECC off: no counts to read
+                        self._unsupported.add((i, "ecc_mode"))
+                        self._unsupported.add((i, "ecc"))
         if self.supported(i, "ecc"):
             corrected, uncorrected = nv.NVML_MEMORY_ERROR_TYPE_CORRECTED, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
             for key, err, counter in (("ecc_corrected_volatile", corrected, nv.NVML_VOLATILE_ECC),
