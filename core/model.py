@@ -121,6 +121,7 @@ class ProcessInfo:
     sm_pct: float | None = None
     mem_pct: float | None = None
     kind: str = "C"
+    gpu_instance: int | None = None  # the MIG GPU instance the process runs in (None: the GPU is not in MIG mode)
 
 
 @dataclass(frozen=True, slots=True)

@@ -246,7 +246,8 @@ def check_gpu(g: GpuReading, tally: Tally | None = None) -> GpuReading:
             sm, mp = (v if v is None or in_range(v, *_PCT) else None for v in (p.sm_pct, p.mem_pct))
             procs.append(ProcessInfo(pid=p.pid, used_memory_bytes=mem, name=clean_opt(p.name, 100),
                                      user=clean_opt(p.user, 32), command=clean_opt(p.command, 120), sm_pct=sm,
-                                     mem_pct=mp, kind=p.kind if p.kind in PROCESS_KINDS else "C"))
+                                     mem_pct=mp, kind=p.kind if p.kind in PROCESS_KINDS else "C",
+                                     gpu_instance=p.gpu_instance if in_range(p.gpu_instance, 0, 64) else None))
         ch["processes"] = tuple(procs)
     if g.xids is not None:
         xids = tuple(x for x in g.xids[:MAX_XIDS]

@@ -672,8 +672,10 @@ class NvmlSource:
             sm = mem = None
             if util is not None:  # a process without a sample since the last read used 0 %
                 sm, mem = util.get(pid, (0.0, 0.0))
+            gi = getattr(p, "gpuInstanceId", None)  # 0xFFFFFFFF (or absent): not in MIG mode
             out.append(ProcessInfo(pid=pid, used_memory_bytes=used, name=name, user=user, command=command,
-                                   sm_pct=sm, mem_pct=mem, kind=kind))
+                                   sm_pct=sm, mem_pct=mem, kind=kind,
+                                   gpu_instance=int(gi) if gi is not None and 0 <= int(gi) < 0xFFFFFFFF else None))
         return tuple(out)
 
     def _process_util(self, i: int, h: Any) -> dict[int, tuple[float, float]] | None:

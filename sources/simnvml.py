@@ -411,8 +411,14 @@ class SimNvml:
         share = max(0, used - fixed) // max(len(split), 1)
         return [SimpleNamespace(pid=p.pid, name=p.name, user=p.user, cmdline=p.command,
                                 usedGpuMemory=int(p.memory_gib * 2**30) if p.memory_gib is not None else share,
-                                gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
-                for p, _ in running if p.graphics == graphics]
+                                gpuInstanceId=self._instance(hh, k), computeInstanceId=0 if hh.spec.mig_instances else 0xFFFFFFFF)
+                for k, (p, _) in enumerate(running) if p.graphics == graphics]
+
+    @staticmethod
+    def _instance(hh: _Handle, k: int) -> int:
+        """The MIG GPU instance of the GPU's ``k``-th process: spread over the instances (0xFFFFFFFF: no MIG)."""
+        n = hh.spec.mig_instances
+        return k % n + 1 if n else 0xFFFFFFFF
 
     def nvmlDeviceGetComputeRunningProcesses(self, h: Any) -> list[Any]:
         return self._process_rows(self._h(h), graphics=False)

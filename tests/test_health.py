@@ -370,6 +370,8 @@ def test_mig_mode_read_from_the_simulated_nvml_and_said_by_topo():
         assert [d.mig_instances for d in src.inventory.devices] == [3, None]
         g = src.sample().gpus
         assert g[0].util_gpu_pct is None and g[1].util_gpu_pct is not None  # N/A in MIG mode, as nvidia-smi
+        assert [p.gpu_instance for p in g[0].processes] == [1, 2, 3]  # each process names its MIG instance
+        assert [p.gpu_instance for p in g[1].processes] == [None]
     finally:
         src.close()
     gs = [sys.executable, "-m", "gpuscope.cli.main", "topo", "--simulate", "h100-mig"]
@@ -407,6 +409,12 @@ async def test_mig_in_header_panel_and_topology():
             head = screen.split("\n")[0]
             assert "GPU0 MIG: 3 instances" in head, head  # the header
             assert screen.count("MIG: 3 instances") >= 3, screen  # header, GPU0's panel, the topology panel
+            await pilot.press("P")  # the processes panel names each process's instance
+            deadline = 100
+            while "[MIG 2] python3 -m vllm" not in text() and deadline:
+                await pilot.pause(0.05)
+                deadline -= 1
+            assert "[MIG 2] python3 -m vllm" in text(), text()
     finally:
         src.close()
 
