@@ -66,9 +66,11 @@ def import_gpuscope(installed: bool) -> str:
 
 
 # ------------------------------------------------------------------ (a) memory: v1, v2, nvidia-smi
-def smi_memory() -> tuple[dict[int, dict[str, float | None]], float, str]:
-    """nvidia-smi's memory per GPU (MiB), its wall time, and an error text ('' when it answered)."""
-    cmd = ["nvidia-smi", "--query-gpu=index,memory.used,memory.reserved,memory.total", "--format=csv,noheader,nounits"]
+def smi_memory(fields: str = "index,memory.used,memory.reserved,memory.total"
+               ) -> tuple[dict[int, dict[str, float | None]], float, str]:
+    """nvidia-smi's memory per GPU (MiB), its wall time, and an error text ('' when it answered). An nvidia-smi
+    without ``memory.reserved`` is asked again without it."""
+    cmd = ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"]
     t0 = time.perf_counter()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
@@ -76,10 +78,15 @@ def smi_memory() -> tuple[dict[int, dict[str, float | None]], float, str]:
         return {}, time.perf_counter() - t0, str(e)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
+        if "memory.reserved" in fields:
+            got, wall2, err = smi_memory("index,memory.used,memory.total")
+            return got, wall2, err or "(this nvidia-smi has no memory.reserved)"
         return {}, wall, (p.stdout + p.stderr).strip()[:200]
     out: dict[int, dict[str, float | None]] = {}
     for line in p.stdout.splitlines():
         parts = [x.strip() for x in line.split(",")]
+        if len(parts) == 3:  # no memory.reserved
+            parts.insert(2, "[N/A]")
         if len(parts) != 4:
             continue
 
@@ -120,7 +127,8 @@ def memory_report(nv: Any, handles: list[Any], label: str, simulated: bool) -> N
     smi, wall, err = ({}, 0.0, "skipped (simulated)") if simulated else smi_memory()
     after = [nvml_memory(nv, h) for h in handles]
     span = time.time() - t0
-    print(f"    nvidia-smi: {err or f'answered in {wall * 1000:.0f} ms'}; NVML before→after span {span:.2f} s")
+    said = f"answered in {wall * 1000:.0f} ms" + (f" {err}" if smi and err else "")
+    print(f"    nvidia-smi: {said if smi else err}; NVML before→after span {span:.2f} s")
     print(f"    {'GPU':<4}{'when':<7}{'v1 used':>10}{'v2 used':>10}{'v2 resv':>10}{'smi used':>10}{'smi resv':>10}"
           f"{'v2-smi':>9}{'v1-smi':>9}{'resv-smi':>9}{'v1-(v2+r)':>10}{'total':>10}")
     for i, (b, a) in enumerate(zip(before, after)):
