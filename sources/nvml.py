@@ -841,6 +841,9 @@ class NvmlSource:
     def close(self) -> None:
         if self._xid_thread is not None:
             self._xid_stop.set()
+            wake = getattr(self.nvml, "wake_waiters", None)  # the simulated NVML: end its wait now
+            if callable(wake):
+                wake()
             self._xid_thread.join(timeout=XID_WAIT_MS / 1000 + 1.0)
             if not self._xid_thread.is_alive() and self._event_set is not None:
                 self._free_event_set(self._event_set)  # never while the thread may still wait on it

@@ -85,7 +85,6 @@ class SimNvml:
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = _real.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
     NVML_VOLATILE_ECC = _real.NVML_VOLATILE_ECC
     NVML_AGGREGATE_ECC = _real.NVML_AGGREGATE_ECC
-    EVENT_WAIT_SLICE_S = 0.05  # the simulated wait returns Timeout after at most this (a closing source never waits)
     c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t
 
     def __init__(self, scenario: Scenario, clock: Callable[[], float] | None = None, pcie_block_s: float = 0.020):
@@ -99,6 +98,7 @@ class SimNvml:
         self.clock = clock
         self._handles = [_Handle(g) for g in scenario.gpus]
         self._lock = threading.Lock()
+        self._wake = threading.Event()  # set by wake_waiters: simulated event waits return at once
         self._initialized = False
         # every NVMLError_* class, by the same names
         for name in dir(_real):
@@ -578,6 +578,7 @@ class SimNvml:
     def nvmlEventSetCreate(self) -> Any:
         if not self._initialized:
             _raise(_real.NVML_ERROR_UNINITIALIZED)
+        self._wake.clear()
         return SimpleNamespace(handles=[], delivered=set(), freed=False)
 
     def nvmlDeviceRegisterEvents(self, handle: Any, eventTypes: int, eventSet: Any) -> None:  # noqa: N803
@@ -587,26 +588,41 @@ class SimNvml:
         eventSet.handles.append(hh)
 
     def nvmlEventSetWait_v2(self, eventSet: Any, timeoutms: int) -> Any:  # noqa: N802, N803
-        """The next scenario Xid (``[[events]] kind = "xid"``) now due on a registered GPU, once each, as
-        nvidia-ml-py's ``c_nvmlEventData_t`` fields; else Timeout after the wait (at most EVENT_WAIT_SLICE_S)."""
+        """The next scenario Xid (``[[events]] kind = "xid"``) due on a registered GPU, once each, as
+        nvidia-ml-py's ``c_nvmlEventData_t`` fields; else Timeout after ``timeoutms``. The wait ends early when
+        the next Xid falls due (on a real-time clock) or :meth:`wake_waiters` is called (a source closing)."""
         if eventSet.freed:
             _raise(_real.NVML_ERROR_INVALID_ARGUMENT)
-        wait_s = min(max(timeoutms, 0) / 1000, self.EVENT_WAIT_SLICE_S)
-        for attempt in (0, 1):  # look, wait once, look again: 20 wake-ups a second at most
+        wait_s = max(timeoutms, 0) / 1000
+        for attempt in (0, 1):  # look, wait once (two wake-ups a second at 500 ms), look again
             if attempt:
-                time.sleep(wait_s)
+                if wait_s > 0:
+                    self._wake.wait(wait_s)
+                if self._wake.is_set():
+                    break
             t = self.clock()
+            due = []
             with self._lock:
                 for k, ev in enumerate(self.scenario.events):
-                    if ev.kind != "xid" or k in eventSet.delivered or t < ev.at_s:
+                    if ev.kind != "xid" or k in eventSet.delivered:
                         continue
                     hh = next((x for x in eventSet.handles if x.spec.index == ev.gpu), None)
                     if hh is None:
                         continue
+                    if t < ev.at_s:
+                        due.append(ev.at_s - t)
+                        continue
                     eventSet.delivered.add(k)
                     return SimpleNamespace(device=hh, eventType=_real.nvmlEventTypeXidCriticalError, eventData=ev.xid,
                                            gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
+            if due:
+                wait_s = min(wait_s, max(0.01, min(due)))
         _raise(_real.NVML_ERROR_TIMEOUT)
+
+    def wake_waiters(self) -> None:
+        """End every simulated event wait now, and the ones after it (a closing source: its Xid thread stops at
+        once instead of after its wait). Not an NVML call: the real wait ends on its own within its timeout."""
+        self._wake.set()
 
     def nvmlEventSetFree(self, eventSet: Any) -> None:
         eventSet.freed = True
