@@ -247,6 +247,18 @@ def call_costs(nv: Any, h: Any, reps: int) -> None:
         cpu, wall, err = cpu_per_call(reps, fn)
         print(f"    {name:<40}" + (f"{'n/a: ' + err[:60]}" if err else f"{cpu:>10.4f}{wall:>10.4f}"))
     if es is not None:
+        for ms, n in ((500, 6), (1000, 3)):  # the Xid thread's wait: is its CPU per wait or per second?
+            c0, w0 = time.process_time(), time.perf_counter()
+            for _ in range(n):
+                try:
+                    nv.nvmlEventSetWait_v2(es, ms)
+                except Exception as e:  # noqa: BLE001 - Timeout: nothing happened
+                    if "Timeout" not in type(e).__name__:
+                        print(f"    nvmlEventSetWait_v2 ({ms} ms): {type(e).__name__}: {e}")
+                        break
+            wall = time.perf_counter() - w0
+            print(f"    {'nvmlEventSetWait_v2 (timeout ' + str(ms) + ' ms)':<40}{(time.process_time() - c0) / n * 1000:>10.4f}"
+                  f"{wall / n * 1000:>10.1f}   = {(time.process_time() - c0) / wall * 1000:.3f} ms CPU per second")
         nv.nvmlEventSetFree(es)
 
 
