@@ -310,22 +310,28 @@ def test_out_of_range_xids_are_dropped_and_counted(bad):
     assert tally.readings == 3
 
 
-health_values = json_values | st.lists(st.dictionaries(st.sampled_from(["xid", "count", "last_t"]), json_values,
-                                                       max_size=3), max_size=3)
+health_values = (json_values
+                 | st.lists(st.dictionaries(st.sampled_from(["xid", "count", "last_t"]), json_values, max_size=3),
+                            max_size=3)
+                 | st.lists(st.fixed_dictionaries({"pid": st.integers(0, 2**31)},  # processes in MIG instances
+                                                  optional={"gpu_instance": json_values}), max_size=2))
 health_gpus = st.dictionaries(st.sampled_from(["index", "lost", "xids", "mem_reserved_bytes", "ecc_corrected_volatile",
                                                "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
                                                "ecc_uncorrected_aggregate", "remapped_rows_correctable",
-                                               "remapped_rows_uncorrectable", "remap_pending", "remap_failure"]),
+                                               "remapped_rows_uncorrectable", "remap_pending", "remap_failure",
+                                               "processes"]),
                               health_values, max_size=6)
 
 
 @fuzz(100)
-@given(st.lists(st.lists(health_gpus, max_size=3), min_size=1, max_size=4), json_values)
-def test_hostile_health_fields_through_every_command(tmp_path, gpus_per_frame, version):
-    """Recordings whose health fields (and the inventory's memory info version) are hostile: a one-line
-    error or counted drops, never another exception, through summary, export and compare."""
+@given(st.lists(st.lists(health_gpus, max_size=3), min_size=1, max_size=4), json_values, json_values)
+def test_hostile_health_fields_through_every_command(tmp_path, gpus_per_frame, version, mig):
+    """Recordings whose health fields (and the inventory's memory info version and MIG instances, the
+    processes' MIG instance) are hostile: a one-line error or counted drops, never another exception, through
+    summary, export and compare."""
     head_inv = inventory_to_dict(inv(2))
     head_inv["devices"][0]["memory_info_version"] = version
+    head_inv["devices"][1]["mig_instances"] = mig
     header = {"type": "header", "format": "gpuscope-recording", "version": 1, "interval_s": 1.0, "inventory": head_inv}
     lines = [json.dumps(header)] + [json.dumps({"t": 1.7e9 + k, "gpus": gs}) for k, gs in enumerate(gpus_per_frame)]
     p = tmp_path / "h.jsonl"
@@ -425,3 +431,13 @@ def test_a_lost_gpu_keeps_its_xid_series_only():
     gpu1 = [ln for ln in text.splitlines() if not ln.startswith("#") and 'gpu="1"' in ln]
     assert sorted(ln.split("{")[0] for ln in gpu1 if "DCGM_FI" in ln) == ["DCGM_FI_DEV_XID_ERRORS"], gpu1
     assert any(ln.startswith("gpuscope_xid_errors_total{") and ln.endswith(" 1") for ln in gpu1), gpu1
+
+
+def test_out_of_range_mig_fields_are_unknown():
+    tally = Tally()
+    d = inventory_from_dict({"host": "h", "devices": [{"index": 0, "name": "G", "uuid": "u", "bus_id": "b",
+                                                       "mig_instances": 99, "memory_info_version": 3}]}, tally)
+    assert (d.devices[0].mig_instances, d.devices[0].memory_info_version) == (None, None) and tally.readings == 2
+    f = frame_from_dict({"t": 1.0, "gpus": [{"index": 0, "processes": [{"pid": 5, "gpu_instance": -1},
+                                                                       {"pid": 6, "gpu_instance": 2}]}]})
+    assert [p.gpu_instance for p in f.gpus[0].processes] == [None, 2]
