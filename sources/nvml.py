@@ -116,7 +116,7 @@ class NvmlSource:
 
     def __init__(self, nvml: Any = None, *, label: str = "LIVE", simulated: bool = False, scenario: str | None = None,
                  pcie_mode: str = "auto", read_sysfs: bool | None = None, clock: Callable[[], float] = time.time,
-                 host: str | None = None, slow_interval_s: float = 5.0):
+                 host: str | None = None, slow_interval_s: float = 5.0, xid_thread: bool = True):
         if nvml is None:
             try:
                 import pynvml  # noqa: PLC0415
@@ -157,6 +157,10 @@ class NvmlSource:
         self._xids: dict[int, dict[int, XidCount]] = {}  # per GPU: Xid code → count and last time
         self._xid_queue: list[tuple[float, int, int]] = []  # (t, gpu, xid) from the Xid thread, under _lock
         self._xid_thread: threading.Thread | None = None
+        # Xid events: waited for on their own thread (live), or, on a virtual clock (tests, benchmarks), taken
+        # in sample() with a zero wait so a frame holds exactly the Xids due by its time
+        self.xid_thread = xid_thread
+        self._xid_etype = XID_EVENT
         self._xid_stop = threading.Event()
         self._event_set: Any = None
 
@@ -227,6 +231,9 @@ class NvmlSource:
             self._note("Xid errors are not watched on " + ", ".join(f"GPU{i}" for i, _ in missing)
                        + f" ({missing[0][1]})")
         self._event_set = es
+        self._xid_etype = etype
+        if not self.xid_thread:
+            return
         self._xid_stop.clear()
         self._xid_thread = threading.Thread(target=self._xid_loop, args=(es, etype), name="gpuscope-xid", daemon=True)
         self._xid_thread.start()
@@ -258,15 +265,29 @@ class NvmlSource:
                 LOG.exception("Xid event thread")
                 self._xid_stop.wait(1.0)
                 continue
-            if not int(getattr(data, "eventType", 0)) & etype:
-                continue
-            gpu = self._gpu_of(data.device)
-            xid = int(data.eventData)
-            if gpu is None:
-                LOG.warning("Xid %d on a GPU NVML did not name", xid)
-                continue
-            with self._lock:
-                self._xid_queue.append((self.clock(), gpu, xid))
+            self._queue_xid(data, etype)
+
+    def _queue_xid(self, data: Any, etype: int) -> None:
+        """Queue one event of the set for the next sample when it is a critical Xid on a GPU we know."""
+        if not int(getattr(data, "eventType", 0)) & etype:
+            return
+        gpu = self._gpu_of(data.device)
+        xid = int(data.eventData)
+        if gpu is None:
+            LOG.warning("Xid %d on a GPU NVML did not name", xid)
+            return
+        with self._lock:
+            self._xid_queue.append((self.clock(), gpu, xid))
+
+    def _poll_xids(self) -> None:
+        """Without the thread (a virtual clock): take every event due now, with zero waits."""
+        es = self._event_set
+        for _ in range(256):
+            try:
+                data = self.nvml.nvmlEventSetWait_v2(es, 0)
+            except self._base_error:
+                return  # Timeout: none left (any other error: try again next sample)
+            self._queue_xid(data, self._xid_etype)
 
     def _gpu_of(self, device: Any) -> int | None:
         """The index of the GPU an event names (its handle), or None."""
@@ -539,6 +560,8 @@ class NvmlSource:
             out.append(replace(r, **extra))
         if slow and self.read_sysfs:
             self._procs.keep(p.pid for g in out for p in g.processes or ())
+        if self._event_set is not None and self._xid_thread is None:
+            self._poll_xids()
         self._take_xids()
         if self._xids:  # every reading carries its GPU's tally (a lost GPU too: Xid 79 comes with it)
             out = [replace(r, xids=tuple(sorted(self._xids[r.index].values(), key=lambda x: x.xid)))
@@ -850,6 +873,9 @@ class NvmlSource:
             if not self._xid_thread.is_alive() and self._event_set is not None:
                 self._free_event_set(self._event_set)  # never while the thread may still wait on it
             self._xid_thread = None
+            self._event_set = None
+        elif self._event_set is not None:  # polled in sample(): no thread to stop
+            self._free_event_set(self._event_set)
             self._event_set = None
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)

@@ -9,6 +9,7 @@ import inspect
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pynvml
@@ -219,8 +220,7 @@ def test_xid_events_reach_frames_readings_and_a_lost_gpu():
     src = sim_source("h100-xid-errors")
     try:
         run_frames(src, 0.0, 1.0)
-        src.nvml.clock.now = 2.5  # Xid 79 on GPU3, which is lost from 2 s on
-        wait_for(lambda: src._xid_queue, what="the Xid thread to queue Xid 79")
+        src.nvml.clock.now = 2.5  # Xid 79 on GPU3, which is lost from 2 s on (virtual clock: taken in sample())
         f = src.sample()
         (ev,) = [e for e in f.events if e.kind == "xid"]
         assert ev.text == "GPU3 Xid 79: fell off the bus" and ev.data == {"gpu": 3, "xid": 79}
@@ -230,24 +230,43 @@ def test_xid_events_reach_frames_readings_and_a_lost_gpu():
         assert not [e for e in src.sample().events if e.kind == "xid"]  # one event per Xid
     finally:
         src.close()
-    assert src._xid_thread is None
+    assert src._xid_thread is None and src._event_set is None
+
+
+def test_xid_thread_queues_events_without_blocking_sampling():
+    """Live (a real-time clock), the Xids come from the gpuscope-xid thread's waits; close() stops it at once."""
+    from gpuscope.sources.nvml import NvmlSource
+
+    src = NvmlSource(SimNvml(load("h100-xid-errors"), clock=lambda: 10.0, pcie_block_s=0.0), simulated=True)
+    src.open()
+    try:
+        assert src._xid_thread is not None and src._xid_thread.name == "gpuscope-xid"
+        wait_for(lambda: src._xid_queue, what="the Xid thread to queue Xid 94")
+        f = src.sample()
+        # GPU3 was lost before the source started (2 s < 10 s): it could not be registered, and says so once
+        assert [(e.data["gpu"], e.data["xid"]) for e in f.events if e.kind == "xid"] == [(5, 94)]
+        assert [e.text for e in f.events if e.kind == "note"] == [
+            "Xid errors are not watched on GPU3 (GPU is lost)"]
+        assert f.gpus[3].lost and f.gpus[3].xids is None and [x.xid for x in f.gpus[5].xids] == [94]
+    finally:
+        t0 = time.monotonic()
+        src.close()
+    assert time.monotonic() - t0 < 0.4 and src._xid_thread is None
 
 
 def test_scenarios_recorded_and_summarised_name_the_fault(tmp_path):
-    for name, xid_ticks, words in (("h100-xid-errors", (4, 8), ["Xid 79: fell off the bus — check power and seating; the node needs "
+    for name, words in (("h100-xid-errors", ["Xid 79: fell off the bus — check power and seating; the node needs "
                                              "a reset", "Xid 94: contained ECC error",
                                              "uncorrectable ECC errors rising", "row remap pending"]),
-                        ("h100-row-remap-pending", (2,), ["row remap pending: reset the GPU when it is idle to apply",
+                        ("h100-row-remap-pending", ["row remap pending: reset the GPU when it is idle to apply",
                                                     "Xid 63", "remapped rows: 2 for correctable errors"])):
         src = sim_source(name)
         path = tmp_path / f"{name}.jsonl.gz"
         session = Session(src.inventory)
         session.start_recording(Recorder(path, src.inventory, fsync=False))
         try:
-            for k in range(25):  # 12 s of virtual time; the Xid thread picks each Xid up in real time
+            for k in range(25):  # 12 s of virtual time, sampled every 0.5 s
                 src.nvml.clock.now = k * 0.5
-                if k in xid_ticks:  # the scenario's Xids are due from this tick (2 and 4 s; 1 s)
-                    wait_for(lambda s=src: s._xid_queue, what="an Xid")
                 session.ingest(src.sample())
         finally:
             session.stop_recording()
