@@ -277,6 +277,7 @@ def test_scenarios_recorded_and_summarised_name_the_fault(tmp_path):
             assert w in text, (name, w, text)
 
 
+@pytest.mark.slow  # a 5 s recording / the tool in a subprocess
 def test_cli_record_and_summary_of_the_xid_scenario(tmp_path):
     out = tmp_path / "x.jsonl.gz"
     gs = [sys.executable, "-m", "gpuscope.cli.main"]
@@ -375,6 +376,7 @@ def test_detail_view_says_memory_info_v1(tmp_path):
             src.close()
 
 
+@pytest.mark.slow  # a 5 s recording / the tool in a subprocess
 def test_device_health_check_dry_run():
     """tools/device_health_check.py over the simulated NVML (the lead runs it on a real H200): it reports every
     part and imports this checkout without an install."""
