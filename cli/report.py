@@ -11,6 +11,7 @@ from typing import Any
 from gpuscope.cli.options import CompareOptions, ExportOptions, SummaryOptions
 from gpuscope.core import catalogue
 from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.health import health_lines
 from gpuscope.core.probe import compare_probes
 from gpuscope.core.probe import report_lines as probe_report_lines
 from gpuscope.core.stats import (
@@ -112,6 +113,9 @@ def render_summary(doc: dict[str, Any]) -> str:
             total = sum(links.values())
             seen = ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in sorted(links.items()))
             out.append(f"  PCIe link while busy: {seen} (GPU max Gen{g['pcie_gen_max']})")
+        out += [f"  {clean(line, 300)}" for line in health_lines(g.get("health") or {})]
+        if g.get("memory_info_version") == 1:
+            out.append("  memory info v1 (used includes driver-reserved)")
     for e in doc["endpoints"]:
         s = e["stats"].get("gen_tokens_per_s")
         if s:

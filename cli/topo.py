@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from gpuscope.core.findings import Candidate, evaluate
+from gpuscope.core.health import mig_words
 from gpuscope.core.model import Frame, Inventory
 from gpuscope.core.topology import (
     PATH_MEANING,
@@ -67,6 +68,7 @@ def topo_json(inv: Inventory, frame: Frame, findings: list[Candidate]) -> dict[s
             "index": d.index, "name": d.name, "bus_id": d.bus_id, "uuid": d.uuid,
             "numa_node": d.numa_node, "cpu_affinity": d.cpu_affinity, "lost": bool(r and r.lost),
             "nvlinks_active": d.nvlinks_active, "nvlink_version": d.nvlink_version,
+            "mig_instances": d.mig_instances,
             "nvlink_gb_per_s": _gbs(device_nvlink_capacity_bytes_per_s(d)),
             "pcie": {
                 "gen_current": row.gen_current, "width_current": row.width_current,
@@ -120,6 +122,9 @@ def render_text(doc: dict[str, Any], color: bool) -> str:
             cells.append(c(f"{lab:>6}", label_color(lab)))
         numa = "-" if g["numa_node"] is None else str(g["numa_node"])
         lines.append(f"{'GPU' + str(i):<6}" + "".join(cells) + f"  {(g['cpu_affinity'] or '-'):<17} {numa}")
+    for g in doc["gpus"]:
+        if g.get("mig_instances") is not None:
+            lines.append(c(f"GPU{g['index']} {mig_words(g['mig_instances'])}", "bold"))
     lines.append("")
     lines.append(c(f"{'PCIe link':<28}{'now':<11}{'can reach':<11}{'GPU max':<9}{'slot max':<10}"
                    "now / can reach", "bold"))

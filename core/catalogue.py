@@ -103,6 +103,17 @@ class Metric:
         return self.read if self.read is not None else attrgetter(self.name)
 
 
+def _flag(v: bool | None) -> float | None:
+    """A yes/no reading as Prometheus and CSV take it: 1.0 / 0.0, None when unknown."""
+    return None if v is None else float(v)
+
+
+def _last_xid(r: Any) -> float | None:
+    """The code of the most recent critical Xid of a reading (dcgm-exporter's ``XID_ERRORS``), None when none."""
+    xids = getattr(r, "xids", None)
+    return float(max(xids, key=lambda x: x.last_t).xid) if xids else None
+
+
 MIB = 2**20  # dcgm-exporter's framebuffer unit
 GIB = 2**30  # memory sizes on screen: binary, like nvidia-smi's MiB (rates stay decimal GB/s)
 
@@ -117,6 +128,7 @@ COUNT: Range = (0.0, float(2**63))
 SECONDS: Range = (0.0, 1e6)
 PER_S: Range = (0.0, 1e9)
 PER_MIN: Range = (0.0, 6e10)
+REMAPPED_ROWS: Range = (0.0, float(2**32))
 
 
 # Ceilings: a GPU's full scale of a metric (raw units) from its static facts and, where it changes, its reading
@@ -238,6 +250,36 @@ METRICS: tuple[Metric, ...] = (
     Metric("dram_bw_util_pct", "DRAM bandwidth %", valid=PCT, key="dram_bw", detail=True, unit="%", maximum=100.0,
            dcgm=Series("DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active sending "
                        "or receiving data.", scale=100.0, gpm=True)),
+    # GPU health (issue 26). Memory the driver reserves (NVML memory info v2): DCGM_FI_DEV_FB_USED excludes it.
+    Metric("mem_reserved_bytes", "memory reserved GiB", valid=BYTES, ceiling=_memory_size, unit="GiB", scale=GIB, digits=2,
+           dcgm=Series("DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", scale=MIB, integer=True),
+           prom=Series("gpuscope_memory_reserved_bytes", "Framebuffer reserved by the driver (NVML memory info "
+                       "v2; absent where only v1 answers, whose used includes it).")),
+    Metric("ecc_corrected_volatile", "ECC corrected (volatile)", valid=COUNT,
+           dcgm=Series("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors.",
+                       type="counter")),
+    Metric("ecc_uncorrected_volatile", "ECC uncorrected (volatile)", valid=COUNT,
+           dcgm=Series("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.",
+                       type="counter")),
+    Metric("ecc_corrected_aggregate", "ECC corrected (aggregate)", valid=COUNT,
+           dcgm=Series("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "Total number of single-bit persistent ECC errors.",
+                       type="counter")),
+    Metric("ecc_uncorrected_aggregate", "ECC uncorrected (aggregate)", valid=COUNT,
+           dcgm=Series("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "Total number of double-bit persistent ECC errors.",
+                       type="counter")),
+    Metric("remapped_rows_correctable", "remapped rows (correctable)", valid=REMAPPED_ROWS,
+           dcgm=Series("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for correctable errors",
+                       type="counter")),
+    Metric("remapped_rows_uncorrectable", "remapped rows (uncorrectable)", valid=REMAPPED_ROWS,
+           dcgm=Series("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for uncorrectable "
+                       "errors", type="counter")),
+    Metric("remap_pending", "row remap pending", read=lambda r: _flag(r.remap_pending),
+           prom=Series("gpuscope_row_remap_pending", "1 while a row remap waits for a GPU reset.")),
+    Metric("remap_failure", "row remap failed", read=lambda r: _flag(r.remap_failure),
+           dcgm=Series("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed")),
+    # the export has no Xid column (a table of codes per GPU); the recording keeps them, with counts and times
+    Metric("xids", "last Xid", read=lambda r: _last_xid(r), export=False,
+           dcgm=Series("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.")),
     # endpoints (Prometheus: one sample per endpoint and model, only while the server answers)
     Metric("gen_tokens_per_s", "gen tok/s", valid=PER_S, key="tok_s", unit="tok/s", digits=1, scope="endpoint", summary=True,
            prom=Series("gpuscope_endpoint_generation_tokens_per_second", "Generated tokens per second over the "

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpuscope.core.health import HEALTH_RULES
 from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory
 from gpuscope.core.topology import (
     PATH_MEANING,
@@ -661,6 +662,7 @@ RULES: dict[str, Callable[[Inventory, Sequence[Frame]], list[Candidate]]] = {
     "busy_not_computing": rule_busy_not_computing,
     "bottleneck": rule_bottleneck,
     "kv_pressure": rule_kv_pressure,
+    **HEALTH_RULES,  # Xid errors, ECC, row remapping (core/health.py)
 }
 
 

@@ -51,6 +51,12 @@ class DeviceInfo:
     # One NVLink's bandwidth, one direction, bytes/s, as NVML's NVLINK_SPEED_MBPS field answers it
     # (None: not supported, e.g. H200 on driver 580; then core.topology's table of parts decides).
     nvlink_link_bytes_per_s: float | None = None
+    # Which NVML memory info the source reads: 2 (``used`` excludes the driver's reserved memory, as
+    # nvidia-smi shows it), 1 (the fallback: ``used`` includes it), None (unknown: older recordings).
+    memory_info_version: int | None = None
+    # MIG (Multi-Instance GPU): None when MIG mode is off or unknown; else the number of MIG devices (GPU
+    # instances with their compute instances) the GPU is split into. Read once, at start.
+    mig_instances: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +121,17 @@ class ProcessInfo:
     sm_pct: float | None = None
     mem_pct: float | None = None
     kind: str = "C"
+    gpu_instance: int | None = None  # the MIG GPU instance the process runs in (None: the GPU is not in MIG mode)
+
+
+@dataclass(frozen=True, slots=True)
+class XidCount:
+    """Critical Xid errors of one code on one GPU since the source started: how many, and when the last
+    one came (Unix time, s). Read from NVML's event set (:mod:`gpuscope.core.health` says what each means)."""
+
+    xid: int
+    count: int = 1
+    last_t: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +169,23 @@ class GpuReading:
     tensor_active_pct: float | None = None
     dram_bw_util_pct: float | None = None
     processes: tuple[ProcessInfo, ...] | None = None
+    # GPU health (added later: recordings without them decode as unknown). Memory the driver reserves
+    # (NVML memory info v2; None with v1, whose ``mem_used_bytes`` includes it).
+    mem_reserved_bytes: int | None = None
+    # ECC error counts where ECC is on (None: off or not supported): since the driver loaded (volatile)
+    # and over the GPU's life (aggregate). Read on the slow path.
+    ecc_corrected_volatile: int | None = None
+    ecc_uncorrected_volatile: int | None = None
+    ecc_corrected_aggregate: int | None = None
+    ecc_uncorrected_aggregate: int | None = None
+    # Row remapping (``nvmlDeviceGetRemappedRows``): rows remapped for correctable / uncorrectable errors,
+    # a remap waiting for a GPU reset, a remap that failed (the GPU should be replaced).
+    remapped_rows_correctable: int | None = None
+    remapped_rows_uncorrectable: int | None = None
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    # Critical Xid errors seen since the source started, one entry per Xid code (None: none seen).
+    xids: tuple[XidCount, ...] | None = None
 
     @property
     def clock_events(self) -> tuple[str, ...]:

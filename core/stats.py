@@ -9,7 +9,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpuscope.core import catalogue
-from gpuscope.core.model import Event, Frame, Inventory
+from gpuscope.core.health import gpu_health
+from gpuscope.core.model import Event, Frame, GpuReading, Inventory, XidCount
 from gpuscope.core.topology import pcie_capacity_bytes_per_s
 from gpuscope.core.vocab import link_label, reading_busy
 
@@ -132,6 +133,8 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
     cols: dict[str, list[list[float]]] = {m.name: [[] for _ in range(n)] for m in gpu_metrics}
     links_busy: list[dict[str, int]] = [{} for _ in range(n)]
     lost_at: list[float | None] = [None] * n
+    last_seen: list[GpuReading | None] = [None] * n  # each GPU's last reading (health: ECC, row remapping)
+    last_xids: list[tuple[XidCount, ...] | None] = [None] * n
     # per (url, model): each metric's readings, and under "_kind" the server kinds seen (strings)
     ep: dict[tuple[str, str | None], dict[str, list[Any]]] = {}
     events: list[Event] = []
@@ -142,10 +145,13 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
         for r in f.gpus:
             if r.index >= n:
                 continue
+            if r.xids:
+                last_xids[r.index] = r.xids
             if r.lost:
                 if lost_at[r.index] is None:
                     lost_at[r.index] = f.t
                 continue
+            last_seen[r.index] = r
             for m in gpu_metrics:
                 v = m.value(r)
                 if v is not None:
@@ -173,6 +179,8 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
             "stats": {m.name: describe(cols[m.name][i]) for m in gpu_metrics},
             "pcie_links_while_busy": links_busy[i],
             "pcie_gen_max": dev.pcie_gen_gpu_max or dev.pcie_gen_sys_max,
+            "memory_info_version": dev.memory_info_version,
+            "health": gpu_health(last_seen[i], last_xids[i]),
         })
     for (url, model) in list(ep):  # readings from before the model was known join the only model
         named = [k for k in ep if k[0] == url and k[1] is not None]

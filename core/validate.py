@@ -66,7 +66,10 @@ DEVICE_RANGES: dict[str, tuple[float, float]] = {  # an inventory's static facts
     "pcie_gen_gpu_max": (1.0, 8.0), "pcie_width_gpu_max": (1.0, 32.0),
     "pcie_gen_sys_max": (1.0, 8.0), "pcie_width_sys_max": (1.0, 32.0),
     "numa_node": (-1.0, 4096.0), "nvlink_version": (0.0, 16.0), "nvlink_link_bytes_per_s": RATE,
+    "memory_info_version": (1.0, 2.0), "mig_instances": (0.0, 64.0),
 }
+XID_RANGE = (0.0, float(2**31))  # NVML's Xid is a 32-bit code; the catalogue's go up to the 100s
+MAX_XIDS = 64  # distinct Xid codes kept per GPU
 # an endpoint reading's numbers that are not metrics: the poller's counts and a quantile's bucket bounds
 ENDPOINT_COUNTS: dict[str, tuple[float, float]] = {"resets": COUNT, "models_dropped": COUNT}
 ENDPOINT_BOUNDS = ("ttft_p50_bounds_s", "ttft_p95_bounds_s", "itl_p50_bounds_s", "itl_p95_bounds_s")
@@ -220,8 +223,15 @@ def check_gpu(g: GpuReading, tally: Tally | None = None) -> GpuReading:
             sm, mp = (v if v is None or in_range(v, *PCT) else None for v in (p.sm_pct, p.mem_pct))
             procs.append(ProcessInfo(pid=p.pid, used_memory_bytes=mem, name=clean_opt(p.name, 100),
                                      user=clean_opt(p.user, 32), command=clean_opt(p.command, 120), sm_pct=sm,
-                                     mem_pct=mp, kind=p.kind if p.kind in PROCESS_KINDS else "C"))
+                                     mem_pct=mp, kind=p.kind if p.kind in PROCESS_KINDS else "C",
+                                     gpu_instance=p.gpu_instance if in_range(p.gpu_instance, 0, 64) else None))
         ch["processes"] = tuple(procs)
+    if g.xids is not None:
+        xids = tuple(x for x in g.xids[:MAX_XIDS]
+                     if in_range(x.xid, *XID_RANGE) and in_range(x.count, 1, COUNT[1]) and in_range(x.last_t, 0, 1e11))
+        if len(xids) != len(g.xids) and tally is not None:
+            tally.readings += len(g.xids) - len(xids)
+        ch["xids"] = xids or None
     return dataclasses.replace(g, **ch) if ch else g
 
 

@@ -42,7 +42,8 @@ def open_source(simulate: str | None = None, *, pcie_mode: str = "auto", virtual
         wall0 = time.time() if wall0 is None else wall0
         src = NvmlSource(fake, label="SIMULATED", simulated=True, scenario=sc.name, host=sc.host,
                          pcie_mode=pcie_mode,
-                         clock=(lambda: wall0 + fake.clock()) if clock is not None else time.time)
+                         clock=(lambda: wall0 + fake.clock()) if clock is not None else time.time,
+                         xid_thread=clock is None)  # a virtual clock: Xids taken in sample(), deterministically
     else:
         src = NvmlSource(label="LIVE", pcie_mode=pcie_mode)
     try:

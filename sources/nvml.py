@@ -15,6 +15,7 @@ Units are converted here, once: mW → W, mJ → J, KB/s → bytes/s, MiB/s → 
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import socket
@@ -26,7 +27,17 @@ from dataclasses import replace
 from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory, PairLink, ProcessInfo
+from gpuscope.core.health import tally_xid, xid_text
+from gpuscope.core.model import (
+    DeviceInfo,
+    Event,
+    Frame,
+    GpuReading,
+    Inventory,
+    PairLink,
+    ProcessInfo,
+    XidCount,
+)
 from gpuscope.core.text import clean_opt
 from gpuscope.core.topology import cpu_list, normalize_bus_id, nvlink_count, topology_label
 from gpuscope.sources.procinfo import COMMAND_MAX, UNKNOWN_USER, ProcTable
@@ -52,6 +63,15 @@ ENERGY_INTERVAL_S = 30.0
 HEALTH_INTERVAL_S = 15.0
 HEALTH_EARLY_S = 0.5  # a slow tick this close to the 15 s reads them: slow ticks jitter around their 5 s
 HEALTH_KEYS = ("pcie_replay_count", "pcie_recovery_count", "pcie_error_count")
+# ECC counts and the row remapper, read on slow ticks (every 5 s) and carried between reads
+ECC_KEYS = ("ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
+            "ecc_uncorrected_aggregate", "remapped_rows_correctable", "remapped_rows_uncorrectable",
+            "remap_pending", "remap_failure")
+# the Xid thread's wait: how long a close() may wait for it (it blocks in NVML, GIL released); on H200 a 500 ms
+# wait that times out costs 0.17 ms of CPU (docs/real-gpus.md), ~0.34 ms a second
+XID_WAIT_MS = 500
+XID_EVENT = 0x8  # nvmlEventTypeXidCriticalError
+LOG = logging.getLogger(__name__)
 _GPM_SLOTS = 1024  # room for every metric id a newer NVML might write (nvidia-ml-py's own size varies)
 
 # Field ids (nvmlFieldValue ids).
@@ -96,7 +116,7 @@ class NvmlSource:
 
     def __init__(self, nvml: Any = None, *, label: str = "LIVE", simulated: bool = False, scenario: str | None = None,
                  pcie_mode: str = "auto", read_sysfs: bool | None = None, clock: Callable[[], float] = time.time,
-                 host: str | None = None, slow_interval_s: float = 5.0):
+                 host: str | None = None, slow_interval_s: float = 5.0, xid_thread: bool = True):
         if nvml is None:
             try:
                 import pynvml  # noqa: PLC0415
@@ -132,6 +152,17 @@ class NvmlSource:
         self._errors = tuple(getattr(nvml, n) for n in _NOT_SUPPORTED_NAMES if hasattr(nvml, n))
         self._lost_error = getattr(nvml, "NVMLError_GpuIsLost", None)
         self._base_error = getattr(nvml, "NVMLError", Exception)
+        self._ecc_on: set[int] = set()  # GPUs whose ECC mode answered "on"
+        self._mem_v2: dict[int, bool] = {}  # per GPU: memory info v2 answers (else v1, used incl. reserved)
+        self._xids: dict[int, dict[int, XidCount]] = {}  # per GPU: Xid code → count and last time
+        self._xid_queue: list[tuple[float, int, int]] = []  # (t, gpu, xid) from the Xid thread, under _lock
+        self._xid_thread: threading.Thread | None = None
+        # Xid events: waited for on their own thread (live), or, on a virtual clock (tests, benchmarks), taken
+        # in sample() with a zero wait so a frame holds exactly the Xids due by its time
+        self.xid_thread = xid_thread
+        self._xid_etype = XID_EVENT
+        self._xid_stop = threading.Event()
+        self._event_set: Any = None
 
     # ----------------------------------------------------------------- static
     def open(self) -> Inventory:
@@ -163,7 +194,119 @@ class NvmlSource:
         )
         workers = max(2, min(64, 3 * n))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuscope-nvml")
+        self._start_xid_events()
         return self.inventory
+
+    # ----------------------------------------------------------------- Xid events
+    def _note(self, text: str) -> None:
+        """Say something once: in the log and as a ``note`` event in the next frame (so in recordings)."""
+        LOG.info("%s", text)
+        self._pending_events.append(Event(t=self.clock(), kind="note", text=text))
+
+    def _start_xid_events(self) -> None:
+        """Register every GPU for critical Xid events on one NVML event set, waited on by the
+        ``gpuscope-xid`` daemon thread; GPUs (or a driver) without them are said once in a note."""
+        nv = self.nvml
+        etype = getattr(nv, "nvmlEventTypeXidCriticalError", XID_EVENT)
+        if not hasattr(nv, "nvmlEventSetCreate") or not hasattr(nv, "nvmlEventSetWait_v2"):
+            self._note("Xid errors are not watched: this nvidia-ml-py has no event sets")
+            return
+        try:
+            es = nv.nvmlEventSetCreate()
+        except self._base_error as e:
+            self._note(f"Xid errors are not watched: NVML's event set is not available ({clean_opt(str(e), 80)})")
+            return
+        missing = []
+        for i, h in enumerate(self._handles):
+            try:
+                nv.nvmlDeviceRegisterEvents(h, etype, es)
+            except self._base_error as e:
+                missing.append((i, clean_opt(str(e), 60)))
+        if len(missing) == len(self._handles):
+            self._free_event_set(es)
+            self._note(f"Xid errors are not watched: NVML does not report them on these GPUs ({missing[0][1]})"
+                       if missing else "Xid errors are not watched: no GPUs")
+            return
+        if missing:
+            self._note("Xid errors are not watched on " + ", ".join(f"GPU{i}" for i, _ in missing)
+                       + f" ({missing[0][1]})")
+        self._event_set = es
+        self._xid_etype = etype
+        if not self.xid_thread:
+            return
+        self._xid_stop.clear()
+        self._xid_thread = threading.Thread(target=self._xid_loop, args=(es, etype), name="gpuscope-xid", daemon=True)
+        self._xid_thread.start()
+
+    def _free_event_set(self, es: Any) -> None:
+        try:
+            self.nvml.nvmlEventSetFree(es)
+        except (self._base_error, AttributeError):
+            pass
+
+    def _xid_loop(self, es: Any, etype: int) -> None:
+        """Wait for Xid events (``XID_WAIT_MS`` at a time, so close() is never held long) and queue them for
+        the next sample; sampling never waits on this thread."""
+        nv = self.nvml
+        timeout_err = getattr(nv, "NVMLError_Timeout", None)
+        failures = 0
+        while not self._xid_stop.is_set():
+            try:
+                data = nv.nvmlEventSetWait_v2(es, XID_WAIT_MS)
+            except self._base_error as e:
+                if (timeout_err is not None and isinstance(e, timeout_err)) or getattr(e, "value", None) == 10:
+                    continue  # NVML_ERROR_TIMEOUT: nothing happened
+                failures += 1
+                if failures == 1:
+                    LOG.warning("waiting for Xid events failed (%s); retrying every second", clean_opt(str(e), 120))
+                self._xid_stop.wait(1.0)
+                continue
+            except Exception:  # noqa: BLE001 - a bug must not end the watch silently
+                LOG.exception("Xid event thread")
+                self._xid_stop.wait(1.0)
+                continue
+            self._queue_xid(data, etype)
+
+    def _queue_xid(self, data: Any, etype: int) -> None:
+        """Queue one event of the set for the next sample when it is a critical Xid on a GPU we know."""
+        if not int(getattr(data, "eventType", 0)) & etype:
+            return
+        gpu = self._gpu_of(data.device)
+        xid = int(data.eventData)
+        if gpu is None:
+            LOG.warning("Xid %d on a GPU NVML did not name", xid)
+            return
+        with self._lock:
+            self._xid_queue.append((self.clock(), gpu, xid))
+
+    def _poll_xids(self) -> None:
+        """Without the thread (a virtual clock): take every event due now, with zero waits."""
+        es = self._event_set
+        for _ in range(256):
+            try:
+                data = self.nvml.nvmlEventSetWait_v2(es, 0)
+            except self._base_error:
+                return  # Timeout: none left (any other error: try again next sample)
+            self._queue_xid(data, self._xid_etype)
+
+    def _gpu_of(self, device: Any) -> int | None:
+        """The index of the GPU an event names (its handle), or None."""
+        for i, h in enumerate(self._handles):
+            if h is device or ((a := _address(h)) is not None and a == _address(device)):
+                return i
+        try:
+            i = int(self.nvml.nvmlDeviceGetIndex(device))
+        except (self._base_error, AttributeError, TypeError, ValueError):
+            return None
+        return i if 0 <= i < len(self._handles) else None
+
+    def _take_xids(self) -> None:
+        """Fold the Xids the thread queued into the per-GPU tallies; each one is an ``xid`` event."""
+        with self._lock:
+            got, self._xid_queue = self._xid_queue, []
+        for t, gpu, xid in got:
+            tally_xid(self._xids.setdefault(gpu, {}), xid, t)
+            self._pending_events.append(Event(t=t, kind="xid", text=xid_text(gpu, xid), data={"gpu": gpu, "xid": xid}))
 
     def _static(self, fn: Callable[..., Any]) -> Any:  # called with no arguments (lambdas may bind defaults)
         try:
@@ -175,7 +318,7 @@ class NvmlSource:
         nv = self.nvml
         st = self._static
         bus_id = st(lambda: _s(nv.nvmlDeviceGetPciInfo(h).busId)) or f"unknown:{i}"
-        mem = st(lambda: nv.nvmlDeviceGetMemoryInfo(h))
+        mem = self._probe_memory(i, h)
         plimit = st(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h))
         arch = st(lambda: nv.nvmlDeviceGetArchitecture(h))
         ncpu = os.cpu_count() or 64
@@ -233,7 +376,44 @@ class NvmlSource:
             nvlinks_active=len(links),
             gpm_supported=gpm,
             nvlink_link_bytes_per_s=link_rate,
+            memory_info_version=None if mem is None else (2 if self._mem_v2.get(i) else 1),
+            mig_instances=self._mig_instances(h),
         )
+
+    def _mig_instances(self, h: Any) -> int | None:
+        """How many MIG devices GPU ``h`` is split into, or None when MIG mode is off (or not supported).
+        Read only: gpuscope never changes the MIG mode."""
+        nv = self.nvml
+        mode = self._static(lambda: nv.nvmlDeviceGetMigMode(h))  # [current, pending]
+        if mode is None or not int(mode[0]):
+            return None
+        most = self._static(lambda: nv.nvmlDeviceGetMaxMigDeviceCount(h)) or 0
+        n = 0
+        for k in range(min(int(most), 64)):
+            if self._static(lambda k=k: nv.nvmlDeviceGetMigDeviceHandleByIndex(h, k)) is not None:
+                n += 1  # NotFound for a slot without an instance
+        return n
+
+    def _probe_memory(self, i: int, h: Any) -> Any:
+        """Memory info v2 where the driver has it (``used`` without the driver's reserved memory, as
+        nvidia-smi shows it; ``reserved`` apart), else v1 (``used`` includes it). Remembered per GPU."""
+        nv = self.nvml
+        version = getattr(nv, "nvmlMemory_v2", None)
+        if version is not None:
+            try:
+                mem = nv.nvmlDeviceGetMemoryInfo(h, version=version)
+                self._mem_v2[i] = True
+                return mem
+            except (self._base_error, TypeError, AttributeError):  # no _v2 entry point, NotSupported, an old binding
+                pass
+        self._mem_v2[i] = False
+        return self._static(lambda: nv.nvmlDeviceGetMemoryInfo(h))
+
+    def _memory(self, i: int, h: Any) -> Any:
+        nv = self.nvml
+        if self._mem_v2.get(i):
+            return nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)
+        return nv.nvmlDeviceGetMemoryInfo(h)
 
     def _nvlink_speed(self, h: Any, links: list[int]) -> float | None:
         """One NVLink's speed from NVML's field values, bytes/s one direction; None where not answered.
@@ -311,6 +491,8 @@ class NvmlSource:
                              ("nvlink_fields", self._nvlink_field_ids(i) if slow else [])):
                 if ids:
                     futures[(i, key)] = self._pool.submit(self._call_safe, i, key, nv.nvmlDeviceGetFieldValues, h, ids)
+            if slow:  # ECC and row remapper: five calls a GPU every slow tick (5 s), ~0.003 ms CPU each on H200
+                futures[(i, "ecc")] = self._pool.submit(self._ecc_safe, i, h)
         readings = []
         for i, h in enumerate(self._handles):
             if i in self._lost:
@@ -346,6 +528,13 @@ class NvmlSource:
                     lost = True
                 elif got is not None:
                     fv.extend(got)
+            ecc = futures.get((i, "ecc"))
+            got_ecc = ecc.result() if ecc is not None else None
+            if got_ecc is _LOST:
+                lost = True
+            elif got_ecc is not None:
+                self._slow_cache.setdefault(i, {}).update(got_ecc)
+                extra.update({k: v for k, v in got_ecc.items() if v is not None})
             if fv:
                 fields = self._fields(i, fv, t)
                 if slow:
@@ -357,7 +546,7 @@ class NvmlSource:
             if not slow:
                 extra.update({k: v for k, v in self._slow_cache.get(i, {}).items() if v is not None and k[0] != "_"})
             else:  # the health counters not read this tick (not due, or the read failed): the last ones read
-                extra.update({k: v for k in HEALTH_KEYS
+                extra.update({k: v for k in (*HEALTH_KEYS, *ECC_KEYS)
                               if k not in extra and (v := self._slow_cache.get(i, {}).get(k)) is not None})
             if self._gpm_ok.get(i):
                 try:
@@ -371,9 +560,51 @@ class NvmlSource:
             out.append(replace(r, **extra))
         if slow and self.read_sysfs:
             self._procs.keep(p.pid for g in out for p in g.processes or ())
+        if self._event_set is not None and self._xid_thread is None:
+            self._poll_xids()
+        self._take_xids()
+        if self._xids:  # every reading carries its GPU's tally (a lost GPU too: Xid 79 comes with it)
+            out = [replace(r, xids=tuple(sorted(self._xids[r.index].values(), key=lambda x: x.xid)))
+                   if r.index in self._xids else r for r in out]
         events = tuple(self._pending_events)
         self._pending_events.clear()
         return Frame(t=(t0 + t) / 2, gpus=tuple(out), events=events)
+
+    def _ecc_safe(self, i: int, h: Any) -> Any:
+        try:
+            return self._ecc(i, h)
+        except _Lost:
+            return _LOST
+
+    def _ecc(self, i: int, h: Any) -> dict[str, Any]:
+        """ECC error counts (where ECC is on) and the row remapper, as reading fields (None: not read).
+        Each call that answers NotSupported is never made again on this GPU."""
+        nv = self.nvml
+        c = self._call
+        out: dict[str, Any] = dict.fromkeys(ECC_KEYS)
+        if self.supported(i, "ecc_mode") and i not in self._ecc_on:
+            mode = c(i, "ecc_mode", nv.nvmlDeviceGetEccMode, h)  # [current, pending]
+            if mode is not None:  # ECC mode changes only with a GPU reset: asked until it answers, then never
+                with self._lock:
+                    if int(mode[0]):
+                        self._ecc_on.add(i)
+                    else:  # ECC off: no counts to read
+                        self._unsupported.add((i, "ecc_mode"))
+                        self._unsupported.add((i, "ecc"))
+        if self.supported(i, "ecc"):
+            corrected, uncorrected = nv.NVML_MEMORY_ERROR_TYPE_CORRECTED, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+            for key, err, counter in (("ecc_corrected_volatile", corrected, nv.NVML_VOLATILE_ECC),
+                                      ("ecc_uncorrected_volatile", uncorrected, nv.NVML_VOLATILE_ECC),
+                                      ("ecc_corrected_aggregate", corrected, nv.NVML_AGGREGATE_ECC),
+                                      ("ecc_uncorrected_aggregate", uncorrected, nv.NVML_AGGREGATE_ECC)):
+                v = c(i, "ecc", nv.nvmlDeviceGetTotalEccErrors, h, err, counter)
+                out[key] = int(v) if v is not None else None
+        rows = c(i, "remap", nv.nvmlDeviceGetRemappedRows, h) if hasattr(nv, "nvmlDeviceGetRemappedRows") else None
+        if rows is not None:
+            corr, unc, pending, failure = rows
+            out.update(remapped_rows_correctable=int(corr), remapped_rows_uncorrectable=int(unc),
+                       remap_pending=bool(pending), remap_failure=bool(failure))
+        return out
 
     def _call_safe(self, i: int, key: str, fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -392,7 +623,7 @@ class NvmlSource:
         nv = self.nvml
         c = self._call
         util = c(i, "util", nv.nvmlDeviceGetUtilizationRates, h)
-        mem = c(i, "mem", nv.nvmlDeviceGetMemoryInfo, h)
+        mem = c(i, "mem", self._memory, i, h)
         power = c(i, "power", nv.nvmlDeviceGetPowerUsage, h)
         limit = c(i, "power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
         cache = self._slow_cache.setdefault(i, {})
@@ -415,6 +646,7 @@ class NvmlSource:
             util_mem_pct=float(util.memory) if util is not None else None,
             mem_used_bytes=int(mem.used) if mem is not None else None,
             mem_total_bytes=int(mem.total) if mem is not None else None,
+            mem_reserved_bytes=int(mem.reserved) if mem is not None and self._mem_v2.get(i) else None,
             sm_clock_mhz=c(i, "clk_sm", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
             mem_clock_mhz=c(i, "clk_mem", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
             graphics_clock_mhz=c(i, "clk_gfx", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_GRAPHICS),
@@ -465,8 +697,10 @@ class NvmlSource:
             sm = mem = None
             if util is not None:  # a process without a sample since the last read used 0 %
                 sm, mem = util.get(pid, (0.0, 0.0))
+            gi = getattr(p, "gpuInstanceId", None)  # 0xFFFFFFFF (or absent): not in MIG mode
             out.append(ProcessInfo(pid=pid, used_memory_bytes=used, name=name, user=user, command=command,
-                                   sm_pct=sm, mem_pct=mem, kind=kind))
+                                   sm_pct=sm, mem_pct=mem, kind=kind,
+                                   gpu_instance=int(gi) if gi is not None and 0 <= int(gi) < 0xFFFFFFFF else None))
         return tuple(out)
 
     def _process_util(self, i: int, h: Any) -> dict[int, tuple[float, float]] | None:
@@ -630,6 +864,19 @@ class NvmlSource:
         return cls()
 
     def close(self) -> None:
+        if self._xid_thread is not None:
+            self._xid_stop.set()
+            wake = getattr(self.nvml, "wake_waiters", None)  # the simulated NVML: end its wait now
+            if callable(wake):
+                wake()
+            self._xid_thread.join(timeout=XID_WAIT_MS / 1000 + 1.0)
+            if not self._xid_thread.is_alive() and self._event_set is not None:
+                self._free_event_set(self._event_set)  # never while the thread may still wait on it
+            self._xid_thread = None
+            self._event_set = None
+        elif self._event_set is not None:  # polled in sample(): no thread to stop
+            self._free_event_set(self._event_set)
+            self._event_set = None
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
@@ -650,6 +897,16 @@ _LOST = object()
 
 def _num(v: Any) -> float | None:
     return float(v) if v is not None else None
+
+
+def _address(h: Any) -> int | None:
+    """The address a ctypes device handle points at (two handles of one GPU compare equal), else None."""
+    try:
+        import ctypes  # noqa: PLC0415
+
+        return ctypes.cast(h, ctypes.c_void_p).value
+    except Exception:  # noqa: BLE001 - not a ctypes pointer (the simulated NVML's handles)
+        return None
 
 
 def _sysfs_numa(bus_id: str) -> int | None:

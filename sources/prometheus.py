@@ -162,16 +162,25 @@ def families(scope: str, kind: str) -> list[Family]:
 
 
 def _fb_free(r: GpuReading) -> float | None:
+    """Free framebuffer as dcgm-exporter reports it: total − used − reserved (NVML memory info v2's ``free``);
+    with v1 (no reserved figure) its ``used`` already includes the reserved memory."""
     if r.mem_total_bytes is None or r.mem_used_bytes is None:
         return None
-    return r.mem_total_bytes - r.mem_used_bytes
+    return max(0, r.mem_total_bytes - r.mem_used_bytes - (r.mem_reserved_bytes or 0))
 
 
 # Derived from two fields of a reading, so not a catalogue metric (the catalogue has one metric per field).
 DCGM_DERIVED = (Family("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", ((_fb_free, MIB, True, ""),)),)
 GPU_DERIVED = (Family("gpuscope_pcie_link_capacity_bytes_per_second", "gauge", "Usable bandwidth of the PCIe link "
                       "as it runs now, one direction, after line encoding.",
-                      ((lambda r: pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width), 1.0, False, ""),)),)
+                      ((lambda r: pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width), 1.0, False, ""),)),
+               Family("gpuscope_xid_errors_total", "counter", "Critical Xid errors seen since gpuscope started "
+                      "(absent until the first).",
+                      ((lambda r: sum(x.count for x in r.xids) if r.xids else None, 1.0, False, ""),)))
+
+
+# The Xid series stay for a GPU that fell off the bus: its Xid 79 is what an alert wants to see.
+LOST_TOO = frozenset({"DCGM_FI_DEV_XID_ERRORS", "gpuscope_xid_errors_total"})
 
 
 def _samples(fam: Family, rows: Sequence[tuple[str, Any]]) -> list[str]:
@@ -281,13 +290,16 @@ class Renderer:
         live = [r for r in gpus if not r.lost]
         dcgm_rows = [(self.dcgm_labels[r.index], r) for r in live]
         gpm_rows = [(lab, r) for lab, r in dcgm_rows if self.devs[r.index].gpm_supported]
+        lost_dcgm = [(self.dcgm_labels[r.index], r) for r in gpus if r.lost and r.xids]
         for fam in self.dcgm_families:
-            o.family(fam.name, fam.type, fam.help, _samples(fam, gpm_rows if fam.gpm else dcgm_rows))
+            rows = gpm_rows if fam.gpm else dcgm_rows + lost_dcgm if fam.name in LOST_TOO else dcgm_rows
+            o.family(fam.name, fam.type, fam.help, _samples(fam, rows))
         o.family("gpuscope_gpu_lost", "gauge", "1 when the GPU stopped answering (fell off the bus).",
                  [f"gpuscope_gpu_lost{self.gpu_labels[r.index]} {fmt(r.lost)}\n" for r in gpus])
         gpu_rows = [(self.gpu_labels[r.index], r) for r in live]
+        lost_gpu = [(self.gpu_labels[r.index], r) for r in gpus if r.lost and r.xids]
         for fam in self.gpu_families:
-            o.family(fam.name, fam.type, fam.help, _samples(fam, gpu_rows))
+            o.family(fam.name, fam.type, fam.help, _samples(fam, gpu_rows + lost_gpu if fam.name in LOST_TOO else gpu_rows))
         ce: list[str] = []
         for r in live:
             mask = r.clock_event_reasons

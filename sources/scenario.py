@@ -58,6 +58,12 @@ GPU_FIELDS: dict[str, tuple[Any, Any]] = {
     "pcie_counters": (bool, True),
     "process_list": (bool, True),
     "process_util": (bool, True),
+    "memory_info_v2": (bool, True),
+    "memory_reserved_mib": (float, None),
+    "ecc": (bool, True),
+    "row_remapping": (bool, True),
+    "xid_events": (bool, True),
+    "mig_instances": (int, None),
 }
 PHASE_FIELDS: dict[str, tuple[Any, Any]] = {
     "name": (str, "phase"),
@@ -87,7 +93,7 @@ PHASE_FIELDS: dict[str, tuple[Any, Any]] = {
     "noise": (float, None),
     "overrides": (list, None),
 }
-EVENT_KINDS = ("gpu_lost", "pcie_errors")
+EVENT_KINDS = ("gpu_lost", "pcie_errors", "xid", "ecc", "row_remap")
 EVENT_FIELDS: dict[str, tuple[Any, Any]] = {
     "at_s": (float, None),
     "kind": (str, None),
@@ -96,6 +102,13 @@ EVENT_FIELDS: dict[str, tuple[Any, Any]] = {
     "replays_per_s": (float, 0.0),
     "recoveries_per_s": (float, 0.0),
     "errors_per_s": (float, 0.0),
+    "xid": (int, None),
+    "corrected": (int, 0),
+    "uncorrected": (int, 0),
+    "rows_correctable": (int, 0),
+    "rows_uncorrectable": (int, 0),
+    "pending": (bool, False),
+    "failure": (bool, False),
 }
 TOP_FIELDS = {"name", "description", "host", "driver_version", "cuda_driver_version", "cpu_count", "loop", "seed",
               "noise", "gpus", "topology", "phases", "events", "processes"}
@@ -143,6 +156,12 @@ class GpuSpec:
     nvlink_speed_mbps: int | None = None  # what NVML's NVLINK_SPEED_MBPS fields answer (None: by the part)
     process_list: bool = True  # the running-process lists answer (else NotSupported)
     process_util: bool = True  # per-process utilisation answers (else NotSupported)
+    memory_info_v2: bool = True  # nvmlDeviceGetMemoryInfo_v2 exists (else FunctionNotFound: an old driver)
+    memory_reserved_bytes: int = 0  # what the driver reserves (v2's ``reserved``; v1's ``used`` includes it)
+    ecc: bool = True  # ECC on (counts answer); else ECC off
+    row_remapping: bool = True  # nvmlDeviceGetRemappedRows answers (else NotSupported)
+    xid_events: bool = True  # the GPU can be registered for critical Xid events (else NotSupported)
+    mig_instances: int | None = None  # MIG mode on with this many MIG devices (None: MIG off)
 
 
 @dataclass(frozen=True)
@@ -184,6 +203,13 @@ class SimEvent:
     replays_per_s: float = 0.0
     recoveries_per_s: float = 0.0
     errors_per_s: float = 0.0
+    xid: int | None = None
+    corrected: int = 0
+    uncorrected: int = 0
+    rows_correctable: int = 0
+    rows_uncorrectable: int = 0
+    pending: bool = False
+    failure: bool = False
 
 
 @dataclass(frozen=True)
@@ -308,6 +334,14 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
         speed = gd["nvlink_speed_mbps"]
         if speed is not None and not 0 <= speed <= 1_000_000:
             raise _err(src, f"gpus[{gi}].nvlink_speed_mbps", "expected 0 (not supported) or MB/s per link up to 1000000")
+        if gd["mig_instances"] is not None and not 0 <= gd["mig_instances"] <= 7:
+            raise _err(src, f"gpus[{gi}].mig_instances", "expected 0-7 (MIG devices on one GPU)")
+        reserved_mib = gd["memory_reserved_mib"]
+        if reserved_mib is None:  # about what drivers reserve: 615 MiB of an H200's 141 GiB (docs nvml-facts.md)
+            reserved_mib = round(gd["memory_gib"] * 4.3)
+        if reserved_mib > gd["memory_gib"] * 1024 / 2:
+            raise _err(src, f"gpus[{gi}].memory_reserved_mib", "expected at most half the memory")
+        reserved = int(reserved_mib * 2**20)
         for j in range(n):
             gen_max = gd["pcie_gen_gpu_max"]
             sys_max = gd["pcie_gen_sys_max"] or gen_max
@@ -327,6 +361,8 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
                 gpm=gd["gpm"], nvlink_version=gd["nvlink_version"], fan=gd["fan"], memory_temp=gd["memory_temp"],
                 pcie_counters=gd["pcie_counters"], nvlink_speed_mbps=speed,
                 process_list=gd["process_list"], process_util=gd["process_util"],
+                memory_info_v2=gd["memory_info_v2"], memory_reserved_bytes=reserved, ecc=gd["ecc"],
+                row_remapping=gd["row_remapping"], xid_events=gd["xid_events"], mig_instances=gd["mig_instances"],
             ))
     n = len(gpus)
     topo = data.get("topology", {})
@@ -414,6 +450,11 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
             raise _err(src, f"{path}.kind", f"expected one of {', '.join(EVENT_KINDS)}")
         if ed["gpu"] is None or not 0 <= ed["gpu"] < n:
             raise _err(src, f"{path}.gpu", f"expected a GPU index 0-{n - 1}")
+        if ed["kind"] == "xid" and (ed["xid"] is None or not 1 <= ed["xid"] < 2**31):
+            raise _err(src, f"{path}.xid", "expected an Xid code 1-2147483647")
+        for k in ("corrected", "uncorrected", "rows_correctable", "rows_uncorrectable"):
+            if ed[k] >= 2**31:
+                raise _err(src, f"{path}.{k}", "expected at most 2147483647")
         events.append(SimEvent(**ed))
     values_idle = {k: v for k, v in idle.items() if k not in ("name", "duration_s", "gpus", "overrides")}
     processes = _processes(src, data.get("processes", []), n)

@@ -79,6 +79,12 @@ class SimNvml:
     NVML_PCIE_UTIL_RX_BYTES = _real.NVML_PCIE_UTIL_RX_BYTES
     NVML_NVLINK_MAX_LINKS = _real.NVML_NVLINK_MAX_LINKS
     NVML_GPM_METRICS_GET_VERSION = _real.NVML_GPM_METRICS_GET_VERSION
+    nvmlMemory_v2 = _real.nvmlMemory_v2
+    nvmlEventTypeXidCriticalError = _real.nvmlEventTypeXidCriticalError
+    NVML_MEMORY_ERROR_TYPE_CORRECTED = _real.NVML_MEMORY_ERROR_TYPE_CORRECTED
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED = _real.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+    NVML_VOLATILE_ECC = _real.NVML_VOLATILE_ECC
+    NVML_AGGREGATE_ECC = _real.NVML_AGGREGATE_ECC
     c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t
 
     def __init__(self, scenario: Scenario, clock: Callable[[], float] | None = None, pcie_block_s: float = 0.020):
@@ -92,6 +98,7 @@ class SimNvml:
         self.clock = clock
         self._handles = [_Handle(g) for g in scenario.gpus]
         self._lock = threading.Lock()
+        self._wake = threading.Event()  # set by wake_waiters: simulated event waits return at once
         self._initialized = False
         # every NVMLError_* class, by the same names
         for name in dir(_real):
@@ -203,11 +210,25 @@ class SimNvml:
     def nvmlDeviceGetArchitecture(self, h: Any) -> int:
         return _ARCH_ID.get(self._h(h).spec.architecture, 0xFFFFFFFF)
 
-    def nvmlDeviceGetMemoryInfo(self, h: Any, version: Any = None) -> Any:
-        hh = self._h(h)
+    def _used(self, hh: _Handle) -> int:
+        """Memory used by processes (v2's ``used``), bytes: the phase's ``mem_used_gib``."""
         v = self._values(hh)
-        used = min(hh.spec.memory_bytes, int(self._num(hh, {**v, "noise": 0}, "mem_used_gib", 0.5) * 2**30))
-        return SimpleNamespace(total=hh.spec.memory_bytes, used=used, free=hh.spec.memory_bytes - used)
+        room = hh.spec.memory_bytes - hh.spec.memory_reserved_bytes
+        return min(room, int(self._num(hh, {**v, "noise": 0}, "mem_used_gib", 0.5) * 2**30))
+
+    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: Any = None) -> Any:
+        """As nvidia-ml-py: no ``version``: v1 (``total, free, used``; used includes the driver's reserved
+        memory); ``version=nvmlMemory_v2``: v2 (``version, total, reserved, free, used``), or
+        FunctionNotFound where the scenario's driver lacks ``nvmlDeviceGetMemoryInfo_v2``."""
+        hh = self._h(handle)
+        total, reserved, used = hh.spec.memory_bytes, hh.spec.memory_reserved_bytes, self._used(hh)
+        if not version:
+            return SimpleNamespace(total=total, free=total - used - reserved, used=used + reserved)
+        if not hh.spec.memory_info_v2:
+            _raise(_real.NVML_ERROR_FUNCTION_NOT_FOUND)
+        if version != _real.nvmlMemory_v2:
+            _raise(_real.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        return SimpleNamespace(version=version, total=total, reserved=reserved, free=total - used - reserved, used=used)
 
     def nvmlDeviceGetEnforcedPowerLimit(self, h: Any) -> int:
         return int(self._h(h).spec.power_limit_w * 1000)
@@ -298,6 +319,8 @@ class SimNvml:
     # ------------------------------------------------------------------ dynamic
     def nvmlDeviceGetUtilizationRates(self, h: Any) -> Any:
         hh = self._h(h)
+        if hh.spec.mig_instances is not None:  # in MIG mode the whole GPU's utilisation is not reported (N/A)
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
         v = self._values(hh)
         return SimpleNamespace(gpu=int(min(100, round(self._num(hh, v, "util_gpu_pct", 0)))),
                                memory=int(min(100, round(self._num(hh, v, "util_mem_pct", 0)))))
@@ -382,14 +405,20 @@ class SimNvml:
         if not hh.spec.process_list:
             _raise(_real.NVML_ERROR_NOT_SUPPORTED)
         running = self._running(hh)
-        used = self.nvmlDeviceGetMemoryInfo(hh).used
+        used = self._used(hh)
         split = [p for p, _ in running if p.memory_gib is None]
         fixed = sum(int(p.memory_gib * 2**30) for p, _ in running if p.memory_gib is not None)
         share = max(0, used - fixed) // max(len(split), 1)
         return [SimpleNamespace(pid=p.pid, name=p.name, user=p.user, cmdline=p.command,
                                 usedGpuMemory=int(p.memory_gib * 2**30) if p.memory_gib is not None else share,
-                                gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
-                for p, _ in running if p.graphics == graphics]
+                                gpuInstanceId=self._instance(hh, k), computeInstanceId=0 if hh.spec.mig_instances else 0xFFFFFFFF)
+                for k, (p, _) in enumerate(running) if p.graphics == graphics]
+
+    @staticmethod
+    def _instance(hh: _Handle, k: int) -> int:
+        """The MIG GPU instance of the GPU's ``k``-th process: spread over the instances (0xFFFFFFFF: no MIG)."""
+        n = hh.spec.mig_instances
+        return k % n + 1 if n else 0xFFFFFFFF
 
     def nvmlDeviceGetComputeRunningProcesses(self, h: Any) -> list[Any]:
         return self._process_rows(self._h(h), graphics=False)
@@ -495,6 +524,108 @@ class SimNvml:
                 if rem <= 0:
                     break
         return total * 1e9 / 1024 / nlinks
+
+    # ------------------------------------------------------------------ health: ECC, row remapping, Xid events
+    def _passed(self, hh: _Handle, kind: str) -> list[Any]:
+        t = self.clock()
+        return [ev for ev in self.scenario.events if ev.kind == kind and ev.gpu == hh.spec.index and t >= ev.at_s]
+
+    def nvmlDeviceGetEccMode(self, handle: Any) -> list[int]:
+        on = int(self._h(handle).spec.ecc)
+        return [on, on]  # [current, pending]
+
+    def nvmlDeviceGetTotalEccErrors(self, handle: Any, errorType: int, counterType: int) -> int:  # noqa: N803
+        hh = self._h(handle)
+        if not hh.spec.ecc:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        if errorType not in (0, 1) or counterType not in (0, 1):
+            _raise(_real.NVML_ERROR_INVALID_ARGUMENT)
+        attr = "uncorrected" if errorType == _real.NVML_MEMORY_ERROR_TYPE_UNCORRECTED else "corrected"
+        return sum(getattr(ev, attr) for ev in self._passed(hh, "ecc"))  # no errors before the driver loaded
+
+    def nvmlDeviceGetRemappedRows(self, device: Any) -> tuple[int, int, int, int]:
+        """(corrRows, uncRows, isPending, failureOccurred), as nvidia-ml-py returns them."""
+        hh = self._h(device)
+        if not hh.spec.row_remapping:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        evs = self._passed(hh, "row_remap")
+        last = evs[-1] if evs else None
+        return (sum(ev.rows_correctable for ev in evs), sum(ev.rows_uncorrectable for ev in evs),
+                int(bool(last and last.pending)), int(any(ev.failure for ev in evs)))
+
+    def nvmlDeviceGetMigMode(self, device: Any) -> list[int]:
+        """[current, pending] MIG mode (1 enabled), as nvidia-ml-py returns it."""
+        on = int(self._h(device).spec.mig_instances is not None)
+        return [on, on]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, device: Any) -> int:
+        return 7 if self._h(device).spec.mig_instances is not None else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, device: Any, index: int) -> Any:
+        """A MIG device handle for each of the scenario's ``mig_instances``; NotFound for an empty slot."""
+        hh = self._h(device)
+        if hh.spec.mig_instances is None:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        if not 0 <= index < 7:
+            _raise(_real.NVML_ERROR_INVALID_ARGUMENT)
+        if index >= hh.spec.mig_instances:
+            _raise(_real.NVML_ERROR_NOT_FOUND)
+        return SimpleNamespace(parent=hh, mig_index=index)
+
+    def nvmlDeviceGetIndex(self, handle: Any) -> int:
+        return self._h(handle).spec.index
+
+    def nvmlEventSetCreate(self) -> Any:
+        if not self._initialized:
+            _raise(_real.NVML_ERROR_UNINITIALIZED)
+        self._wake.clear()
+        return SimpleNamespace(handles=[], delivered=set(), freed=False)
+
+    def nvmlDeviceRegisterEvents(self, handle: Any, eventTypes: int, eventSet: Any) -> None:  # noqa: N803
+        hh = self._h(handle)
+        if not hh.spec.xid_events:
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        eventSet.handles.append(hh)
+
+    def nvmlEventSetWait_v2(self, eventSet: Any, timeoutms: int) -> Any:  # noqa: N802, N803
+        """The next scenario Xid (``[[events]] kind = "xid"``) due on a registered GPU, once each, as
+        nvidia-ml-py's ``c_nvmlEventData_t`` fields; else Timeout after ``timeoutms``. The wait ends early when
+        the next Xid falls due (on a real-time clock) or :meth:`wake_waiters` is called (a source closing)."""
+        if eventSet.freed:
+            _raise(_real.NVML_ERROR_INVALID_ARGUMENT)
+        wait_s = max(timeoutms, 0) / 1000
+        for attempt in (0, 1):  # look, wait once (two wake-ups a second at 500 ms), look again
+            if attempt:
+                if wait_s > 0:
+                    self._wake.wait(wait_s)
+                if self._wake.is_set():
+                    break
+            t = self.clock()
+            due = []
+            with self._lock:
+                for k, ev in enumerate(self.scenario.events):
+                    if ev.kind != "xid" or k in eventSet.delivered:
+                        continue
+                    hh = next((x for x in eventSet.handles if x.spec.index == ev.gpu), None)
+                    if hh is None:
+                        continue
+                    if t < ev.at_s:
+                        due.append(ev.at_s - t)
+                        continue
+                    eventSet.delivered.add(k)
+                    return SimpleNamespace(device=hh, eventType=_real.nvmlEventTypeXidCriticalError, eventData=ev.xid,
+                                           gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
+            if due:
+                wait_s = min(wait_s, max(0.01, min(due)))
+        _raise(_real.NVML_ERROR_TIMEOUT)
+
+    def wake_waiters(self) -> None:
+        """End every simulated event wait now, and the ones after it (a closing source: its Xid thread stops at
+        once instead of after its wait). Not an NVML call: the real wait ends on its own within its timeout."""
+        self._wake.set()
+
+    def nvmlEventSetFree(self, eventSet: Any) -> None:
+        eventSet.freed = True
 
     # ------------------------------------------------------------------ GPM
     def nvmlGpmSampleAlloc(self) -> Any:

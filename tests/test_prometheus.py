@@ -27,7 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuscope.core import catalogue
 from gpuscope.core.catalogue import Metric, Series
 from gpuscope.core.findings import Finding
-from gpuscope.core.model import EndpointReading
+from gpuscope.core.model import EndpointReading, XidCount
 from gpuscope.core.session import Session
 from gpuscope.core.text import clean
 from gpuscope.sources.prometheus import (
@@ -292,7 +292,7 @@ EXPORTER_OWN = {
     "gpuscope_gpu_lost", "gpuscope_clock_event_active", "gpuscope_finding", "gpuscope_findings_active",
     "gpuscope_endpoint_up", "gpuscope_last_frame_timestamp_seconds", "gpuscope_sampler_ticks_total",
     "gpuscope_sampler_ticks_skipped_total", "gpuscope_sampler_interval_seconds",
-    "gpuscope_sampler_last_tick_duration_seconds", "gpuscope_mqtt_frames_dropped_total"}
+    "gpuscope_sampler_last_tick_duration_seconds", "gpuscope_mqtt_frames_dropped_total", "gpuscope_xid_errors_total"}
 
 
 def test_every_family_comes_from_the_catalogue_or_is_one_of_the_exporters_own():
@@ -303,13 +303,15 @@ def test_every_family_comes_from_the_catalogue_or_is_one_of_the_exporters_own():
             m.name: 1.0 for m in catalogue.metrics("endpoint") if m.prom is not None})
         inv = replace(inv, devices=tuple(replace(d, pcie_width_gpu_max=16) for d in inv.devices))
         finding = Finding("x:gpu0", "clock_events", "critical", "GPU0", "hot", {}, 0.0, 0.0)
-        text = Renderer(inv).render(replace(session.last_frame, endpoints=(ep,)), [finding],
+        xid = (XidCount(xid=79, count=2, last_t=1.0),)  # the Xid series appear once a GPU had one
+        gpus = (replace(session.last_frame.gpus[0], xids=xid), *session.last_frame.gpus[1:])
+        text = Renderer(inv).render(replace(session.last_frame, gpus=gpus, endpoints=(ep,)), [finding],
                                     SamplerHealth(ticks=3, last_tick_s=0.01, mqtt_dropped=0))
         written |= set(re.findall(r"^# TYPE (\S+)", text, re.M))
     declared = {s.name for m in catalogue.METRICS for s in (m.dcgm, m.prom) if s is not None}
     assert declared <= written  # every catalogue family has samples
     assert written - declared == EXPORTER_OWN  # and every other family is on the exporter's own list
-    assert len(declared) == 40, sorted(declared)  # 19 DCGM, 12 gpuscope per-GPU, 9 per-endpoint families
+    assert len(declared) == 51, sorted(declared)  # 28 DCGM, 14 gpuscope per-GPU, 9 per-endpoint families
 
 
 def test_catalogue_families_group_by_name_and_members_must_agree(monkeypatch):

@@ -221,6 +221,10 @@ OLD_EXPORT_COLUMNS = [  # the export header before the catalogue: kept, in this 
     "pcie_rx_bytes_per_s", "pcie_replay_count", "pcie_recovery_count", "pcie_error_count", "nvlink_tx_bytes_per_s",
     "nvlink_rx_bytes_per_s", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_bw_util_pct",
     "gen_tokens_per_s"]
+HEALTH_EXPORT_COLUMNS = [  # GPU health (issue 26): after the old GPU columns, before the endpoint ones
+    "mem_reserved_bytes", "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
+    "ecc_uncorrected_aggregate", "remapped_rows_correctable", "remapped_rows_uncorrectable", "remap_pending",
+    "remap_failure"]
 
 
 def test_catalogue_declares_every_reading_field_once():
@@ -230,7 +234,7 @@ def test_catalogue_declares_every_reading_field_once():
     assert len(keys) == len(set(keys))
     gpu_fields = [f.name for f in dataclasses.fields(GpuReading) if f.name not in ("index", "lost", "processes")]
     assert [m.name for m in catalogue.metrics("gpu")] == gpu_fields
-    assert catalogue.export_columns() == OLD_EXPORT_COLUMNS
+    assert catalogue.export_columns() == [*OLD_EXPORT_COLUMNS[:-1], *HEALTH_EXPORT_COLUMNS, OLD_EXPORT_COLUMNS[-1]]
     assert all(m.history for m in catalogue.metrics("gpu", detail=True))
 
 

@@ -139,6 +139,8 @@ def detail_lines(v: ViewState, index: int, width: int, rows: int) -> list[Text]:
     head = [fit_words(Text(f"GPU{index} {short_name(dev.name)}  window {fmt_duration(v.window_s)}  "
                            f"{clean(dev.bus_id, 20)}  NUMA {dev.numa_node}  affinity {dev.cpu_affinity or NONE}",
                            style="bold"), width)]
+    if dev.memory_info_version == 1:  # the driver has no memory info v2: used includes the reserved memory
+        head.append(fit_words(Text("memory info v1 (used includes driver-reserved)", style="dim"), width))
     r = v.frame.gpus[index] if v.frame else None
     head.append(Text("Processes" + (" (simulated)" if v.inventory.simulated else ""), style="bold"))
     head += process_lines(v.frame, width, DETAIL_PROCESS_LINES, gpu=index)

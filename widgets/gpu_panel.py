@@ -12,6 +12,7 @@ from textual.message import Message
 from gpuscope.core import catalogue
 from gpuscope.core.boards import memory_temp_label
 from gpuscope.core.catalogue import Metric
+from gpuscope.core.health import mig_text
 from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.text import clean
 from gpuscope.core.topology import best_link, pcie_capacity_bytes_per_s
@@ -242,8 +243,9 @@ class GpuPanel(LineWidget):
                 return t
 
             lines.append(line("g0", (head_text, graph), build_head, width))
-        if self.border_subtitle:
-            self.border_subtitle = ""
+        sub = mig_text(dev) or ""  # "MIG: 3 instances": the GPU is split, its figures are the whole GPU's
+        if self.border_subtitle != sub:
+            self.border_subtitle = sub
         self.set_lines(lines)
 
     def rows(self) -> int:

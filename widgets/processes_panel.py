@@ -111,7 +111,8 @@ def process_row(gpu: int, p: ProcessInfo, cols: list[Column], width: int) -> Tex
     """One process as a line of ``cols`` in ``width`` cells (numbers whole; user and command shortened)."""
     fixed = sum(c.width for c in cols if c is not COMMAND) + max(0, len(cols) - 1)
     values = {"gpu": str(gpu), "pid": str(p.pid), "user": p.user or "?", "kind": p.kind, "mem": fmt_mem(p.used_memory_bytes),
-              "sm": fmt_sm(p), "command": short_command(p)}
+              "sm": fmt_sm(p), "command": short_command(p) if p.gpu_instance is None
+              else f"[MIG {p.gpu_instance}] {short_command(p)}"}
     out = Text()
     for k, c in enumerate(cols):
         if k:

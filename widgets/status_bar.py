@@ -8,6 +8,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
+from gpuscope.core.health import mig_text
 from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.fit import fit_segments
@@ -83,6 +84,11 @@ class StatusBar(Static):
             seg(clean(st.origin_note, 300), "cyan", 3)
         seg(clean(v.inventory.host, 60), "", 3)
         seg(f"{len(v.inventory.devices)} GPU", "", 4)
+        mig = [d for d in v.inventory.devices if d.mig_instances is not None]
+        if len(mig) == 1:
+            seg(f"GPU{mig[0].index} {mig_text(mig[0])}", "bold", 2)
+        elif mig:
+            seg(f"MIG on {len(mig)} GPUs", "bold", 2)
         seg(f"driver {clean(v.inventory.driver_version or '?', 20)}", "", 5)
         seg(f"every {st.interval_s:g}s", "", 4)
         seg(f"window {fmt_duration(v.window_s)}", "", 0)

@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Static
 
+from gpuscope.core.health import mig_text
 from gpuscope.core.topology import (
     PATH_MEANING,
     best_link,
@@ -131,6 +132,7 @@ def topology_lines(v: ViewState, width: int, sel: tuple[int, int] | None = None,
             if state == "below_max_idle":
                 t.append(" (idle)", style=DIM)
             links.append(t)
+    links += [Text(f"GPU{d.index} {mig_text(d)}", style="bold") for d in inv.devices if d.mig_instances is not None]
     if n and cols is not None:
         m = matrix(inv)
         head = Text(" " * CELL + "".join(f"{'GPU' + str(j):>{CELL}}" for j in range(n)), style="bold")
