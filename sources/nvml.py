@@ -23,8 +23,8 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypedDict
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.health import tally_xid, xid_text
@@ -56,17 +56,72 @@ GPM_PCIE_TX, GPM_PCIE_RX = 20, 21
 GPM_NVLINK_RX, GPM_NVLINK_TX = 60, 61
 _GPM_METRICS = (GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW, GPM_PCIE_TX, GPM_PCIE_RX, GPM_NVLINK_RX, GPM_NVLINK_TX)
 _MIB = 1024 * 1024
+GpmKey = Literal["sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_bw_util_pct", "pcie_tx_bytes_per_s",
+                 "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"]
+_GPM_FIELDS: tuple[tuple[GpmKey, int, float], ...] = (  # (reading, GPM metric id, scale to its unit)
+    ("sm_active_pct", GPM_SM_UTIL, 1.0), ("sm_occupancy_pct", GPM_SM_OCC, 1.0),
+    ("tensor_active_pct", GPM_TENSOR, 1.0), ("dram_bw_util_pct", GPM_DRAM_BW, 1.0),
+    ("pcie_tx_bytes_per_s", GPM_PCIE_TX, _MIB), ("pcie_rx_bytes_per_s", GPM_PCIE_RX, _MIB),
+    ("nvlink_tx_bytes_per_s", GPM_NVLINK_TX, _MIB), ("nvlink_rx_bytes_per_s", GPM_NVLINK_RX, _MIB))
 ENERGY_INTERVAL_S = 30.0
 # PCIe health counters (replays, recoveries, AER errors): ~1.6 ms of CPU a GPU per read on H200 (measured,
 # docs/measurements/nvml_call_costs.txt), most of a tick's cost when read every 5 s; they move rarely and the
 # finding compares them over its window, so they are read every 15 s and carried between reads
 HEALTH_INTERVAL_S = 15.0
 HEALTH_EARLY_S = 0.5  # a slow tick this close to the 15 s reads them: slow ticks jitter around their 5 s
-HEALTH_KEYS = ("pcie_replay_count", "pcie_recovery_count", "pcie_error_count")
+HealthKey = Literal["pcie_replay_count", "pcie_recovery_count", "pcie_error_count"]
+HEALTH_KEYS: tuple[HealthKey, ...] = ("pcie_replay_count", "pcie_recovery_count", "pcie_error_count")
 # ECC counts and the row remapper, read on slow ticks (every 5 s) and carried between reads
-ECC_KEYS = ("ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
-            "ecc_uncorrected_aggregate", "remapped_rows_correctable", "remapped_rows_uncorrectable",
-            "remap_pending", "remap_failure")
+EccKey = Literal["ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
+                 "ecc_uncorrected_aggregate", "remapped_rows_correctable", "remapped_rows_uncorrectable",
+                 "remap_pending", "remap_failure"]
+ECC_KEYS: tuple[EccKey, ...] = ("ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
+                                "ecc_uncorrected_aggregate", "remapped_rows_correctable",
+                                "remapped_rows_uncorrectable", "remap_pending", "remap_failure")
+# the readings carried between slow reads (the last ones read, repeated in the ticks between)
+SlowKey = Literal["temp_mem_c", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", HealthKey, EccKey]
+_SLOW_EVERY: tuple[SlowKey, ...] = ("temp_mem_c", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")
+
+
+class ReadingFields(TypedDict, total=False):
+    """What a tick reads for one GPU beside :meth:`NvmlSource._basic` (the PCIe throughput calls, field
+    values, GPM, ECC and the row remapper), applied to its :class:`GpuReading` with ``dataclasses.replace``:
+    each key is a GpuReading field, so mypy checks the names and their types (a typo is a type error, not a
+    TypeError on a real GPU). A key absent: not read this tick."""
+
+    pcie_tx_bytes_per_s: float
+    pcie_rx_bytes_per_s: float
+    nvlink_tx_bytes_per_s: float
+    nvlink_rx_bytes_per_s: float
+    temp_mem_c: float
+    pcie_replay_count: int
+    pcie_recovery_count: int
+    pcie_error_count: int
+    sm_active_pct: float
+    sm_occupancy_pct: float
+    tensor_active_pct: float
+    dram_bw_util_pct: float
+    ecc_corrected_volatile: int | None
+    ecc_uncorrected_volatile: int | None
+    ecc_corrected_aggregate: int | None
+    ecc_uncorrected_aggregate: int | None
+    remapped_rows_correctable: int
+    remapped_rows_uncorrectable: int
+    remap_pending: bool
+    remap_failure: bool
+
+
+@dataclass
+class _SlowState:
+    """A GPU's readings from the slow path, kept for the ticks between slow reads."""
+
+    fields: ReadingFields = field(default_factory=lambda: ReadingFields())
+    energy: float | None = None  # mJ, NVML's total energy counter
+    energy_t: float = -1e18  # when it was read (the source's clock)
+    procs: tuple[ProcessInfo, ...] | None = None
+# (history key of the throughput call, the reading it fills): the fallback where GPM is not there
+_PCIE_THROUGHPUT: tuple[tuple[str, Literal["pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"]], ...] = (
+    ("pcie_tx", "pcie_tx_bytes_per_s"), ("pcie_rx", "pcie_rx_bytes_per_s"))
 # the Xid thread's wait: how long a close() may wait for it (it blocks in NVML, GIL released); on H200 a 500 ms
 # wait that times out costs 0.17 ms of CPU (docs/real-gpus.md), ~0.34 ms a second
 XID_WAIT_MS = 500
@@ -129,7 +184,7 @@ class NvmlSource:
         self.slow_interval_s = slow_interval_s  # health counters, memory temperature, processes
         self._slow_last: float | None = None
         self._health_last: float | None = None  # when the PCIe health counters were last read
-        self._slow_cache: dict[int, dict[str, Any]] = {}
+        self._slow: dict[int, _SlowState] = {}
         self.simulated = simulated
         self.scenario = scenario
         self.pcie_mode = pcie_mode
@@ -510,16 +565,16 @@ class NvmlSource:
             if r.lost:
                 out.append(r)
                 continue
-            extra: dict[str, Any] = {}
+            extra: ReadingFields = {}
             lost = False
-            for key in ("pcie_tx", "pcie_rx"):
+            for key, name in _PCIE_THROUGHPUT:
                 f = futures.get((i, key))
                 if f is not None:
                     v = f.result()
                     if v is _LOST:
                         lost = True
                     elif v is not None:
-                        extra[f"{key}_bytes_per_s"] = float(v) * 1000.0  # KB/s
+                        extra[name] = float(v) * 1000.0  # KB/s
             fv = []
             for key in ("fields", "nvlink_fields"):
                 fut = futures.get((i, key))
@@ -530,24 +585,30 @@ class NvmlSource:
                     fv.extend(got)
             ecc = futures.get((i, "ecc"))
             got_ecc = ecc.result() if ecc is not None else None
+            kept = self._slow.setdefault(i, _SlowState()).fields
             if got_ecc is _LOST:
                 lost = True
             elif got_ecc is not None:
-                self._slow_cache.setdefault(i, {}).update(got_ecc)
-                extra.update({k: v for k, v in got_ecc.items() if v is not None})
+                for ek in ECC_KEYS:
+                    if (ev := got_ecc.get(ek)) is not None:
+                        kept[ek] = extra[ek] = ev
+                    else:
+                        kept.pop(ek, None)
             if fv:
                 fields = self._fields(i, fv, t)
                 if slow:
-                    cache = self._slow_cache.setdefault(i, {})
-                    for k in ("temp_mem_c", *(HEALTH_KEYS if health else ()), "nvlink_tx_bytes_per_s",
-                              "nvlink_rx_bytes_per_s"):
-                        cache[k] = fields.get(k)
+                    for sk in (*_SLOW_EVERY, *(HEALTH_KEYS if health else ())):
+                        if (sv := fields.get(sk)) is not None:
+                            kept[sk] = sv
+                        else:
+                            kept.pop(sk, None)
                 extra.update(fields)
             if not slow:
-                extra.update({k: v for k, v in self._slow_cache.get(i, {}).items() if v is not None and k[0] != "_"})
+                extra.update(kept)
             else:  # the health counters not read this tick (not due, or the read failed): the last ones read
-                extra.update({k: v for k in (*HEALTH_KEYS, *ECC_KEYS)
-                              if k not in extra and (v := self._slow_cache.get(i, {}).get(k)) is not None})
+                for hk in (*HEALTH_KEYS, *ECC_KEYS):
+                    if hk not in extra and (hv := kept.get(hk)) is not None:
+                        extra[hk] = hv
             if self._gpm_ok.get(i):
                 try:
                     extra.update(self._gpm(i, self._handles[i]))
@@ -576,12 +637,12 @@ class NvmlSource:
         except _Lost:
             return _LOST
 
-    def _ecc(self, i: int, h: Any) -> dict[str, Any]:
+    def _ecc(self, i: int, h: Any) -> ReadingFields:
         """ECC error counts (where ECC is on) and the row remapper, as reading fields (None: not read).
         Each call that answers NotSupported is never made again on this GPU."""
         nv = self.nvml
         c = self._call
-        out: dict[str, Any] = dict.fromkeys(ECC_KEYS)
+        out: ReadingFields = {}
         if self.supported(i, "ecc_mode") and i not in self._ecc_on:
             mode = c(i, "ecc_mode", nv.nvmlDeviceGetEccMode, h)  # [current, pending]
             if mode is not None:  # ECC mode changes only with a GPU reset: asked until it answers, then never
@@ -593,17 +654,19 @@ class NvmlSource:
                         self._unsupported.add((i, "ecc"))
         if self.supported(i, "ecc"):
             corrected, uncorrected = nv.NVML_MEMORY_ERROR_TYPE_CORRECTED, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-            for key, err, counter in (("ecc_corrected_volatile", corrected, nv.NVML_VOLATILE_ECC),
-                                      ("ecc_uncorrected_volatile", uncorrected, nv.NVML_VOLATILE_ECC),
-                                      ("ecc_corrected_aggregate", corrected, nv.NVML_AGGREGATE_ECC),
-                                      ("ecc_uncorrected_aggregate", uncorrected, nv.NVML_AGGREGATE_ECC)):
+            counts: tuple[tuple[EccKey, Any, Any], ...] = (
+                ("ecc_corrected_volatile", corrected, nv.NVML_VOLATILE_ECC),
+                ("ecc_uncorrected_volatile", uncorrected, nv.NVML_VOLATILE_ECC),
+                ("ecc_corrected_aggregate", corrected, nv.NVML_AGGREGATE_ECC),
+                ("ecc_uncorrected_aggregate", uncorrected, nv.NVML_AGGREGATE_ECC))
+            for key, err, counter in counts:
                 v = c(i, "ecc", nv.nvmlDeviceGetTotalEccErrors, h, err, counter)
                 out[key] = int(v) if v is not None else None
         rows = c(i, "remap", nv.nvmlDeviceGetRemappedRows, h) if hasattr(nv, "nvmlDeviceGetRemappedRows") else None
         if rows is not None:
             corr, unc, pending, failure = rows
-            out.update(remapped_rows_correctable=int(corr), remapped_rows_uncorrectable=int(unc),
-                       remap_pending=bool(pending), remap_failure=bool(failure))
+            out["remapped_rows_correctable"], out["remapped_rows_uncorrectable"] = int(corr), int(unc)
+            out["remap_pending"], out["remap_failure"] = bool(pending), bool(failure)
         return out
 
     def _call_safe(self, i: int, key: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -626,20 +689,18 @@ class NvmlSource:
         mem = c(i, "mem", self._memory, i, h)
         power = c(i, "power", nv.nvmlDeviceGetPowerUsage, h)
         limit = c(i, "power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
-        cache = self._slow_cache.setdefault(i, {})
+        kept = self._slow.setdefault(i, _SlowState())
         now = self.clock()
-        if slow and now - cache.get("_energy_t", -1e18) >= ENERGY_INTERVAL_S:
+        if slow and now - kept.energy_t >= ENERGY_INTERVAL_S:
             # ~4 ms of CPU per call on H200 (measured): the energy counter is read every 30 s
-            energy = c(i, "energy", nv.nvmlDeviceGetTotalEnergyConsumption, h)
-            cache["_energy"], cache["_energy_t"] = energy, now
-        else:
-            energy = cache.get("_energy")
+            kept.energy, kept.energy_t = c(i, "energy", nv.nvmlDeviceGetTotalEnergyConsumption, h), now
+        energy = kept.energy
         reasons = c(i, "clock_events", nv.nvmlDeviceGetCurrentClocksEventReasons, h)
         if slow:
             procs = self._processes(i, h)
-            cache["_procs"] = procs
+            kept.procs = procs
         else:
-            procs = cache.get("_procs")
+            procs = kept.procs
         return GpuReading(
             index=i,
             util_gpu_pct=float(util.gpu) if util is not None else None,
@@ -749,8 +810,8 @@ class NvmlSource:
             return []
         return [(fid, link) for link in self._nvlink_links.get(i, []) for fid in (FI_NVLINK_DATA_TX, FI_NVLINK_DATA_RX)]
 
-    def _fields(self, i: int, values: Any, t: float) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def _fields(self, i: int, values: Any, t: float) -> ReadingFields:
+        out: ReadingFields = {}
         errs: list[float] = []
         tx = rx = 0.0
         have_nvlink = False
@@ -787,7 +848,7 @@ class NvmlSource:
                 out["nvlink_rx_bytes_per_s"] = (rx - prev[2]) * 1024 / dt
         return out
 
-    def _gpm(self, i: int, h: Any) -> dict[str, Any]:
+    def _gpm(self, i: int, h: Any) -> ReadingFields:
         nv = self.nvml
         if (i, "gpm") in self._unsupported:
             return {}
@@ -822,12 +883,8 @@ class NvmlSource:
                 pass
         vals = {mg.metrics[k].metricId: mg.metrics[k].value for k in range(len(_GPM_METRICS))
                 if mg.metrics[k].nvmlReturn == 0}
-        out: dict[str, Any] = {}
-        for key, mid, scale in (("sm_active_pct", GPM_SM_UTIL, 1.0), ("sm_occupancy_pct", GPM_SM_OCC, 1.0),
-                                ("tensor_active_pct", GPM_TENSOR, 1.0), ("dram_bw_util_pct", GPM_DRAM_BW, 1.0),
-                                ("pcie_tx_bytes_per_s", GPM_PCIE_TX, _MIB), ("pcie_rx_bytes_per_s", GPM_PCIE_RX, _MIB),
-                                ("nvlink_tx_bytes_per_s", GPM_NVLINK_TX, _MIB),
-                                ("nvlink_rx_bytes_per_s", GPM_NVLINK_RX, _MIB)):
+        out: ReadingFields = {}
+        for key, mid, scale in _GPM_FIELDS:
             v = vals.get(mid)
             if v is not None and math.isfinite(v) and v >= 0:
                 out[key] = float(v) * scale
