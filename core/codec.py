@@ -23,6 +23,7 @@ from gpuscope.core.model import (
     Inventory,
     PairLink,
     ProcessInfo,
+    ServingGroup,
 )
 from gpuscope.core.validate import Tally, ValidationError, check_frame, check_inventory
 
@@ -37,7 +38,7 @@ class CodecError(GpuscopeError, ValueError):
     """A dict that does not decode to the record asked for (the message names the field)."""
 
 
-_RECORDS = (DeviceInfo, PairLink, Inventory, ProcessInfo, GpuReading, EndpointReading, Event, Frame)
+_RECORDS = (DeviceInfo, PairLink, Inventory, ProcessInfo, GpuReading, EndpointReading, ServingGroup, Event, Frame)
 _HINTS: dict[type, dict[str, Any]] = {cls: typing.get_type_hints(cls) for cls in _RECORDS}
 _DEFAULTS: dict[type, dict[str, Any]] = {}
 for _cls in _RECORDS:

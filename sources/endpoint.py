@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.groups import parallel_from_metrics
 from gpuscope.core.model import EndpointReading
 from gpuscope.core.text import clean
 from gpuscope.core.vocab import SERVER_KINDS
@@ -34,6 +35,8 @@ COUNTER_KEYS = ("gen", "prompt", "prompt_computed", "prompt_cached", "cache_hits
 HIST_KEYS = ("ttft", "itl", "queue", "prefill")
 SUPPORTED_BUCKET = 0.2  # a quantile is given as a value only when its bucket is narrower than 20 % of its lower bound
 START_TIME = "process_start_time_seconds"
+# config "info" gauges whose labels may carry TP/PP sizes (parsed after the kind is known too)
+PARALLEL_INFO = ("vllm:parallel_config_info", "vllm:cache_config_info", "vllm:model_config_info")
 
 # What to read per server. Counters are summed over every label set (engines, data-parallel ranks).
 SPEC: dict[str, dict[str, Any]] = {
@@ -431,6 +434,7 @@ class EndpointTracker:
     models_dropped: int = 0
     _last: dict[str | None, Samples] = field(default_factory=dict)
     _wanted_names: set[str] | None = None
+    parallel: tuple[int | None, int | None] = (None, None)  # TP/PP sizes its metrics tell (core/groups.py)
 
     def feed(self, t: float, text: str) -> None:
         """One successful HTTP response body. Garbage is counted, never raised."""
@@ -445,6 +449,9 @@ class EndpointTracker:
             self.garbage += 1
             self.last_error = str(e)
             return
+        tp_pp = parallel_from_metrics(samples)
+        if tp_pp != (None, None):
+            self.parallel = tp_pp
         kind = self.kind or detect_kind(samples)
         if kind is None:
             self.garbage += 1
@@ -492,7 +499,7 @@ class EndpointTracker:
         if self.kind is None:
             return None
         if self._wanted_names is None:
-            names: set[str] = {START_TIME}
+            names: set[str] = {START_TIME, *PARALLEL_INFO}
             for v in SPEC[self.kind].values():
                 if isinstance(v, list):
                     for n in v:
@@ -633,6 +640,13 @@ class EndpointPoller:
     def start(self) -> EndpointPoller:
         self._thread.start()
         return self
+
+    def parallel(self, url: str) -> tuple[int | None, int | None]:
+        """(TP, PP) sizes endpoint ``url`` exports in its metrics, where it does ((None, None) otherwise)."""
+        for t in self.trackers:
+            if t.url == url:
+                return t.parallel
+        return None, None
 
     def latest(self) -> tuple[EndpointReading, ...]:
         """The newest reading of every endpoint (made on the polling thread: this never parses and
