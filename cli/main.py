@@ -311,7 +311,9 @@ def _open(simulate: str | None, pcie_mode: str = "auto", virtual_at: float | Non
                                 window_s=args.endpoint_window, headers=headers, verify=not args.endpoint_insecure,
                                 probe_every_s=args.probe, probe_model=args.probe_model)
     src = open_source(simulate, pcie_mode=pcie_mode, virtual_at=virtual_at)
-    return WithEndpoints(src, poller.start()) if poller is not None else src
+    from gpuscope.sources.groups import with_groups  # serving groups (issue 29)
+
+    return with_groups(WithEndpoints(src, poller.start()) if poller is not None else src, simulate)
 
 
 def _dispatch(cmd: str, args: argparse.Namespace) -> int:

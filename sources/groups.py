@@ -337,6 +337,11 @@ class WithGroups:
     def close(self) -> None:
         self.source.close()
 
+    def __getattr__(self, name: str) -> Any:  # anything else the wrapped source offers (poller, nvml's clock…)
+        if name == "source":
+            raise AttributeError(name)
+        return getattr(self.source, name)
+
 
 def with_groups(source: Any, simulate: str | None = None) -> Any:
     """``source`` with serving groups: a simulated scenario's declared servers, else /proc's. The TP/PP

@@ -309,3 +309,34 @@ def test_finder_not_local_and_no_listener(tmp_path):
                              EndpointReading(url="http://localhost:9999", kind="vllm")]))
     assert (g[0].local, g[0].note) == (False, "not local")
     assert g[1].local and "nothing listens on port 9999" in (g[1].note or "")
+
+
+# ------------------------------------------------------------------ recording: codec and gate
+def test_group_codec_round_trip_and_old_frames():
+    from gpuscope.core.codec import frame_from_dict, frame_to_dict
+    from gpuscope.core.model import ServingGroup
+
+    g = ServingGroup(server="vLLM", kind="vllm", endpoint="http://localhost:8000", model="qwen3-27b", port=8000,
+                     pids=(100, 101, 102), gpus=(0, 1), tp=2, container="docker 4f1c2b3a9d8e")
+    f = Frame(t=5.0, gpus=(GpuReading(index=0), GpuReading(index=1)), groups=(g,))
+    d = frame_to_dict(f)
+    assert d["groups"][0]["tp"] == 2 and "pp" not in d["groups"][0]
+    assert frame_from_dict(d).groups == (g,)
+    old = {"t": 5.0, "gpus": [{"index": 0}]}  # a recording from before groups
+    assert frame_from_dict(old).groups == ()
+
+
+def test_group_gate_drops_what_cannot_be_true():
+    from gpuscope.core.codec import frame_from_dict
+    from gpuscope.core.validate import Tally
+
+    tally = Tally()
+    d = {"t": 1.0, "gpus": [{"index": 0}, {"index": 1}],
+         "groups": [{"server": "vLLM\x1b[2J", "port": 70000, "tp": 0, "pp": 99999, "pids": [0, 5, -1],
+                     "gpus": [0, 1, 7], "note": "x\x07"}]}
+    g = frame_from_dict(d, tally=tally).groups[0]
+    assert (g.server, g.port, g.tp, g.pp, g.pids, g.note) == ("vLLM", None, None, None, (5,), "x")
+    assert g.gpus == (0, 1, 7)  # without an inventory any index up to MAX_GPUS stands
+    assert tally.readings == 5
+    with pytest.raises(Exception, match="groups"):
+        frame_from_dict({"t": 1.0, "gpus": [], "groups": "nope"})
