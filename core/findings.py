@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpuscope.core.group_paths import rule_group_path, without_grouped_slow_paths  # serving groups (issue 29)
 from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory
 from gpuscope.core.topology import (
     PATH_MEANING,
@@ -634,6 +635,7 @@ RULES: dict[str, Callable[[Inventory, Sequence[Frame]], list[Candidate]]] = {
     "busy_not_computing": rule_busy_not_computing,
     "bottleneck": rule_bottleneck,
     "kv_pressure": rule_kv_pressure,
+    "group_path": rule_group_path,
 }
 
 
@@ -643,7 +645,7 @@ def evaluate(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     out: list[Candidate] = []
     for rule in RULES.values():
         out.extend(rule(inv, window))
-    return sort_findings(out)
+    return sort_findings(without_grouped_slow_paths(inv, window, out))
 
 
 def sort_findings(items: list[Any]) -> list[Any]:

@@ -14,8 +14,9 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
+from gpuscope.core.group_paths import group_line, group_traffic, traffic_line
 from gpuscope.core.history import carry_span, resample
-from gpuscope.core.model import EndpointReading
+from gpuscope.core.model import EndpointReading, Frame, Inventory, ServingGroup
 from gpuscope.core.text import clean
 from gpuscope.core.units import NONE
 from gpuscope.core.view import ViewState
@@ -143,6 +144,17 @@ def endpoint_lines(e: EndpointReading, width: int = 76) -> list[Text]:
     return lines
 
 
+def group_lines(g: ServingGroup, inv: Inventory, frame: Frame | None, width: int = 76) -> list[Text]:
+    """A serving group's lines: its name, parallelism, GPUs, worst path and links now (``vLLM :8000
+    qwen3-27b · TP=2 on GPU0+GPU1 · SYS, Gen1×16``, SIMULATED when the scenario declared it), then its
+    traffic beside its tok/s and bytes per generated token; each cut to ``width``."""
+    head = ("SIMULATED " if g.simulated else "") + group_line(g, inv, frame)
+    lines = [Text(clean("group " + head, width), style=ACCENT if g.gpus else DIM)]
+    if g.gpus and frame is not None:
+        lines.append(Text(clean(INDENT + traffic_line(group_traffic(g, frame)), width), style=DIM))
+    return lines
+
+
 class InferencePanel(Static):
     DEFAULT_CSS = "InferencePanel { height: auto; border: round $primary-darken-2; padding: 0 1; }"
 
@@ -152,11 +164,13 @@ class InferencePanel(Static):
 
     def show(self, v: ViewState) -> None:
         eps = v.frame.endpoints if v.frame else ()
-        if not eps:
-            set_content(self, Text("no inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, llama.cpp, "
-                             "TRT-LLM, LMDeploy, Ollama)", style=DIM))
-            return
         width = max(40, self.size.width or 76)  # the content area (inside border and padding)
+        groups = v.frame.groups if v.frame else ()
+        others = [ln for g in groups if not g.endpoint for ln in group_lines(g, v.inventory, v.frame, width)]
+        if not eps:
+            set_content(self, Text("\n").join([Text("no inference endpoint: add one with --endpoint URL (vLLM, SGLang, "
+                                                    "TGI, llama.cpp, TRT-LLM, LMDeploy, Ollama)", style=DIM), *others]))
+            return
         prefix = 36  # the graph starts where the GPU panels' graphs start: one time axis
         lines = []
         num, what = header_line(eps)
@@ -171,6 +185,13 @@ class InferencePanel(Static):
         times, vals = v.history.window("tok_s", None, carry_span(v.window_s, cols), v.now or None)
         t.append(sparkline(resample(times, vals, v.now or 0, v.window_s, cols, pinned=True)), style=ACCENT)
         lines.append(t)
+        named: set[str] = set()
         for e in eps:
-            lines.extend(endpoint_lines(e, width))
+            el = endpoint_lines(e, width)
+            g = next((g for g in groups if g.endpoint == e.url), None)
+            if g is not None and e.url not in named:  # a server with several models: its group once
+                named.add(e.url)
+                el[1:1] = group_lines(g, v.inventory, v.frame, width)
+            lines.extend(el)
+        lines.extend(others)
         set_content(self, Text("\n").join(lines))
