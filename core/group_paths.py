@@ -89,8 +89,10 @@ def group_line(g: ServingGroup, inv: Inventory, frame: Frame | None) -> str:
     if not g.gpus:
         return f"{head} · GPUs unknown: {clean(g.note or 'no GPU process found', 120)}"
     par = parallel_text(g)
-    on = f"{par} on {gpus_text(g.gpus)}" if par else f"on {gpus_text(g.gpus)}"
-    out = f"{head} · {on}"
+    if g.endpoint:
+        out = f"{head} · {par} on {gpus_text(g.gpus)}" if par else f"{head} · on {gpus_text(g.gpus)}"
+    else:  # a group by process: "python train.py: GPU2–GPU5"
+        out = f"{head}: {gpus_text(g.gpus)}" + (f" · {par}" if par else "")
     path = path_text(inv, frame, g.gpus)
     if path:
         out += f" · {path}"
