@@ -19,7 +19,7 @@ from gpuscope.core.model import EndpointReading, Frame, Inventory, PairLink, Ser
 from gpuscope.core.text import clean
 from gpuscope.core.topology import PATH_RANK, best_link, pcie_capacity_bytes_per_s
 from gpuscope.core.units import NONE
-from gpuscope.core.vocab import link_label
+from gpuscope.core.vocab import link_label, reading_busy
 
 SLOW_PATHS = ("SYS", "NODE", "PHB")
 MAX_COMBINATIONS = 5000  # placements looked at for a better one (C(16, 4) = 1820, C(8, 4) = 70)
@@ -159,7 +159,8 @@ class GroupPath:
 def group_path_findings(inv: Inventory, frames: Sequence[Frame]) -> list[GroupPath]:
     """One finding per serving group of the newest frame whose worst path between its GPUs is slow (SYS,
     NODE or PHB, no NVLink): ``vLLM's TP=2 all-reduce crosses NUMA (SYS), no NVLink: at most 4.0 GB/s per
-    direction now``, with a better placement where one exists. SYS is critical, NODE/PHB a warning."""
+    direction now``, with a better placement where one exists. SYS is critical while the group's GPUs are
+    busy (a warning at idle), NODE/PHB a warning (info at idle)."""
     if not frames:
         return []
     frame = frames[-1]
@@ -186,8 +187,8 @@ def group_path_findings(inv: Inventory, frames: Sequence[Frame]) -> list[GroupPa
         if gen and width:
             rate += f" ({link_label(gen, width)})"
         msg = f"{what} {PATH_SAYS[p.pcie_path]}, no NVLink: {rate}"
-        busy = frozenset(i for i, s in held_by.items() if i not in g.gpus)
-        better = better_placement(inv, tuple(sorted(g.gpus)), busy)
+        others = frozenset(i for i, s in held_by.items() if i not in g.gpus)
+        better = better_placement(inv, tuple(sorted(g.gpus)), others)
         ev: dict[str, Any] = {"server": g.server, "endpoint": g.endpoint, "gpus": list(g.gpus), "tp": g.tp,
                               "pp": g.pp, "path": p.pcie_path, "pair": f"{p.a}-{p.b}", "expected_bytes_per_s": cap}
         if better is not None:
@@ -196,8 +197,12 @@ def group_path_findings(inv: Inventory, frames: Sequence[Frame]) -> list[GroupPa
             ev["better_gpus"] = list(combo)
             ev["better_path"] = bp.label if bp is not None else None
         key = g.endpoint or g.server
-        out.append(GroupPath(id=f"group-path:{key}:{'+'.join(str(i) for i in g.gpus)}",
-                             severity="critical" if p.pcie_path == "SYS" else "warning",
+        busy = any(reading_busy(r, pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width))
+                   for r in frame.gpus if r.index in g.gpus and not r.lost)
+        ev["busy"] = busy
+        # SYS is critical while the group works (warning while it idles); NODE/PHB a warning (info at idle)
+        sev = ("critical" if busy else "warning") if p.pcie_path == "SYS" else ("warning" if busy else "info")
+        out.append(GroupPath(id=f"group-path:{key}:{'+'.join(str(i) for i in g.gpus)}", severity=sev,
                              subject=f"GPU{p.a}-GPU{p.b}", message=msg, evidence=ev))
     return out
 
@@ -206,8 +211,8 @@ def rule_group_path(inv: Inventory, frames: Sequence[Frame]) -> list[Any]:
     """The findings-engine rule (``group_path``): :func:`group_path_findings` as candidates."""
     from gpuscope.core.findings import Candidate  # findings imports this module: import at call time
 
-    return [Candidate(f.id, "group_path", f.severity, f.subject, f.message, f.evidence, variant=f.evidence["path"],
-                      basis="live") for f in group_path_findings(inv, frames)]
+    return [Candidate(f.id, "group_path", f.severity, f.subject, f.message, f.evidence,
+                      variant=f.evidence["path"] + (" busy" if f.evidence["busy"] else " idle"), basis="live") for f in group_path_findings(inv, frames)]
 
 
 def without_grouped_slow_paths(inv: Inventory, frames: Sequence[Frame], cands: list[Any]) -> list[Any]:

@@ -344,9 +344,13 @@ class WithGroups:
 
 
 def with_groups(source: Any, simulate: str | None = None) -> Any:
-    """``source`` with serving groups: a simulated scenario's declared servers, else /proc's. The TP/PP
+    """``source`` with serving groups: a simulated scenario's declared servers (unless real endpoints were
+    given: then the scenario's servers step aside and no groups are made: its GPU processes are not on
+    this machine), else /proc's. The TP/PP
     sizes a live endpoint exports in its metrics come from its poller (``source.poller``) when there is one."""
     if simulate:
+        if getattr(source, "poller", None) is not None:  # real endpoints over a simulated machine: theirs alone
+            return source
         from gpuscope.sources.simservers import SimServers
 
         servers = SimServers.for_source(source)

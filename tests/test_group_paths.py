@@ -112,3 +112,39 @@ def test_group_traffic_and_bytes_per_token():
     assert traffic_line(t) == "PCIe 15.2 GB/s  NVLink – (both ways, its GPUs)  ·  55 tok/s  ·  276 MB/token"
     idle = group_traffic(VLLM, _frame(eps=(EndpointReading(url="http://localhost:8000", gen_tokens_per_s=0.0),)))
     assert idle.bytes_per_token is None
+
+
+def test_group_finding_idle_is_a_warning():
+    idle = Frame(t=1.0, gpus=tuple(GpuReading(index=i, pcie_gen=1, pcie_width=16, util_gpu_pct=0) for i in range(2)),
+                 groups=(VLLM,))
+    (f,) = group_path_findings(A6000, [idle])
+    assert f.severity == "warning" and f.evidence["busy"] is False
+
+
+# ------------------------------------------------------------------ summary, --by-marker, compare
+def test_group_stats_bytes_per_token_and_compare():
+    from gpuscope.cli.report import render_phases, render_summary
+    from gpuscope.core.group_stats import compare_groups, group_rows, group_text
+    from gpuscope.core.stats import phase_totals, span_stats
+
+    ep = EndpointReading(url="http://localhost:8000", kind="vllm", gen_tokens_per_s=50.0)
+    frames = [_frame(eps=(ep,)), _frame(eps=(ep,), tx=1.0e9)]
+    (r,) = group_rows(A6000, frames)
+    assert r["gen_tokens_per_s"] == 50.0 and r["path"] == "SYS, Gen1×16"
+    assert r["bytes_per_token"] == pytest.approx((4 * 3.8e9 + 4 * 1.0e9) / 100)
+    assert group_text(r).startswith("vLLM :8000 qwen3-27b · TP=2 on GPU0+GPU1 · SYS, Gen1×16: 50.0 tok/s, PCIe 9.6 GB/s")
+    fixed = [_frame(gen=4, eps=(ep,), tx=1.0e9)]
+    (rb,) = group_rows(A6000, fixed)
+    (row,) = compare_groups([r], [rb])
+    assert row["a"] is r and row["b"] is rb
+    moved = compare_groups([r], [{**rb, "key": "elsewhere"}])  # a server moved: matched by order
+    assert moved[0]["a"] is r and moved[0]["b"]["key"] == "elsewhere"
+    spans = [{"label": "decode", "kind": "phase", "start": 0.0, "end": 20.0}]
+    (span,) = span_stats(frames, spans, 2, 20.0, inv=A6000)
+    assert span["groups"][0]["bytes_per_token"] == pytest.approx(r["bytes_per_token"])
+    assert phase_totals(span)["bytes_per_token"] == pytest.approx(r["bytes_per_token"])
+    text = render_phases({"file": "f", "host": "h", "simulated": False, "start": 0.0, "spans": [span]})
+    assert "  group vLLM :8000 qwen3-27b · TP=2 on GPU0+GPU1 · SYS, Gen1×16: 50.0 tok/s" in text
+    doc = {"file": "f", "host": "h", "simulated": False, "start": 0.0, "duration_s": 2.0, "frames": 2, "problems": [],
+           "gpus": [], "endpoints": [], "findings": [], "markers": [], "groups": [r]}
+    assert "serving groups" in render_summary(doc)
