@@ -332,10 +332,10 @@ def build_groups(claims: Sequence[Claim], gpu_pids: Mapping[int, Iterable[int]],
         top = next((a for a in reversed(anc) if a in held and a not in claimed), anc[0] if anc else pid)
         rest.setdefault((top, label), []).append(pid)
     for (_top, label), pids in sorted(rest.items(), key=lambda kv: min(min(held[p]) for p in kv[1])):
-        gpus = sorted({g for p in pids for g in held[p]})
+        held_gpus = sorted({g for p in pids for g in held[p]})
         tp, pp = parallel_from_args(procs.args.get(pids[0], ()))
         container = next((procs.containers[m] for m in pids if m in procs.containers), None)
-        out.append(ServingGroup(server=label, pids=tuple(pids), gpus=tuple(gpus), tp=tp, pp=pp,
+        out.append(ServingGroup(server=label, pids=tuple(pids), gpus=tuple(held_gpus), tp=tp, pp=pp,
                                 container=container))
     return tuple(out)
 

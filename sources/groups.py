@@ -255,9 +255,9 @@ class GroupFinder:
             ns = r.nspid(p)
             if len(ns) > 1:
                 view.nspids[p] = ns
-            c = r.container(p)
-            if c:
-                view.containers[p] = c
+            where = r.container(p)
+            if where:
+                view.containers[p] = where
         return build_groups(claims, held, view)
 
     def _listener(self, port: int, listening: dict[int, set[int]], held: dict[int, set[int]],

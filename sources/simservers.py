@@ -42,11 +42,11 @@ class SimServers:
                              model=s.model, tp=s.tp, pp=s.pp) for s in sc.servers]
         self.view = ProcView()
         for s in sc.servers:
-            for p in s.pids[1:]:
-                self.view.ppids[p] = s.pids[0]
-        for p in sc.processes:
-            self.view.args.setdefault(p.pid, p.command.split())
-            self.view.names.setdefault(p.pid, p.name)
+            for pid in s.pids[1:]:
+                self.view.ppids[pid] = s.pids[0]
+        for proc in sc.processes:
+            self.view.args.setdefault(proc.pid, proc.command.split())
+            self.view.names.setdefault(proc.pid, proc.name)
         self._key: object = None
         self._groups: tuple[ServingGroup, ...] = ()
 
