@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -80,10 +80,11 @@ def path_text(inv: Inventory, frame: Frame | None, gpus: Sequence[int]) -> str:
     return ", ".join(parts)
 
 
-def group_line(g: ServingGroup, inv: Inventory, frame: Frame | None) -> str:
-    """The group in one line: ``vLLM :8000 qwen3-27b · TP=2 on GPU0+GPU1 · SYS, Gen1×16``; a group not
-    placed says why (``· not local``, ``· GPUs unknown: …``). Every word from outside is cleaned."""
-    head = group_label(g)
+def group_line(g: ServingGroup, inv: Inventory, frame: Frame | None, model: bool = True) -> str:
+    """The group in one line: ``vLLM :8000 qwen3-27b · TP=2 on GPU0+GPU1 · SYS, Gen1×16`` (without the model
+    when ``model`` is False: a panel that shows it on the line above); a group not placed says why (``· not
+    local``, ``· GPUs unknown: …``). Every word from outside is cleaned."""
+    head = group_label(g if model else replace(g, model=None))
     if not g.local:
         return f"{head} · not local (on another host: no processes or GPUs to show)"
     if not g.gpus:
@@ -303,11 +304,15 @@ def fmt_bytes(b: float | None) -> str:
     return f"{b:.0f} B"
 
 
-def traffic_line(t: GroupTraffic) -> str:
-    """``PCIe 15.4 GB/s  NVLink –  ·  55 tok/s  ·  280 MB/token`` (both directions, summed over the GPUs)."""
-    def rate(x: float | None) -> str:
-        return NONE if x is None else f"{x / 1e9:.1f} GB/s"
+def traffic_line(t: GroupTraffic, tokens: bool = True, per_token: bool = True) -> str:
+    """``PCIe 15.2 + NVLink – GB/s (both ways) · 55 tok/s · 276 MB/token``: traffic both ways summed over the
+    group's GPUs, then (``tokens``) its tok/s and (``per_token``) interconnect bytes per generated token."""
+    def gbs(x: float | None) -> str:
+        return NONE if x is None else f"{x / 1e9:.1f}"
 
-    tok = NONE if t.tokens_per_s is None else f"{t.tokens_per_s:,.0f}"
-    return (f"PCIe {rate(t.pcie_bytes_per_s)}  NVLink {rate(t.nvlink_bytes_per_s)} (both ways, its GPUs)"
-            f"  ·  {tok} tok/s  ·  {fmt_bytes(t.bytes_per_token)}/token")
+    out = f"PCIe {gbs(t.pcie_bytes_per_s)} + NVLink {gbs(t.nvlink_bytes_per_s)} GB/s (both ways)"
+    if tokens:
+        out += " · " + (NONE if t.tokens_per_s is None else f"{t.tokens_per_s:,.0f}") + " tok/s"
+    if per_token:
+        out += f" · {fmt_bytes(t.bytes_per_token)}/token"
+    return out

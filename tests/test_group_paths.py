@@ -109,7 +109,7 @@ def test_group_traffic_and_bytes_per_token():
     t = group_traffic(VLLM, _frame(eps=(ep,)))
     assert t.pcie_bytes_per_s == pytest.approx(4 * 3.8e9) and t.nvlink_bytes_per_s is None
     assert t.bytes_per_token == pytest.approx(4 * 3.8e9 / 55)
-    assert traffic_line(t) == "PCIe 15.2 GB/s  NVLink – (both ways, its GPUs)  ·  55 tok/s  ·  276 MB/token"
+    assert traffic_line(t) == "PCIe 15.2 + NVLink – GB/s (both ways) · 55 tok/s · 276 MB/token"
     idle = group_traffic(VLLM, _frame(eps=(EndpointReading(url="http://localhost:8000", gen_tokens_per_s=0.0),)))
     assert idle.bytes_per_token is None
 

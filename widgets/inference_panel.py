@@ -145,13 +145,18 @@ def endpoint_lines(e: EndpointReading, width: int = 76) -> list[Text]:
 
 
 def group_lines(g: ServingGroup, inv: Inventory, frame: Frame | None, width: int = 76) -> list[Text]:
-    """A serving group's lines: its name, parallelism, GPUs, worst path and links now (``vLLM :8000
-    qwen3-27b · TP=2 on GPU0+GPU1 · SYS, Gen1×16``, SIMULATED when the scenario declared it), then its
-    traffic beside its tok/s and bytes per generated token; each cut to ``width``."""
-    head = ("SIMULATED " if g.simulated else "") + group_line(g, inv, frame)
-    lines = [Text(clean("group " + head, width), style=ACCENT if g.gpus else DIM)]
+    """A serving group's lines, aligned with the endpoint lines above: ``group    vLLM :8000 qwen3-27b · TP=2
+    on GPU0+GPU1 · SYS, Gen1×16`` (the model left out when the line would not fit: the endpoint's line names
+    it; SIMULATED for a scenario's server), then its traffic both ways over its GPUs and, for an endpoint's
+    group, interconnect bytes per generated token (its tok/s is on the endpoint's line); each cut to ``width``."""
+    sim = "SIMULATED " if g.simulated else ""
+    head = f"{'group':<8} {sim}{group_line(g, inv, frame)}"
+    if len(head) > width and g.model:
+        head = f"{'group':<8} {sim}{group_line(g, inv, frame, model=False)}"
+    lines = [Text(clean(head, width), style=ACCENT if g.gpus else DIM)]
     if g.gpus and frame is not None:
-        lines.append(Text(clean(INDENT + traffic_line(group_traffic(g, frame)), width), style=DIM))
+        t = group_traffic(g, frame)
+        lines.append(Text(clean(INDENT + traffic_line(t, tokens=False, per_token=bool(g.endpoint)), width), style=DIM))
     return lines
 
 
