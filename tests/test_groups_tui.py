@@ -37,7 +37,7 @@ async def test_mixed_4_two_groups_and_the_notebook_at_80x24():
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         text = app.query_one(InferencePanel)._gs_last.plain
-        assert "vLLM :8000 Qwen2.5-32B-Instruct · TP=2 on GPU0+GPU1 · NV4" in text
+        assert "group    SIMULATED vLLM :8000 · TP=2 on GPU0+GPU1 · NV4, Gen4×16" in text
         assert "vLLM :8001 Mistral-Small" in text
         assert "python3 -m ipykernel_launcher: GPU3" in text
         assert all(len(line) <= 80 for line in text.splitlines())
