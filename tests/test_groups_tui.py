@@ -38,6 +38,6 @@ async def test_mixed_4_two_groups_and_the_notebook_at_80x24():
         await pilot.pause()
         text = app.query_one(InferencePanel)._gs_last.plain
         assert "group    SIMULATED vLLM :8000 · TP=2 on GPU0+GPU1 · NV4, Gen4×16" in text
-        assert "vLLM :8001 Mistral-Small" in text
+        assert "group    SIMULATED vLLM :8001 · TP=2 on GPU2+GPU3 · NV4, Gen4×16" in text
         assert "python3 -m ipykernel_launcher: GPU3" in text
         assert all(len(line) <= 80 for line in text.splitlines())
