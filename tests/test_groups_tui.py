@@ -41,3 +41,16 @@ async def test_mixed_4_two_groups_and_the_notebook_at_80x24():
         assert "group    SIMULATED vLLM :8001 · TP=2 on GPU2+GPU3 · NV4, Gen4×16" in text
         assert "python3 -m ipykernel_launcher: GPU3" in text
         assert all(len(line) <= 80 for line in text.splitlines())
+
+
+async def test_topology_panel_marks_the_groups_pairs():
+    from gpuscope.widgets.topology_panel import TopologyPanel
+
+    app = _app("mixed-4", 0, 20)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        content = app.query_one(TopologyPanel)._gs_last
+        text = content.plain
+        assert "vLLM :8000 Qwen2.5-32B-Instruct on GPU0+GPU1: NV4 (underlined)" in text
+        underlined = {content.plain[s.start:s.end].strip() for s in content.spans if "underline" in str(s.style)}
+        assert underlined == {"NV4"}  # GPU0↔GPU1 and GPU2↔GPU3, both NV4; the SYS pairs are not
