@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpuscope.core.model import SERVER_NAMES, ServingGroup
 from gpuscope.core.text import clean
@@ -287,12 +287,17 @@ def build_groups(claims: Sequence[Claim], gpu_pids: Mapping[int, Iterable[int]],
     held: dict[int, set[int]] = {pid: set(g) for pid, g in gpu_pids.items()}
     claimed: set[int] = set()
     out: list[ServingGroup] = []
+    by_listener: dict[int, ServingGroup] = {}
     for c in claims:
         server = SERVER_NAMES.get(c.kind or "", c.kind or "server")
         if not c.local or c.listener is None:
             out.append(ServingGroup(server=server, kind=c.kind, endpoint=c.url, model=c.model, port=c.port,
                                     local=c.local, tp=c.tp, pp=c.pp,
                                     note="not local" if not c.local else c.why or "listener not found"))
+            continue
+        same = by_listener.get(c.listener)
+        if same is not None:  # two URLs of one server (localhost and 127.0.0.1): the same processes and GPUs
+            out.append(replace(same, endpoint=c.url, port=c.port, model=c.model or same.model))
             continue
         members = {c.listener} | descendants(c.listener, procs.ppids)
         inner: dict[int, int] = {}  # a member's pid in its own namespace(s) → its host pid
@@ -322,6 +327,7 @@ def build_groups(claims: Sequence[Claim], gpu_pids: Mapping[int, Iterable[int]],
         out.append(ServingGroup(server=server, kind=c.kind, endpoint=c.url, model=c.model, port=c.port,
                                 pids=tuple(pids), gpus=tuple(sorted(gpus)), tp=tp, pp=pp, container=container,
                                 note=note))
+        by_listener[c.listener] = out[-1]
     rest: dict[tuple[int, str], list[int]] = {}
     for pid in sorted(held):
         if pid in claimed or not held[pid]:

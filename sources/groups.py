@@ -138,9 +138,11 @@ def is_local_host(host: str, resolve: Callable[[str], list[str]] | None = None) 
     h = host.strip("[]").lower()
     if not h or h in ("localhost", "localhost.localdomain", "ip6-localhost"):
         return True
-    if h in (socket.gethostname().lower(), socket.getfqdn().lower()):
+    if _is_ip(h):
+        return _bindable(h)
+    if h == socket.gethostname().lower():  # never getfqdn(): a reverse DNS look-up can block for seconds
         return True
-    addrs = [h] if _is_ip(h) else (resolve or _resolve)(h)
+    addrs = (resolve or _resolve)(h)
     return any(_bindable(a) for a in addrs)
 
 

@@ -340,3 +340,24 @@ def test_group_gate_drops_what_cannot_be_true():
     assert tally.readings == 5
     with pytest.raises(Exception, match="groups"):
         frame_from_dict({"t": 1.0, "gpus": [], "groups": "nope"})
+
+
+@pytest.mark.parametrize("host,want", [
+    ("localhost", True), ("127.0.0.1", True), ("127.0.0.2", True), ("::1", None), ("[::1]", None),
+    ("192.0.2.7", False), ("far.example", False),
+])
+def test_is_local_host(host, want):
+    from gpuscope.sources.groups import is_local_host
+
+    got = is_local_host(host, resolve=lambda h: ["192.0.2.7"])
+    if want is None:  # ::1 where the kernel has IPv6
+        assert got in (True, False)
+    else:
+        assert got is want
+
+
+def test_two_urls_of_one_server_share_its_group():
+    claims = [Claim(url="http://localhost:8000", port=8000, local=True, listener=10, kind="vllm"),
+              Claim(url="http://127.0.0.1:8000", port=8000, local=True, listener=10, kind="vllm")]
+    a, b = build_groups(claims, {11: {0}, 12: {1}}, _view(ppids={11: 10, 12: 10}))
+    assert a.gpus == b.gpus == (0, 1) and a.pids == b.pids == (10, 11, 12) and b.endpoint == "http://127.0.0.1:8000"
