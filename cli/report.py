@@ -9,9 +9,8 @@ import sys
 import time
 from typing import Any
 
-from gpuscope.core import catalogue
+from gpuscope.core import catalogue, group_stats
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.group_stats import compare_groups, group_text
 from gpuscope.core.stats import (
     SERVING_EXPORT_COLUMNS,
     compare_phases,
@@ -120,7 +119,7 @@ def render_summary(doc: dict[str, Any]) -> str:
     if doc.get("groups"):
         out.append("")
         out.append("serving groups (traffic both ways, summed over each group's GPUs; means over the recording):")
-        out.extend("  " + group_text(r) for r in doc["groups"])
+        out.extend("  " + group_stats.group_text(r) for r in doc["groups"])
     out.append("")
     if doc["findings"]:
         out.append("findings:")
@@ -184,12 +183,26 @@ def render_phases(doc: dict[str, Any]) -> str:
             name = e["model"] or e["url"]
             out.append(f"  {e['kind'] or '?'} {name[:50]}: " + ", ".join(_serving_parts(e)))
         for r in s.get("groups", []):
-            out.append("  group " + group_text(r))
+            out.append("  group " + group_stats.group_text(r))
         for f in s["findings"]:
             out.append(f"  {f['severity']:<8} {clean(f['message'], 300)}")
     out.append("")
     out.append("means over each span's frames; tok/s and latency means are the endpoint's rates over its rate window")
     return "\n".join(out)
+
+
+def print_group_compare(gr: dict[str, Any]) -> None:
+    """A serving group in A and B: its path, tok/s, traffic and bytes per token side by side."""
+    ra, rb = gr["a"], gr["b"]
+    print(f"group {clean(gr['name'], 100)}" + (" (only in A)" if rb is None else " (only in B)" if ra is None else ""))
+    for side, r in (("A", ra), ("B", rb)):
+        if r is not None:
+            print(f"  {side}: {group_stats.group_text(r)}")
+    if ra is not None and rb is not None:
+        for key, label in (("gen_tokens_per_s", "tok/s"), ("bytes_per_token", "bytes/token")):
+            change = _pct(ra[key], rb[key])
+            if change:
+                print(f"  {label} {change}")
 
 
 def run_summary(args: argparse.Namespace) -> int:
@@ -241,15 +254,15 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         sa, sb = ea["stats"].get("gen_tokens_per_s"), eb["stats"].get("gen_tokens_per_s")
         ma, mb = (sa or {}).get("mean"), (sb or {}).get("mean")
         eps.append({"a": ma, "b": mb, "change": _pct(ma, mb), "url_a": ea["url"], "url_b": eb["url"]})
-    groups = compare_groups(a.get("groups", []), b.get("groups", []))
+    groups = group_stats.compare_groups(a.get("groups", []), b.get("groups", []))
     fa = {f["id"]: f["message"] for f in a["findings"]}
     fb = {f["id"]: f["message"] for f in b["findings"]}
-    return {"schema": "gpuscope.compare/1", "a": a["file"], "b": b["file"], "duration_s": [a["duration_s"],
+    return {"schema": "gpuscope.compare/1", "groups": groups, "a": a["file"], "b": b["file"], "duration_s": [a["duration_s"],
             b["duration_s"]], "rows": rows, "endpoints_tok_s": eps,
             "findings_only_in_a": sorted(fa.keys() - fb.keys()), "findings_only_in_b": sorted(fb.keys() - fa.keys()),
             "findings_only_in_a_text": [fa[k] for k in sorted(fa.keys() - fb.keys())],
             "findings_only_in_b_text": [fb[k] for k in sorted(fb.keys() - fa.keys())],
-            "gpu_count": [len(a["gpus"]), len(b["gpus"])], "groups": groups}
+            "gpu_count": [len(a["gpus"]), len(b["gpus"])]}
 
 
 PHASE_ROWS = (("gen_tokens_per_s", "gen tok/s", 1, 1), ("prompt_tokens_per_s", "prompt tok/s", 1, 1),
@@ -277,20 +290,6 @@ def run_compare_phases(args: argparse.Namespace) -> int:
                 continue
             print(f"  {label:<18}{_fmt(va, scale, digits):>10}{_fmt(vb, scale, digits):>10}  {_pct(va, vb)}")
     return 0
-
-
-def print_group_compare(gr: dict[str, Any]) -> None:
-    """A serving group in A and B: its path, tok/s, traffic and bytes per token side by side."""
-    ra, rb = gr["a"], gr["b"]
-    print(f"group {clean(gr['name'], 100)}" + (" (only in A)" if rb is None else " (only in B)" if ra is None else ""))
-    for side, r in (("A", ra), ("B", rb)):
-        if r is not None:
-            print(f"  {side}: {group_text(r)}")
-    if ra is not None and rb is not None:
-        for key, label in (("gen_tokens_per_s", "tok/s"), ("bytes_per_token", "bytes/token")):
-            change = _pct(ra[key], rb[key])
-            if change:
-                print(f"  {label} {change}")
 
 
 def run_compare(args: argparse.Namespace) -> int:
