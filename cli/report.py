@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from gpuscope.core import catalogue, group_stats
+from gpuscope.core import catalogue
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.stats import (
     SERVING_EXPORT_COLUMNS,
@@ -117,6 +117,8 @@ def render_summary(doc: dict[str, Any]) -> str:
             out.append(f"endpoint {clean(e['url'], 300)} ({clean(e['kind'] or '?', 40)}): gen tok/s mean {s['mean']:.1f}, p50 {s['p50']:.1f}, "
                        f"p95 {s['p95']:.1f}, max {s['max']:.1f}")
     if doc.get("groups"):
+        from gpuscope.core import group_stats
+
         out.append("")
         out.append("serving groups (traffic both ways, summed over each group's GPUs; means over the recording):")
         out.extend("  " + group_stats.group_text(r) for r in doc["groups"])
@@ -183,26 +185,14 @@ def render_phases(doc: dict[str, Any]) -> str:
             name = e["model"] or e["url"]
             out.append(f"  {e['kind'] or '?'} {name[:50]}: " + ", ".join(_serving_parts(e)))
         for r in s.get("groups", []):
+            from gpuscope.core import group_stats
+
             out.append("  group " + group_stats.group_text(r))
         for f in s["findings"]:
             out.append(f"  {f['severity']:<8} {clean(f['message'], 300)}")
     out.append("")
     out.append("means over each span's frames; tok/s and latency means are the endpoint's rates over its rate window")
     return "\n".join(out)
-
-
-def print_group_compare(gr: dict[str, Any]) -> None:
-    """A serving group in A and B: its path, tok/s, traffic and bytes per token side by side."""
-    ra, rb = gr["a"], gr["b"]
-    print(f"group {clean(gr['name'], 100)}" + (" (only in A)" if rb is None else " (only in B)" if ra is None else ""))
-    for side, r in (("A", ra), ("B", rb)):
-        if r is not None:
-            print(f"  {side}: {group_stats.group_text(r)}")
-    if ra is not None and rb is not None:
-        for key, label in (("gen_tokens_per_s", "tok/s"), ("bytes_per_token", "bytes/token")):
-            change = _pct(ra[key], rb[key])
-            if change:
-                print(f"  {label} {change}")
 
 
 def run_summary(args: argparse.Namespace) -> int:
@@ -231,6 +221,21 @@ def _pct(a: float | None, b: float | None) -> str:
     return f"{100 * (b - a) / abs(a):+.0f} %"
 
 
+def print_group_compare(gr: dict[str, Any]) -> None:
+    """A serving group in A and B: its path, tok/s, traffic and bytes per token side by side."""
+    from gpuscope.core import group_stats
+    ra, rb = gr["a"], gr["b"]
+    print(f"group {clean(gr['name'], 100)}" + (" (only in A)" if rb is None else " (only in B)" if ra is None else ""))
+    for side, r in (("A", ra), ("B", rb)):
+        if r is not None:
+            print(f"  {side}: {group_stats.group_text(r)}")
+    if ra is not None and rb is not None:
+        for key, label in (("gen_tokens_per_s", "tok/s"), ("bytes_per_token", "bytes/token")):
+            change = _pct(ra[key], rb[key])
+            if change:
+                print(f"  {label} {change}")
+
+
 def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Side-by-side means and their differences, GPU by GPU (and endpoints)."""
     rows = []
@@ -254,6 +259,8 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         sa, sb = ea["stats"].get("gen_tokens_per_s"), eb["stats"].get("gen_tokens_per_s")
         ma, mb = (sa or {}).get("mean"), (sb or {}).get("mean")
         eps.append({"a": ma, "b": mb, "change": _pct(ma, mb), "url_a": ea["url"], "url_b": eb["url"]})
+    from gpuscope.core import group_stats  # serving groups (docs/groups.md)
+
     groups = group_stats.compare_groups(a.get("groups", []), b.get("groups", []))
     fa = {f["id"]: f["message"] for f in a["findings"]}
     fb = {f["id"]: f["message"] for f in b["findings"]}
