@@ -307,6 +307,7 @@ def _silence_stdout() -> None:
 
 def _open(source: SourceOptions) -> Any:
     """The source that ``source`` names (NVML or a scenario), with its endpoints polled when it has any."""
+    from gpuscope.sources.groups import with_groups
     from gpuscope.sources.live import WithEndpoints, open_source
 
     poller = None
@@ -319,7 +320,7 @@ def _open(source: SourceOptions) -> Any:
                                 headers=dict(source.headers), verify=not source.endpoint_insecure,
                                 probe_every_s=source.probe, probe_model=source.probe_model)
     src = open_source(source.simulate, pcie_mode=source.pcie_source)
-    return WithEndpoints(src, poller.start()) if poller is not None else src
+    return with_groups(WithEndpoints(src, poller.start()) if poller is not None else src, source.simulate)
 
 
 def _opener(source: SourceOptions) -> Callable[..., Any]:

@@ -122,6 +122,12 @@ def render_summary(doc: dict[str, Any]) -> str:
             out.append("")
             out.append(f"endpoint {clean(e['url'], 300)} ({clean(e['kind'] or '?', 40)}): gen tok/s mean {s['mean']:.1f}, p50 {s['p50']:.1f}, "
                        f"p95 {s['p95']:.1f}, max {s['max']:.1f}")
+    if doc.get("groups"):
+        from gpuscope.core import group_stats
+
+        out.append("")
+        out.append("serving groups (traffic both ways, summed over each group's GPUs; means over the recording):")
+        out.extend("  " + group_stats.group_text(r) for r in doc["groups"])
     out.append("")
     if doc["findings"]:
         out.append("findings:")
@@ -182,6 +188,10 @@ def render_phases(doc: dict[str, Any]) -> str:
         for e in s["endpoints"]:
             name = e["model"] or e["url"]
             out.append(f"  {e['kind'] or '?'} {name[:50]}: " + ", ".join(_serving_parts(e)))
+        for r in s.get("groups", []):
+            from gpuscope.core import group_stats
+
+            out.append("  group " + group_stats.group_text(r))
         for f in s["findings"]:
             out.append(f"  {f['severity']:<8} {clean(f['message'], 300)}")
     out.append("")
@@ -215,6 +225,21 @@ def _pct(a: float | None, b: float | None) -> str:
     return f"{100 * (b - a) / abs(a):+.0f} %"
 
 
+def print_group_compare(gr: dict[str, Any]) -> None:
+    """A serving group in A and B: its path, tok/s, traffic and bytes per token side by side."""
+    from gpuscope.core import group_stats
+    ra, rb = gr["a"], gr["b"]
+    print(f"group {clean(gr['name'], 100)}" + (" (only in A)" if rb is None else " (only in B)" if ra is None else ""))
+    for side, r in (("A", ra), ("B", rb)):
+        if r is not None:
+            print(f"  {side}: {group_stats.group_text(r)}")
+    if ra is not None and rb is not None:
+        for key, label in (("gen_tokens_per_s", "tok/s"), ("bytes_per_token", "bytes/token")):
+            change = _pct(ra[key], rb[key])
+            if change:
+                print(f"  {label} {change}")
+
+
 def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Side-by-side means and their differences, GPU by GPU (and endpoints)."""
     rows = []
@@ -238,9 +263,12 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         sa, sb = ea["stats"].get("gen_tokens_per_s"), eb["stats"].get("gen_tokens_per_s")
         ma, mb = (sa or {}).get("mean"), (sb or {}).get("mean")
         eps.append({"a": ma, "b": mb, "change": _pct(ma, mb), "url_a": ea["url"], "url_b": eb["url"]})
+    from gpuscope.core import group_stats  # serving groups (docs/groups.md)
+
+    groups = group_stats.compare_groups(a.get("groups", []), b.get("groups", []))
     fa = {f["id"]: f["message"] for f in a["findings"]}
     fb = {f["id"]: f["message"] for f in b["findings"]}
-    return {"schema": "gpuscope.compare/1", "a": a["file"], "b": b["file"], "duration_s": [a["duration_s"],
+    return {"schema": "gpuscope.compare/1", "groups": groups, "a": a["file"], "b": b["file"], "duration_s": [a["duration_s"],
             b["duration_s"]], "rows": rows, "endpoints_tok_s": eps,
             "findings_only_in_a": sorted(fa.keys() - fb.keys()), "findings_only_in_b": sorted(fb.keys() - fa.keys()),
             "findings_only_in_a_text": [fa[k] for k in sorted(fa.keys() - fb.keys())],
@@ -252,7 +280,7 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 PHASE_ROWS = (("gen_tokens_per_s", "gen tok/s", 1, 1), ("prompt_tokens_per_s", "prompt tok/s", 1, 1),
               ("requests_waiting", "waiting", 1, 1), ("ttft_mean_s", "TTFT mean ms", 1e-3, 0),
               ("itl_mean_s", "ITL mean ms", 1e-3, 1), ("util_gpu_pct", "GPU util % (mean)", 1, 0),
-              ("power_w", "power W (all GPUs)", 1, 0))
+              ("power_w", "power W (all GPUs)", 1, 0), ("bytes_per_token", "MB/token (groups)", 1e6, 1))
 
 
 def run_compare_phases(opts: CompareOptions) -> int:
@@ -293,6 +321,8 @@ def run_compare(opts: CompareOptions) -> int:
         print(f"note: A has {doc['gpu_count'][0]} GPUs, B has {doc['gpu_count'][1]}; compared by index")
     for e in doc["endpoints_tok_s"]:
         print(f"tok/s (mean)         {_fmt(e['a'], 1, 1):>10} {_fmt(e['b'], 1, 1):>10}  {e['change']}")
+    for gr in doc["groups"]:
+        print_group_compare(gr)
     print(f"{'GPU':<4}{'metric (mean)':<18}{'A':>10}{'B':>10}  change")
     for r in doc["rows"]:
         if r["metric"] == "pcie_link_busy":

@@ -24,6 +24,7 @@ from gpuscope.core.model import (
     Inventory,
     PairLink,
     ProcessInfo,
+    ServingGroup,
     XidCount,
 )
 from gpuscope.core.validate import Tally, ValidationError, check_frame, check_inventory
@@ -38,7 +39,8 @@ class CodecError(GpuscopeError, ValueError):
     """A dict that does not decode to the record asked for (the message names the field)."""
 
 
-_RECORDS = (DeviceInfo, PairLink, Inventory, ProcessInfo, XidCount, GpuReading, EndpointReading, Event, Frame)
+_RECORDS = (DeviceInfo, PairLink, Inventory, ProcessInfo, XidCount, GpuReading, EndpointReading, ServingGroup, Event,
+            Frame)
 _HINTS: dict[type, dict[str, Any]] = {cls: typing.get_type_hints(cls) for cls in _RECORDS}
 _DEFAULTS: dict[type, dict[str, Any]] = {}
 for _cls in _RECORDS:

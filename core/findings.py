@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpuscope.core.group_paths import rule_group_path, without_grouped_slow_paths  # serving groups (issue 29)
 from gpuscope.core.health import HEALTH_RULES
 from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory
 from gpuscope.core.topology import (
@@ -663,6 +664,7 @@ RULES: dict[str, Callable[[Inventory, Sequence[Frame]], list[Candidate]]] = {
     "bottleneck": rule_bottleneck,
     "kv_pressure": rule_kv_pressure,
     **HEALTH_RULES,  # Xid errors, ECC, row remapping (core/health.py)
+    "group_path": rule_group_path,
 }
 
 
@@ -672,7 +674,7 @@ def evaluate(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     out: list[Candidate] = []
     for rule in RULES.values():
         out.extend(rule(inv, window))
-    return sort_findings(out)
+    return sort_findings(without_grouped_slow_paths(inv, window, out))
 
 
 def sort_findings(items: list[Any]) -> list[Any]:

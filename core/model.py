@@ -260,6 +260,39 @@ class EndpointReading:
             object.__setattr__(self, "state", st)
 
 
+SERVER_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI", "llamacpp": "llama.cpp", "trtllm": "TRT-LLM",
+                "triton": "Triton", "lmdeploy": "LMDeploy", "ollama": "Ollama"}
+
+
+@dataclass(frozen=True, slots=True)
+class ServingGroup:
+    """The processes and GPUs that serve one inference endpoint (or, without an endpoint, one program's
+    processes on GPUs no endpoint claims: ``python train.py`` on GPU2–GPU5).
+
+    ``server`` is what the user calls it (``vLLM``, ``python train.py``); ``kind`` the endpoint's kind
+    (``vllm``…; None for a group by process); ``endpoint`` its URL and ``port`` the port its listener was
+    found on; ``pids`` host process ids (the listener first, then its descendants that hold GPUs); ``gpus``
+    GPU indices; ``tp``/``pp`` tensor/pipeline-parallel sizes (None: not known); ``container`` the Docker
+    container or Kubernetes pod from the cgroup path; ``local`` False when the endpoint is on another host;
+    ``note`` what could not be known and why (another user's process, another network namespace);
+    ``simulated`` True for a scenario's declared server. Recordings without groups decode with none.
+    """
+
+    server: str
+    kind: str | None = None
+    endpoint: str | None = None
+    model: str | None = None
+    port: int | None = None
+    pids: tuple[int, ...] = ()
+    gpus: tuple[int, ...] = ()
+    tp: int | None = None
+    pp: int | None = None
+    container: str | None = None
+    local: bool = True
+    note: str | None = None
+    simulated: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """Something that happened at ``t``: a marker, a finding raised/cleared, a GPU lost, a note."""
@@ -278,3 +311,4 @@ class Frame:
     gpus: tuple[GpuReading, ...]
     endpoints: tuple[EndpointReading, ...] = ()
     events: tuple[Event, ...] = ()
+    groups: tuple[ServingGroup, ...] = ()  # serving groups (core/groups.py), every frame while known

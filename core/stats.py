@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpuscope.core import catalogue
+from gpuscope.core.group_stats import GroupStats
 from gpuscope.core.health import gpu_health
 from gpuscope.core.model import Event, Frame, GpuReading, Inventory, XidCount
 from gpuscope.core.topology import pcie_capacity_bytes_per_s
@@ -139,9 +140,11 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
     ep: dict[tuple[str, str | None], dict[str, list[Any]]] = {}
     events: list[Event] = []
     frames = 0
+    groups = GroupStats(inv)  # serving groups (core/group_stats.py)
     for f in rec.frames():
         frames += 1
         events.extend(f.events)
+        groups.add(f)
         for r in f.gpus:
             if r.index >= n:
                 continue
@@ -196,6 +199,7 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
         "schema": SUMMARY_SCHEMA, "file": str(rec.path), "host": inv.host, "simulated": rec.simulated,
         "scenario": inv.scenario, "start": t0, "end": t1, "duration_s": t1 - t0, "frames": frames,
         "complete": rec.complete, "problems": list(rec.problems) + ([dropped] if dropped else []), "gpus": gpus, "endpoints": endpoints,
+        "groups": groups.rows(),
         "findings": finding_durations(events, t1),
         "markers": [{"t": e.t, "text": e.text} for e in events if e.kind == "marker"],
         "probes": [e.data for e in events if e.kind == "probe"],  # `record --probe-links` (core/probe.py)
@@ -270,7 +274,8 @@ def _mean(vals: list[float]) -> float | None:
 
 
 def span_stats(frames: Iterable[Frame], spans: list[dict[str, Any]], n_gpus: int, t_end: float,
-               findings: Sequence[dict[str, Any]] = (), margin_s: float = 0.0) -> list[dict[str, Any]]:
+               findings: Sequence[dict[str, Any]] = (), margin_s: float = 0.0, inv: Inventory | None = None
+               ) -> list[dict[str, Any]]:
     """One row per span: frames, per-GPU means of :data:`SPAN_GPU_METRICS`, per endpoint and model means
     of :data:`SERVING_FIELDS` (None where never known, never 0), and the findings active in the span.
 
@@ -278,8 +283,8 @@ def span_stats(frames: Iterable[Frame], spans: list[dict[str, Any]], n_gpus: int
     reading whose window began before the span (less ``margin_s``, the age a reading may have in its
     frame) mixes in the previous phase, so the span's mean takes only readings whose window lies inside
     it, when it has any (a span shorter than the window keeps them all). Gauges are taken as they are."""
-    acc: list[dict[str, Any]] = [{"frames": 0, "gpus": [{m: [] for m in SPAN_GPU_METRICS} for _ in range(n_gpus)], "eps": {}}
-           for _ in spans]
+    acc: list[dict[str, Any]] = [{"frames": 0, "gpus": [{m: [] for m in SPAN_GPU_METRICS} for _ in range(n_gpus)], "eps": {},
+                                   "groups": GroupStats(inv) if inv is not None else None} for _ in spans]
     for f in frames:
         hits = [k for k, s in enumerate(spans) if in_span(f.t, s, t_end)]
         if not hits:
@@ -287,6 +292,8 @@ def span_stats(frames: Iterable[Frame], spans: list[dict[str, Any]], n_gpus: int
         for k in hits:
             a = acc[k]
             a["frames"] += 1
+            if a["groups"] is not None:
+                a["groups"].add(f)
             for r in f.gpus:
                 if 0 <= r.index < n_gpus and not r.lost:
                     for m in SPAN_GPU_METRICS:
@@ -321,7 +328,8 @@ def span_stats(frames: Iterable[Frame], spans: list[dict[str, Any]], n_gpus: int
         out.append({**s, "duration_s": s["end"] - s["start"], "frames": a["frames"],
                     "gpus": [{"index": i, **{m: _mean(g[m]) for m in SPAN_GPU_METRICS}} for i, g in enumerate(a["gpus"])],
                     "endpoints": eps,
-                    "findings": [{"id": f["id"], "severity": f["severity"], "message": f["message"]} for f in active]})
+                    "findings": [{"id": f["id"], "severity": f["severity"], "message": f["message"]} for f in active],
+                    "groups": a["groups"].rows() if a["groups"] is not None else []})
     return out
 
 
@@ -334,7 +342,8 @@ def summarize_by_marker(rec: FrameFile) -> dict[str, Any]:
     spans = marker_spans([(e.t, e.text) for e in events if e.kind == "marker"], t0, t1)
     gaps = np.diff(rec.times) if rec.n_frames > 1 else np.zeros(0)
     margin = float(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 0.0  # a reading is up to a frame old
-    rows = span_stats(rec.frames(), spans, len(rec.inventory.devices), t1, finding_durations(events, t1), margin)
+    rows = span_stats(rec.frames(), spans, len(rec.inventory.devices), t1, finding_durations(events, t1), margin,
+                      rec.inventory)
     return {"schema": PHASES_SCHEMA, "file": str(rec.path), "host": rec.inventory.host, "simulated": rec.simulated,
             "start": t0, "end": t1, "spans": rows}
 
@@ -359,7 +368,9 @@ def phase_totals(span: dict[str, Any]) -> dict[str, float | None]:
         return sum(v) / len(v) if v else None
 
     power = [g["power_w"] for g in span["gpus"] if g["power_w"] is not None]
-    return {"gen_tokens_per_s": tot("gen_tokens_per_s"), "prompt_tokens_per_s": tot("prompt_tokens_per_s"),
+    per_token = [g["bytes_per_token"] for g in span.get("groups", []) if g["bytes_per_token"] is not None]
+    return {"bytes_per_token": sum(per_token) / len(per_token) if per_token else None,
+            "gen_tokens_per_s": tot("gen_tokens_per_s"), "prompt_tokens_per_s": tot("prompt_tokens_per_s"),
             "requests_waiting": tot("requests_waiting"), "ttft_mean_s": avg(eps, "ttft_mean_s"),
             "itl_mean_s": avg(eps, "itl_mean_s"), "util_gpu_pct": avg(span["gpus"], "util_gpu_pct"),
             "power_w": sum(power) if power else None}

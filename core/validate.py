@@ -38,6 +38,7 @@ from gpuscope.core.model import (
     Inventory,
     PairLink,
     ProcessInfo,
+    ServingGroup,
 )
 from gpuscope.core.text import clean, clean_opt, count
 
@@ -54,6 +55,10 @@ MAX_GPUS = 1024
 MAX_PROCESSES = 512
 MAX_ENDPOINTS = 256
 MAX_EVENTS = 1000
+MAX_GROUPS = 64  # serving groups in one frame
+MAX_GROUP_PIDS = 256
+MAX_PARALLEL = 4096  # a TP or PP size beyond it is not a real one
+MAX_PID = 4_194_304  # Linux's pid_max ceiling
 
 # The readings' ranges are the catalogue's (each metric's ``valid``): one table for the gate, the seek index and
 # the views. These snapshots are for readers that build per-field tables once; the checks below read the
@@ -257,6 +262,31 @@ def check_endpoint(e: EndpointReading, tally: Tally | None = None) -> EndpointRe
 _ENDPOINT_FIELDS = frozenset(f.name for f in dataclasses.fields(EndpointReading))
 
 
+def check_group(g: ServingGroup, gpu_limit: int = MAX_GPUS, tally: Tally | None = None) -> ServingGroup:
+    """A serving group with what cannot be true dropped and counted: a port outside 1–65535, a TP/PP size
+    outside 1–4096 (None: unknown), pids outside 1–pid_max and GPU indices the inventory does not have
+    (left out, the rest kept); text cleaned and bounded. Not metrics, so checked here, not in the catalogue."""
+    bad = 0
+    port = g.port
+    if port is not None and not (isinstance(port, int) and 1 <= port <= 65535):
+        port, bad = None, bad + 1
+    sizes = {}
+    for name in ("tp", "pp"):
+        v = getattr(g, name)
+        if v is not None and not (isinstance(v, int) and 1 <= v <= MAX_PARALLEL):
+            v, bad = None, bad + 1
+        sizes[name] = v
+    pids = tuple(p for p in g.pids[:MAX_GROUP_PIDS] if isinstance(p, int) and 1 <= p <= MAX_PID)
+    gpus = tuple(sorted({i for i in g.gpus if isinstance(i, int) and 0 <= i < gpu_limit}))
+    bad += (len(g.pids) - len(pids)) + (len(set(g.gpus)) - len(gpus))
+    if tally is not None and bad > 0:
+        tally.readings += bad
+    return dataclasses.replace(
+        g, server=clean(g.server, 80), kind=clean_opt(g.kind, 40), endpoint=clean_opt(g.endpoint, 300),
+        model=clean_opt(g.model, 200), port=port, pids=pids, gpus=gpus, tp=sizes["tp"], pp=sizes["pp"],
+        container=clean_opt(g.container, 120), note=clean_opt(g.note, 300))
+
+
 def check_event(ev: Event) -> Event:
     t = check_finite_time(ev.t, "event")
     data = bounded_data(ev.data) if ev.data else {}
@@ -271,11 +301,12 @@ def check_frame(f: Frame, inventory: Inventory | None = None, tally: Tally | Non
     if len(f.gpus) > limit:
         raise ValidationError(f"frame: {len(f.gpus)} GPUs but the inventory lists {limit}")
     _unique_indices((g.index for g in f.gpus), limit, "frame", "appears twice")
-    if len(f.endpoints) > MAX_ENDPOINTS or len(f.events) > MAX_EVENTS:
-        raise ValidationError("frame: too many endpoints or events")
+    if len(f.endpoints) > MAX_ENDPOINTS or len(f.events) > MAX_EVENTS or len(f.groups) > MAX_GROUPS:
+        raise ValidationError("frame: too many endpoints, events or serving groups")
     return Frame(t=t, gpus=tuple(check_gpu(g, tally) for g in f.gpus),
                  endpoints=tuple(check_endpoint(e, tally) for e in f.endpoints),
-                 events=tuple(check_event(e) for e in f.events))
+                 events=tuple(check_event(e) for e in f.events),
+                 groups=tuple(check_group(g, limit, tally) for g in f.groups))
 
 
 def json_depth_ok(text: str | bytes | bytearray, max_depth: int = MAX_DEPTH) -> bool:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, get_args
 
 from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.groups import parallel_from_metrics
 from gpuscope.core.model import EndpointReading
 from gpuscope.core.text import clean, count
 from gpuscope.core.vocab import SERVER_KINDS, EndpointState, state_of
@@ -35,6 +36,8 @@ HIST_KEYS: tuple[HistKey, ...] = get_args(HistKey)
 GAUGE_KEYS: tuple[GaugeKey, ...] = get_args(GaugeKey)
 SUPPORTED_BUCKET = 0.2  # a quantile is given as a value only when its bucket is narrower than 20 % of its lower bound
 START_TIME = "process_start_time_seconds"
+# config "info" gauges whose labels may carry TP/PP sizes (parsed after the kind is known too)
+PARALLEL_INFO = ("vllm:parallel_config_info", "vllm:cache_config_info", "vllm:model_config_info")
 
 
 class Labelled(NamedTuple):
@@ -493,6 +496,7 @@ class EndpointTracker:
     models_dropped: int = 0
     _last: dict[str | None, Samples] = field(default_factory=dict)
     _wanted_names: set[str] | None = None
+    parallel: tuple[int | None, int | None] = (None, None)  # TP/PP sizes its metrics tell (core/groups.py)
 
     def feed(self, t: float, text: str) -> None:
         """One successful HTTP response body. Garbage is counted, never raised."""
@@ -507,6 +511,9 @@ class EndpointTracker:
             self.garbage += 1
             self.last_error = str(e)
             return
+        tp_pp = parallel_from_metrics(samples)
+        if tp_pp != (None, None):
+            self.parallel = tp_pp
         kind = self.kind or detect_kind(samples)
         if kind is None:
             self.garbage += 1
@@ -553,7 +560,7 @@ class EndpointTracker:
         if self.kind is None:
             return None
         if self._wanted_names is None:
-            names: set[str] = {START_TIME}
+            names: set[str] = {START_TIME, *PARALLEL_INFO}
             for n in SERVER_SPECS[self.kind].series():
                 base = n.name if isinstance(n, Labelled) else n
                 names |= {base, base + "_bucket", base + "_sum", base + "_count"}
@@ -695,6 +702,13 @@ class EndpointPoller:
     def start(self) -> EndpointPoller:
         self._thread.start()
         return self
+
+    def parallel(self, url: str) -> tuple[int | None, int | None]:
+        """(TP, PP) sizes endpoint ``url`` exports in its metrics, where it does ((None, None) otherwise)."""
+        for t in self.trackers:
+            if t.url == url:
+                return t.parallel
+        return None, None
 
     def latest(self) -> tuple[EndpointReading, ...]:
         """The newest reading of every endpoint (made on the polling thread: this never parses and

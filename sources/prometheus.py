@@ -29,6 +29,7 @@ from gpuscope import __version__
 from gpuscope.core import catalogue
 from gpuscope.core.catalogue import MIB
 from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.group_paths import group_traffic, worst_pair
 from gpuscope.core.model import CLOCK_EVENT_REASONS, DeviceInfo, EndpointReading, Frame, GpuReading, Inventory
 from gpuscope.core.text import clean
 from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
@@ -312,6 +313,7 @@ class Renderer:
         self._findings(o, findings)
         if frame is not None:
             self._endpoints(o, frame.endpoints, self.endpoint_families)
+            self._groups(o, frame)
         self._health(o, frame, health)
         return "".join(o.parts)
 
@@ -341,6 +343,37 @@ class Renderer:
         rows = [(lab[k], e) for k, e in enumerate(eps) if e.up]
         for fam in fams:
             o.family(fam.name, fam.type, fam.help, _samples(fam, rows))
+
+    def _groups(self, o: _Out, frame: Frame) -> None:
+        """Serving groups (docs/groups.md), labelled by the server (its name and endpoint) and its GPUs, never
+        by PID: pids change on every restart, the server does not."""
+        if not frame.groups:
+            return
+        info, rates = [], []
+        seen: set[str] = set()
+        for g in frame.groups:
+            gpus = ",".join(str(i) for i in g.gpus)
+            key = labels([("server", g.server), ("endpoint", g.endpoint or ""), ("gpus", gpus)])
+            if key in seen:
+                continue
+            seen.add(key)
+            p = worst_pair(self.inv, g.gpus)
+            info.append(f"gpuscope_serving_group_info{labels([('server', g.server), ('endpoint', g.endpoint or ''), ('model', g.model or ''), ('gpus', gpus), ('tp', g.tp or ''), ('pp', g.pp or ''), ('path', p.label if p else ''), ('container', g.container or ''), ('local', str(g.local).lower()), ('simulated', str(g.simulated).lower())])} 1\n")  # noqa: E501
+            if g.gpus:
+                rates.append((key, group_traffic(g, frame)))
+        o.family("gpuscope_serving_group_info", "gauge", "A serving group: the server (its name and endpoint), "
+                 "its GPUs, TP/PP sizes and the worst path between its GPUs (docs/groups.md).", info)
+        for name, attr, help_ in (
+                ("gpuscope_serving_group_pcie_bytes_per_second", "pcie_bytes_per_s", "PCIe traffic of the group's "
+                 "GPUs, both directions, summed over them."),
+                ("gpuscope_serving_group_nvlink_bytes_per_second", "nvlink_bytes_per_s", "NVLink traffic of the "
+                 "group's GPUs, both directions, summed over them."),
+                ("gpuscope_serving_group_generated_tokens_per_second", "tokens_per_s", "Generated tokens/s of the "
+                 "group's endpoint."),
+                ("gpuscope_serving_group_bytes_per_token", "bytes_per_token", "Interconnect bytes (PCIe + NVLink) "
+                 "per generated token.")):
+            o.family(name, "gauge", help_, [f"{name}{key} {fmt(v)}\n" for key, t in rates
+                                            if (v := getattr(t, attr)) is not None])
 
     @staticmethod
     def _health(o: _Out, frame: Frame | None, h: SamplerHealth | None) -> None:

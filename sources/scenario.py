@@ -111,7 +111,7 @@ EVENT_FIELDS: dict[str, tuple[Any, Any]] = {
     "failure": (bool, False),
 }
 TOP_FIELDS = {"name", "description", "host", "driver_version", "cuda_driver_version", "cpu_count", "loop", "seed",
-              "noise", "gpus", "topology", "phases", "events", "processes"}
+              "noise", "gpus", "topology", "phases", "events", "processes", "servers"}
 PROCESS_FIELDS: dict[str, tuple[Any, Any]] = {
     "gpu": (int, None),
     "gpus": (list, None),
@@ -123,6 +123,17 @@ PROCESS_FIELDS: dict[str, tuple[Any, Any]] = {
     "sm_pct": ("pct", None),
     "graphics": (bool, False),
 }
+SERVER_FIELDS: dict[str, tuple[Any, Any]] = {
+    "kind": (str, "vllm"),
+    "model": (str, None),
+    "port": (int, None),
+    "gpus": (list, None),
+    "tp": (int, None),
+    "pp": (int, None),
+    "pids": (list, None),
+    "tok_s": (list, None),
+}
+MAX_SIM_SERVERS = 16
 MAX_PID = 4_194_304  # Linux's pid_max ceiling
 MAX_SIM_PROCESSES = 512
 TOPO_FIELDS = {"default_path", "nvswitch_links", "pairs"}
@@ -179,6 +190,22 @@ class SimProcess:
 
 
 @dataclass(frozen=True)
+class SimServer:
+    """A simulated inference server (``[[servers]]``): its endpoint on ``port`` (``http://localhost:PORT``,
+    simulated: nothing listens), its GPUs, TP/PP sizes, the pids of its processes (default: the simulated
+    processes on its GPUs) and its generated tok/s in each phase (``tok_s``, one number per phase)."""
+
+    kind: str
+    model: str | None
+    port: int
+    gpus: tuple[int, ...]
+    tp: int | None
+    pp: int | None
+    pids: tuple[int, ...]
+    tok_s: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class Phase:
     name: str
     duration_s: float
@@ -231,6 +258,7 @@ class Scenario:
     source: str = ""
     idle: dict[str, Any] = field(default_factory=dict)
     processes: tuple[SimProcess, ...] = ()
+    servers: tuple[SimServer, ...] = ()
 
     def processes_of(self, gpu: int) -> tuple[SimProcess, ...]:
         """The processes listed for GPU ``gpu``, in file order."""
@@ -458,6 +486,7 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
         events.append(SimEvent(**ed))
     values_idle = {k: v for k, v in idle.items() if k not in ("name", "duration_s", "gpus", "overrides")}
     processes = _processes(src, data.get("processes", []), n)
+    servers = _servers(src, data.get("servers", []), n, len(phases), processes)
     for k, kind in (("name", str), ("description", str), ("host", str), ("driver_version", str)):
         if k in data and not isinstance(data[k], kind):
             raise _err(src, k, "expected a string")
@@ -473,8 +502,55 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
         cuda_driver_version=data.get("cuda_driver_version", 12040), cpu_count=data.get("cpu_count", 64),
         loop=data.get("loop", True), seed=data.get("seed", 1), noise=float(noise), gpus=tuple(gpus), pairs=pairs,
         nvswitch_links=nvswitch, phases=tuple(phases), events=tuple(events), source=src, idle=values_idle,
-        processes=processes,
+        processes=processes, servers=servers,
     )
+
+
+def _servers(src: str, raw: Any, n: int, n_phases: int, processes: tuple[SimProcess, ...]) -> tuple[SimServer, ...]:
+    """``[[servers]]``: kind (one of the endpoint kinds), model, port (1-65535, one server each), GPUs,
+    TP/PP sizes, pids (default: the listed processes on its GPUs) and tok/s, one number per phase."""
+    from gpuscope.core.vocab import SERVER_KINDS
+
+    if not isinstance(raw, list):
+        raise _err(src, "servers", "expected a list of [[servers]]")
+    if len(raw) > MAX_SIM_SERVERS:
+        raise _err(src, "servers", f"more than {MAX_SIM_SERVERS} servers")
+    out: list[SimServer] = []
+    ports: set[int] = set()
+    for k, r in enumerate(raw):
+        path = f"servers[{k}]"
+        d = _table(src, path, r, SERVER_FIELDS)
+        if d["kind"] not in (*SERVER_KINDS, "ollama"):
+            raise _err(src, f"{path}.kind", f"expected one of {', '.join((*SERVER_KINDS, 'ollama'))}")
+        port = d["port"]
+        if port is None or not 1 <= port <= 65535:
+            raise _err(src, f"{path}.port", "expected a port 1-65535")
+        if port in ports:
+            raise _err(src, f"{path}.port", f"port {port} is already another server's")
+        ports.add(port)
+        gpus = _gpu_list(src, f"{path}.gpus", d["gpus"], n)
+        if not gpus:
+            raise _err(src, f"{path}.gpus", "expected at least one GPU index")
+        for name in ("tp", "pp"):
+            if d[name] is not None and not 1 <= d[name] <= 4096:
+                raise _err(src, f"{path}.{name}", "expected a size 1-4096")
+        pids = d["pids"]
+        if pids is None:
+            pids = sorted({p.pid for p in processes if p.gpu in gpus})
+            if not pids:
+                raise _err(src, f"{path}.pids", "no simulated process on its GPUs: list them in [[processes]] "
+                           "or give pids = [...]")
+        elif not pids:
+            raise _err(src, f"{path}.pids", "expected at least one process id")
+        elif not all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x < MAX_PID for x in pids):
+            raise _err(src, f"{path}.pids", f"expected a list of process ids 1-{MAX_PID - 1}")
+        tok = d["tok_s"] if d["tok_s"] is not None else [0.0] * n_phases
+        if len(tok) != n_phases or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                           and math.isfinite(x) and 0 <= x <= 1e7 for x in tok):
+            raise _err(src, f"{path}.tok_s", f"expected {n_phases} numbers 0-1e7, one per phase")
+        out.append(SimServer(kind=d["kind"], model=d["model"], port=port, gpus=gpus, tp=d["tp"], pp=d["pp"],
+                             pids=tuple(pids), tok_s=tuple(float(x) for x in tok)))
+    return tuple(out)
 
 
 def _processes(src: str, raw: Any, n: int) -> tuple[SimProcess, ...]:

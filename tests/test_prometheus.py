@@ -27,7 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuscope.core import catalogue
 from gpuscope.core.catalogue import Metric, Series
 from gpuscope.core.findings import Finding
-from gpuscope.core.model import EndpointReading, XidCount
+from gpuscope.core.model import EndpointReading, ServingGroup, XidCount
 from gpuscope.core.session import Session
 from gpuscope.core.text import clean
 from gpuscope.sources.prometheus import (
@@ -292,7 +292,11 @@ EXPORTER_OWN = {
     "gpuscope_gpu_lost", "gpuscope_clock_event_active", "gpuscope_finding", "gpuscope_findings_active",
     "gpuscope_endpoint_up", "gpuscope_last_frame_timestamp_seconds", "gpuscope_sampler_ticks_total",
     "gpuscope_sampler_ticks_skipped_total", "gpuscope_sampler_interval_seconds",
-    "gpuscope_sampler_last_tick_duration_seconds", "gpuscope_mqtt_frames_dropped_total", "gpuscope_xid_errors_total"}
+    "gpuscope_sampler_last_tick_duration_seconds", "gpuscope_mqtt_frames_dropped_total", "gpuscope_xid_errors_total",
+    # serving groups (docs/groups.md): facts of a group of GPUs, not of one reading
+    "gpuscope_serving_group_info", "gpuscope_serving_group_pcie_bytes_per_second",
+    "gpuscope_serving_group_nvlink_bytes_per_second", "gpuscope_serving_group_generated_tokens_per_second",
+    "gpuscope_serving_group_bytes_per_token"}
 
 
 def test_every_family_comes_from_the_catalogue_or_is_one_of_the_exporters_own():
@@ -303,9 +307,10 @@ def test_every_family_comes_from_the_catalogue_or_is_one_of_the_exporters_own():
             m.name: 1.0 for m in catalogue.metrics("endpoint") if m.prom is not None})
         inv = replace(inv, devices=tuple(replace(d, pcie_width_gpu_max=16) for d in inv.devices))
         finding = Finding("x:gpu0", "clock_events", "critical", "GPU0", "hot", {}, 0.0, 0.0)
+        group = ServingGroup(server="vLLM", endpoint="http://a:8000", gpus=(0, 1), tp=2)
         xid = (XidCount(xid=79, count=2, last_t=1.0),)  # the Xid series appear once a GPU had one
         gpus = (replace(session.last_frame.gpus[0], xids=xid), *session.last_frame.gpus[1:])
-        text = Renderer(inv).render(replace(session.last_frame, gpus=gpus, endpoints=(ep,)), [finding],
+        text = Renderer(inv).render(replace(session.last_frame, gpus=gpus, endpoints=(ep,), groups=(group,)), [finding],
                                     SamplerHealth(ticks=3, last_tick_s=0.01, mqtt_dropped=0))
         written |= set(re.findall(r"^# TYPE (\S+)", text, re.M))
     declared = {s.name for m in catalogue.METRICS for s in (m.dcgm, m.prom) if s is not None}

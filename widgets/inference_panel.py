@@ -14,8 +14,9 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
+from gpuscope.core.group_paths import group_line, group_traffic, traffic_line
 from gpuscope.core.history import carry_span, resample
-from gpuscope.core.model import EndpointReading
+from gpuscope.core.model import EndpointReading, Frame, Inventory, ServingGroup
 from gpuscope.core.text import clean
 from gpuscope.core.units import NONE
 from gpuscope.core.view import ViewState
@@ -146,6 +147,22 @@ def endpoint_lines(e: EndpointReading, width: int = 76) -> list[Text]:
     return lines
 
 
+def group_lines(g: ServingGroup, inv: Inventory, frame: Frame | None, width: int = 76) -> list[Text]:
+    """A serving group's lines, aligned with the endpoint lines above: ``group    vLLM :8000 qwen3-27b · TP=2
+    on GPU0+GPU1 · SYS, Gen1×16`` (the model left out when the line would not fit: the endpoint's line names
+    it; SIMULATED for a scenario's server), then its traffic both ways over its GPUs and, for an endpoint's
+    group, interconnect bytes per generated token (its tok/s is on the endpoint's line); each cut to ``width``."""
+    sim = "SIMULATED " if g.simulated else ""
+    head = f"{'group':<8} {sim}{group_line(g, inv, frame)}"
+    if len(head) > width and g.model:
+        head = f"{'group':<8} {sim}{group_line(g, inv, frame, model=False)}"
+    lines = [Text(clean(head, width), style=ACCENT if g.gpus else DIM)]
+    if g.gpus and frame is not None:
+        t = group_traffic(g, frame)
+        lines.append(Text(clean(INDENT + traffic_line(t, tokens=False, per_token=bool(g.endpoint)), width), style=DIM))
+    return lines
+
+
 class InferencePanel(Static):
     DEFAULT_CSS = "InferencePanel { height: auto; border: round $primary-darken-2; padding: 0 1; }"
 
@@ -155,11 +172,13 @@ class InferencePanel(Static):
 
     def show(self, v: ViewState) -> None:
         eps = v.frame.endpoints if v.frame else ()
-        if not eps:
-            set_content(self, Text("no inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, llama.cpp, "
-                             "TRT-LLM, LMDeploy, Ollama)", style=DIM))
-            return
         width = max(40, self.size.width or 76)  # the content area (inside border and padding)
+        groups = v.frame.groups if v.frame else ()
+        others = [ln for g in groups if not g.endpoint for ln in group_lines(g, v.inventory, v.frame, width)]
+        if not eps:
+            set_content(self, Text("\n").join([Text("no inference endpoint: add one with --endpoint URL (vLLM, SGLang, "
+                                                    "TGI, llama.cpp, TRT-LLM, LMDeploy, Ollama)", style=DIM), *others]))
+            return
         prefix = 36  # the graph starts where the GPU panels' graphs start: one time axis
         lines = []
         num, what = header_line(eps)
@@ -174,6 +193,13 @@ class InferencePanel(Static):
         times, vals = v.history.window("tok_s", None, carry_span(v.window_s, cols), v.now or None)
         t.append(sparkline(resample(times, vals, v.now or 0, v.window_s, cols, pinned=True)), style=ACCENT)
         lines.append(t)
+        named: set[str] = set()
         for e in eps:
-            lines.extend(endpoint_lines(e, width))
+            el = endpoint_lines(e, width)
+            g = next((g for g in groups if g.endpoint == e.url), None)
+            if g is not None and e.url not in named:  # a server with several models: its group once
+                named.add(e.url)
+                el[1:1] = group_lines(g, v.inventory, v.frame, width)
+            lines.extend(el)
+        lines.extend(others)
         set_content(self, Text("\n").join(lines))

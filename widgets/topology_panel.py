@@ -10,6 +10,8 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Static
 
+from gpuscope.core.group_paths import grouped_pairs, worst_pair
+from gpuscope.core.groups import gpus_text, group_label
 from gpuscope.core.health import mig_text
 from gpuscope.core.topology import (
     PATH_MEANING,
@@ -83,7 +85,7 @@ def link_key(v: ViewState) -> tuple[object, ...]:
     if not v.frame:
         return ()
     return tuple((r.index, r.pcie_gen, r.pcie_width, reading_busy(r, pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)))
-                 for r in v.frame.gpus)
+                 for r in v.frame.gpus) + tuple((g.server, g.port, g.gpus) for g in v.frame.groups)
 
 
 CELL = 5  # matrix cell width: labels are at most 4 characters (NV18, NODE)
@@ -120,6 +122,7 @@ def topology_lines(v: ViewState, width: int, sel: tuple[int, int] | None = None,
     cols = matrix_columns(n, width) if form == "matrix" else None
     lines: list[Text] = []
     links: list[Text] = []
+    grouped = grouped_pairs(v.frame)  # pairs inside a serving group: underlined in the matrix
     for i, d in enumerate(inv.devices):
         r = v.frame.gpus[i] if v.frame and i < len(v.frame.gpus) else None
         row = link_row(d, r.pcie_gen if r else None, r.pcie_width if r else None)
@@ -147,6 +150,8 @@ def topology_lines(v: ViewState, width: int, sel: tuple[int, int] | None = None,
             for j in range(n):
                 lab = m[i][j]
                 style = path_style(lab)
+                if (min(i, j), max(i, j)) in grouped:
+                    style = f"underline {style}"
                 if sel is not None and (i, j) == sel:
                     style = f"reverse {style}"
                 t.append(f"{lab:>{CELL}}", style=style)
@@ -172,6 +177,14 @@ def topology_lines(v: ViewState, width: int, sel: tuple[int, int] | None = None,
             t.rstrip()
             lines.append(t)
     lines += [fit_words(t, width) for t in links]
+    for g in v.frame.groups if v.frame else ():  # each serving group of two GPUs or more: its worst path
+        p = worst_pair(inv, g.gpus)
+        if p is not None:
+            t = Text(f"{group_label(g)} on {gpus_text(g.gpus)}: ")
+            t.append(p.label, style=path_style(p.label))
+            if cols is not None:
+                t.append(" (underlined)", style=DIM)
+            lines.append(fit_words(t, width))
     if n >= 2:
         a, b = sorted(sel or (0, 1))
         p = inv.pair(a, b)

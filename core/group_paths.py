@@ -1,0 +1,318 @@
+"""A serving group's path: the worst link between its GPUs, its PCIe links now, the finding when that path
+is slow (with a better placement when one exists), and its traffic per generated token. Pure functions.
+
+The findings engine calls :func:`rule_group_path` (registered in ``core/findings.py``) and passes its
+candidates through :func:`without_grouped_slow_paths`, which drops the machine-wide slow-path lines for
+pairs inside a known group: the group's own line says it in the server's words.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any
+
+from gpuscope.core.groups import gpus_text, group_label, parallel_text
+from gpuscope.core.model import EndpointReading, Frame, Inventory, PairLink, ServingGroup
+from gpuscope.core.text import clean
+from gpuscope.core.topology import PATH_RANK, best_link, pcie_capacity_bytes_per_s
+from gpuscope.core.units import NONE
+from gpuscope.core.vocab import link_label, reading_busy
+
+SLOW_PATHS = ("SYS", "NODE", "PHB")
+MAX_COMBINATIONS = 5000  # placements looked at for a better one (C(16, 4) = 1820, C(8, 4) = 70)
+PATH_SAYS = {
+    "SYS": "crosses NUMA (SYS)",
+    "NODE": "crosses PCIe host bridges in one NUMA node (NODE)",
+    "PHB": "goes through a CPU's PCIe host bridge (PHB)",
+}
+
+
+def pair_rank(p: PairLink | None) -> int:
+    """How bad a pair's path is: NVLink 0, then PIX 1 … SYS 5; unknown (no pair listed) 6."""
+    if p is None:
+        return 6
+    if p.nvlinks:
+        return 0
+    return 1 + PATH_RANK.get(p.pcie_path, 4)
+
+
+def worst_pair(inv: Inventory, gpus: Sequence[int]) -> PairLink | None:
+    """The worst-connected pair among ``gpus`` (None for fewer than two GPUs or no pair known)."""
+    worst: PairLink | None = None
+    for a, b in itertools.combinations(sorted(set(gpus)), 2):
+        p = inv.pair(a, b)
+        if p is not None and (worst is None or pair_rank(p) > pair_rank(worst)):
+            worst = p
+    return worst
+
+
+def slowest_link(frame: Frame | None, inv: Inventory, gpus: Sequence[int]) -> tuple[int | None, int | None, float | None]:
+    """(generation, width, bytes/s one direction) of the slowest PCIe link among ``gpus`` now (from the
+    frame; the best they can reach when the frame does not say)."""
+    best: tuple[int | None, int | None, float | None] = (None, None, None)
+    for i in gpus:
+        r = next((g for g in frame.gpus if g.index == i), None) if frame is not None else None
+        gen, width = (r.pcie_gen, r.pcie_width) if r is not None and not r.lost else (None, None)
+        if not gen or not width:
+            dev = next((d for d in inv.devices if d.index == i), None)
+            if dev is None:
+                continue
+            gen, width = best_link(dev)
+        cap = pcie_capacity_bytes_per_s(gen, width)
+        if cap is not None and (best[2] is None or cap < best[2]):
+            best = (gen, width, cap)
+    return best
+
+
+def path_text(inv: Inventory, frame: Frame | None, gpus: Sequence[int]) -> str:
+    """``SYS, Gen1×16`` (the worst path between the GPUs, then their slowest PCIe link now); ``NV4,
+    Gen4×16``; only the link for one GPU; ``""`` when nothing is known."""
+    parts = []
+    p = worst_pair(inv, gpus)
+    if p is not None:
+        parts.append(p.label)
+    gen, width, _cap = slowest_link(frame, inv, gpus)
+    if gen and width:
+        parts.append(link_label(gen, width))
+    return ", ".join(parts)
+
+
+def group_line(g: ServingGroup, inv: Inventory, frame: Frame | None, model: bool = True) -> str:
+    """The group in one line: ``vLLM :8000 qwen3-27b · TP=2 on GPU0+GPU1 · SYS, Gen1×16`` (without the model
+    when ``model`` is False: a panel that shows it on the line above); a group not placed says why (``· not
+    local``, ``· GPUs unknown: …``). Every word from outside is cleaned."""
+    head = group_label(g if model else replace(g, model=None))
+    if not g.local:
+        return f"{head} · not local (on another host: no processes or GPUs to show)"
+    if not g.gpus:
+        return f"{head} · GPUs unknown: {clean(g.note or 'no GPU process found', 120)}"
+    par = parallel_text(g)
+    if g.endpoint:
+        out = f"{head} · {par} on {gpus_text(g.gpus)}" if par else f"{head} · on {gpus_text(g.gpus)}"
+    else:  # a group by process: "python train.py: GPU2–GPU5"
+        out = f"{head}: {gpus_text(g.gpus)}" + (f" · {par}" if par else "")
+    path = path_text(inv, frame, g.gpus)
+    if path:
+        out += f" · {path}"
+    if g.container:
+        out += f" · {clean(g.container, 60)}"
+    return out
+
+
+# ------------------------------------------------------------------ placement
+@lru_cache(maxsize=256)
+def better_placement(inv: Inventory, gpus: tuple[int, ...], busy: frozenset[int]) -> tuple[tuple[int, ...], PairLink | None] | None:
+    """A set of as many GPUs as ``gpus`` (none of them in ``busy``: held by another group) whose worst path
+    is better than theirs: the best one, lowest indices first. None when none is better or too many sets."""
+    n = len(gpus)
+    have = pair_rank(worst_pair(inv, gpus))
+    free = [d.index for d in inv.devices if d.index not in busy or d.index in gpus]
+    if n < 2 or len(free) < n:
+        return None
+    count = 1
+    for k in range(n):  # C(len(free), n) without building it
+        count = count * (len(free) - k) // (k + 1)
+    if count > MAX_COMBINATIONS:
+        return None
+    best: tuple[int, tuple[int, ...], PairLink | None] | None = None
+    for combo in itertools.combinations(free, n):
+        p = worst_pair(inv, combo)
+        if p is None:
+            continue
+        r = pair_rank(p)
+        if r < have and (best is None or r < best[0]):
+            best = (r, combo, p)
+    return (best[1], best[2]) if best else None
+
+
+def placement_text(inv: Inventory, combo: Sequence[int], p: PairLink | None) -> str:
+    """``GPU0+GPU2 share NUMA 0 and a PCIe switch`` (what the better set has in common)."""
+    devs = [d for d in inv.devices if d.index in combo]
+    numas = {d.numa_node for d in devs}
+    numa = f"NUMA {devs[0].numa_node}" if len(numas) == 1 and devs and devs[0].numa_node is not None else ""
+    link = ""
+    if p is not None:
+        if p.nvlinks:
+            link = f"NVLink ({p.label})"
+        else:
+            link = {"PIX": "a PCIe switch", "PXB": "a tree of PCIe switches", "PHB": "a PCIe host bridge",
+                    "NODE": ""}.get(p.pcie_path, "")
+            numa = numa or ("a NUMA node" if p.pcie_path in ("PIX", "PXB", "PHB", "NODE") else "")
+    shared = " and ".join(x for x in (numa, link) if x)
+    return f"{gpus_text(combo)} share {shared}" if shared else f"{gpus_text(combo)} are better connected"
+
+
+# ------------------------------------------------------------------ the finding
+@dataclass(frozen=True, slots=True)
+class GroupPath:
+    """What the group-path rule found for one group (the engine turns it into a Candidate)."""
+
+    id: str
+    severity: str
+    subject: str
+    message: str
+    evidence: dict[str, Any]
+
+
+def group_path_findings(inv: Inventory, frames: Sequence[Frame]) -> list[GroupPath]:
+    """One finding per serving group of the newest frame whose worst path between its GPUs is slow (SYS,
+    NODE or PHB, no NVLink): ``vLLM's TP=2 all-reduce crosses NUMA (SYS), no NVLink: at most 4.0 GB/s per
+    direction now``, with a better placement where one exists. SYS is critical while the group's GPUs are
+    busy (a warning at idle), NODE/PHB a warning (info at idle)."""
+    if not frames:
+        return []
+    frame = frames[-1]
+    out = []
+    held_by: dict[int, str] = {}
+    for g in frame.groups:
+        for i in g.gpus:
+            held_by.setdefault(i, g.server)
+    for g in frame.groups:
+        if len(g.gpus) < 2:
+            continue
+        p = worst_pair(inv, g.gpus)
+        if p is None or p.nvlinks or p.pcie_path not in SLOW_PATHS:
+            continue
+        gen, width, cap = slowest_link(frame, inv, g.gpus)
+        name = clean(g.server, 40)
+        if g.tp and g.tp > 1:
+            what = f"{name}'s TP={g.tp} all-reduce"
+        elif g.pp and g.pp > 1:
+            what = f"{name}'s PP={g.pp} pipeline traffic"
+        else:
+            what = f"{name}'s traffic between {gpus_text(g.gpus)}"
+        rate = f"at most {cap / 1e9:.1f} GB/s per direction now" if cap else "bandwidth unknown"
+        if gen and width:
+            rate += f" ({link_label(gen, width)})"
+        msg = f"{what} {PATH_SAYS[p.pcie_path]}, no NVLink: {rate}"
+        others = frozenset(i for i, s in held_by.items() if i not in g.gpus)
+        better = better_placement(inv, tuple(sorted(g.gpus)), others)
+        ev: dict[str, Any] = {"server": g.server, "endpoint": g.endpoint, "gpus": list(g.gpus), "tp": g.tp,
+                              "pp": g.pp, "path": p.pcie_path, "pair": f"{p.a}-{p.b}", "expected_bytes_per_s": cap}
+        if better is not None:
+            combo, bp = better
+            msg += f"; {placement_text(inv, combo, bp)}"
+            ev["better_gpus"] = list(combo)
+            ev["better_path"] = bp.label if bp is not None else None
+        key = g.endpoint or g.server
+        busy = any(reading_busy(r, pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width))
+                   for r in frame.gpus if r.index in g.gpus and not r.lost)
+        ev["busy"] = busy
+        # SYS is critical while the group works (warning while it idles); NODE/PHB a warning (info at idle)
+        sev = ("critical" if busy else "warning") if p.pcie_path == "SYS" else ("warning" if busy else "info")
+        out.append(GroupPath(id=f"group-path:{key}:{'+'.join(str(i) for i in g.gpus)}", severity=sev,
+                             subject=f"GPU{p.a}-GPU{p.b}", message=msg, evidence=ev))
+    return out
+
+
+def rule_group_path(inv: Inventory, frames: Sequence[Frame]) -> list[Any]:
+    """The findings-engine rule (``group_path``): :func:`group_path_findings` as candidates."""
+    from gpuscope.core.findings import Candidate  # findings imports this module: import at call time
+
+    return [Candidate(f.id, "group_path", f.severity, f.subject, f.message, f.evidence,
+                      variant=f.evidence["path"] + (" busy" if f.evidence["busy"] else " idle"), basis="live") for f in group_path_findings(inv, frames)]
+
+
+def without_grouped_slow_paths(inv: Inventory, frames: Sequence[Frame], cands: list[Any]) -> list[Any]:
+    """``cands`` without the machine-wide slow-path lines for pairs inside a known serving group (its
+    ``group_path`` line speaks for them): a pair's own line is dropped; the one summary line is rebuilt
+    from the pairs left, or dropped when none is left."""
+    pairs = grouped_pairs(frames[-1] if frames else None)
+    if not pairs:
+        return cands
+    from gpuscope.core.findings import _slow_paths_summary
+
+    out = []
+    for c in cands:
+        if c.rule != "slow_path":
+            out.append(c)
+        elif c.id == "slow-paths":
+            quiet = []
+            for s in c.evidence.get("pairs", []):
+                a, _sep, b = str(s).partition("-")
+                p = inv.pair(int(a), int(b)) if a.isdigit() and b.isdigit() else None
+                if p is not None and (p.a, p.b) not in pairs:
+                    caps = [pcie_capacity_bytes_per_s(*best_link(d)) for d in inv.devices if d.index in (p.a, p.b)]
+                    quiet.append((p, min((x for x in caps if x), default=None)))
+            if quiet:
+                out.append(_slow_paths_summary(inv, quiet))
+        elif (c.evidence.get("a"), c.evidence.get("b")) not in pairs:
+            out.append(c)
+    return out
+
+
+def grouped_pairs(frame: Frame | None) -> set[tuple[int, int]]:
+    """Every pair (a < b) of GPUs inside one known group of ``frame``."""
+    out: set[tuple[int, int]] = set()
+    for g in frame.groups if frame is not None else ():
+        out |= {(a, b) for a, b in itertools.combinations(sorted(set(g.gpus)), 2)}
+    return out
+
+
+# ------------------------------------------------------------------ traffic per group
+@dataclass(frozen=True, slots=True)
+class GroupTraffic:
+    """A group's traffic now: PCIe and NVLink bytes/s summed over its GPUs, both directions (a byte between
+    two of its GPUs counts at both ends); its server's generated tok/s; interconnect bytes per generated
+    token (None while either is unknown or no token is generated)."""
+
+    pcie_bytes_per_s: float | None
+    nvlink_bytes_per_s: float | None
+    tokens_per_s: float | None
+    bytes_per_token: float | None
+
+
+def group_traffic(g: ServingGroup, frame: Frame) -> GroupTraffic:
+    """:class:`GroupTraffic` of ``g`` in ``frame`` (its endpoint's readings summed over models)."""
+    pcie = nvl = None
+    for r in frame.gpus:
+        if r.index not in g.gpus or r.lost:
+            continue
+        for attr in ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"):
+            v = getattr(r, attr)
+            if v is not None:
+                pcie = (pcie or 0.0) + v
+        for attr in ("nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"):
+            v = getattr(r, attr)
+            if v is not None:
+                nvl = (nvl or 0.0) + v
+    tok = endpoint_tokens(g, frame.endpoints)
+    moved = None if pcie is None and nvl is None else (pcie or 0.0) + (nvl or 0.0)
+    per = moved / tok if moved is not None and tok else None
+    return GroupTraffic(pcie, nvl, tok, per)
+
+
+def endpoint_tokens(g: ServingGroup, eps: Sequence[EndpointReading]) -> float | None:
+    """Generated tok/s of the group's endpoint (summed over its models); None when unknown."""
+    if not g.endpoint:
+        return None
+    rates = [e.gen_tokens_per_s for e in eps if e.url == g.endpoint and e.up and e.gen_tokens_per_s is not None]
+    return sum(rates) if rates else None
+
+
+def fmt_bytes(b: float | None) -> str:
+    """Bytes as ``1.2 GB``, ``340 MB``, ``12 kB``, ``512 B``; ``–`` for None."""
+    if b is None:
+        return NONE
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(b) >= scale:
+            v = b / scale
+            return f"{v:.1f} {unit}" if v < 100 else f"{v:.0f} {unit}"
+    return f"{b:.0f} B"
+
+
+def traffic_line(t: GroupTraffic, tokens: bool = True, per_token: bool = True) -> str:
+    """``PCIe 15.2 + NVLink – GB/s (both ways) · 55 tok/s · 276 MB/token``: traffic both ways summed over the
+    group's GPUs, then (``tokens``) its tok/s and (``per_token``) interconnect bytes per generated token."""
+    def gbs(x: float | None) -> str:
+        return NONE if x is None else f"{x / 1e9:.1f}"
+
+    out = f"PCIe {gbs(t.pcie_bytes_per_s)} + NVLink {gbs(t.nvlink_bytes_per_s)} GB/s (both ways)"
+    if tokens:
+        out += " · " + (NONE if t.tokens_per_s is None else f"{t.tokens_per_s:,.0f}") + " tok/s"
+    if per_token:
+        out += f" · {fmt_bytes(t.bytes_per_token)}/token"
+    return out

@@ -1,0 +1,83 @@
+"""Simulated servers: a scenario's [[servers]] give endpoint readings and serving groups, labelled simulated."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuscope.core.findings import evaluate
+from gpuscope.core.group_paths import group_line
+from gpuscope.sources import scenario as scenario_mod
+from gpuscope.sources.groups import WithGroups, with_groups
+from gpuscope.sources.live import open_source
+from gpuscope.sources.scenario import ScenarioError
+
+
+def _sample(name: str, at: float):
+    src = with_groups(open_source(name, virtual_at=at), name)
+    try:
+        assert isinstance(src, WithGroups)
+        return src.inventory, src.sample()
+    finally:
+        src.close()
+
+
+def test_design_story_group_tok_s_and_path():
+    inv, f = _sample("a6000-tp2-pcie-gen1", 30.0)
+    (g,) = f.groups
+    assert g.simulated and (g.server, g.port, g.tp, g.gpus, g.pids) == ("vLLM", 8000, 2, (0, 1), (2811, 2812))
+    assert group_line(g, inv, f) == "vLLM :8000 gemma-2-27b-it · TP=2 on GPU0+GPU1 · SYS, Gen1×16"
+    (e,) = f.endpoints
+    assert e.url == "http://localhost:8000" and 50 < (e.gen_tokens_per_s or 0) < 60
+    cands = evaluate(inv, [f])
+    msgs = [c.message for c in cands if c.rule == "group_path"]
+    assert msgs and msgs[0].startswith("vLLM's TP=2 all-reduce crosses NUMA (SYS), no NVLink: at most 4.0 GB/s")
+    assert not [c for c in cands if c.rule == "slow_path"]
+
+
+def test_design_story_idle_phase_has_no_tokens():
+    _inv, f = _sample("a6000-tp2-pcie-gen1", 2.0)
+    assert f.endpoints[0].gen_tokens_per_s == 0.0
+
+
+def test_mixed_4_two_groups_and_a_notebook():
+    inv, f = _sample("mixed-4", 10.0)
+    lines = [group_line(g, inv, f) for g in f.groups]
+    assert lines[0].startswith("vLLM :8000 Qwen2.5-32B-Instruct · TP=2 on GPU0+GPU1 · NV4")
+    assert lines[1].startswith("vLLM :8001 Mistral-Small-24B-Instruct-2501 · TP=2 on GPU2+GPU3 · NV4")
+    assert lines[2].startswith("python3 -m ipykernel_launcher: GPU3")
+    assert not [c for c in evaluate(inv, [f]) if c.rule == "group_path"]  # both on NVLink
+
+
+BASE = """
+name = "t"
+[[gpus]]
+count = 2
+[[phases]]
+name = "a"
+duration_s = 5
+[[processes]]
+gpus = [0, 1]
+pid = 10
+command = "python3 -m vllm.entrypoints.openai.api_server"
+"""
+
+
+@pytest.mark.parametrize("server,err", [
+    ('kind = "nope"\nport = 1\ngpus = [0]', "servers[0].kind"),
+    ('port = 0\ngpus = [0]', "servers[0].port"),
+    ('port = 80\ngpus = [5]', "servers[0].gpus"),
+    ('port = 80\ngpus = [0]\ntp = 0', "servers[0].tp"),
+    ('port = 80\ngpus = [0]\ntok_s = [1, 2]', "servers[0].tok_s"),
+    ('port = 80\ngpus = [0]\nspeed = 3', "servers[0].speed"),
+    ('port = 80\ngpus = [0]\npids = []', "servers[0].pids"),
+])
+def test_server_errors_name_the_field(tmp_path, server, err):
+    p = tmp_path / "s.toml"
+    p.write_text(BASE + "[[servers]]\n" + server + "\n")
+    with pytest.raises(ScenarioError, match=err.replace("[", r"\[").replace("]", r"\]")):
+        scenario_mod.load(str(p))
+
+
+def test_every_shipped_scenario_still_loads():
+    for name in scenario_mod.shipped():
+        scenario_mod.load(name)
