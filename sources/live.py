@@ -43,7 +43,7 @@ def open_source(simulate: str | None = None, *, pcie_mode: str = "auto", virtual
         src = NvmlSource(fake, label="SIMULATED", simulated=True, scenario=sc.name, host=sc.host,
                          pcie_mode=pcie_mode,
                          clock=(lambda: wall0 + fake.clock()) if clock is not None else time.time,
-                         xid_thread=clock is None)  # a virtual clock: Xids taken in sample(), deterministically
+                         )  # Xids taken in sample() (a virtual clock: deterministically)
     else:
         src = NvmlSource(label="LIVE", pcie_mode=pcie_mode)
     try:

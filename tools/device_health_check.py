@@ -278,7 +278,8 @@ def gpuscope_reading(nvml: Any, label: str, simulated: bool) -> None:
             f2 = src.sample()
         cpu = (time.process_time() - c0) / ticks * 1000
         wall = (time.perf_counter() - t_open) / ticks * 1000
-        print(f"    Xid thread: {'running' if src._xid_thread is not None else 'not started'}; notes: "
+        how = "thread" if src._xid_thread is not None else "polled each tick" if src._event_set is not None else "not watched"
+        print(f"    Xid events: {how}; notes: "
               + ("; ".join(e.text for e in f.events if e.kind == "note") or "none"))
         print(f"    a tick after the first (slow ticks included): {cpu:.2f} ms CPU, {wall:.1f} ms wall (whole process)")
         print(f"    {'GPU':<4}{'memory info':>12}{'used MiB':>10}{'resv MiB':>10}{'ECC c/u vol':>13}{'ECC c/u agg':>13}"
