@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-DEMO = next((Path(__file__).parent.parent / "recordings").glob("*.jsonl.gz"))
+DEMO = next((ROOT / "recordings").glob("*.jsonl.gz"))
 
 
 def damaged_copy(tmp_path: Path, every: int) -> Path:

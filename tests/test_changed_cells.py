@@ -3,7 +3,7 @@ comparing the two strips cell by cell."""
 
 from __future__ import annotations
 
-from conftest import examples
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.segment import Segment

@@ -12,7 +12,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import examples, run_frames, sim_source
+from helpers import examples, run_frames, sim_source
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

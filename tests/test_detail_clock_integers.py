@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import run_frames, sim_source
+from helpers import run_frames, sim_source
 
 from gpuscope.core.session import Session
 from gpuscope.tui.screens import detail_number

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from conftest import run_frames, sim_source
+from helpers import run_frames, sim_source
 
 from gpuscope.cli.record import endpoint_changes
 from gpuscope.core.model import EndpointReading

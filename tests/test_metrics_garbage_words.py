@@ -10,7 +10,7 @@ import re
 import threading
 
 import pytest
-from conftest import examples, wait_for
+from helpers import examples, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-DEMO = str(next((Path(__file__).parent.parent / "recordings").glob("*.jsonl.gz")))
+DEMO = str(next((ROOT / "recordings").glob("*.jsonl.gz")))
 
 
 @pytest.mark.parametrize("command", [

@@ -6,8 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import MOSQUITTO, Broker, until
-from test_mqtt import host_of
+from helpers import MOSQUITTO, Broker, host_of, until
 
 from gpuscope.cli.agent import connection_note
 from gpuscope.sources.mqtt import Subscriber, parse_broker

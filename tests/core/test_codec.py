@@ -4,7 +4,7 @@ import dataclasses
 import json
 
 import pytest
-from conftest import examples
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

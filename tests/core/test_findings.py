@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import run_frames, sim_source
+from helpers import run_frames, sim_source
 
 from gpuscope.core.findings import (
     FindingsEngine,

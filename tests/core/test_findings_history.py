@@ -5,10 +5,9 @@ and ``summary`` compared with what the live engine showed at the same moments.""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
-from conftest import run_frames, sim_source
+from helpers import ROOT, run_frames, sim_source
 
 from gpuscope.core.findings import (
     Finding,
@@ -35,7 +34,7 @@ from gpuscope.sources.nvml import NvmlSource
 from gpuscope.sources.recording import Recorder, open_recording
 from gpuscope.sources.simnvml import SimNvml
 
-DEMO = Path(__file__).resolve().parents[1] / "recordings" / "h200-2gpu-load-phases.jsonl.gz"
+DEMO = ROOT / "recordings" / "h200-2gpu-load-phases.jsonl.gz"
 
 
 def dev(i=0, name="NVIDIA T", width=16, numa=0, nvlinks=0, version=6, arch=None, field_rate=None, gen_max=4):
@@ -467,7 +466,7 @@ class _ListSink:
 def test_a_recording_started_mid_session_knows_the_findings_already_raised():
     """`r` in the TUI 30 s into the design story: the file's first frame carries every raised finding
     with its true start, so summary lists them (it said "findings: none")."""
-    from conftest import run_frames, sim_source
+    from helpers import run_frames, sim_source
 
     from gpuscope.core.session import Session
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_frames, sim_source
+from helpers import run_frames, sim_source
 
 from gpuscope.cli.report import render_summary
 from gpuscope.cli.topo import LEVEL_COLOR, label_color, render_text, topo_json

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import examples
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +27,7 @@ from gpuscope.sources import recording as recmod
 from gpuscope.sources.recording import Recorder, RecordingError, open_recording
 
 GPUSCOPE = [sys.executable, "-m", "gpuscope"]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess[str]:
@@ -423,7 +423,7 @@ MOSQUITTO = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if os.path.exist
 @pytest.mark.skipif(MOSQUITTO is None, reason="mosquitto not installed")
 @pytest.mark.parametrize("open_host", [False, True], ids=["fleet", "remote-from-fleet"])
 def test_fleet_and_remote_exit_when_their_terminal_goes_away(tmp_path, open_host):
-    from test_mqtt import Broker
+    from helpers import Broker
 
     b = Broker(tmp_path)
     agent = subprocess.Popen([*GPUSCOPE, "agent", "--simulate", "mixed-4", "--broker", b.url],

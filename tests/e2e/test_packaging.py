@@ -6,15 +6,15 @@ import subprocess
 import sys
 import zipfile
 from importlib import metadata
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 
 @pytest.mark.slow
 def test_wheel_adds_only_the_gpuscope_package(tmp_path):
     """Build the wheel as pip would and look inside: nothing generic lands in site-packages."""
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
                           str(tmp_path), str(root)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -39,7 +39,7 @@ def test_test_only_packages_are_not_imported_at_run_time():
     text format itself, sources/prometheus.py)."""
     import ast
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     for layer in ("pkg", "core", "cli", "sources", "widgets", "tui"):
         for path in (root / layer).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from conftest import run_frames, sim_source
+from helpers import run_frames, sim_source
 
 from gpuscope.cli import logs
 from gpuscope.cli import main as cli_main

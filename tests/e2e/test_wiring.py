@@ -8,7 +8,16 @@ import re
 import threading
 
 import pytest
-from conftest import Tmux, gpuscope_cmd, needs_mosquitto, needs_tmux, run_frames, sim_source, wait_for
+from helpers import (
+    FIXTURES,
+    Tmux,
+    gpuscope_cmd,
+    needs_mosquitto,
+    needs_tmux,
+    run_frames,
+    sim_source,
+    wait_for,
+)
 
 from gpuscope.core.session import Session
 from gpuscope.sources.recording import Recorder
@@ -108,14 +117,13 @@ def test_fleet_screen_picks_a_host_and_opens_its_full_view(broker):
 
 async def test_inference_panel_shows_real_endpoint_readings():
     """The inference panel with readings from the endpoint tracker over a real vLLM capture."""
-    from pathlib import Path
 
     from gpuscope.core.model import EndpointReading
     from gpuscope.sources.endpoint import EndpointTracker
     from gpuscope.tui.app import GpuscopeApp
     from gpuscope.widgets.inference_panel import InferencePanel
 
-    text = (Path(__file__).parent / "fixtures" / "inference" / "vllm_v1.txt").read_text()
+    text = (FIXTURES / "inference" / "vllm_v1.txt").read_text()
     tr = EndpointTracker(url="http://gpu1:8000")
     tr.feed(0.0, text)
     tr.feed(10.0, re.sub(r"^(vllm:generation_tokens_total\{[^}]*\}) ([0-9.e+]+)$",

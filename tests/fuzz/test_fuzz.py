@@ -15,7 +15,7 @@ import random
 from pathlib import Path
 
 import pytest
-from conftest import examples
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,7 +34,7 @@ from gpuscope.sources.scenario import ScenarioError, load, shipped
 
 def fuzz(n: int) -> settings:
     """Deterministic (fixed seed), bounded, no example database: the same run in CI and here (``n``
-    examples; fewer, never under 50, on .ci/run's fast tiers: conftest.examples)."""
+    examples; fewer, never under 50, on .ci/run's fast tiers: helpers.examples)."""
     return settings(derandomize=True, deadline=None, database=None, max_examples=examples(n),
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
@@ -304,7 +304,7 @@ def test_hostile_metrics_reach_the_inference_panel_clean(name, seed, hostile, nu
     from gpuscope.widgets.inference_panel import endpoint_lines, header_line
 
     rnd = random.Random(seed)
-    base = (Path(__file__).parent / "fixtures" / "inference" / name).read_text()
+    base = (Path(__file__).parents[1] / "fixtures" / "inference" / name).read_text()
     tr = EndpointTracker("http://127.0.0.1:1/metrics")
     for t in (0.0, 1.0, 2.0):  # three scrapes: rates exist from the second
         tr.feed(t, _mutate_metrics(base, rnd, hostile, numbers))

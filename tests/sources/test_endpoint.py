@@ -7,10 +7,9 @@ import re
 import socket
 import threading
 import time
-from pathlib import Path
 
 import pytest
-from conftest import examples, wait_for
+from helpers import FIXTURES, examples, wait_for
 
 from gpuscope.sources.endpoint import (
     EndpointPoller,
@@ -25,7 +24,7 @@ from gpuscope.sources.endpoint import (
 )
 from gpuscope.sources.live import parse_headers
 
-FIX = Path(__file__).parent / "fixtures" / "inference"
+FIX = FIXTURES / "inference"
 
 
 @pytest.mark.parametrize("name,kind", [

@@ -158,7 +158,7 @@ def test_probe_state(reading, probe, want):
 def test_replays_fast_decode_agrees_with_the_checked_one(tmp_path, ep, want):
     import gzip
 
-    from conftest import sim_source
+    from helpers import sim_source
 
     from gpuscope.core.codec import inventory_to_dict
     from gpuscope.sources.recording import open_recording

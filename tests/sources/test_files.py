@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from gpuscope.sources.files import not_writable_as_file
 
-DEMO = str(next((Path(__file__).parent.parent / "recordings").glob("*.jsonl.gz")))
+DEMO = str(next((ROOT / "recordings").glob("*.jsonl.gz")))
 
 
 def test_not_writable_as_file_names_a_directory(tmp_path):

@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 
 import pytest
-from conftest import needs_mosquitto, run_frames, sim_source, until
-from test_mqtt import host_of
+from helpers import host_of, needs_mosquitto, publish, run_frames, sim_source, until
 
 from gpuscope.core.session import Session
 from gpuscope.core.summary import SCHEMA, SummaryPacer, summarise
 from gpuscope.sources.mqtt import Publisher, Subscriber, parse_broker
 
 pytestmark = needs_mosquitto
-
-def publish(port: int, msgs: list[tuple[str, bytes, bool]], qos: int = 1) -> None:
-    """Publish (topic, payload, retain) messages from a plain client, each acknowledged (QoS 1)."""
-    import aiomqtt
-
-    async def go() -> None:
-        async with aiomqtt.Client("127.0.0.1", port) as c:
-            for t, p, r in msgs:
-                await c.publish(t, p, qos=qos, retain=r)
-
-    asyncio.run(go())
-
 
 def summary(host: str, seq: int, t: float | None = None, **kw: object) -> bytes:
     return json.dumps({"schema": SCHEMA, "host": host, "t": time.time() if t is None else t, "seq": seq, "gpus": 8,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_frames, sim_source
+from helpers import run_frames, sim_source
 
 from gpuscope.sources import recording as recording_mod
 from gpuscope.sources.recording import Recorder, RecordingError, open_recording

@@ -11,15 +11,11 @@ import subprocess
 import sys
 
 import pytest
-from conftest import Broker, free_port, needs_mosquitto, run_frames, sim_source, wait_for
+from helpers import Broker, free_port, host_of, needs_mosquitto, run_frames, sim_source, wait_for
 
 from gpuscope.sources.mqtt import BrokerError, Publisher, Subscriber, parse_broker
 
 pytestmark = needs_mosquitto
-
-
-def host_of(sub, name):
-    return next((h for h in sub.snapshot() if h.host == name), None)
 
 
 def test_round_trip_and_retained_inventory_for_a_late_viewer(broker):

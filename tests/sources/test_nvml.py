@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pynvml
 import pytest
-from conftest import run_frames, sim_source
+from helpers import run_frames, sim_source
 
 from gpuscope.sources import nvml as nvml_mod
 from gpuscope.sources.nvml import NvmlSource, NvmlUnavailable

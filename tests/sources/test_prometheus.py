@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import run_frames, sim_source
+from helpers import run_frames, sim_source
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
@@ -44,7 +44,7 @@ from gpuscope.sources.prometheus import (
     skipped_ticks,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "docs" / "prometheus-alerts.yml"
 DCGM_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname"}
 
@@ -644,7 +644,7 @@ def test_agent_exporter_survives_a_flood_without_delaying_ticks():
 @pytest.mark.skipif(shutil.which("mosquitto") is None and not os.path.exists("/usr/sbin/mosquitto"),
                     reason="mosquitto not installed (.ci/run installs it)")
 def test_agent_serves_prometheus_beside_the_broker(tmp_path):
-    from test_mqtt import Broker
+    from helpers import Broker
 
     from gpuscope.sources.mqtt import Subscriber, parse_broker
 

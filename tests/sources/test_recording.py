@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import examples, run_frames, sim_source, wait_for
+from helpers import examples, run_frames, sim_source, wait_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import examples, run_frames, sim_source
+from helpers import examples, run_frames, sim_source
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import gzip
 import shutil
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from gpuscope.sources.scenario import ScenarioError, load, looks_like_recording
 
-DEMO = next((Path(__file__).parent.parent / "recordings").glob("*.jsonl.gz"))
+DEMO = next((ROOT / "recordings").glob("*.jsonl.gz"))
 
 
 @pytest.mark.parametrize(("head", "want"), [

@@ -7,9 +7,9 @@ import http.server
 import threading
 import time
 from collections import deque
-from pathlib import Path
 
 import pytest
+from helpers import FIXTURES
 
 from gpuscope.sources.endpoint import (
     EndpointPoller,
@@ -23,7 +23,7 @@ from gpuscope.sources.endpoint import (
     trim_window,
 )
 
-FIX = Path(__file__).parent / "fixtures" / "inference"
+FIX = FIXTURES / "inference"
 VLLM032 = (FIX / "vllm_0.32.0_v1_cpu_load.txt").read_text()
 GEN = 'vllm:generation_tokens_total{engine="0",model_name="tiny"}'
 PROMPT = 'vllm:prompt_tokens_total{engine="0",model_name="tiny"}'

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import pilot_until as until
-from conftest import run_frames, sim_source
+from helpers import pilot_until as until
+from helpers import run_frames, sim_source
 from rich.cells import cell_len
 
 from gpuscope.core.session import Session

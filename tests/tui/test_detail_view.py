@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import run_frames, sim_source
+from helpers import run_frames, sim_source
 from rich.cells import cell_len
 from rich.text import Text
 

@@ -8,9 +8,8 @@ import json
 import time
 
 import pytest
-from conftest import needs_mosquitto, run_frames, sim_source, wait_for
+from helpers import needs_mosquitto, publish, run_frames, sim_source, wait_for
 from rich.cells import cell_len
-from test_fleet_mqtt import publish
 
 from gpuscope.core.session import Session
 from gpuscope.core.summary import SCHEMA, finding_hints, summarise, summary_from_dict, summary_to_dict

@@ -3,7 +3,7 @@ the message line still said "+4s phase: idle" (tmux, 80Ã—24, keys space n n N â†
 
 from __future__ import annotations
 
-from conftest import pilot_until as until
+from helpers import pilot_until as until
 
 from gpuscope.core.session import Session
 from gpuscope.sources.recording import open_recording

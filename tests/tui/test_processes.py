@@ -10,7 +10,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import run_frames, sim_source
+from helpers import run_frames, sim_source
 from rich.cells import cell_len
 
 from gpuscope.core.codec import frame_from_dict, frame_to_dict

@@ -4,7 +4,7 @@ bottom of every GPU panel (tmux, the bundled demo at 120×40)."""
 
 from __future__ import annotations
 
-from conftest import pilot_until as until
+from helpers import pilot_until as until
 
 from gpuscope.core.session import Session
 from gpuscope.sources.recording import open_recording

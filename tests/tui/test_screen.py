@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import run_frames, sim_source
+from helpers import run_frames, sim_source
 from rich.cells import cell_len
 from rich.text import Text
 
@@ -26,7 +26,7 @@ from gpuscope.widgets.fit import fit_segments, fit_words, key_names, short_affin
 from gpuscope.widgets.gpu_table import table_columns
 from gpuscope.widgets.keybar import key_hints
 
-SCENARIOS = sorted(p.stem for p in (Path(__file__).parent.parent / "sources" / "scenarios").glob("*.toml"))
+SCENARIOS = sorted(p.stem for p in (Path(__file__).parents[2] / "sources" / "scenarios").glob("*.toml"))
 SIZES = [(80, 24), (100, 30), (120, 40), (160, 50), (200, 60), (60, 20)]
 BORDER = "│╮╯┃"
 # a value cut at the edge: a digit or unit glued to a border, or a number left ending in its decimal point

@@ -8,8 +8,8 @@ import signal
 import sys
 
 import pytest
-from conftest import Tmux, expect_exit, gpuscope_cmd, needs_tmux, run_frames, sim_source
-from conftest import pilot_until as until
+from helpers import Tmux, expect_exit, gpuscope_cmd, needs_tmux, run_frames, sim_source
+from helpers import pilot_until as until
 from textual.widgets import Input
 
 from gpuscope.core.session import Session

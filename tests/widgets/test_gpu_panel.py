@@ -7,7 +7,7 @@ import re
 from dataclasses import replace
 
 import pytest
-from conftest import run_frames, sim_source
+from helpers import run_frames, sim_source
 
 from gpuscope.core.boards import has_hbm, memory_temp_label
 from gpuscope.core.session import Session

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import examples
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -119,16 +119,12 @@ async def test_line_widgets_draw_what_textual_draws(scenario, size, compact):
     """LineWidget.render_lines puts content rows together itself: every row, for whole widgets and for
     crops of a few rows and columns, focused and not, must be Textual's own row (Widget.render_lines)."""
     import random
-    import sys
-    from pathlib import Path
 
+    from helpers import make_app
     from textual.geometry import Region
     from textual.widget import Widget
 
     from gpuscope.widgets.lines import LineWidget
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_tui import make_app
 
     app = make_app(scenario, 0, 30, compact=compact)
     rnd = random.Random(7)

@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import run_frames, sim_source
+from helpers import run_frames, sim_source
 
 from gpuscope.core import catalogue
 from gpuscope.core.history import resample

@@ -100,11 +100,8 @@ async def test_partial_updates_leave_the_screen_as_a_full_redraw_would(size: tup
     """Change a few cells in two GPU panels (or table rows) far apart; apply the partial update Textual
     sends (with both replacements installed) to the screen as it was: it must read exactly like a full
     redraw of the new screen, and it must have been rendered from the changed rows only."""
-    import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_tui import make_app
+    from helpers import make_app
 
     from gpuscope.widgets.lines import LineWidget
 

@@ -11,7 +11,7 @@ import sys
 import threading
 
 import pytest
-from conftest import Tmux, needs_tmux, wait_for
+from helpers import Tmux, needs_tmux, wait_for
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.drivers.linux_driver import LinuxDriver
 

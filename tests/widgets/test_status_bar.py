@@ -47,11 +47,8 @@ def test_stale_text(age: float, interval: float, want: str) -> None:
 async def test_header_says_when_samples_stop_and_clears_when_they_return() -> None:
     """With the clock in whole minutes, a stalled sampler must not look like an idle machine: the app's
     check (every 2 s) puts "no sample for …" in the header; the next sample takes it away."""
-    import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_tui import make_app
+    from helpers import make_app
 
     from gpuscope.widgets.status_bar import StatusBar
 

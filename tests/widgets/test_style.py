@@ -4,7 +4,7 @@ sparkline(resample(...)) draws (the reference), for windows with gaps, NaNs, zer
 from __future__ import annotations
 
 import numpy as np
-from conftest import examples
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -14,7 +14,7 @@ import pytest
 from gpuscope.widgets import textual_private
 from gpuscope.widgets.textual_private import SWITCH, WRITTEN_FOR, applies
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("version, environ, expected", [

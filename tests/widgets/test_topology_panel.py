@@ -5,7 +5,7 @@ a legend already on screen is nothing new (120×40, `gpuscope --simulate power-c
 from __future__ import annotations
 
 import pytest
-from conftest import run_frames, sim_source
+from helpers import run_frames, sim_source
 
 from gpuscope.core.session import Session
 from gpuscope.core.view import ViewState
