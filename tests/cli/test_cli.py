@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from helpers import ROOT
+
+from gpuscope.cli.main import EXIT_USAGE, build_parser, main
 
 
 def gs(*args, env=None, input=None, timeout=60):
@@ -157,3 +162,133 @@ def test_compare_says_points_for_percentages_and_per_cent_for_quantities(a, b, u
     from gpuscope.cli.report import _pct, _points
 
     assert (_points(a, b) if unit == "%" else _pct(a, b)) == change
+
+
+@pytest.mark.parametrize(("argv", "want"), [
+    (["export", "r.jsonl.gz", "--json", "out.json"], "unrecognized arguments: --json out.json"),
+    (["export", "r.jsonl.gz", "--csv", "a.csv", "--json", "b"], "unrecognized arguments: --json b"),
+    (["export", "r.jsonl.gz", "--xlsx=out.xlsx"], "unrecognized arguments: --xlsx=out.xlsx"),
+    (["summary", "--bogus"], "unrecognized arguments: --bogus"),
+    (["compare", "a", "--csv", "x"], "unrecognized arguments: --csv"),  # x is taken as B
+    (["record", "--bogus"], "unrecognized arguments: --bogus"),
+    (["replay", "--nope"], "unrecognized arguments: --nope"),
+    (["agent", "--x"], "unrecognized arguments: --x"),
+    (["topo", "--x"], "unrecognized arguments: --x"),
+    (["--x"], "unrecognized arguments: --x"),
+    # what is missing is still said when nothing is unknown
+    (["export", "r.jsonl.gz"], "one of the arguments --csv --parquet is required"),
+    (["summary"], "the following arguments are required: file"),
+    (["compare", "a", "--json"], "the following arguments are required: b"),
+    (["record"], "the following arguments are required: -o/--output"),
+    (["export", "r.jsonl.gz", "--csv"], "argument --csv: expected one argument"),
+    (["record", "-o", ""], "argument -o/--output: an empty path names no file"),  # was ". is a directory"
+    (["export", "r.jsonl.gz", "--csv", " "], "argument --csv: an empty path names no file"),
+])
+def test_unknown_flags_are_called_unknown(capsys, argv, want):
+    """An unknown flag is reported as unknown (argparse's "unrecognized arguments", exit 2, one line), before any
+    required argument it may have stood in for: ``export FILE --json OUT`` must not say that one of --csv
+    --parquet is required."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == EXIT_USAGE
+    assert err.count("\n") == 1 and err.startswith(f"gpuscope: error: {want} (see `gpuscope"), err
+
+
+def test_the_unknown_flag_check_puts_required_back(capsys):
+    """An unknown flag is reported as unknown (argparse's "unrecognized arguments", exit 2, one line), before any
+    required argument it may have stood in for: ``export FILE --json OUT`` must not say that one of --csv
+    --parquet is required.
+
+    The check relaxes 'required' for a moment: the same parser must require it again afterwards."""
+    export = build_parser()["export"]
+    assert export.unknown_arguments(["r.jsonl.gz", "--json", "x"]) == ["--json", "x"]
+    with pytest.raises(SystemExit):
+        export.parse_args(["r.jsonl.gz"])
+    assert "one of the arguments --csv --parquet is required" in capsys.readouterr().err
+    assert export.parse_args(["r.jsonl.gz", "--csv", "o.csv"]).csv == "o.csv"
+
+
+@pytest.mark.parametrize(("argv", "want"), [
+    (["summry", "r.jsonl.gz"], "unknown command 'summry': did you mean 'summary'?"),
+    (["bogus"], "unknown command 'bogus': commands are topo, scenarios, record"),
+    (["reccord", "-o", "x"], "did you mean 'record'?"),
+    (["\x1b]0;title\x07top"], "unknown command 'top'"),  # cleaned before it reaches the terminal
+])
+def test_an_unknown_command_is_called_a_command(capsys, argv, want):
+    """An unknown command is called an unknown command (with the nearest one, or the list), never an unknown
+    flag, in one line with its escape sequences cleaned."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert want in err and err.count("\n") == 1 and "\x1b" not in err and "unrecognized" not in err
+
+
+@pytest.mark.parametrize("word", ["", "--simulate", "-h", "summary", "record", "agent"])
+def test_commands_and_flags_are_not_unknown_commands(word):
+    """A command, a flag or nothing at all is never taken for an unknown command."""
+    from gpuscope.cli.main import unknown_command
+
+    assert unknown_command(word) is None
+
+
+DEMO = next((ROOT / "recordings").glob("*.jsonl.gz"))
+
+
+def damaged_copy(tmp_path: Path, every: int) -> Path:
+    """The demo with every ``every``-th frame's GPU list replaced by a number (the validation gate fails)."""
+    out, k = [], 0
+    for ln in gzip.open(DEMO, "rt").read().splitlines():
+        if '"gpus":[' in ln:
+            if k % every == 0:
+                ln = ln.replace('"gpus":[', '"gpus":7,"g":[', 1)
+            k += 1
+        out.append(ln)
+    p = tmp_path / f"damaged-{every}.jsonl.gz"
+    with gzip.open(p, "wt") as f:
+        f.write("\n".join(out) + "\n")
+    return p
+
+
+def gpuscope(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpuscope", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("command", [["summary", "{f}"], ["export", "{f}", "--csv", "{out}"],
+                                     ["compare", str(DEMO), "{f}"]])
+def test_every_frame_damaged_is_one_error(tmp_path, command):
+    """A recording whose every frame is damaged (valid JSON, wrong types) is one error for summary, export and
+    compare, not "0 frames" with exit 0 (new-user trial); one with some damaged frames still opens and says
+    how many, in one readable line."""
+    f = damaged_copy(tmp_path, 1)
+    out = gpuscope(*[a.replace("{f}", str(f)).replace("{out}", str(tmp_path / "o.csv")) for a in command])
+    assert out.returncode == 1, out
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no frame can be read" in lines[0] and "frame.gpus" in lines[0], out.stderr
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_some_damaged_frames_still_open_in_one_line(tmp_path):
+    """A recording whose every frame is damaged (valid JSON, wrong types) is one error for summary, export and
+    compare, not "0 frames" with exit 0 (new-user trial); one with some damaged frames still opens and says
+    how many, in one readable line."""
+    f = damaged_copy(tmp_path, 3)  # a third of the frames
+    out = gpuscope("summary", str(f))
+    assert out.returncode == 0, out.stderr
+    problems = [ln for ln in out.stdout.splitlines() if ln.startswith("problems:")]
+    assert len(problems) == 1 and "more" in problems[0] and len(problems[0]) < 1200, problems
+
+
+def test_export_and_compare_say_an_input_was_cut_off(tmp_path):
+    """A recording whose every frame is damaged (valid JSON, wrong types) is one error for summary, export and
+    compare, not "0 frames" with exit 0 (new-user trial); one with some damaged frames still opens and says
+    how many, in one readable line.
+
+    `summary` said a file was cut off; export and compare said nothing (their means are of what survived)."""
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(DEMO.read_bytes()[:5000])
+    out = gpuscope("export", str(cut), "--csv", str(tmp_path / "o.csv"))
+    assert out.returncode == 0 and "cut off" in out.stderr and out.stderr.count("\n") == 2, out.stderr
+    out = gpuscope("compare", str(DEMO), str(cut))
+    assert out.returncode == 0 and any(ln.startswith("note: B:") and "cut off" in ln for ln in out.stdout.splitlines())

@@ -1,5 +1,4 @@
-"""The "no room" messages of t and P fit an 80-column terminal whole: at 80×24 the line ended in
-"…or run…" and "…open a…", the advice cut off (tmux, gpuscope --simulate idle-downshift, key t; trial2)."""
+"""The App (tui/app.py) with Pilot: its messages and keys at the edges of the screen."""
 
 from __future__ import annotations
 
@@ -27,6 +26,8 @@ def make_app(scenario: str, start: float, end: float) -> GpuscopeApp:
     ("h200-nvswitch-8", "P", 14, "detail (1-8)"),
 ])
 async def test_no_room_message_fits_80_columns(scenario, key, rows, advice):
+    """The "no room" messages of t and P fit an 80-column terminal whole: at 80×24 the line ended in "…or run…"
+    and "…open a…", the advice cut off (tmux, gpuscope --simulate idle-downshift, key t; trial2)."""
     app = make_app(scenario, 0, 20)
     async with app.run_test(size=(80, rows)) as pilot:
         await pilot.pause()

@@ -7,6 +7,7 @@ sleeps) and compare the composed screen with the detail view's own lines, live a
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -15,8 +16,10 @@ from rich.cells import cell_len
 from rich.text import Text
 
 from gpuscope.core import catalogue
+from gpuscope.core.model import DeviceInfo, GpuReading
 from gpuscope.core.session import Session
 from gpuscope.tui.app import GpuDetailScreen, GpuscopeApp
+from gpuscope.tui.screens import detail_number, detail_top, round_up_2
 from gpuscope.widgets.detail_graphs import LABEL_MIN, graph_block, graph_heights, graph_labels, label_width
 from gpuscope.widgets.processes_panel import fmt_mem
 from gpuscope.widgets.style import BAR_FULL, SPARK
@@ -206,3 +209,103 @@ async def test_spare_rows_go_to_the_graphs(size: tuple[int, int], scenario: str)
         assert "↑↓ scroll" not in screen_lines(app)[-1]
         text = "\n".join(lines)
         assert "memory used GiB" in text and " GB " not in text
+
+
+@pytest.mark.parametrize(("x", "unit", "ceiling", "want"), [
+    (1754.0, "MHz", False, "1754"),  # was 1754.0
+    (1754.4, "MHz", False, "1754"),  # a cell's mean: still a whole number
+    (1754.6, "MHz", False, "1755"),
+    (1980.0, "MHz", True, "1980"),
+    (1979.5, "MHz", True, "1980"),  # a ceiling from the data's peak (no clock max known)
+    (0.0, "MHz", False, "0"),
+    (None, "MHz", False, "–"),
+    (float("nan"), "MHz", False, "–"),
+    (45.25, "%", False, "45.2"),  # other readings keep one decimal
+    (100.0, "%", True, "100"),
+    (349.0, "W", False, "349.0"),
+    (31.5, "GB/s", True, "31.5"),
+    (None, "W", False, "–"),
+])
+def test_detail_number(x, unit, ceiling, want):
+    """The detail view (``d``) printed clocks with a decimal ("now 1754.0  peak 1980.0", new-user trial): clocks
+    (MHz) are whole numbers everywhere; other readings keep their one decimal."""
+    assert detail_number(x, unit, ceiling=ceiling) == want
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_the_detail_view_shows_clocks_as_whole_numbers(size):
+    """The detail view (``d``) printed clocks with a decimal ("now 1754.0  peak 1980.0", new-user trial): clocks
+    (MHz) are whole numbers everywhere; other readings keep their one decimal."""
+    from textual.widgets import Static
+
+    from gpuscope.tui.app import GpuDetailScreen, GpuscopeApp
+
+    src = sim_source("h200-nvswitch-8")
+    session = Session(src.inventory, interval_s=1.0)
+    for f in run_frames(src, 0, 30):
+        session.ingest(f)
+    app = GpuscopeApp(session, None, label="SIMULATED", interval_s=1.0, compact=False)
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("1")
+        for _ in range(200):
+            if isinstance(app.screen, GpuDetailScreen):
+                break
+            await pilot.pause(0.02)
+        assert isinstance(app.screen, GpuDetailScreen)
+        await pilot.pause()
+        lines = str(app.screen.query_one("#detail", Static).content).split("\n")
+    k = next(i for i, ln in enumerate(lines) if ln.startswith("SM clock MHz"))
+    mine = lines[k:k + 2] + [ln for ln in lines[k + 2:k + 3] if ln.startswith("scale")]
+    words = " ".join(ln[:40] for ln in mine)  # its labels: title (with the scale when folded), now/peak, scale
+    assert re.search(r"now \d+  peak \d+\b", words), words
+    assert re.search(r"0–\d+\b", words), words
+    assert not re.search(r"\d\.\d", words), words  # no decimal anywhere in a clock's labels
+    assert any(re.search(r"now \d+\.\d  peak", ln) for ln in lines), lines  # other readings keep theirs
+
+
+A100 = DeviceInfo(index=2, name="NVIDIA A100 80GB PCIe", uuid="u", bus_id="b", memory_total_bytes=80 * 2**30,
+                  sm_clock_max_mhz=1410, power_limit_w=300.0, pcie_gen_gpu_max=4, pcie_width_gpu_max=16,
+                  pcie_gen_sys_max=4, pcie_width_sys_max=16)
+LOST = GpuReading(index=2, lost=True)
+LIVE = GpuReading(index=2, mem_total_bytes=40 * 2**30, pcie_gen=1, pcie_width=16)
+
+
+@pytest.mark.parametrize(("metric", "reading", "peak", "want"), [
+    ("mem_used", LOST, 70.0, 80.0),      # was 70.0 (the peak)
+    ("mem_used", None, 70.0, 80.0),
+    ("mem_used", LIVE, 30.0, 40.0),      # a reading's own size wins
+    ("pcie_tx", LOST, 1.02678, 31.5),    # was 1.02678: Gen4×16 is the best this link trains to
+    ("pcie_rx", None, 2.57, 31.5),
+    ("pcie_rx", LIVE, 2.57, 4.0),        # the trained link (Gen1×16), not the best one
+    ("power", LOST, 246.3, 300.0),
+    ("sm_clock", LOST, 1320.0, 1410.0),
+    ("temp", LOST, 66.0, 100.0),
+])
+def test_detail_top_of_a_lost_gpu(metric, reading, peak, want):
+    """A lost GPU's detail graphs keep their ceilings from the inventory: its last reading has no memory size and
+    no link, so the scales fell back to the window's peak ("memory used 0–70" on an 80 GiB A100, drawn full
+    height; "PCIe TX 0–1.02678" drawn full height for 1.0 of 31.5 GB/s). gpuscope --simulate gpu-lost, key 3,
+    120×40 (trial2)."""
+    assert detail_top(metric, A100, reading, peak) == want
+
+
+def test_pcie_without_any_link_facts_falls_back_to_a_round_peak():
+    """A lost GPU's detail graphs keep their ceilings from the inventory: its last reading has no memory size and
+    no link, so the scales fell back to the window's peak ("memory used 0–70" on an 80 GiB A100, drawn full
+    height; "PCIe TX 0–1.02678" drawn full height for 1.0 of 31.5 GB/s). gpuscope --simulate gpu-lost, key 3,
+    120×40 (trial2)."""
+    bare = DeviceInfo(index=0, name="x", uuid="u", bus_id="b")
+    top = detail_top("pcie_tx", bare, LOST, 1.02678)
+    assert top == 1.1 and detail_number(top, "GB/s", ceiling=True) == "1.1"
+
+
+@pytest.mark.parametrize(("x", "want"), [
+    (1.02678, 1.1), (2.57321, 2.6), (70.0, 70.0), (257.3, 260.0), (99.0, 99.0), (100.0, 100.0),
+    (0.013, 0.013), (0.0131, 0.014), (0.0, 0.0), (-3.0, -3.0), (float("inf"), float("inf")),
+])
+def test_round_up_2(x, want):
+    """A lost GPU's detail graphs keep their ceilings from the inventory: its last reading has no memory size and
+    no link, so the scales fell back to the window's peak ("memory used 0–70" on an 80 GiB A100, drawn full
+    height; "PCIe TX 0–1.02678" drawn full height for 1.0 of 31.5 GB/s). gpuscope --simulate gpu-lost, key 3,
+    120×40 (trial2)."""
+    assert round_up_2(x) == want

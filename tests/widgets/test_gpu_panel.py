@@ -1,5 +1,4 @@
-"""A GPU panel's first line used "mem" twice: memory temperature ("mem 70°C") and memory use ("mem 60.0/141
-GiB") (new-user trial). The temperature is now "HBM" on an HBM board and "VRAM" on others; "mem" is use."""
+"""The GPU panel (widgets/gpu_panel.py): what its lines call each reading."""
 
 from __future__ import annotations
 
@@ -47,6 +46,8 @@ from gpuscope.core.session import Session
     (None, False),
 ])
 def test_which_boards_have_hbm(name, hbm):
+    """A GPU panel's first line used "mem" twice: memory temperature ("mem 70°C") and memory use ("mem 60.0/141
+    GiB") (new-user trial). The temperature is now "HBM" on an HBM board and "VRAM" on others; "mem" is use."""
     assert has_hbm(name) is hbm
     assert memory_temp_label(name) == ("HBM" if hbm else "VRAM")
 
@@ -56,6 +57,8 @@ def test_which_boards_have_hbm(name, hbm):
     ("a6000-tp2-pcie-gen1", "VRAM"),  # a GDDR board: NVML gives no memory temperature there, so one is put in
 ])
 async def test_the_panel_says_hbm_or_vram_for_the_temperature_and_mem_only_for_use(scenario, word):
+    """A GPU panel's first line used "mem" twice: memory temperature ("mem 70°C") and memory use ("mem 60.0/141
+    GiB") (new-user trial). The temperature is now "HBM" on an HBM board and "VRAM" on others; "mem" is use."""
     from gpuscope.tui.app import GpuscopeApp
 
     src = sim_source(scenario)

@@ -1,6 +1,4 @@
-"""The topology panel's "(t: …)" hint offers only what t adds: with 2 GPUs there are no other pairs, and
-a legend already on screen is nothing new (120×40, `gpuscope --simulate power-capped`: the hint said
-"(t: other pairs, legend)" under a visible legend, and t changed nothing; trial2)."""
+"""The topology panel (widgets/topology_panel.py): its hint line and its CPU-affinity column."""
 
 from __future__ import annotations
 
@@ -28,6 +26,9 @@ def _view(scenario: str) -> ViewState:
     ("mixed-4", True, "(t: other pairs)"),
 ])
 def test_hint_offers_what_t_adds(scenario, legend_on, hint):
+    """The topology panel's "(t: …)" hint offers only what t adds: with 2 GPUs there are no other pairs, and a
+    legend already on screen is nothing new (120×40, `gpuscope --simulate power-capped`: the hint said "(t:
+    other pairs, legend)" under a visible legend, and t changed nothing; trial2)."""
     text = "\n".join(t.plain for t in topology_lines(_view(scenario), 118, legend_on=legend_on))
     if hint is None:
         assert "(t:" not in text, text
@@ -42,6 +43,7 @@ def test_hint_offers_what_t_adds(scenario, legend_on, hint):
     ([None, None], 60, 13),
 ])
 def test_affinity_width(affs, room, want):
+    """The CPU-affinity column is as wide as the longest affinity that fits in the room there is."""
     from gpuscope.widgets.topology_panel import affinity_width
 
     assert affinity_width(affs, room) == want
