@@ -32,7 +32,7 @@ from gpuscope.core.model import (
 small = st.tuples(st.integers(-9999, 9999), st.integers(0, 6)).map(lambda ke: ke[0] / 10 ** ke[1])
 nice_float = st.one_of(st.integers(0, 10**12).map(float), small.filter(lambda x: abs(x) < 1000))
 opt = lambda s: st.none() | s  # noqa: E731
-# values inside the validation gate's physical ranges (out-of-range values are dropped: tests/test_damage.py)
+# values inside the validation gate's physical ranges (out-of-range values are dropped: tests/e2e/test_damage.py)
 pct = st.integers(0, 1000).map(lambda k: k / 10)  # 4 significant digits survive the codec
 watts = st.integers(0, 9999).map(lambda k: k / 10)
 rate = st.integers(0, 10**12).map(float)

@@ -2,7 +2,7 @@
 then reads), never more. After a failed write or sync the recorder cuts the file back to its last flush
 point, so half a deflate block never follows it.
 
-Three ways in: ``os.fsync`` failing with ENOSPC (the harness of tests/test_runtime.py), the file taking
+Three ways in: ``os.fsync`` failing with ENOSPC (the harness of tests/e2e/test_runtime.py), the file taking
 part of a write then ENOSPC (a wrapper around the recorder's file), and end to end a real
 ``gpuscope record`` under a file-size limit (RLIMIT_FSIZE: the kernel cuts the write short and fails the
 next one, as a full disk does; EFBIG instead of ENOSPC).
