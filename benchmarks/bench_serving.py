@@ -7,7 +7,7 @@
 2. The real vLLM 0.32 capture: exact TTFT/ITL means against the bucket-interpolated p50 the TUI
    used to show, and the bucket the p50 lies in.
 3. A 1 Hz `gpuscope record` beside a 5,000-series endpoint and a slow-drip endpoint (real local HTTP
-   servers, the same as tests/test_serving_hostile.py): frames kept of those expected.
+   servers, the same as tests/e2e/test_serving_hostile.py): frames kept of those expected.
 4. Peak RSS of a poller process fed a 200 MB /metrics body.
 """
 
@@ -23,7 +23,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
 from common import write_json  # noqa: E402
 from test_serving_hostile import drip_server, huge_body_server, many_series_server  # noqa: E402
 

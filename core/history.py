@@ -91,7 +91,7 @@ class History:
         pass: the panels of all GPUs draw the same few metrics over the same window every second, and
         numpy's cost is per call, not per value. At the newest sample (``now`` None: the live screen) the
         cells are kept up to date by folding in each new sample (:class:`LiveCells`): a few Python
-        operations per GPU and metric instead of resampling the window (tests/test_spark_window.py: equal to
+        operations per GPU and metric instead of resampling the window (tests/widgets/test_style.py: equal to
         resampling)."""
         if self._memo_count != self.count:
             self._memo.clear()

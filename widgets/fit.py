@@ -1,6 +1,6 @@
 """Fitting text into a width without cutting a value: drop whole words or whole fields, never digits.
 
-Pure functions (no widget state), tested with tables in tests/test_screen.py.
+Pure functions (no widget state), tested with tables in tests/tui/test_screen.py.
 """
 
 from __future__ import annotations

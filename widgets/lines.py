@@ -86,7 +86,7 @@ def line_strip(text: Text, width: int, base: Style,
                styled: Callable[[str | Style, str | Style | None], Style]) -> Strip | None:
     """A one-row ``Text`` as a strip of exactly ``width`` cells, built straight from its spans: the same
     segments and styles as Rich's ``Text.render`` followed by Textual's ``crop_extend`` and
-    ``apply_style(base)`` (tests/test_lines.py compares them), at a fraction of the cost. ``styled``
+    ``apply_style(base)`` (tests/widgets/test_lines.py compares them), at a fraction of the cost. ``styled``
     combines ``base``, the text's style and a span's style. ``None`` when this shortcut does not apply
     (overlapping spans, a line wider than ``width``, a character that is not one cell wide): use Rich.
     """
@@ -196,7 +196,7 @@ class LineWidget(Widget):
         from Textual itself, then the line filters and the crop, as its style cache does): Textual's per-row
         path re-reads a dozen style rules for every changed row of every panel, a third of the screen's
         update time. Border rows (titles), and any widget with effects this does not copy (tint, opacity,
-        hatch, outline), are Textual's own (tests/test_line_strip.py compares the two, row for row)."""
+        hatch, outline), are Textual's own (tests/widgets/test_lines.py compares the two, row for row)."""
         frame = self._frame()
         if frame is None:
             return super().render_lines(crop)

@@ -1,7 +1,7 @@
 """The processes panel (``P``): every process on the GPUs, largest GPU memory first.
 
 Columns: GPU, PID, USER, TYPE (only when a graphics process is listed), GPU MEM, SM % and the command.
-The line fitting is pure (:func:`process_lines`), tested with tables in tests/test_processes.py: numbers
+The line fitting is pure (:func:`process_lines`), tested with tables in tests/tui/test_processes.py: numbers
 are never cut; the command is shortened first, then dropped, then TYPE, USER and SM %.
 Processes are read every 5 s (NVML's slow path) and carried between reads.
 """

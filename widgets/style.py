@@ -64,7 +64,7 @@ Run = tuple[str, str]  # a piece of a line and its style ("": none)
 
 def runs_text(runs: Sequence[Run]) -> Text:
     """One line from side-by-side runs of (text, style), made in one go: the same text and spans as
-    appending each run to a ``Text`` (tests/test_line_strip.py), at a third of the cost."""
+    appending each run to a ``Text`` (tests/widgets/test_lines.py), at a third of the cost."""
     plain: list[str] = []
     spans: list[Span] = []
     pos = 0

@@ -8,7 +8,7 @@ inside it (docs/performance.md says what each one saves, measured, and what Text
   from the widget's left edge (its "TODO: crop to x extents"): a power reading going from 74 to 75 W
   resent the whole line up to the new digit. :func:`render_segments` skips the whole segments (runs of one
   style) left of the span, so no character is ever split and the terminal shows the same cells
-  (tests/test_partial_writes.py checks that on an emulated screen). ``Compositor._get_renders`` and
+  (tests/widgets/test_partial_writes.py checks that on an emulated screen). ``Compositor._get_renders`` and
   ``render_partial_update`` are replaced too (:func:`get_renders`), so a partial update renders only the
   rows it uses.
 * **One write per frame** (:class:`HookedApp`'s ``_display``, :func:`write_update`): Textual writes the
@@ -134,7 +134,7 @@ def span_text(strip: Strip, x: int, x1: int, right: int, console: Console) -> tu
     """The column and terminal text of ``strip`` (drawn from column ``x``) cut at cell ``right`` of the
     strip, from the segment that reaches column ``x1`` (whole segments left of it are skipped, never half
     a character): what ``strip.crop(0, right)``, those segments dropped and the rest rendered give,
-    character for character (tests/test_partial_writes.py), without building two Strips for it (each makes
+    character for character (tests/widgets/test_partial_writes.py), without building two Strips for it (each makes
     seven caches, and a partial update did it for every changed span of every frame)."""
     segments = strip._segments
     if right >= strip.cell_length:

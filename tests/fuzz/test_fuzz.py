@@ -1,0 +1,319 @@
+"""Fuzz suite (issue 13): hostile input through every parser and command, deterministic and bounded.
+
+The assertion everywhere: a one-line error (:class:`GpuscopeError`) or a counted drop, never another
+exception. Seeds are fixed (``derandomize=True``) and example counts bounded so the suite runs in well
+under a minute in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+from helpers import examples
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpuscope.cli.main import build_parser
+from gpuscope.cli.report import compare_docs, open_or_fail, render_summary
+from gpuscope.core.codec import inventory_to_dict
+from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.model import DeviceInfo, Frame, GpuReading, Inventory
+from gpuscope.core.stats import export_rows, summarize
+from gpuscope.core.validate import dumps_out
+from gpuscope.sources import recording as recmod
+from gpuscope.sources.mqtt import BrokerConfig, Subscriber
+from gpuscope.sources.recording import Recorder
+from gpuscope.sources.scenario import ScenarioError, load, shipped
+
+
+def fuzz(n: int) -> settings:
+    """Deterministic (fixed seed), bounded, no example database: the same run in CI and here (``n``
+    examples; fewer, never under 50, on .ci/run's fast tiers: helpers.examples)."""
+    return settings(derandomize=True, deadline=None, database=None, max_examples=examples(n),
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+# JSON-ish values, hostile numbers and text included
+scalars = (st.none() | st.booleans() | st.integers(-2**70, 2**70)
+           | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12)
+           | st.sampled_from(["\x1b[2J", "NaN", "\u202e", "gpu0", ""]))
+json_values = st.recursive(scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=5),
+                           max_leaves=25)
+FIELDS = ["index", "util_gpu_pct", "power_w", "sm_clock_mhz", "pcie_gen", "pcie_width", "pcie_rx_bytes_per_s",
+          "temp_gpu_c", "processes", "lost", "mem_used_bytes", "mem_reserved_bytes", "ecc_uncorrected_volatile",
+          "remapped_rows_uncorrectable", "remap_pending", "remap_failure", "xids"]
+# Xid tallies: lists of objects with the XidCount keys, hostile values included (issue 26)
+xid_lists = st.lists(st.dictionaries(st.sampled_from(["xid", "count", "last_t"]), json_values, max_size=3), max_size=3)
+gpu_dicts = st.dictionaries(st.sampled_from(FIELDS), json_values | xid_lists, max_size=6)
+frame_dicts = st.fixed_dictionaries({"t": json_values | st.floats(allow_nan=True, allow_infinity=True),
+                                     "gpus": st.lists(gpu_dicts, max_size=4) | json_values},
+                                    optional={"events": st.lists(st.dictionaries(
+                                        st.sampled_from(["t", "kind", "text", "data"]), json_values), max_size=3),
+                                              "endpoints": st.lists(st.dictionaries(
+                                                  st.sampled_from(["url", "kv_cache_pct", "model", "up"]),
+                                                  json_values), max_size=2)})
+
+
+def _inv(n: int = 2) -> Inventory:
+    return Inventory(host="fuzz", devices=tuple(DeviceInfo(index=i, name="G", uuid=f"u{i}", bus_id=f"b{i}")
+                                                for i in range(n)))
+
+
+def _through_every_command(path: Path) -> None:
+    """What summary, export, compare and replay-open do with one file."""
+    try:
+        rec = open_or_fail(path)
+    except GpuscopeError as e:
+        assert "\n" not in str(e)
+        return
+    doc = summarize(rec)
+    text = render_summary(doc)
+    assert "\x1b" not in text and "\x07" not in text
+    out = dumps_out(doc)
+    assert "NaN" not in out and "Infinity" not in out
+    json.loads(out)
+    compare_docs(doc, doc)
+    for row in export_rows(rec.frames()):
+        assert all(not (isinstance(v, float) and not math.isfinite(v)) for v in row)
+
+
+@pytest.fixture(scope="module")
+def base_file(tmp_path_factory):
+    p = tmp_path_factory.mktemp("fuzz") / "base.jsonl.gz"
+    mp = pytest.MonkeyPatch()
+    mp.setattr(recmod, "MEMBER_BYTES", 2000)
+    try:
+        r = Recorder(p, _inv(2), interval_s=1.0, fsync=False)
+        for i in range(60):
+            r.write(Frame(t=1.7e9 + i, gpus=tuple(GpuReading(index=g, util_gpu_pct=float(i % 100), power_w=200.0 + g)
+                                                  for g in range(2))), wait=True)
+        r.close()
+    finally:
+        mp.undo()
+    return p.read_bytes()
+
+
+@fuzz(80)
+@given(st.lists(st.tuples(st.floats(0, 1), st.integers(0, 255), st.sampled_from(["flip", "del", "dup", "cut"])),
+                min_size=1, max_size=5))
+def test_mutated_recordings_through_every_command(base_file, tmp_path, muts):
+    raw = bytearray(base_file)
+    for f, b, kind in muts:
+        pos = int(f * (len(raw) - 1)) if raw else 0
+        if kind == "flip" and raw:
+            raw[pos] ^= b or 1
+        elif kind == "del":
+            del raw[pos:pos + b]
+        elif kind == "dup":
+            raw[pos:pos] = raw[pos:pos + b]
+        else:
+            del raw[pos:]
+    p = tmp_path / "m.jsonl.gz"
+    p.write_bytes(bytes(raw))
+    _through_every_command(p)
+
+
+@fuzz(120)
+@given(st.lists(frame_dicts, min_size=1, max_size=4), json_values, st.booleans())
+def test_crafted_frame_lines_through_every_command(tmp_path, frames, header_extra, plain):
+    header = {"type": "header", "format": "gpuscope-recording", "version": 1, "interval_s": 1.0,
+              "inventory": inventory_to_dict(_inv(2))}
+    if isinstance(header_extra, dict):
+        header.update({k: v for k, v in header_extra.items() if k in ("interval_s", "simulated", "origin", "command")})
+    body = json.dumps(header).encode() + b"\n" + b"".join(json.dumps(f).encode() + b"\n" for f in frames)
+    p = tmp_path / "c.jsonl.gz"
+    p.write_bytes(body if plain else gzip.compress(body))
+    _through_every_command(p)
+
+
+TOPICS = ["gpuscope/v1/h1/frame", "gpuscope/v1/h1/inventory", "gpuscope/v1/h1/status", "gpuscope/v1/h\x1b/frame",
+          "gpuscope/v2/h1/frame", "x"]
+
+
+@fuzz(200)
+@given(st.lists(st.tuples(st.sampled_from(TOPICS), json_values | frame_dicts | st.binary(max_size=64)), max_size=6))
+def test_mqtt_payloads_are_applied_or_counted(messages):
+    sub = Subscriber(BrokerConfig(host="x", port=1, tls=False))
+    good_inv = json.dumps(inventory_to_dict(_inv(2))).encode()
+    assert sub.handle("gpuscope/v1/h1/inventory", good_inv)
+    for topic, payload in messages:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        before = sub.dropped
+        ok = sub.handle(topic, data)
+        assert ok is True or sub.dropped == before + 1  # applied, or a counted drop
+    for h in sub.snapshot():
+        if h.frame is not None and h.inventory is not None:
+            assert len(h.frame.gpus) <= len(h.inventory.devices)
+            for g in h.frame.gpus:
+                for v in (g.util_gpu_pct, g.power_w, g.pcie_rx_bytes_per_s):
+                    assert v is None or (math.isfinite(v) and v >= 0)
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else ("inf" if v == math.inf else ("-inf" if v == -math.inf else repr(v)))
+    if isinstance(v, int):
+        return str(v)
+    return json.dumps(str(v))
+
+
+@fuzz(120)
+@given(st.sampled_from(sorted(shipped())), st.integers(0, 10**9),
+       st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-2**40, 2**40), st.text(max_size=8),
+                 st.booleans()))
+def test_mutated_scenario_files_load_or_fail_in_one_line(tmp_path, name, seed, value):
+    lines = shipped()[name].read_text().splitlines()
+    rnd = random.Random(seed)
+    assign = [i for i, ln in enumerate(lines) if "=" in ln and not ln.lstrip().startswith("#")]
+    if assign:
+        i = rnd.choice(assign)
+        key = lines[i].split("=", 1)[0]
+        lines[i] = f"{key}= {_toml_value(value)}"
+    if rnd.random() < 0.2 and lines:
+        del lines[rnd.randrange(len(lines))]
+    p = tmp_path / "s.toml"
+    p.write_text("\n".join(lines) + "\n")
+    try:
+        sc = load(str(p))
+    except ScenarioError as e:
+        assert "\n" not in str(e).strip() or "TOML" in str(e)
+        return
+    assert sc.gpus
+
+
+@pytest.mark.parametrize("text", ["[" * 5000 + "]" * 5000, "a = " + "[" * 5000 + "]" * 5000, "\x00\x1b[2J"])
+def test_hostile_scenario_text(tmp_path, text):
+    p = tmp_path / "h.toml"
+    p.write_text(text)
+    with pytest.raises(ScenarioError):
+        load(str(p))
+
+
+NUMBER_FLAGS = [("topo", ["--simulate", "mixed-4", "--at"]), ("replay", ["f", "--speed"]),
+                ("record", ["-o", "f", "--duration"]), ("", ["--interval"]), ("", ["--endpoint-timeout"])]
+
+
+@fuzz(150)
+@given(st.sampled_from(NUMBER_FLAGS), st.one_of(st.text(max_size=10), st.floats(allow_nan=True).map(repr),
+                                                st.sampled_from(["nan", "inf", "-inf", "1e309", "-0", "0x10", " 1"])))
+def test_cli_numbers_are_finite_or_a_usage_error(capsys, flag, value):
+    cmd, argv = flag
+    parser = build_parser()[cmd]
+    try:
+        ns = parser.parse_args([*argv, value])
+    except SystemExit as e:
+        assert e.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith("gpuscope: error:") and err.count("\n") == 1
+        return
+    for v in vars(ns).values():
+        if isinstance(v, float):
+            assert math.isfinite(v)
+
+
+def test_the_parsers_use_finite_types():
+    """Every float option of every command goes through a finite-number type, not bare float()."""
+    for name, p in build_parser().items():
+        for a in p._actions:
+            if isinstance(a, argparse._StoreAction) and a.type is float:
+                pytest.fail(f"gpuscope {name} {a.option_strings}: type=float accepts nan/inf")
+
+
+async def test_mutated_recordings_replay_in_the_tui(base_file, tmp_path):
+    """The replay TUI (Pilot) over damaged files: a file opens with what it salvaged or is a one-line
+    error; once open, playing, seeking, marks, detail and windows never crash the app."""
+    from gpuscope.core.session import Session
+    from gpuscope.tui.app import GpuscopeApp
+    from gpuscope.tui.feeders import ReplayFeeder
+
+    rng = random.Random(11)  # deterministic: the same twelve files on every run
+    opened = 0
+    for case in range(12):
+        raw = bytearray(base_file)
+        for _ in range(rng.randint(1, 4)):
+            pos = rng.randrange(len(raw))
+            kind = rng.choice(["flip", "del", "cut"])
+            if kind == "flip":
+                raw[pos] ^= rng.randint(1, 255)
+            elif kind == "del":
+                del raw[pos:pos + rng.randint(1, 64)]
+            else:
+                del raw[max(pos, 200):]
+        p = tmp_path / f"t{case}.jsonl.gz"
+        p.write_bytes(bytes(raw))
+        try:
+            rec = open_or_fail(p)
+        except GpuscopeError as e:
+            assert "\n" not in str(e)
+            continue
+        opened += 1
+        session = Session(rec.inventory, interval_s=1.0, history_s=3600.0)
+        app = GpuscopeApp(session, None, label="REPLAY", interval_s=1.0)
+        app.feeder = ReplayFeeder(rec, session, app.notify_update, speed=64.0, window_s=lambda a=app: a.window_s)
+        async with app.run_test(size=(80, 24)) as pilot:
+            for key in ("space", "right", "n", "end", "home", "N", "d", "escape", "w", "f", "escape", "c"):
+                await pilot.press(key)
+            await pilot.pause()
+            assert app.crash is None, app.crash
+    assert opened >= 6  # most damaged files still replay what survived
+
+
+# ------------------------------------------------------------------ hostile /metrics text → the inference panel
+_HOSTILE = st.text(alphabet=st.characters(codec="utf-8"), max_size=40) | st.sampled_from([
+    "\x1b]52;c;ZXZpbA==\x07", "\x1b[2J\x1b[H", "\x9b31m", "\r\x1b[1A", "model\u202eevil", "x" * 500,
+    "NaN", "+Inf", "-Inf", "1e309", "-1", "\x00"])
+_NUMBERS = st.sampled_from(["NaN", "+Inf", "-Inf", "1e309", "-1e309", "-5", "0", "1e300", "abc", "", "0x10"])
+_FIXTURES = ["vllm_v1.txt", "vllm_v0.txt", "sglang.txt", "tgi.txt", "llamacpp_b10452.txt", "triton_tensorrtllm.txt"]
+
+
+def _mutate_metrics(text: str, rnd: random.Random, hostile: list[str], numbers: list[str]) -> str:
+    """Real /metrics text with label values, sample values and whole lines replaced by hostile ones."""
+    lines = text.splitlines()
+    for _ in range(rnd.randint(1, 8)):
+        if not lines:
+            break
+        k = rnd.randrange(len(lines))
+        line, how = lines[k], rnd.choice(["label", "value", "line", "dup", "cut"])
+        if how == "label" and '="' in line:
+            a = line.index('="') + 2
+            b = line.find('"', a)
+            lines[k] = line[:a] + rnd.choice(hostile).replace('"', '\\"') + line[b if b >= 0 else len(line):]
+        elif how == "value" and " " in line and not line.startswith("#"):
+            lines[k] = line.rsplit(" ", 1)[0] + " " + rnd.choice(numbers)
+        elif how == "line":
+            lines.insert(k, rnd.choice(hostile))
+        elif how == "dup":
+            lines.insert(k, line)
+        else:
+            lines = lines[:k]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=examples(60), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_FIXTURES), st.integers(0, 2**32), st.lists(_HOSTILE, min_size=1, max_size=5), st.lists(_NUMBERS, min_size=1, max_size=3))
+def test_hostile_metrics_reach_the_inference_panel_clean(name, seed, hostile, numbers):
+    """Any /metrics body: counted as garbage or read; what the panel and header draw has no control characters
+    (no escape sequence reaches the terminal), no 'nan'/'inf', and nothing raises."""
+    import unicodedata
+
+    from gpuscope.sources.endpoint import EndpointTracker
+    from gpuscope.widgets.inference_panel import endpoint_lines, header_line
+
+    rnd = random.Random(seed)
+    base = (Path(__file__).parents[1] / "fixtures" / "inference" / name).read_text()
+    tr = EndpointTracker("http://127.0.0.1:1/metrics")
+    for t in (0.0, 1.0, 2.0):  # three scrapes: rates exist from the second
+        tr.feed(t, _mutate_metrics(base, rnd, hostile, numbers))
+    readings = tr.readings()
+    drawn = [str(x) for r in readings for x in endpoint_lines(r)] + list(header_line(readings))
+    for line in drawn:
+        bad = [c for c in line if unicodedata.category(c) in ("Cc", "Cf") and c != "\t"]
+        assert not bad, (line, bad)
+        assert "nan" not in line.lower().split() and "inf" not in line.lower().split(), line

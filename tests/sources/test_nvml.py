@@ -1,0 +1,269 @@
+"""The simulated NVML, the scenario format and the NVML source running unchanged over it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pynvml
+import pytest
+from helpers import run_frames, sim_source
+
+from gpuscope.sources import nvml as nvml_mod
+from gpuscope.sources import scenario as scenario_mod
+from gpuscope.sources.live import VirtualClock
+from gpuscope.sources.nvml import FI_MEMORY_TEMP, FI_PCIE_REPLAY, NvmlSource, NvmlUnavailable
+from gpuscope.sources.scenario import ScenarioError, load, parse, shipped
+from gpuscope.sources.simnvml import SimNvml
+
+SOURCE = Path(nvml_mod.__file__).read_text()
+
+
+def test_required_scenarios_ship():
+    assert {"a6000-tp2-pcie-gen1", "h200-nvswitch-8", "idle-downshift", "pcie-riser-errors", "gpu-lost",
+            "mixed-4"} <= set(shipped())
+    for name in shipped():
+        assert load(name).gpus
+
+
+def test_fake_has_every_name_the_source_uses_and_nvidia_ml_py_has_them_too():
+    used = set(re.findall(r"\bnv\.(nvml\w+|NVML_\w+|c_nvml\w+)", SOURCE))
+    assert len(used) > 30
+    fake = SimNvml(load("mixed-4"))
+    for name in used:
+        assert hasattr(pynvml, name), f"nvidia-ml-py has no {name}"
+        assert hasattr(fake, name), f"the simulated NVML lacks {name}"
+    for name in dir(pynvml):
+        if name.startswith("NVMLError_"):
+            assert getattr(fake, name) is getattr(pynvml, name)
+
+
+def test_inventory_of_the_design_story():
+    src = sim_source("a6000-tp2-pcie-gen1")
+    inv = src.inventory
+    assert inv.simulated and inv.scenario == "a6000-tp2-pcie-gen1"
+    assert [d.numa_node for d in inv.devices] == [0, 1]
+    assert [d.cpu_affinity for d in inv.devices] == ["0-31", "32-63"]
+    assert inv.pair(0, 1).label == "SYS" and inv.pair(0, 1).nvlinks == 0
+    assert inv.devices[0].pcie_gen_gpu_max == 4
+
+
+def test_nvswitch_pairs_read_nv18_like_nvidia_smi():
+    inv = sim_source("h200-nvswitch-8").inventory
+    assert {p.label for p in inv.pairs} == {"NV18"}
+    assert all(p.via_nvswitch for p in inv.pairs)
+    assert inv.devices[0].gpm_supported and inv.devices[0].nvlinks_active == 18
+
+
+def test_readings_under_load_gen1_link_and_rates():
+    src = sim_source("a6000-tp2-pcie-gen1", at=30)
+    f = run_frames(src, 30, 31)[-1]
+    r = f.gpus[0]
+    assert (r.pcie_gen, r.pcie_width) == (1, 16)
+    assert 3.5e9 < r.pcie_rx_bytes_per_s <= 4.0e9
+    assert r.sm_active_pct is None  # Ampere: no GPM, so None, never 0
+    assert r.fan_pct is not None and r.temp_mem_c is None
+
+
+def test_gpm_path_gives_activity_and_nvlink():
+    src = sim_source("h200-nvswitch-8", at=30)
+    f = run_frames(src, 30, 32)[-1]
+    r = f.gpus[3]
+    assert r.sm_active_pct == pytest.approx(71, rel=0.1)
+    assert r.nvlink_tx_bytes_per_s == pytest.approx(210e9, rel=0.1)
+
+
+def test_nvlink_from_per_link_counters_without_gpm():
+    src = sim_source("mixed-4", at=20)
+    frames = run_frames(src, 20, 27)
+    # read on slow ticks (every 5 s): a 5 s average, carried between reads
+    assert frames[1].gpus[0].nvlink_rx_bytes_per_s is None
+    for f in frames[5:]:
+        assert f.gpus[0].nvlink_rx_bytes_per_s == pytest.approx(30e9, rel=0.01)  # summed over the 4 links
+
+
+class CountingNvml(SimNvml):
+    calls: dict[str, int]
+
+    def __getattribute__(self, name):
+        v = object.__getattribute__(self, name)
+        if name.startswith("nvmlDevice") and callable(v):
+            c = object.__getattribute__(self, "calls")
+
+            def counted(*a, **k):
+                c[name] = c.get(name, 0) + 1
+                return v(*a, **k)
+            return counted
+        return v
+
+
+def test_not_supported_calls_are_probed_once():
+    fake = CountingNvml(load("h200-nvswitch-8"), pcie_block_s=0)
+    fake.calls = {}
+    src = NvmlSource(fake, simulated=True)
+    src.open()
+    for _ in range(5):
+        src.sample()
+    assert fake.calls["nvmlDeviceGetFanSpeed"] == 8  # passive cooling: NotSupported, asked once per GPU
+    assert fake.calls["nvmlDeviceGetTemperature"] == 40
+    assert "nvmlDeviceGetPcieThroughput" not in fake.calls  # GPM gives PCIe on Hopper
+
+
+def test_fallback_pcie_path_runs_in_parallel():
+    import time
+
+    src = sim_source("h200-nvswitch-8", block_s=0.02)
+    src.pcie_mode = "throughput"
+    src._gpm_ok = {i: False for i in src._gpm_ok}
+    src.sample()
+    t = time.perf_counter()
+    src.sample()
+    wall = time.perf_counter() - t
+    assert wall < 0.2  # 16 calls of 20 ms in series would take 320 ms
+
+
+def test_gpu_lost_mid_run_marks_only_that_gpu():
+    src = sim_source("gpu-lost")
+    frames = run_frames(src, 10, 14)
+    assert not frames[0].gpus[2].lost
+    last = frames[-1]
+    assert last.gpus[2].lost and last.gpus[2].util_gpu_pct is None
+    assert not last.gpus[0].lost and last.gpus[0].util_gpu_pct is not None
+    lost_events = [e for f in frames for e in f.events if e.kind == "gpu_lost"]
+    assert len(lost_events) == 1 and lost_events[0].data["gpu"] == 2
+
+
+def test_missing_nvml_library_is_a_clear_error():
+    class NoLib:
+        NVMLError = pynvml.NVMLError
+
+        def nvmlInit(self):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    with pytest.raises(NvmlUnavailable, match="Library Not Found"):
+        NvmlSource(NoLib()).open()
+
+
+BASE = {"gpus": [{"count": 2}], "phases": [{"duration_s": 5}]}
+
+
+@pytest.mark.parametrize("patch,field", [
+    ({"gpus": []}, "gpus"),
+    ({"gpus": [{"count": 2, "pcie_gen_gpu_max": 9}]}, "gpus[0].pcie_gen_gpu_max"),
+    ({"gpus": [{"count": 2, "pcie_width_max": 3}]}, "gpus[0].pcie_width_max"),
+    ({"gpus": [{"count": 2, "nmae": "x"}]}, "gpus[0].nmae"),
+    ({"gpus": [{"count": 2, "numa_nodes": [0]}]}, "gpus[0].numa_nodes"),
+    ({"phases": [{"duration_s": 5}, {"duration_s": 3, "util_gpu_pct": "high"}]}, "phases[1].util_gpu_pct"),
+    ({"phases": [{"duration_s": 5, "util_gpu_pct": 140}]}, "phases[0].util_gpu_pct"),
+    ({"phases": [{"util_gpu_pct": 4}]}, "phases[0].duration_s"),
+    ({"phases": [{"duration_s": 5, "clock_events": ["melting"]}]}, "phases[0].clock_events"),
+    ({"topology": {"pairs": [{"a": 0, "b": 5}]}}, "topology.pairs[0].b"),
+    ({"topology": {"default_path": "QPI"}}, "topology.default_path"),
+    ({"events": [{"at_s": 1, "kind": "explode", "gpu": 0}]}, "events[0].kind"),
+    ({"colour": "red"}, "colour"),
+])
+def test_malformed_scenario_names_file_and_field(patch, field):
+    with pytest.raises(ScenarioError) as e:
+        parse({**BASE, **patch}, "my.toml")
+    msg = str(e.value)
+    assert msg.startswith("scenario my.toml: ") and f": {field}:" in msg
+
+
+def test_scenario_file_errors(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text("gpus = [ {count = 1 ")
+    with pytest.raises(ScenarioError, match="bad.toml: not valid TOML"):
+        load(str(p))
+    with pytest.raises(ScenarioError, match="unknown scenario 'nope'"):
+        load("nope")
+    good = tmp_path / "mine.toml"
+    good.write_text('name = "mine"\n[[gpus]]\ncount = 3\n[[phases]]\nduration_s = 4\nutil_gpu_pct = 50\n')
+    assert len(load(str(good)).gpus) == 3
+
+
+# ------------------------------------------------------------------ nvml health
+# sources/nvml.py: the PCIe health counters (replays, recoveries, AER errors: ~1.6 ms of CPU a GPU per read on
+# H200) are read every 15 s, memory temperature every 5 s, and every frame carries the last values read.
+
+
+SCENARIO = """
+name = "t"
+[[gpus]]
+count = 2
+name = "NVIDIA H200"
+architecture = "hopper"
+memory_temp = true
+[[phases]]
+name = "load"
+duration_s = 600
+util_gpu_pct = 90
+"""
+
+
+class FieldLog:
+    """The simulated NVML with the field ids of each nvmlDeviceGetFieldValues call kept."""
+
+    def __init__(self, sim: SimNvml):
+        self._sim = sim
+        self.asked: list[set[Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._sim, name)
+        if name != "nvmlDeviceGetFieldValues":
+            return attr
+
+        def logged(h: Any, ids: list[Any]) -> Any:
+            self.asked.append(set(ids))
+            return attr(h, ids)
+        return logged
+
+
+def _source(tmp_path: Any) -> tuple[NvmlSource, FieldLog, VirtualClock]:
+    """The NVML source over the simulated two H200s, its field reads logged, on a virtual clock at 0."""
+    path = tmp_path / "t.toml"
+    path.write_text(SCENARIO)
+    clock = VirtualClock(0.0)
+    log = FieldLog(SimNvml(scenario_mod.load(str(path)), clock=clock, pcie_block_s=0))
+    src = NvmlSource(log, simulated=True, clock=lambda: 1.7e9 + clock())
+    src.open()
+    return src, log, clock
+
+
+def test_health_counters_every_15_s_memory_temperature_every_5_s(tmp_path) -> None:
+    src, log, clock = _source(tmp_path)
+    reads: dict[int, tuple[bool, bool]] = {}  # second → (memory temperature asked, health asked)
+    frames = []
+    for t in range(0, 46):
+        clock.now = float(t)
+        before = len(log.asked)
+        frames.append(src.sample())
+        asked = set().union(*log.asked[before:]) if len(log.asked) > before else set()
+        if asked:
+            reads[t] = (FI_MEMORY_TEMP in asked, FI_PCIE_REPLAY in asked)
+    assert {t for t, (temp, _) in reads.items() if temp} == {0, 5, 10, 15, 20, 25, 30, 35, 40, 45}
+    assert {t for t, (_, health) in reads.items() if health} == {0, 15, 30, 45}
+    # every frame carries the counters and the temperature last read (the simulated H200 has both)
+    assert all(g.pcie_replay_count is not None and g.temp_mem_c is not None for f in frames for g in f.gpus)
+
+
+def test_a_failed_health_read_carries_the_last_counters(tmp_path) -> None:
+    """A health tick whose field read fails (the call raises) still carries the counters read before: the
+    pcie_errors finding compares them over its window and must not see a frame without them."""
+    import pynvml
+
+    src, log, clock = _source(tmp_path)
+    clock.now = 0.0
+    first = src.sample()
+    real = log._sim.nvmlDeviceGetFieldValues
+
+    def failing(h: Any, ids: list[Any]) -> Any:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+    log._sim.nvmlDeviceGetFieldValues = failing
+    try:
+        clock.now = 15.0  # a health tick whose read fails
+        frame = src.sample()
+    finally:
+        log._sim.nvmlDeviceGetFieldValues = real
+    assert [g.pcie_replay_count for g in frame.gpus] == [g.pcie_replay_count for g in first.gpus]
+    assert all(g.pcie_replay_count is not None for g in frame.gpus)

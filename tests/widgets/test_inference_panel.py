@@ -1,0 +1,132 @@
+"""The inference panel (widgets/inference_panel.py): its head line, and why an endpoint is down or gives no
+rate, said within the room its line has."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from helpers import run_frames, sim_source
+
+from gpuscope.cli.record import endpoint_changes
+from gpuscope.core.model import EndpointReading
+from gpuscope.core.session import Session
+from gpuscope.sources.endpoint import REASON_MAX, EndpointTracker, connect_reason
+from gpuscope.widgets.inference_panel import endpoint_lines, header_line
+
+GARBAGE = dict(gen_tokens_per_s=None, rate_window_s=None, error="8 bad responses: not Prometheus text: line 1 is "
+               "binary data, not text")
+DOWN = dict(up=False, gen_tokens_per_s=None, rate_window_s=None, error="connection refused")
+EARLY = dict(gen_tokens_per_s=None, rate_window_s=None)
+RATE = dict(gen_tokens_per_s=357.0, rate_window_s=10.0)
+
+
+@pytest.mark.parametrize(("eps", "expect"), [
+    ([GARBAGE], ("– tok/s", "  no endpoint answers with metrics")),
+    ([GARBAGE, DOWN], ("– tok/s", "  no endpoint answers with metrics")),
+    ([DOWN, DOWN], ("– tok/s", "  unreachable")),
+    ([GARBAGE, EARLY], ("– tok/s", "  waiting for two scrapes")),  # one good endpoint: its rate is coming
+    ([EARLY], ("– tok/s", "  waiting for two scrapes")),
+    ([GARBAGE, RATE], ("357 tok/s", "  10 s rate")),
+])
+def test_header_line_with_failing_endpoints(eps, expect):
+    """The inference panel's head line does not promise rates that cannot come: with every endpoint down or
+    answering something that is not metrics, it said "waiting for two scrapes" for ever (tmux, 120×40,
+    `gpuscope --simulate healthy-gen4 --endpoint http://127.0.0.1:PORT` on `python -m http.server` serving a
+    binary `metrics` file, plus `--endpoint http://127.0.0.1:1`; trial2)."""
+    readings = [EndpointReading(url=f"http://h:{8000 + i}", **kw) for i, kw in enumerate(eps)]
+    assert header_line(readings) == expect
+
+
+# a real-looking long reason: what an SSL failure behind a proxy says
+LONG = ("cannot connect: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get local "
+        "issuer certificate (_ssl.c:1006)")
+HEAD = 38  # kind (8) + space + url (28) + space
+
+
+def down(reason: str) -> EndpointReading:
+    return EndpointReading(url="http://gpu2:8000", up=False, error=reason)
+
+
+@pytest.mark.parametrize(("width", "reason", "whole"), [
+    (76, "connection refused", True),  # 80 columns: a short reason fits
+    (76, LONG, False),  # 80 columns: cut to the 38 cells left, with …
+    (200, LONG, True),  # a wide terminal: the whole reason (it was cut at 40 whatever the width)
+    (HEAD + len(LONG), LONG, True),  # exactly the room it needs
+    (HEAD + len(LONG) - 1, LONG, False),  # one cell less
+    (20, LONG, False),  # a panel narrower than the head: still some of the reason (10 characters)
+])
+def test_a_down_endpoints_reason_fills_the_room_its_line_has(width, reason, whole):
+    """Why an endpoint is down (or gives no rate) is cut to the room its line has, not to a fixed length: the
+    source cut a connection error at 60 characters and the panel cut the reason at 40 however wide the
+    terminal (new-user trial); headless output (`record`'s lines) gives it whole. Always one line."""
+    (line,) = [t.plain for t in endpoint_lines(down(reason), width)]
+    assert "\n" not in line
+    assert line.endswith(reason) == whole, line
+    if not whole:
+        assert line.endswith("…") and len(line) == max(width, HEAD + 10), (len(line), line)
+
+
+@pytest.mark.parametrize("width", [76, 120, 200])
+def test_a_bad_endpoints_reason_on_its_state_line_fills_the_room(width):
+    """Why an endpoint is down (or gives no rate) is cut to the room its line has, not to a fixed length: the
+    source cut a connection error at 60 characters and the panel cut the reason at 40 however wide the
+    terminal (new-user trial); headless output (`record`'s lines) gives it whole. Always one line."""
+    reason = "3 bad responses: " + LONG
+    lines = [t.plain for t in endpoint_lines(EndpointReading(url="http://h:8000", up=True, error=reason), width)]
+    state = next(ln for ln in lines if "run " in ln)
+    assert len(state) <= width
+    assert state.endswith(reason) if width == 200 else state.endswith("…"), state
+
+
+def test_the_reason_of_a_failed_connection_is_not_cut_at_60():
+    """Why an endpoint is down (or gives no rate) is cut to the room its line has, not to a fixed length: the
+    source cut a connection error at 60 characters and the panel cut the reason at 40 however wide the
+    terminal (new-user trial); headless output (`record`'s lines) gives it whole. Always one line."""
+    try:
+        try:
+            raise OSError(LONG.removeprefix("cannot connect: "))
+        except OSError as inner:
+            raise RuntimeError("wrapper") from inner
+    except RuntimeError as e:
+        assert connect_reason(e) == LONG
+    big = OSError("x" * 1000 + "\x1b[2J")
+    r = connect_reason(big)
+    assert len(r) <= REASON_MAX and r.endswith("…") and "\x1b" not in r
+    assert connect_reason(ConnectionRefusedError("[Errno 111] Connection refused")) == "connection refused"
+
+
+def test_record_says_the_whole_reason_headless():
+    """Why an endpoint is down (or gives no rate) is cut to the room its line has, not to a fixed length: the
+    source cut a connection error at 60 characters and the panel cut the reason at 40 however wide the
+    terminal (new-user trial); headless output (`record`'s lines) gives it whole. Always one line."""
+    tr = EndpointTracker(url="http://gpu2:8000")
+    tr.failed(1_800_000_000.0, LONG)
+    (line,) = endpoint_changes([tr.reading()], {})
+    assert line.endswith(f"({LONG}); recording goes on") and "\n" not in line
+
+
+async def test_the_panel_on_a_wide_terminal_shows_the_whole_reason():
+    """Why an endpoint is down (or gives no rate) is cut to the room its line has, not to a fixed length: the
+    source cut a connection error at 60 characters and the panel cut the reason at 40 however wide the
+    terminal (new-user trial); headless output (`record`'s lines) gives it whole. Always one line."""
+    from gpuscope.tui.app import GpuscopeApp
+    from gpuscope.widgets.inference_panel import InferencePanel
+
+    tr = EndpointTracker(url="http://gpu2:8000")
+    tr.failed(1_800_000_000.0, LONG)
+    src = sim_source("healthy-gen4")
+    session = Session(src.inventory, interval_s=1.0)
+    for f in run_frames(src, 0, 5):
+        session.ingest(replace(f, endpoints=(tr.reading(),)))
+    for size, whole in (((220, 50), True), ((80, 50), False)):
+        app = GpuscopeApp(session, None, label="SIMULATED", interval_s=1.0, compact=False)
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            panel = app.query_one(InferencePanel)
+            room = panel.content_region.width
+            text = panel.render()
+            plain = getattr(text, "plain", str(text))
+        line = next(ln for ln in plain.split("\n") if "http://gpu2:8000" in ln)
+        assert len(line) <= room, (room, line)
+        assert (f"({LONG})" in line) == whole, (size, room, line)

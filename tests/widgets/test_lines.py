@@ -1,0 +1,236 @@
+"""widgets/lines.py line_strip: a line's strip built straight from its spans draws exactly what Rich's
+``Text.render`` + Textual's ``crop_extend`` + ``apply_style`` draw (the path it replaces)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.strip import Strip
+
+from gpuscope.widgets import textual_private
+from gpuscope.widgets.lines import changed_cells, line_strip
+
+CONSOLE = Console(width=200, color_system="truecolor")
+BASE = Style(color="white", bgcolor="black")
+SPAN_STYLES = ["", "bold", "dim", "bold red", "reverse yellow", Style(italic=True), "green on blue", "not-a-style x"]
+
+
+def rich_path(text: Text, width: int) -> Strip:
+    """What LineWidget drew before: Rich renders, Textual pads and applies the widget's style."""
+    segments = list(text.render(CONSOLE))
+    if text.style and not text.spans:
+        segments = list(Segment.apply_style(segments, CONSOLE.get_style(text.style)))
+    return Strip(segments).crop_extend(0, width, BASE).apply_style(BASE)
+
+
+def styled(text_style: str | Style, span_style: str | Style | None) -> Style:
+    got = BASE
+    if text_style:
+        got = got + CONSOLE.get_style(text_style, default=Style.null())
+    if span_style:
+        got = got + CONSOLE.get_style(span_style, default=Style.null())
+    return got
+
+
+def cells(strip: Strip) -> list[tuple[str, Style | None]]:
+    """Each cell's character and its full style (what the terminal gets)."""
+    return [(ch, seg.style) for seg in strip for ch in seg.text]
+
+
+def same_cells(a: Strip, b: Strip) -> bool:
+    return a.cell_length == b.cell_length and [(c, s or Style.null()) for c, s in cells(a)] == \
+        [(c, s or Style.null()) for c, s in cells(b)]
+
+
+pieces = st.lists(st.tuples(st.text(alphabet="ab 9%▁█°×", min_size=0, max_size=7), st.sampled_from(SPAN_STYLES)),
+                  min_size=0, max_size=8)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(pieces, st.sampled_from(["", "dim", "yellow", Style(bold=True)]), st.integers(1, 60))
+def test_same_cells_as_rich(parts, text_style, width):
+    t = Text(style=text_style)
+    for s, style in parts:
+        t.append(s, style=style)
+    fast = line_strip(t, width, BASE, styled)
+    if fast is None:
+        assert t.cell_len > width  # the only case here where Rich must crop
+        return
+    assert same_cells(fast, rich_path(t, width))
+    assert fast.cell_length == width
+
+
+@pytest.mark.parametrize("text, width, shortcut", [
+    (Text("util 100%"), 20, True),
+    (Text("x" * 21), 20, False),                   # wider than the widget: Rich crops
+    (Text("GPU 日本"), 20, False),                  # double-width characters: cells and characters differ
+    (Text.assemble(("ab", "bold"), ("cd", "red")), 4, True),
+])
+def test_when_the_shortcut_applies(text, width, shortcut):
+    assert (line_strip(text, width, BASE, styled) is not None) is shortcut
+
+
+def test_overlapping_spans_fall_back_to_rich():
+    t = Text("abcdef")
+    t.stylize("bold", 0, 4)
+    t.stylize("red", 2, 6)
+    assert line_strip(t, 10, BASE, styled) is None
+
+
+async def test_a_line_widget_draws_what_rich_draws():
+    """The widget's own style combinations (``LineWidget._styled``) give the same cells as the Rich path
+    with the widget's style, in a running app."""
+    from textual.app import App, ComposeResult
+
+    from gpuscope.widgets.lines import LineWidget
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield LineWidget(id="w")
+
+    lines = [Text.assemble(("util ", "dim"), ("100%", "bold red"), "  P0"), Text("plain"),
+             Text("styled whole", style="yellow"), Text.assemble(("GPU0 ", Style(bold=True)), ("▁▂█", "green"))]
+    app = One()
+    async with app.run_test(size=(40, 8)) as pilot:
+        w = app.query_one(LineWidget)
+        w.set_lines(lines)
+        await pilot.pause()
+        base = w.rich_style
+        for y, t in enumerate(lines):
+            segments = list(t.render(app.console))
+            if t.style and not t.spans:
+                segments = list(Segment.apply_style(segments, app.console.get_style(t.style)))
+            want = Strip(segments).crop_extend(0, w.size.width, base).apply_style(base)
+            assert same_cells(w.render_line(y), want), y
+
+
+@pytest.mark.parametrize("scenario, size, compact", [
+    ("a6000-tp2-pcie-gen1", (120, 40), False),  # GPU panels: border, title, padding
+    ("h200-nvswitch-8", (80, 24), None),        # the table (padding only), findings, processes
+    ("gpu-lost", (160, 50), False),             # a lost GPU's red border and subtitle
+])
+async def test_line_widgets_draw_what_textual_draws(scenario, size, compact):
+    """LineWidget.render_lines puts content rows together itself: every row, for whole widgets and for
+    crops of a few rows and columns, focused and not, must be Textual's own row (Widget.render_lines)."""
+    import random
+
+    from helpers import make_app
+    from textual.geometry import Region
+    from textual.widget import Widget
+
+    from gpuscope.widgets.lines import LineWidget
+
+    app = make_app(scenario, 0, 30, compact=compact)
+    rnd = random.Random(7)
+    async with app.run_test(size=size) as pilot:
+        for _ in range(4):
+            await pilot.pause()
+        widgets = [w for w in app.screen.query(LineWidget) if w.display and w.region.height]
+        assert widgets
+        for step in ("as drawn", "focused", "a class that changes the border"):
+            if step == "focused":
+                widgets[-1].focus()
+                await pilot.pause()
+            if step == "a class that changes the border":
+                widgets[0].add_class("lost")  # GpuPanel.lost: a red border
+                await pilot.pause()
+            for w in widgets:
+                h, wd = w.region.height, w.region.width
+                crops = [Region(0, 0, wd, h)]
+                for _ in range(6):
+                    y = rnd.randrange(h)
+                    x = rnd.randrange(wd)
+                    crops.append(Region(x, y, rnd.randint(1, wd - x), rnd.randint(1, h - y)))
+                for crop in crops:
+                    ours = w.render_lines(crop)
+                    textual = Widget.render_lines(w, crop)
+                    assert [list(s) for s in ours] == [list(s) for s in textual], (type(w).__name__, crop)
+        # the shortcut was taken (not when switched off: Textual's render_lines, widgets/textual_private.py)
+        assert any(w._frame_parts is not None for w in widgets) is textual_private.ACTIVE
+
+
+run_text = st.text(alphabet=st.sampled_from(["a", " ", "█", "·", "×", "\x1b", "\x07", "é", "1"]), max_size=6)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(st.tuples(run_text, st.sampled_from(["", "bold", "green", "bright_black", "bold red"])), max_size=8))
+def test_runs_text_is_appending_each_run(runs):
+    """widgets/style.py runs_text (a line made in one go from side-by-side runs) is the Text that appending
+    run by run makes: same text (control characters dropped), same spans."""
+    from gpuscope.widgets.style import runs_text
+
+    want = Text()
+    for text, style in runs:
+        want.append(text, style=style or None)
+    got = runs_text(runs)
+    assert got.plain == want.plain
+    assert got.spans == want.spans
+    assert not got.style
+
+
+# ------------------------------------------------------------------ changed cells
+# widgets/lines.py changed_cells: the fast comparison (strings and style runs) finds the same cells as
+# comparing the two strips cell by cell.
+
+
+STYLES = [None, Style(bold=True), Style(color="red"), Style(bold=True, color="red"), Style(dim=True)]
+
+
+def cell_by_cell(old: Strip, new: Strip) -> tuple[int, int] | None:
+    """The reference: every cell's (character, style) compared."""
+    width = new.cell_length
+    if old.cell_length != width:
+        return (0, width)
+    a = [(ch, seg.style) for seg in old for ch in seg.text]
+    b = [(ch, seg.style) for seg in new for ch in seg.text]
+    if len(a) != width or len(b) != width:
+        return (0, width)
+    start = 0
+    while start < width and a[start] == b[start]:
+        start += 1
+    if start == width:
+        return None
+    end = width
+    while end > start and a[end - 1] == b[end - 1]:
+        end -= 1
+    return (start, end)
+
+
+segments = st.lists(st.tuples(st.text(alphabet="ab ▁█", min_size=1, max_size=6), st.sampled_from(range(len(STYLES)))),
+                    min_size=1, max_size=8)
+
+
+def strip_of(segs: list[tuple[str, int]]) -> Strip:
+    return Strip([Segment(text, STYLES[k]) for text, k in segs])
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(old=segments, edits=st.lists(st.tuples(st.integers(0, 40), st.sampled_from("ab ▁"), st.sampled_from(range(len(STYLES)))),
+                                    max_size=3), resplit=st.booleans())
+def test_same_cells_as_cell_by_cell(old: list[tuple[str, int]], edits: list[tuple[int, str, int]], resplit: bool) -> None:
+    cells = [(ch, k) for text, k in old for ch in text]
+    for pos, ch, k in edits:  # change a few cells' text and/or style
+        if cells:
+            cells[pos % len(cells)] = (ch, k)
+    # the new strip cut into segments differently (one per cell, or runs), as Rich may
+    new = [(ch, k) for ch, k in cells] if resplit else old if not edits else [(ch, k) for ch, k in cells]
+    a, b = strip_of(old), strip_of(new)
+    assert changed_cells(a, b) == cell_by_cell(a, b)
+
+
+def test_examples() -> None:
+    s = Strip([Segment("PWR ", None), Segment("640", STYLES[1]), Segment(" W", None)])
+    t = Strip([Segment("PWR ", None), Segment("641", STYLES[1]), Segment(" W", None)])
+    assert changed_cells(s, t) == (6, 7)
+    assert changed_cells(s, s) is None
+    u = Strip([Segment("PWR ", None), Segment("640", STYLES[2]), Segment(" W", None)])
+    assert changed_cells(s, u) == (4, 7)
+    assert changed_cells(s, Strip([Segment("PWR 640 W!", None)])) == (0, 10)
+    wide = Strip([Segment("PWR 6漢 W", None)])
+    assert changed_cells(wide, wide) == (0, 9)
