@@ -317,3 +317,33 @@ def test_hostile_metrics_reach_the_inference_panel_clean(name, seed, hostile, nu
         bad = [c for c in line if unicodedata.category(c) in ("Cc", "Cf") and c != "\t"]
         assert not bad, (line, bad)
         assert "nan" not in line.lower().split() and "inf" not in line.lower().split(), line
+
+
+# ------------------------------------------------------------------ GPU health fields (issue 26)
+health_values = (json_values
+                 | st.lists(st.dictionaries(st.sampled_from(["xid", "count", "last_t"]), json_values, max_size=3),
+                            max_size=3)
+                 | st.lists(st.fixed_dictionaries({"pid": st.integers(0, 2**31)},  # processes in MIG instances
+                                                  optional={"gpu_instance": json_values}), max_size=2))
+health_gpus = st.dictionaries(st.sampled_from(["index", "lost", "xids", "mem_reserved_bytes", "ecc_corrected_volatile",
+                                               "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
+                                               "ecc_uncorrected_aggregate", "remapped_rows_correctable",
+                                               "remapped_rows_uncorrectable", "remap_pending", "remap_failure",
+                                               "processes"]),
+                              health_values, max_size=6)
+
+
+@fuzz(100)
+@given(st.lists(st.lists(health_gpus, max_size=3), min_size=1, max_size=4), json_values, json_values)
+def test_hostile_health_fields_through_every_command(tmp_path, gpus_per_frame, version, mig):
+    """Recordings whose health fields (and the inventory's memory info version and MIG instances, the
+    processes' MIG instance) are hostile: a one-line error or counted drops, never another exception, through
+    summary, export and compare."""
+    head_inv = inventory_to_dict(_inv(2))
+    head_inv["devices"][0]["memory_info_version"] = version
+    head_inv["devices"][1]["mig_instances"] = mig
+    header = {"type": "header", "format": "gpuscope-recording", "version": 1, "interval_s": 1.0, "inventory": head_inv}
+    lines = [json.dumps(header)] + [json.dumps({"t": 1.7e9 + k, "gpus": gs}) for k, gs in enumerate(gpus_per_frame)]
+    p = tmp_path / "h.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    _through_every_command(p)

@@ -15,10 +15,7 @@ from pathlib import Path
 
 import pynvml
 import pytest
-from conftest import run_frames, sim_source, wait_for
-from hypothesis import given
-from hypothesis import strategies as st
-from test_fuzz import _through_every_command, fuzz, json_values
+from helpers import ROOT, run_frames, sim_source, wait_for
 
 from gpuscope.cli.report import render_summary
 from gpuscope.core import health
@@ -351,35 +348,6 @@ def test_out_of_range_xids_are_dropped_and_counted(bad):
     assert tally.readings == 3
 
 
-health_values = (json_values
-                 | st.lists(st.dictionaries(st.sampled_from(["xid", "count", "last_t"]), json_values, max_size=3),
-                            max_size=3)
-                 | st.lists(st.fixed_dictionaries({"pid": st.integers(0, 2**31)},  # processes in MIG instances
-                                                  optional={"gpu_instance": json_values}), max_size=2))
-health_gpus = st.dictionaries(st.sampled_from(["index", "lost", "xids", "mem_reserved_bytes", "ecc_corrected_volatile",
-                                               "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
-                                               "ecc_uncorrected_aggregate", "remapped_rows_correctable",
-                                               "remapped_rows_uncorrectable", "remap_pending", "remap_failure",
-                                               "processes"]),
-                              health_values, max_size=6)
-
-
-@fuzz(100)
-@given(st.lists(st.lists(health_gpus, max_size=3), min_size=1, max_size=4), json_values, json_values)
-def test_hostile_health_fields_through_every_command(tmp_path, gpus_per_frame, version, mig):
-    """Recordings whose health fields (and the inventory's memory info version and MIG instances, the
-    processes' MIG instance) are hostile: a one-line error or counted drops, never another exception, through
-    summary, export and compare."""
-    head_inv = inventory_to_dict(inv(2))
-    head_inv["devices"][0]["memory_info_version"] = version
-    head_inv["devices"][1]["mig_instances"] = mig
-    header = {"type": "header", "format": "gpuscope-recording", "version": 1, "interval_s": 1.0, "inventory": head_inv}
-    lines = [json.dumps(header)] + [json.dumps({"t": 1.7e9 + k, "gpus": gs}) for k, gs in enumerate(gpus_per_frame)]
-    p = tmp_path / "h.jsonl"
-    p.write_text("\n".join(lines) + "\n")
-    _through_every_command(p)
-
-
 def test_detail_view_says_memory_info_v1(tmp_path):
     from gpuscope.tui.app import GpuscopeApp
     from gpuscope.tui.screens import detail_lines
@@ -401,7 +369,7 @@ def test_detail_view_says_memory_info_v1(tmp_path):
 def test_device_health_check_dry_run():
     """tools/device_health_check.py over the simulated NVML (the lead runs it on a real H200): it reports every
     part and imports this checkout without an install."""
-    tool = Path(__file__).parent.parent / "tools" / "device_health_check.py"
+    tool = ROOT / "tools" / "device_health_check.py"
     p = subprocess.run([sys.executable, str(tool), "--simulate", "h100-row-remap-pending", "--reps", "5"],
                        capture_output=True, text=True, timeout=120, cwd="/")
     assert p.returncode == 0, p.stderr

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -122,11 +123,7 @@ def test_parallel_from_metrics_fixtures():
     """The real vLLM captures carry no parallel config labels: TP stays unknown (the command line decides)."""
     from gpuscope.sources.endpoint import parse_metrics
 
-    base = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "inference"
-    if not base.is_dir():
-        base = Path("/work/shared/fixtures/inference")
-    if not base.is_dir():
-        pytest.skip("no shared fixtures here")
+    base = FIXTURES / "inference"
     for name in ("vllm_v0.txt", "vllm_v1.txt", "vllm_0.32.0_v1_cpu_load.txt", "sglang.txt"):
         samples = parse_metrics((base / name).read_text())
         assert parallel_from_metrics(samples) == (None, None), name

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import WALL0, run_frames
+from helpers import WALL0, run_frames
 
 from gpuscope.core.session import Session
 from gpuscope.sources.groups import with_groups
