@@ -19,9 +19,10 @@ from rich.text import Text
 
 from gpuscope.core.session import Session
 from gpuscope.sources.recording import open_recording
-from gpuscope.tui.app import GpuscopeApp, demo_path
+from gpuscope.tui.app import GpuscopeApp
 from gpuscope.tui.feeders import ReplayFeeder
 from gpuscope.tui.layout import plan_layout
+from gpuscope.tui.run import demo_path
 from gpuscope.widgets.fit import fit_segments, fit_words, key_names, short_affinity
 from gpuscope.widgets.gpu_table import table_columns
 from gpuscope.widgets.keybar import key_hints

@@ -123,10 +123,10 @@ async def test_replay_play_pause_seek_speed(tmp_path):
         await pilot.press("space")
         assert not f.playing
         pos = f.position
-        g0 = app._seek_gen
+        g0 = app.redraw.seek_gen
         await pilot.press("right")
         await until(pilot, lambda: f.position == pytest.approx(pos + 10, abs=1.01))
-        await until(pilot, lambda: app._seek_gen != g0)  # the graphs were redrawn after the seek, paused
+        await until(pilot, lambda: app.redraw.seek_gen != g0)  # the graphs were redrawn after the seek, paused
         await pilot.press("end")
         await until(pilot, lambda: f.index == rec.n_frames - 1)
         await pilot.press("home")
@@ -161,7 +161,7 @@ async def test_replay_play_pause_seek_speed(tmp_path):
 
 async def test_n_walks_every_mark_of_the_demo_in_order():
     """The bundled demo has marks between frames: n must still step through each one, N back."""
-    from gpuscope.tui.app import demo_path
+    from gpuscope.tui.run import demo_path
 
     rec = open_recording(demo_path())
     session = Session(rec.inventory, interval_s=1.0)
@@ -275,10 +275,10 @@ def test_watchdog_exits_when_the_terminal_hangs_up_without_sighup():
 
 async def test_watchdog_exits_when_the_parent_is_gone(monkeypatch):
     """The other half of the watchdog: the parent (the SSH session's shell) died and we were re-parented."""
-    import gpuscope.tui.app as app_mod
+    import gpuscope.tui.base as base_mod
 
     ended: list[bool] = []
-    monkeypatch.setattr(app_mod, "exit_soon", lambda *a, **k: ended.append(True))  # not the test process
+    monkeypatch.setattr(base_mod, "exit_soon", lambda *a, **k: ended.append(True))  # not the test process
     app = make_app("mixed-4", 0, 5)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
