@@ -299,3 +299,72 @@ def test_the_timeline_track_stays_put_while_the_position_and_speed_change():
              for pos in (0.0, 7.0, 65.0, 98.0) for speed in (0.25, 1.0, 16.0) for playing in (True, False)]
     assert len({len(t) for t in texts}) == 1
     assert len({t.index("|") for t in texts}) == 1 and len({t.index("!") for t in texts}) == 1
+
+
+async def test_digit_keys_are_bindings_that_open_a_gpu_and_the_help_shows_them_as_one_line():
+    """1–8 are BINDINGS (ids detail1…detail8, remappable), not an on_key handler: a digit without its GPU does
+    nothing, a modal screen (the marker label) takes the digit as text, and ? lists them once."""
+    app = make_app("mixed-4", 0, 10)
+    assert [b.id for b in GpuscopeApp.BINDINGS if b.id and b.id.startswith("detail") and b.id != "detail"] == [
+        f"detail{k}" for k in range(1, 9)]
+    assert not hasattr(GpuscopeApp, "on_key")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("5")  # mixed-4 has GPU0–GPU3
+        assert not isinstance(app.screen, GpuDetailScreen)
+        await pilot.press("3")
+        assert isinstance(app.screen, GpuDetailScreen) and app.screen.index == 2
+        await pilot.press("1")  # from one GPU's detail to another's
+        assert isinstance(app.screen, GpuDetailScreen) and app.screen.index == 0
+        await pilot.press("escape", "M", "2", "enter")
+        assert not isinstance(app.screen, GpuDetailScreen)
+        assert app.session._pending[-1].text == "2"  # typed into the label, not a GPU's detail
+        await pilot.press("question_mark")
+        help_text = str(app.screen.query_one("#help").render())
+        assert help_text.count("detail of GPU") == 1 and "detail of GPU0–GPU7" in help_text
+
+
+async def test_the_toggles_are_reactives_that_redraw_what_they_change():
+    """paused, compact, window_s and show_processes: set by the keys or directly, the watcher lays out and
+    redraws; set before the app runs, nothing runs."""
+    app = make_app("mixed-4", 0, 20)
+    app.show_processes = True  # before mount: only the value (the first layout reads it)
+    app.paused = True
+    app.paused = False
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.query_one("#procs").display
+        await pilot.press("P")
+        assert not app.show_processes and not app.query_one("#procs").display
+        app.show_processes = True
+        assert app.query_one("#procs").display  # laid out by the watcher at once
+        gen = app.redraw.last_redraw
+        app.window_s = 600.0
+        assert app.redraw.last_redraw > gen and app.build_view(False).window_s == 600.0
+        await pilot.press("w")
+        assert app.window_s == 3600.0
+        app.compact = True
+        assert app.query_one("#table").display
+        await pilot.press("p")
+        assert app.paused and app.build_view(False).status.paused
+
+
+async def test_the_fleet_screen_leaves_when_its_terminal_goes_away(monkeypatch):
+    """The fleet screen shares the main screen's hang-up wiring (tui/base.py MonitorApp): the watchdog
+    thread's check ends it with None and marks it hung up, so run_fleet starts no other screen."""
+    import gpuscope.tui.base as base_mod
+    from gpuscope.sources.mqtt import Subscriber, parse_broker
+    from gpuscope.tui.fleet_app import FleetApp
+
+    ended: list[bool] = []
+    monkeypatch.setattr(base_mod, "exit_soon", lambda *a, **k: ended.append(True))  # not the test process
+    sub = Subscriber(parse_broker("mqtt://127.0.0.1:1", env={}))
+    app = FleetApp(sub, sub.cfg)
+    async with app.run_test(size=(100, 20)) as pilot:
+        await pilot.pause()
+        app._watchdog()
+        assert not app.hung_up and not ended
+        app._ppid = os.getppid() + 1
+        app._watchdog()
+        await until(pilot, lambda: app._exit)
+    assert app.hung_up and ended == [True] and app.return_value is None
