@@ -223,11 +223,11 @@ async def test_the_layout_follows_a_resize(first: tuple[int, int], then: tuple[i
         for _ in range(50):
             await pilot.pause()
             lines = screen_lines(app)
-            if app._plan is not None and not problems(app, lines, *then, "SIMULATED"):
+            if app.layout_control.plan is not None and not problems(app, lines, *then, "SIMULATED"):
                 break
         found = problems(app, screen_lines(app), *then, "SIMULATED")
         assert not found, "\n".join(found) + "\n\n" + "\n".join(screen_lines(app))
-        assert app._plan.compact is (then[0] < 100 or then[1] < 30), app._plan
+        assert app.layout_control.plan.compact is (then[0] < 100 or then[1] < 30), app.layout_control.plan
 
 
 @pytest.mark.parametrize("name,want", [("NVIDIA RTX A6000", "A6000"), ("NVIDIA H200", "H200"),

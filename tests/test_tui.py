@@ -368,3 +368,43 @@ async def test_the_fleet_screen_leaves_when_its_terminal_goes_away(monkeypatch):
         app._watchdog()
         await until(pilot, lambda: app._exit)
     assert app.hung_up and ended == [True] and app.return_value is None
+
+
+async def test_a_textual_theme_recolours_the_chrome_and_the_default_keeps_the_terminal_colours():
+    """The header, note line and timeline take the theme's $success/$warning/$error/$accent (ctrl+p, "Change
+    theme"); under Textual's default theme they keep the terminal's ANSI colours (the snapshots' look)."""
+    from textual.app import App
+
+    from gpuscope.widgets.status_bar import StatusBar
+    from gpuscope.widgets.style import ANSI_PALETTE, DEFAULT_THEME, theme_palette
+
+    assert App().theme == DEFAULT_THEME
+    app = make_app("mixed-4", 0, 10)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        bar = app.query_one(StatusBar)
+
+        def header_styles() -> set[str]:
+            return {style for _text, style, _prio in bar._key[0]} if bar._key else set()  # the words it drew
+
+        assert app.chrome_palette == ANSI_PALETTE and "bold black on yellow" in header_styles()
+        app.theme = "nord"
+        await until(pilot, lambda: app.chrome_palette != ANSI_PALETTE)
+        nord = theme_palette(app.get_css_variables())
+        assert app.chrome_palette == nord and nord.warn == "#EACB8B"
+        await until(pilot, lambda: f"bold black on {nord.warn}" in header_styles())
+        app.theme = DEFAULT_THEME
+        await until(pilot, lambda: app.chrome_palette == ANSI_PALETTE)
+
+
+def test_theme_palette_reads_the_themes_variables_and_keeps_ansi_for_what_is_missing():
+    from gpuscope.widgets.style import ANSI_PALETTE, theme_palette
+    from gpuscope.widgets.timeline import timeline_text
+
+    p = theme_palette({"success": "#112233", "warning": "not a colour", "background": "#000000",
+                       "foreground": "#FFFFFF"})
+    assert (p.ok, p.warn, p.bad, p.accent) == ("#112233", ANSI_PALETTE.warn, ANSI_PALETTE.bad, ANSI_PALETTE.accent)
+    assert p.dim.upper() in ("#7F7F7F", "#808080")  # the foreground halfway into the background
+    assert theme_palette({}) == ANSI_PALETTE
+    drawn = timeline_text(60, 0.0, 100.0, 50.0, [(10.0, "marker")], 1.0, True, p)
+    assert {str(s.style) for s in drawn.spans} >= {"#112233", ANSI_PALETTE.accent}

@@ -42,7 +42,7 @@ from gpuscope.widgets.inference_panel import InferencePanel
 from gpuscope.widgets.keybar import KeyBar
 from gpuscope.widgets.processes_panel import ProcessesPanel
 from gpuscope.widgets.status_bar import StatusBar
-from gpuscope.widgets.style import DIM, set_content
+from gpuscope.widgets.style import ANSI_PALETTE, DEFAULT_THEME, Palette, set_content, theme_palette
 from gpuscope.widgets.timeline import Timeline
 from gpuscope.widgets.topology_panel import TopologyPanel
 
@@ -119,6 +119,7 @@ class GpuscopeApp(MonitorApp[int]):
         self._parts: dict[tuple[type[Widget], str | None], Widget] = {}  # see _part
         self._panels_found: list[GpuPanel] | None = None  # see _panels
         self._finishing: list[FrameSink] = []  # recordings stopped with r whose writer may still be busy
+        self.chrome_palette: Palette = ANSI_PALETTE  # the header's, note line's and timeline's colours (theme)
 
     @property
     def replay(self) -> bool:
@@ -165,6 +166,9 @@ class GpuscopeApp(MonitorApp[int]):
     def on_mount(self) -> None:
         self.layout_control.apply()
         self.watch_hang_up()
+        self.theme_changed_signal.subscribe(self, self.apply_theme)
+        if self.theme != DEFAULT_THEME:
+            self.apply_theme()
         if self.record_path and not self.replay:
             self._start_recording(self.record_path)
         if self.feeder is not None:
@@ -263,10 +267,11 @@ class GpuscopeApp(MonitorApp[int]):
                 self._part(TopologyPanel).show(v)
             hint = "" if has_eps else self._no_endpoint_hint()
             msg = err or self.message_line or hint
-            set_content(self._part(Static, "#message"), Text(hint, style=DIM))
+            chrome = self.chrome_palette
+            set_content(self._part(Static, "#message"), Text(hint, style=chrome.dim))
             note = self._part(Static, "#note")
             if note.display:
-                set_content(note, fit_words(Text(f" {clean(msg, 500)}", style="yellow"), max(10, self.size.width)))
+                set_content(note, fit_words(Text(f" {clean(msg, 500)}", style=chrome.warn), max(10, self.size.width)))
             if v.replay is not None:
                 r = v.replay
                 self._part(Timeline).show_position(r.t0, r.t1, r.position, list(r.marks), r.speed, r.playing)
@@ -285,6 +290,19 @@ class GpuscopeApp(MonitorApp[int]):
         if self._panels_found is None:
             self._panels_found = list(self.screen_stack[0].query(GpuPanel))
         return self._panels_found
+
+    def apply_theme(self, _theme: object = None) -> None:
+        """The chrome (header, note line, hint, timeline) in the theme's colours: ``$success``, ``$warning``,
+        ``$error``, ``$accent`` (widgets/style.py ``theme_palette``); under Textual's default theme, the
+        terminal's ANSI colours as before. Runs when the theme changes (never per refresh)."""
+        self.chrome_palette = ANSI_PALETTE if self.theme == DEFAULT_THEME else theme_palette(self.get_css_variables())
+        main = self.screen_stack[0] if self.screen_stack else None
+        if main is None:
+            return
+        for kind in (StatusBar, Timeline):
+            for w in main.query(kind):
+                w.palette = self.chrome_palette
+        self.refresh_view(force=True)
 
     def _check_stale(self) -> None:
         if self.paused or not self.screen_stack or self.screen is not self.screen_stack[0]:
