@@ -299,9 +299,10 @@ class GpuscopeApp(MonitorApp[int]):
         main = self.screen_stack[0] if self.screen_stack else None
         if main is None:
             return
-        for kind in (StatusBar, Timeline):
-            for w in main.query(kind):
-                w.palette = self.chrome_palette
+        for bar in main.query(StatusBar):
+            bar.palette = self.chrome_palette
+        for line in main.query(Timeline):
+            line.palette = self.chrome_palette
         self.refresh_view(force=True)
 
     def _check_stale(self) -> None:
