@@ -289,7 +289,7 @@ def test_record_and_export_refuse_an_existing_path(tmp_path):
 
 
 def test_fresh_name_never_exists(tmp_path):
-    from gpuscope.tui.app import fresh_name
+    from gpuscope.tui.recording_controller import fresh_name
     now = time.time()
     a = fresh_name(str(tmp_path), now)
     Path(a).write_bytes(b"x")

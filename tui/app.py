@@ -8,9 +8,6 @@ It delegates the panel sizes to :class:`~gpuscope.tui.layout_controller.LayoutCo
 
 from __future__ import annotations
 
-import os
-import sys
-import time
 from typing import TypeVar
 
 from rich.text import Text
@@ -22,15 +19,14 @@ from textual.reactive import var
 from textual.widget import Widget
 from textual.widgets import Static
 
-from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.session import FrameSink, Session
+from gpuscope.core.session import Session
 from gpuscope.core.text import clean
 from gpuscope.core.view import RecordingStatus, StatusInfo, ViewState
-from gpuscope.sources.recording import Recorder, RecordingError
 from gpuscope.tui.base import MonitorApp
 from gpuscope.tui.commands import GpuscopeCommands
 from gpuscope.tui.feeders import ReplayFeeder
 from gpuscope.tui.layout_controller import LayoutController
+from gpuscope.tui.recording_controller import RecordingController
 from gpuscope.tui.redraw import RedrawScheduler
 from gpuscope.tui.screens import FindingsScreen, GpuDetailScreen, HelpScreen, MarkerScreen
 from gpuscope.tui.workers import Worker
@@ -108,17 +104,14 @@ class GpuscopeApp(MonitorApp[int]):
         self.interval_s = interval_s
         self.set_reactive(GpuscopeApp.window_s, WINDOWS.get(window, 60.0))
         self.set_reactive(GpuscopeApp.compact, compact)
-        self.record_path = record_path
         self.origin_note = origin_note
         self.message_line = ""
-        self.record_force = False  # --force: the first recording may replace an existing --record FILE
         self.layout_control = LayoutController(self)
         self.redraw = RedrawScheduler()
-        self._rec_started = 0.0
+        self.recording = RecordingController(session, record_path)  # --force: run_live sets recording.force
         self._mark_said: str | None = None  # the mark label n/N put on the message line (a seek clears it)
         self._parts: dict[tuple[type[Widget], str | None], Widget] = {}  # see _part
         self._panels_found: list[GpuPanel] | None = None  # see _panels
-        self._finishing: list[FrameSink] = []  # recordings stopped with r whose writer may still be busy
         self.chrome_palette: Palette = ANSI_PALETTE  # the header's, note line's and timeline's colours (theme)
 
     @property
@@ -129,10 +122,6 @@ class GpuscopeApp(MonitorApp[int]):
     @property
     def _replayer(self) -> ReplayFeeder | None:
         return self.feeder if isinstance(self.feeder, ReplayFeeder) else None
-
-    def note_wanted(self) -> bool:
-        """Whether the note line is shown: a message, or the feeder's error."""
-        return bool(self.message_line or getattr(self.feeder, "error", None))
 
     # ----------------------------------------------------------------- screen
     def compose(self) -> ComposeResult:
@@ -169,8 +158,9 @@ class GpuscopeApp(MonitorApp[int]):
         self.theme_changed_signal.subscribe(self, self.apply_theme)
         if self.theme != DEFAULT_THEME:
             self.apply_theme()
-        if self.record_path and not self.replay:
-            self._start_recording(self.record_path)
+        path = self.recording.record_path
+        if path and not self.replay:
+            self.message_line = self.recording.start(path)
         if self.feeder is not None:
             self.feeder.start()
             if not self.replay:  # the clock shows whole minutes: say so when samples stop coming
@@ -217,7 +207,7 @@ class GpuscopeApp(MonitorApp[int]):
             recording = None
             if rec is not None:
                 recording = RecordingStatus(path=str(getattr(rec, "path", "")),
-                                            elapsed_s=time.monotonic() - self._rec_started,
+                                            elapsed_s=self.recording.elapsed_s(),
                                             frames=rec.frames, dropped=rec.dropped)
             status = StatusInfo(interval_s=self.interval_s, paused=self.paused, recording=recording,
                                 record_error=s.record_error, origin_note=self.origin_note,
@@ -265,7 +255,7 @@ class GpuscopeApp(MonitorApp[int]):
                 procs.show(v)
             if self._part(Horizontal, "#bottom").display:
                 self._part(TopologyPanel).show(v)
-            hint = "" if has_eps else self._no_endpoint_hint()
+            hint = "" if has_eps else no_endpoint_hint(self.replay)
             msg = err or self.message_line or hint
             chrome = self.chrome_palette
             set_content(self._part(Static, "#message"), Text(hint, style=chrome.dim))
@@ -373,31 +363,11 @@ class GpuscopeApp(MonitorApp[int]):
         self.layout_control.apply()
         self.refresh_view(force=True)
 
-    def _start_recording(self, path: str) -> None:
-        try:
-            inv = self.session.inventory
-            force = self.record_force and path == self.record_path and self.session.recorder is None
-            self.record_force = False
-            self.session.start_recording(Recorder(path, inv, command=sys.argv[:], interval_s=self.session.interval_s,
-                                                  force=force,
-                                                  origin={"host": inv.host, "simulated": inv.simulated}))
-            self._rec_started = time.monotonic()
-            self.message_line = f"recording to {os.path.abspath(path)}"
-        except RecordingError as e:
-            self.message_line = str(e)
-
     def action_record(self) -> None:
         if self.replay:
             self.message_line = "recording is not available during replay"
-        elif self.session.recorder is not None:
-            rec = self.session.stop_recording(wait=False)  # the writer finishes the file; the UI goes on
-            if rec is not None:
-                self._finishing.append(rec)
-                n = getattr(rec, "accepted", rec.frames)
-                self.message_line = f"recording stopped: {n} frames in {os.path.abspath(str(getattr(rec, 'path', '?')))}"
-        else:
-            path = self.record_path if self.record_path and not os.path.lexists(self.record_path) else fresh_name()
-            self._start_recording(path)
+        elif (said := self.recording.toggle()) is not None:
+            self.message_line = said
         self.refresh_view(force=True)
 
     def action_marker(self) -> None:
@@ -410,9 +380,7 @@ class GpuscopeApp(MonitorApp[int]):
         if self.replay:
             self.message_line = "markers are dropped while watching live or recording"
         else:
-            ev = self.session.add_marker(label)
-            self.message_line = f"marker dropped at {time.strftime('%H:%M:%S', time.localtime(ev.t))}" + (
-                f": {ev.text}" if label else "") + ("" if self.session.recorder else " (not recording: press r)")
+            self.message_line = self.recording.marker(label)
         self.refresh_view(force=True)
 
     def action_focus_topology(self) -> None:
@@ -437,14 +405,11 @@ class GpuscopeApp(MonitorApp[int]):
         k = panels.index(cur) + 1 if cur in panels else 0
         panels[k % len(panels)].focus()
 
-    def _detail_index(self) -> int:
-        return self.focused.index if isinstance(self.focused, GpuPanel) else 0
-
     def action_detail(self) -> None:
         if isinstance(self.screen, GpuDetailScreen):
             self.pop_screen()
         else:
-            self.push_screen(GpuDetailScreen(self._detail_index()))
+            self.push_screen(GpuDetailScreen(self.focused.index if isinstance(self.focused, GpuPanel) else 0))
             self.call_after_refresh(self.refresh_view, True)
 
     def open_detail(self, i: int) -> None:
@@ -472,13 +437,6 @@ class GpuscopeApp(MonitorApp[int]):
             self.push_screen(GpuDetailScreen(msg.index))
             self.call_after_refresh(self.refresh_view, True)
 
-    def _no_endpoint_hint(self) -> str:
-        """What the inference panel says without an endpoint: a replay cannot add one (it was not recorded)."""
-        if self.replay:
-            return "No inference endpoint in this recording (record with --endpoint URL to keep tok/s beside the GPUs)."
-        return ("No inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, llama.cpp, TRT-LLM, "
-                "LMDeploy) to see tok/s on the same time axis.")
-
     REPLAY_ONLY = frozenset({"faster", "slower", "fwd", "back", "fwd60", "back60", "start", "end", "next", "prev"})
     LIVE_ONLY = frozenset({"record", "marker", "marker_label"})
 
@@ -498,16 +456,10 @@ class GpuscopeApp(MonitorApp[int]):
         self.push_screen(HelpScreen(shown))
 
     def on_descendant_focus(self) -> None:
-        self._relayout_on_focus()
+        self.layout_control.focus_moved()
 
     def on_descendant_blur(self) -> None:
-        self._relayout_on_focus()
-
-    def _relayout_on_focus(self) -> None:
-        """Focusing the findings panel gives it spare rows (full text); the topology panel, its legend."""
-        if self.screen_stack and self.screen is self.screen_stack[0]:
-            self.call_after_refresh(self.layout_control.apply)
-            self.call_after_refresh(self.refresh_view, True)
+        self.layout_control.focus_moved()
 
     def action_speed(self, d: int) -> None:
         if (r := self._replayer) is not None:
@@ -545,17 +497,13 @@ class GpuscopeApp(MonitorApp[int]):
         self.stop_hang_up_watch()
         if self.feeder is not None:
             self.feeder.stop()
-        self.session.stop_recording()
-        for rec in self._finishing:
-            rec.close()  # waits for a writer still finishing a recording stopped with r
+        self.recording.close()  # waits for a writer still finishing a recording stopped with r
 
 
-def fresh_name(directory: str = ".", now: float | None = None) -> str:
-    """A recording name that does not exist yet: ``gpuscope-YYYYmmdd-HHMMSS.jsonl.gz``, with ``-2``, ``-3``…
-    appended when that second's name is taken (``r`` never overwrites)."""
-    stamp = time.strftime("gpuscope-%Y%m%d-%H%M%S", time.localtime(now))
-    for k in range(1, 10000):
-        name = os.path.join(directory, f"{stamp}{'' if k == 1 else f'-{k}'}.jsonl.gz")
-        if not os.path.lexists(name):
-            return name if directory != "." else os.path.basename(name)
-    raise GpuscopeError("cannot find a free name for the recording")  # pragma: no cover
+
+def no_endpoint_hint(replay: bool) -> str:
+    """What the inference panel says without an endpoint: a replay cannot add one (it was not recorded)."""
+    if replay:
+        return "No inference endpoint in this recording (record with --endpoint URL to keep tok/s beside the GPUs)."
+    return ("No inference endpoint: add one with --endpoint URL (vLLM, SGLang, TGI, llama.cpp, TRT-LLM, "
+            "LMDeploy) to see tok/s on the same time axis.")

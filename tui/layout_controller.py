@@ -53,7 +53,7 @@ class LayoutController:
                      and n >= 2 else 0 for f in TOPOLOGY_FORMS) if n else (0, 0)
         has_eps = bool(v.frame and v.frame.endpoints)
         chrome = 2 + (1 if app.replay else 0) + ((len(v.frame.endpoints) + 3) if has_eps and v.frame else 0)
-        important = app.note_wanted()
+        important = bool(app.message_line or getattr(app.feeder, "error", None))  # a message or an error
         chrome += 1 if important else 0  # the note line
         self.important = important
         findings = app.query_one(FindingsPanel)
@@ -101,6 +101,14 @@ class LayoutController:
     def _redraw_at_new_sizes(self) -> None:
         self.redraw_queued = False
         self.app.refresh_view(True)
+
+    def focus_moved(self) -> None:
+        """Focus came or went: focusing the findings panel gives it spare rows (full text); the topology
+        panel, its legend. Laid out once the focus has moved, then redrawn (main screen only)."""
+        app = self.app
+        if app.screen_stack and app.screen is app.screen_stack[0]:
+            app.call_after_refresh(self.apply)
+            app.call_after_refresh(app.refresh_view, True)
 
     def outdated(self, v: ViewState, important: bool) -> bool:
         """Whether what a redraw is about to show no longer fits the plan: the number of findings lines,

@@ -33,7 +33,7 @@ def run_live(opts: LiveOptions, open_source: Callable[[SourceOptions], Any]) -> 
     session = Session(src.inventory, interval_s=interval)
     app = GpuscopeApp(session, None, label=src.label, interval_s=interval, window=opts.history,
                       compact=True if opts.compact else None, record_path=opts.record)
-    app.record_force = opts.force
+    app.recording.force = opts.force
     app.feeder = LiveFeeder(src, session, interval, app.notify_update)
     run_app(app)
     rec_err = session.record_error
