@@ -64,3 +64,17 @@ def test_graphs_are_drawn_about_once_a_second_or_when_forced():
     clock.t += 0.01
     assert r.start(force=True, seeks=0) is True  # a key that changes the picture draws them at once
     assert r.last_graph == clock.t and GRAPH_S == 1.0
+
+
+@pytest.mark.parametrize("module", ["redraw", "recording_controller", "layout"])
+def test_the_apps_helpers_without_a_screen_import_no_textual(module):
+    """The redraw scheduler, the recording controller and the layout plan are tested without a terminal:
+    they import neither Textual nor Rich (nor any gpuscope module that draws)."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse((Path(__file__).parent.parent / "tui" / f"{module}.py").read_text())
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert not [n for n in names if n.split(".")[0] in ("textual", "rich")
+                or n.startswith(("gpuscope.widgets", "gpuscope.tui.app", "gpuscope.tui.base"))]

@@ -261,7 +261,7 @@ _NO_SIGHUP = ("import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, 
 @pytest.mark.slow
 @needs_tmux
 def test_watchdog_exits_when_the_terminal_hangs_up_without_sighup():
-    """The terminal-hang-up watchdog (tui/app.py ``_watchdog``): with SIGHUP never delivered, killing
+    """The terminal-hang-up watchdog (tui/base.py ``MonitorApp._watchdog``): with SIGHUP never delivered, killing
     the tmux session running the live TUI still ends gpuscope within 3 s (the watchdog runs every second)."""
     with Tmux(f"{shlex.quote(sys.executable)} -c {shlex.quote(_NO_SIGHUP)}", size=(100, 30), keep=False) as t:
         t.wait_screen("SIMULATED", "GPU3")
