@@ -322,6 +322,8 @@ class GpuscopeApp(MonitorApp[int]):
         self.refresh_view(force=True)
 
     def watch_window_s(self) -> None:
+        if not self.is_running:
+            return
         if (r := self._replayer) is not None:
             r.request_seek(r.target)  # the replay thread rebuilds the history for the new window
         self.refresh_view(force=True)
