@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
@@ -12,18 +11,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from gpuscope.cli.options import AgentOptions, BrokerOptions, RecordOptions, SourceOptions
+from gpuscope.cli.options import AgentOptions, RecordOptions, SourceOptions
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session, run_ticks
 from gpuscope.core.summary import SummaryPacer, summarise
 from gpuscope.core.text import count
-from gpuscope.sources.mqtt import BrokerConfig, Publisher, Subscriber, safe_host
+from gpuscope.sources.mqtt import Publisher, Subscriber, safe_host
 from gpuscope.sources.recording import Recorder
-
-
-def broker_config(args: argparse.Namespace) -> BrokerConfig:
-    """The broker that the flat Namespace's ``--broker`` flags name (``tui/fleet.py`` still passes one)."""
-    return BrokerOptions.from_namespace(args).config()
 
 
 def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -> int:

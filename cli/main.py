@@ -25,7 +25,6 @@ from gpuscope.cli.options import (
     SourceOptions,
     SummaryOptions,
     TopoOptions,
-    as_namespace,
 )
 from gpuscope.core.errors import SHOWN, GpuscopeError, one_line
 from gpuscope.core.text import clean
@@ -92,10 +91,10 @@ def _run_live(o: LiveOptions) -> int:
     if o.broker.broker:
         from gpuscope.tui.fleet import run_fleet
 
-        return run_fleet(as_namespace(o))
-    from gpuscope.tui.app import run_live
+        return run_fleet(o)
+    from gpuscope.tui.run import run_live
 
-    return run_live(as_namespace(o), _opener(o.source))
+    return run_live(o, _open)
 
 
 def _run_topo(o: TopoOptions) -> int:
@@ -131,9 +130,9 @@ def _run_record(o: RecordOptions) -> int:
 
 
 def _run_replay(o: ReplayOptions) -> int:
-    from gpuscope.tui.app import run_replay
+    from gpuscope.tui.run import run_replay
 
-    return run_replay(as_namespace(o))
+    return run_replay(o)
 
 
 def _run_summary(o: SummaryOptions) -> int:
@@ -321,16 +320,6 @@ def _open(source: SourceOptions) -> Any:
                                 probe_every_s=source.probe, probe_model=source.probe_model)
     src = open_source(source.simulate, pcie_mode=source.pcie_source)
     return with_groups(WithEndpoints(src, poller.start()) if poller is not None else src, source.simulate)
-
-
-def _opener(source: SourceOptions) -> Callable[..., Any]:
-    """An ``open_source`` for ``tui/app.py: run_live``, which passes the flags of its Namespace: the
-    checked ``source`` (the same flags, with the headers parsed) is opened instead."""
-
-    def open_(*_args: object, **_kw: object) -> Any:
-        return _open(source)
-
-    return open_
 
 
 def _dispatch(cmd: str, args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from gpuscope.core.errors import GpuscopeError
@@ -157,7 +157,10 @@ class BrokerOptions:
 
 @dataclass(frozen=True)
 class LiveOptions:
-    """``gpuscope`` with no command: the live view, or with ``--broker`` the fleet screen."""
+    """``gpuscope`` with no command: the live view, or with ``--broker`` the fleet screen. ``source`` is as
+    given: the live view checks it (``SourceOptions.checked``) after the terminal check, so that
+    ``gpuscope --probe 3`` without a terminal says the live view needs one, as it did before these options;
+    the fleet screen does not sample (only ``--interval`` is used)."""
 
     source: SourceOptions
     broker: BrokerOptions
@@ -179,9 +182,7 @@ class LiveOptions:
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> LiveOptions:
-        broker = BrokerOptions.from_namespace(ns)
-        source = SourceOptions.from_namespace(ns)
-        return cls(source=source if broker.broker else source.checked(), broker=broker, record=ns.record,
+        return cls(source=SourceOptions.from_namespace(ns), broker=BrokerOptions.from_namespace(ns), record=ns.record,
                    force=ns.force, history=ns.history, compact=ns.compact, host=ns.host)
 
 
@@ -396,20 +397,6 @@ class CompareOptions:
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> CompareOptions:
         return cls(a=ns.a, b=ns.b, json=ns.json, by_marker=ns.by_marker)
-
-
-def as_namespace(opts: LiveOptions | ReplayOptions) -> argparse.Namespace:
-    """The options as the flat ``argparse.Namespace`` that ``tui/app.py`` (``run_live``, ``run_replay``) and
-    ``tui/fleet.py`` (``run_fleet``) still take: nested options (source, broker) are flattened into it."""
-    flat: dict[str, object] = {}
-    for f in fields(opts):
-        value = getattr(opts, f.name)
-        if isinstance(value, (SourceOptions, BrokerOptions)):
-            flat.update({g.name: getattr(value, g.name) for g in fields(value)})
-        else:
-            flat[f.name] = value
-    return argparse.Namespace(**flat)
-
 
 
 @dataclass(frozen=True)

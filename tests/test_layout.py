@@ -163,7 +163,7 @@ HEADLESS = [
 
 @pytest.mark.parametrize("argv", HEADLESS, ids=lambda a: " ".join(a[:2]))
 def test_headless_commands_never_load_textual(argv, tmp_path):
-    from gpuscope.tui.app import demo_path
+    from gpuscope.tui.run import demo_path
 
     args = [a.format(demo=demo_path(), tmp=tmp_path) for a in argv]
     code = (

@@ -24,7 +24,7 @@ def palette_commands(app: Any) -> list[tuple[str, str, Callable[[], Any]]]:
         ("Findings", "every finding with its full text (f)", partial(run, "focus_findings")),
         ("Help", "every key (?)", partial(run, "help")),
     ]
-    if not app._replay:
+    if not app.replay:
         out += [("Record start / stop", "write frames to a recording file (r)", partial(run, "record")),
                 ("Marker", "drop a marker now (m)", partial(run, "marker")),
                 ("Marker with a label", "drop a labelled marker (M)", partial(run, "marker_label"))]

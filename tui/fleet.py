@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 from collections.abc import Callable
 
 from textual.binding import Binding
 
-from gpuscope.cli.agent import broker_config
+from gpuscope.cli.options import LiveOptions
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session
 from gpuscope.core.summary import finding_hints
 from gpuscope.sources.mqtt import Subscriber
-from gpuscope.tui.app import GpuscopeApp, check_terminal, run_app
+from gpuscope.tui.app import GpuscopeApp
+from gpuscope.tui.base import check_terminal, run_app
 from gpuscope.tui.fleet_app import FleetApp
 from gpuscope.tui.hangup import terminal_gone
 from gpuscope.tui.workers import Worker
@@ -73,14 +73,15 @@ def release_closed_app() -> None:
     gc.collect()
 
 
-def run_fleet(args: argparse.Namespace) -> int:
-    """The fleet screen; enter opens a host (its frames subscribed while open, released when closed).
-    With ``--host`` only that host's topics are subscribed."""
+def run_fleet(opts: LiveOptions) -> int:
+    """The fleet screen of ``opts.broker``; enter opens a host (its frames subscribed while open, released when
+    closed). With ``--host`` (``opts.host``) only that host's topics are subscribed and its view opens at once."""
     check_terminal()
-    cfg = broker_config(args)
-    sub = Subscriber(cfg, only_host=args.host).start()  # --host: that host's topics only
+    cfg = opts.broker.config()
+    only = opts.host
+    sub = Subscriber(cfg, only_host=only).start()  # --host: that host's topics only
     try:
-        host = args.host
+        host = only
         selected, needle = None, ""
         ppid = os.getppid()
         while True:
@@ -96,15 +97,15 @@ def run_fleet(args: argparse.Namespace) -> int:
                 if not host or hung_up:
                     return 0
                 selected = host
-            if not args.host:
+            if not only:
                 sub.watch(host)  # subscribe to this host's frames and inventory while it is open
             try:
-                hung_up = _show_host(sub, host, args.interval, from_fleet=not args.host)
+                hung_up = _show_host(sub, host, opts.source.interval, from_fleet=not only)
             finally:
-                if not args.host:
+                if not only:
                     sub.unwatch(host)
                 release_closed_app()  # the closed view's session, history and app go now: flat memory across visits
-            if args.host or hung_up:  # the terminal went away: never start another app without one
+            if only or hung_up:  # the terminal went away: never start another app without one
                 return 0
             host = None
     finally:

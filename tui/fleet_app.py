@@ -6,9 +6,6 @@ It reads only the hosts' summaries and status (the subscriber's fleet mode). The
 
 from __future__ import annotations
 
-import os
-import signal
-
 from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
@@ -16,10 +13,9 @@ from textual.binding import Binding
 from textual.widgets import Footer, Input, Static
 
 from gpuscope.sources.mqtt import BrokerConfig, Subscriber
-from gpuscope.tui.hangup import exit_soon, terminal_gone
+from gpuscope.tui.base import MonitorApp
 from gpuscope.widgets.fit import fit_segments
 from gpuscope.widgets.fleet_table import FleetTable, cut
-from gpuscope.widgets.textual_private import HookedApp
 
 
 def status_line(sub: Subscriber, cfg: BrokerConfig, hosts: int, width: int | None = None) -> str:
@@ -58,7 +54,7 @@ def fit_status(parts: list[tuple[str, str, int]], width: int | None) -> str:
     return cut(out, width)
 
 
-class FleetApp(HookedApp[str | None]):
+class FleetApp(MonitorApp[str | None]):
     TITLE = "gpuscope fleet"
     AUTO_FOCUS = None
     CSS = "#fleet-status { height: 1; text-wrap: nowrap; } #fleet-filter { dock: bottom; display: none; height: 3; } #fleet-filter.shown { display: block; }"
@@ -81,8 +77,6 @@ class FleetApp(HookedApp[str | None]):
         self.sub, self.cfg = sub, cfg
         self._start_selected, self._start_filter = selected, needle
         self.last_filter = needle
-        self.hung_up = False
-        self._ppid = os.getppid()
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-status")
@@ -96,26 +90,15 @@ class FleetApp(HookedApp[str | None]):
         self._status_shown = ""
         t.selected, t.filter = self._start_selected, self._start_filter
         self.set_interval(1.0, self.refresh_fleet)
-        self.set_interval(2.0, self._watchdog)
-        try:
-            signal.signal(signal.SIGHUP, lambda *_: self._hang_up())
-        except (ValueError, OSError):  # not the main thread (tests)
-            pass
+        self.watch_hang_up()  # tui/base.py: SIGHUP and the watchdog thread end the screen (run() returns None)
         self.refresh_fleet()
+
+    def on_unmount(self) -> None:
+        self.stop_hang_up_watch()
 
     def on_resize(self) -> None:
         if getattr(self, "_status", None) is not None:
             self.refresh_fleet()  # the status line is fitted to the new width
-
-    def _watchdog(self) -> None:
-        if terminal_gone(self._ppid):
-            self._hang_up()
-
-    def _hang_up(self) -> None:
-        if not self.hung_up:
-            self.hung_up = True
-            exit_soon()  # Textual's shutdown can hang without a terminal: the process ends anyway
-            self.call_later(self.exit, None)
 
     def refresh_fleet(self) -> None:
         """Once a second: the status line, and the rows in view (re-sorted only when the subscriber says the

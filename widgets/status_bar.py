@@ -12,10 +12,17 @@ from gpuscope.core.health import mig_text
 from gpuscope.core.text import clean
 from gpuscope.core.view import ViewState
 from gpuscope.widgets.fit import fit_segments
-from gpuscope.widgets.style import fmt_duration, set_content
+from gpuscope.widgets.style import ANSI_PALETTE, Palette, fmt_duration, set_content
 
-LABEL_STYLE = {"LIVE": "bold black on green", "SIMULATED": "bold black on yellow", "REPLAY": "bold black on cyan",
-               "REMOTE": "bold black on magenta"}
+LABEL_COLOUR = {"LIVE": "ok", "SIMULATED": "warn", "REPLAY": "accent"}  # a Palette field each; REMOTE: magenta
+
+
+def label_style(label: str, palette: Palette = ANSI_PALETTE) -> str:
+    """The source label's badge (LIVE, SIMULATED, REPLAY, REMOTE) in ``palette``'s colours."""
+    if label == "REMOTE":
+        return "bold black on magenta"
+    field = LABEL_COLOUR.get(label)
+    return f"bold black on {getattr(palette, field)}" if field else "reverse"
 
 
 def clock_text(now: float, seconds: bool) -> str:
@@ -43,6 +50,7 @@ def stale_text(age_s: float, interval_s: float) -> str:
 
 class StatusBar(Static):
     DEFAULT_CSS = "StatusBar { height: 1; background: $panel; }"
+    palette = ANSI_PALETTE  # the App sets the theme's (widgets/style.py Palette)
 
     def __init__(self, *args: Any, **kw: Any):
         super().__init__(*args, **kw)
@@ -72,16 +80,18 @@ class StatusBar(Static):
         def seg(text: str, style: str = "", prio: int = 0) -> None:
             segs.append((text, style, prio))
 
+        p = self.palette
+        bad = f"bold {p.bad}"
         seg(" gpuscope", "bold", 6)
-        seg(f" {v.label} ", LABEL_STYLE.get(v.label, "reverse"), 0)
+        seg(f" {v.label} ", label_style(v.label, p), 0)
         if v.inventory.scenario and v.label == "SIMULATED":
-            seg(v.inventory.scenario, "yellow", 2)
+            seg(v.inventory.scenario, p.warn, 2)
         elif v.inventory.simulated:
-            seg(f"SIMULATED {v.inventory.scenario or ''}".strip(), "bold yellow", 0)
+            seg(f"SIMULATED {v.inventory.scenario or ''}".strip(), f"bold {p.warn}", 0)
         if st.tick_errors.count:  # a high priority: a narrow terminal must still show it
-            seg(st.tick_errors.text(), "bold red", 1)
+            seg(st.tick_errors.text(), bad, 1)
         if st.origin_note:
-            seg(clean(st.origin_note, 300), "cyan", 3)
+            seg(clean(st.origin_note, 300), p.accent, 3)
         seg(clean(v.inventory.host, 60), "", 3)
         seg(f"{len(v.inventory.devices)} GPU", "", 4)
         mig = [d for d in v.inventory.devices if d.mig_instances is not None]
@@ -93,15 +103,15 @@ class StatusBar(Static):
         seg(f"every {st.interval_s:g}s", "", 4)
         seg(f"window {fmt_duration(v.window_s)}", "", 0)
         if st.paused:
-            seg("❚❚ PAUSED", "bold yellow", 0)
+            seg("❚❚ PAUSED", f"bold {p.warn}", 0)
         if st.recording is not None:
-            seg(f"● REC {fmt_duration(st.recording.elapsed_s)}", "bold red", 0)
+            seg(f"● REC {fmt_duration(st.recording.elapsed_s)}", bad, 0)
             if st.recording.dropped:
-                seg(f"{st.recording.dropped} frames dropped: disk too slow", "bold red", 1)
+                seg(f"{st.recording.dropped} frames dropped: disk too slow", bad, 1)
         if st.record_error:
-            seg(clean(st.record_error, 300), "bold red", 1)
+            seg(clean(st.record_error, 300), bad, 1)
         if stale:
-            seg(stale, "bold red", 0)
+            seg(stale, bad, 0)
         clock = clock_text(v.now, clock_seconds(v))
         if clock:
             seg(clock, "", 0)

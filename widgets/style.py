@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from rich.text import Span, Text
@@ -28,6 +29,44 @@ LEVEL_STYLE = {"bad": BAD, "warn": WARN, "ok": OK, "dim": DIM, "plain": ""}
 # Emphasised (bold) colours, for words that must stand out: severities, topology paths.
 LEVEL_STYLE_STRONG = {"bad": f"bold {BAD}", "warn": WARN, "ok": f"bold {OK}", "dim": DIM, "plain": ""}
 SEV_STYLE = {s: LEVEL_STYLE_STRONG[SEV_LEVEL[s]] for s in SEVERITIES}
+
+
+@dataclass(frozen=True)
+class Palette:
+    """The semantic colours of the screen's chrome (the header, the note line, the hint, the replay timeline),
+    as Rich colours. By default the terminal's own ANSI colours (:data:`ANSI_PALETTE`: the look the snapshots
+    pin, recoloured by the terminal's theme); with a Textual theme picked in the palette (ctrl+p, "Change
+    theme"), that theme's (:func:`theme_palette`). The panels' data colours stay ANSI (:data:`LEVEL_STYLE`)."""
+
+    ok: str = OK
+    warn: str = WARN
+    bad: str = BAD
+    dim: str = DIM
+    accent: str = ACCENT
+
+
+ANSI_PALETTE = Palette()
+DEFAULT_THEME = "textual-dark"  # Textual's default theme: the chrome keeps the ANSI colours under it
+
+
+def theme_palette(variables: Mapping[str, str]) -> Palette:
+    """The chrome's colours from a Textual theme's CSS variables (``App.get_css_variables()``): ``$success``,
+    ``$warning``, ``$error``, ``$accent``; dim is the foreground blended halfway into the background.
+    A variable missing or unreadable keeps the ANSI colour."""
+    from textual.color import Color, ColorParseError
+
+    def colour(name: str, default: str) -> str:
+        try:
+            return Color.parse(variables[name]).hex6
+        except (KeyError, ColorParseError):
+            return default
+
+    try:
+        dim = Color.parse(variables["background"]).blend(Color.parse(variables["foreground"]), 0.5).hex6
+    except (KeyError, ColorParseError):
+        dim = DIM
+    return Palette(ok=colour("success", OK), warn=colour("warning", WARN), bad=colour("error", BAD), dim=dim,
+                   accent=colour("accent", ACCENT))
 
 
 def level_style(share: float | None, warn: float = 0.8, bad: float = 0.95) -> str:

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from gpuscope.cli import main as cli_main
-from gpuscope.cli.options import LiveOptions, ReplayOptions, as_namespace
+from gpuscope.cli.options import LiveOptions, ReplayOptions
 from gpuscope.core.errors import GpuscopeError
 
 
@@ -47,7 +47,6 @@ def test_options_are_frozen(argv):
     (["agent", "--prometheus", "1.2.3"], "--prometheus '1.2.3': the port must be a number"),
     (["export", "f", "--csv", "o", "--serving", "o"], "--serving needs a path of its own"),
     (["export", "f", "--csv", "-", "--serving", "-"], "only one of the two tables can go to stdout"),
-    (["--probe", "3"], "--probe needs --endpoint URL"),
 ])
 def test_flag_combinations_are_refused_in_one_line(argv, message):
     with pytest.raises(GpuscopeError) as e:
@@ -69,12 +68,26 @@ def test_record_options_drop_the_separator_and_parse_headers(monkeypatch):
     assert "t0k" not in repr(opts)
 
 
-def test_the_tui_hand_over_is_the_flat_namespace_it_reads():
+def test_the_tui_takes_the_typed_options():
+    """run_live / run_replay / run_fleet take the options themselves (no flat Namespace in between)."""
     live = _options(["--simulate", "mixed-4", "--interval", "0.5", "--compact", "--record", "r.jsonl.gz"])
     assert isinstance(live, LiveOptions)
-    ns = as_namespace(live)
-    assert (ns.simulate, ns.interval, ns.pcie_source, ns.compact, ns.record, ns.force, ns.history, ns.broker,
-            ns.host, ns.topic_prefix) == ("mixed-4", 0.5, "auto", True, "r.jsonl.gz", False, "1m", None, None, "gpuscope")
+    assert (live.source.simulate, live.source.interval, live.source.pcie_source, live.compact, live.record,
+            live.force, live.history, live.broker.broker, live.host, live.broker.topic_prefix) == (
+        "mixed-4", 0.5, "auto", True, "r.jsonl.gz", False, "1m", None, None, "gpuscope")
     demo = _options(["demo", "--speed", "2"])
-    assert isinstance(demo, ReplayOptions)
-    assert vars(as_namespace(demo)) == {"file": None, "speed": 2.0, "compact": False}
+    assert demo == ReplayOptions(file=None, speed=2.0, compact=False)
+
+
+def test_the_live_view_checks_the_terminal_before_its_source_flags(monkeypatch, capsys):
+    """``gpuscope --probe 3`` without a terminal: "the live view needs a terminal", as before the typed options
+    (the source flags are checked by run_live after the terminal check); with one, the flags are refused."""
+    assert _options(["--probe", "3"]).source.probe == 3  # built, not yet checked
+    monkeypatch.setattr("sys.stdout.isatty", lambda: False)
+    assert cli_main.main(["--probe", "3"]) == 1
+    assert "the live view needs a terminal" in capsys.readouterr().err
+    from gpuscope.tui import run
+
+    monkeypatch.setattr(run, "check_terminal", lambda: None)
+    with pytest.raises(GpuscopeError, match="^--probe needs --endpoint URL"):
+        run.run_live(_options(["--probe", "3"]), lambda source: pytest.fail("opened a source"))

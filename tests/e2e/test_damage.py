@@ -289,7 +289,7 @@ def test_record_and_export_refuse_an_existing_path(tmp_path):
 
 
 def test_fresh_name_never_exists(tmp_path):
-    from gpuscope.tui.app import fresh_name
+    from gpuscope.tui.recording_controller import fresh_name
     now = time.time()
     a = fresh_name(str(tmp_path), now)
     Path(a).write_bytes(b"x")
@@ -486,6 +486,6 @@ def test_devices_and_fifos_are_refused_not_read_forever(tmp_path, what, argv):
     (["\x1b[2Jcut\x07"], "damaged or incomplete recording: cut"),
 ])
 def test_a_replay_says_on_screen_that_its_file_was_damaged(problems, line):
-    from gpuscope.tui.app import damage_line
+    from gpuscope.tui.run import damage_line
 
     assert damage_line(problems) == line

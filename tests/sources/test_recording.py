@@ -160,7 +160,7 @@ def test_uncompressed_copy_still_opens(recorded, tmp_path):
 
 
 def test_bundled_demo_is_a_real_h200_recording():
-    from gpuscope.tui.app import demo_path
+    from gpuscope.tui.run import demo_path
 
     p = demo_path()
     assert p.stat().st_size <= 2_000_000

@@ -501,15 +501,15 @@ async def test_screen_fits_with_the_panel_on(scenario: str, size: tuple[int, int
     from test_screen import _check
 
     app = _app(scenario, 40)
-    app._procs_on = True  # as after P
+    app.show_processes = True  # as after P
     await _check(app, size, "SIMULATED")
 
 
 async def test_P_in_replay_shows_an_old_recordings_processes() -> None:  # noqa: N802
     """The bundled demo was recorded on real H200s before user, command and SM % existed: its processes
     still show, with user "?" and SM % "–" (nothing invented)."""
-    from gpuscope.tui.app import demo_path
     from gpuscope.tui.feeders import ReplayFeeder
+    from gpuscope.tui.run import demo_path
 
     rec = open_recording(demo_path())
     session = Session(rec.inventory, interval_s=1.0, history_s=3600.0)

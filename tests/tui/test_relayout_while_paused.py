@@ -8,8 +8,9 @@ from helpers import pilot_until as until
 
 from gpuscope.core.session import Session
 from gpuscope.sources.recording import open_recording
-from gpuscope.tui.app import GpuscopeApp, demo_path
+from gpuscope.tui.app import GpuscopeApp
 from gpuscope.tui.feeders import ReplayFeeder
+from gpuscope.tui.run import demo_path
 from gpuscope.widgets.gpu_panel import GpuPanel
 
 

@@ -19,9 +19,10 @@ from rich.text import Text
 
 from gpuscope.core.session import Session
 from gpuscope.sources.recording import open_recording
-from gpuscope.tui.app import GpuscopeApp, demo_path
+from gpuscope.tui.app import GpuscopeApp
 from gpuscope.tui.feeders import ReplayFeeder
 from gpuscope.tui.layout import plan_layout
+from gpuscope.tui.run import demo_path
 from gpuscope.widgets.fit import fit_segments, fit_words, key_names, short_affinity
 from gpuscope.widgets.gpu_table import table_columns
 from gpuscope.widgets.keybar import key_hints
@@ -222,11 +223,11 @@ async def test_the_layout_follows_a_resize(first: tuple[int, int], then: tuple[i
         for _ in range(50):
             await pilot.pause()
             lines = screen_lines(app)
-            if app._plan is not None and not problems(app, lines, *then, "SIMULATED"):
+            if app.layout_control.plan is not None and not problems(app, lines, *then, "SIMULATED"):
                 break
         found = problems(app, screen_lines(app), *then, "SIMULATED")
         assert not found, "\n".join(found) + "\n\n" + "\n".join(screen_lines(app))
-        assert app._plan.compact is (then[0] < 100 or then[1] < 30), app._plan
+        assert app.layout_control.plan.compact is (then[0] < 100 or then[1] < 30), app.layout_control.plan
 
 
 @pytest.mark.parametrize("name,want", [("NVIDIA RTX A6000", "A6000"), ("NVIDIA H200", "H200"),

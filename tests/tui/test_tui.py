@@ -123,10 +123,10 @@ async def test_replay_play_pause_seek_speed(tmp_path):
         await pilot.press("space")
         assert not f.playing
         pos = f.position
-        g0 = app._seek_gen
+        g0 = app.redraw.seek_gen
         await pilot.press("right")
         await until(pilot, lambda: f.position == pytest.approx(pos + 10, abs=1.01))
-        await until(pilot, lambda: app._seek_gen != g0)  # the graphs were redrawn after the seek, paused
+        await until(pilot, lambda: app.redraw.seek_gen != g0)  # the graphs were redrawn after the seek, paused
         await pilot.press("end")
         await until(pilot, lambda: f.index == rec.n_frames - 1)
         await pilot.press("home")
@@ -161,7 +161,7 @@ async def test_replay_play_pause_seek_speed(tmp_path):
 
 async def test_n_walks_every_mark_of_the_demo_in_order():
     """The bundled demo has marks between frames: n must still step through each one, N back."""
-    from gpuscope.tui.app import demo_path
+    from gpuscope.tui.run import demo_path
 
     rec = open_recording(demo_path())
     session = Session(rec.inventory, interval_s=1.0)
@@ -261,7 +261,7 @@ _NO_SIGHUP = ("import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, 
 @pytest.mark.slow
 @needs_tmux
 def test_watchdog_exits_when_the_terminal_hangs_up_without_sighup():
-    """The terminal-hang-up watchdog (tui/app.py ``_watchdog``): with SIGHUP never delivered, killing
+    """The terminal-hang-up watchdog (tui/base.py ``MonitorApp._watchdog``): with SIGHUP never delivered, killing
     the tmux session running the live TUI still ends gpuscope within 3 s (the watchdog runs every second)."""
     with Tmux(f"{shlex.quote(sys.executable)} -c {shlex.quote(_NO_SIGHUP)}", size=(100, 30), keep=False) as t:
         t.wait_screen("SIMULATED", "GPU3")
@@ -275,10 +275,10 @@ def test_watchdog_exits_when_the_terminal_hangs_up_without_sighup():
 
 async def test_watchdog_exits_when_the_parent_is_gone(monkeypatch):
     """The other half of the watchdog: the parent (the SSH session's shell) died and we were re-parented."""
-    import gpuscope.tui.app as app_mod
+    import gpuscope.tui.base as base_mod
 
     ended: list[bool] = []
-    monkeypatch.setattr(app_mod, "exit_soon", lambda *a, **k: ended.append(True))  # not the test process
+    monkeypatch.setattr(base_mod, "exit_soon", lambda *a, **k: ended.append(True))  # not the test process
     app = make_app("mixed-4", 0, 5)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
@@ -299,3 +299,112 @@ def test_the_timeline_track_stays_put_while_the_position_and_speed_change():
              for pos in (0.0, 7.0, 65.0, 98.0) for speed in (0.25, 1.0, 16.0) for playing in (True, False)]
     assert len({len(t) for t in texts}) == 1
     assert len({t.index("|") for t in texts}) == 1 and len({t.index("!") for t in texts}) == 1
+
+
+async def test_digit_keys_are_bindings_that_open_a_gpu_and_the_help_shows_them_as_one_line():
+    """1–8 are BINDINGS (ids detail1…detail8, remappable), not an on_key handler: a digit without its GPU does
+    nothing, a modal screen (the marker label) takes the digit as text, and ? lists them once."""
+    app = make_app("mixed-4", 0, 10)
+    assert [b.id for b in GpuscopeApp.BINDINGS if b.id and b.id.startswith("detail") and b.id != "detail"] == [
+        f"detail{k}" for k in range(1, 9)]
+    assert not hasattr(GpuscopeApp, "on_key")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("5")  # mixed-4 has GPU0–GPU3
+        assert not isinstance(app.screen, GpuDetailScreen)
+        await pilot.press("3")
+        assert isinstance(app.screen, GpuDetailScreen) and app.screen.index == 2
+        await pilot.press("1")  # from one GPU's detail to another's
+        assert isinstance(app.screen, GpuDetailScreen) and app.screen.index == 0
+        await pilot.press("escape", "M", "2", "enter")
+        assert not isinstance(app.screen, GpuDetailScreen)
+        assert app.session._pending[-1].text == "2"  # typed into the label, not a GPU's detail
+        await pilot.press("question_mark")
+        help_text = str(app.screen.query_one("#help").render())
+        assert help_text.count("detail of GPU") == 1 and "detail of GPU0–GPU7" in help_text
+
+
+async def test_the_toggles_are_reactives_that_redraw_what_they_change():
+    """paused, compact, window_s and show_processes: set by the keys or directly, the watcher lays out and
+    redraws; set before the app runs, nothing runs."""
+    app = make_app("mixed-4", 0, 20)
+    app.show_processes = True  # before mount: only the value (the first layout reads it)
+    app.paused = True
+    app.paused = False
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.query_one("#procs").display
+        await pilot.press("P")
+        assert not app.show_processes and not app.query_one("#procs").display
+        app.show_processes = True
+        assert app.query_one("#procs").display  # laid out by the watcher at once
+        gen = app.redraw.last_redraw
+        app.window_s = 600.0
+        assert app.redraw.last_redraw > gen and app.build_view(False).window_s == 600.0
+        await pilot.press("w")
+        assert app.window_s == 3600.0
+        app.compact = True
+        assert app.query_one("#table").display
+        await pilot.press("p")
+        assert app.paused and app.build_view(False).status.paused
+
+
+async def test_the_fleet_screen_leaves_when_its_terminal_goes_away(monkeypatch):
+    """The fleet screen shares the main screen's hang-up wiring (tui/base.py MonitorApp): the watchdog
+    thread's check ends it with None and marks it hung up, so run_fleet starts no other screen."""
+    import gpuscope.tui.base as base_mod
+    from gpuscope.sources.mqtt import Subscriber, parse_broker
+    from gpuscope.tui.fleet_app import FleetApp
+
+    ended: list[bool] = []
+    monkeypatch.setattr(base_mod, "exit_soon", lambda *a, **k: ended.append(True))  # not the test process
+    sub = Subscriber(parse_broker("mqtt://127.0.0.1:1", env={}))
+    app = FleetApp(sub, sub.cfg)
+    async with app.run_test(size=(100, 20)) as pilot:
+        await pilot.pause()
+        app._watchdog()
+        assert not app.hung_up and not ended
+        app._ppid = os.getppid() + 1
+        app._watchdog()
+        await until(pilot, lambda: app._exit)
+    assert app.hung_up and ended == [True] and app.return_value is None
+
+
+async def test_a_textual_theme_recolours_the_chrome_and_the_default_keeps_the_terminal_colours():
+    """The header, note line and timeline take the theme's $success/$warning/$error/$accent (ctrl+p, "Change
+    theme"); under Textual's default theme they keep the terminal's ANSI colours (the snapshots' look)."""
+    from textual.app import App
+
+    from gpuscope.widgets.status_bar import StatusBar
+    from gpuscope.widgets.style import ANSI_PALETTE, DEFAULT_THEME, theme_palette
+
+    assert App().theme == DEFAULT_THEME
+    app = make_app("mixed-4", 0, 10)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        bar = app.query_one(StatusBar)
+
+        def header_styles() -> set[str]:
+            return {style for _text, style, _prio in bar._key[0]} if bar._key else set()  # the words it drew
+
+        assert app.chrome_palette == ANSI_PALETTE and "bold black on yellow" in header_styles()
+        app.theme = "nord"
+        await until(pilot, lambda: app.chrome_palette != ANSI_PALETTE)
+        nord = theme_palette(app.get_css_variables())
+        assert app.chrome_palette == nord and nord.warn == "#EACB8B"
+        await until(pilot, lambda: f"bold black on {nord.warn}" in header_styles())
+        app.theme = DEFAULT_THEME
+        await until(pilot, lambda: app.chrome_palette == ANSI_PALETTE)
+
+
+def test_theme_palette_reads_the_themes_variables_and_keeps_ansi_for_what_is_missing():
+    from gpuscope.widgets.style import ANSI_PALETTE, theme_palette
+    from gpuscope.widgets.timeline import timeline_text
+
+    p = theme_palette({"success": "#112233", "warning": "not a colour", "background": "#000000",
+                       "foreground": "#FFFFFF"})
+    assert (p.ok, p.warn, p.bad, p.accent) == ("#112233", ANSI_PALETTE.warn, ANSI_PALETTE.bad, ANSI_PALETTE.accent)
+    assert p.dim.upper() in ("#7F7F7F", "#808080")  # the foreground halfway into the background
+    assert theme_palette({}) == ANSI_PALETTE
+    drawn = timeline_text(60, 0.0, 100.0, 50.0, [(10.0, "marker")], 1.0, True, p)
+    assert {str(s.style) for s in drawn.spans} >= {"#112233", ANSI_PALETTE.accent}

@@ -102,7 +102,7 @@ def test_switched_off_every_caller_takes_textuals_public_path() -> None:
 def test_run_app_raises_what_ended_the_app(crash, code, raised) -> None:
     from types import SimpleNamespace
 
-    from gpuscope.tui.app import run_app
+    from gpuscope.tui.base import run_app
 
     app = SimpleNamespace(run=lambda: None, crash=crash, return_code=code)
     if raised is None:

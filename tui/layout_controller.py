@@ -1,0 +1,122 @@
+"""The main screen's panel sizes: who gets how many rows, applied to the widgets.
+
+:func:`gpuscope.tui.layout.plan_layout` decides (a pure function of the terminal size and what there is to
+show); :class:`LayoutController` gathers its inputs from the App (the view, the focus, the toggles), applies
+the plan to the widgets, and says when what a redraw found no longer fits the plan (findings, the note line
+or processes came or went), so the rows are shared out again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.containers import Grid
+
+from gpuscope.core.view import ViewState
+from gpuscope.tui.layout import Plan, plan_layout
+from gpuscope.widgets.findings_panel import FindingsPanel
+from gpuscope.widgets.processes_panel import ProcessesPanel, lines_wanted
+from gpuscope.widgets.topology_panel import TopologyPanel, legend_lines, matrix_columns, topology_lines
+
+if TYPE_CHECKING:
+    from gpuscope.core.model import Frame
+    from gpuscope.tui.app import GpuscopeApp
+
+TOPOLOGY_FORMS = ("matrix", "pairs")  # the topology panel's forms, best first (Plan.topology indexes them)
+
+
+class LayoutController:
+    """Shares the main screen's rows out (tui/layout.py: GPUs first, then findings, topology, graphs) and
+    remembers what the plan was made for."""
+
+    def __init__(self, app: GpuscopeApp):
+        self.app = app
+        self.legend_off = False  # the topology legend hidden with `a` (else shown where rows are left)
+        self.plan: Plan | None = None
+        self.n_findings = -1  # findings at the last layout
+        self.procs_want = 0  # lines the processes panel wanted at the last layout
+        self.important = False  # the note line (a message or an error) was shown at the last layout
+        self.redraw_queued = False  # a redraw at the panels' new sizes is queued (relayout)
+
+    def apply(self) -> None:
+        """Share the rows out and size the widgets accordingly (no redraw)."""
+        app = self.app
+        w, h = app.size.width, app.size.height
+        if not w or not h:
+            return
+        v = app.build_view(False)
+        devices = app.session.inventory.devices
+        n = len(devices)
+        topo = app.query_one(TopologyPanel)
+        cw = w - 4
+        need = tuple(len(topology_lines(v, cw, form=f)) if (f == "pairs" or matrix_columns(n, cw) is not None)
+                     and n >= 2 else 0 for f in TOPOLOGY_FORMS) if n else (0, 0)
+        has_eps = bool(v.frame and v.frame.endpoints)
+        chrome = 2 + (1 if app.replay else 0) + ((len(v.frame.endpoints) + 3) if has_eps and v.frame else 0)
+        important = bool(app.message_line or getattr(app.feeder, "error", None))  # a message or an error
+        chrome += 1 if important else 0  # the note line
+        self.important = important
+        findings = app.query_one(FindingsPanel)
+        any_nvlink = any(d.nvlinks_active for d in devices)
+        self.procs_want = lines_wanted(v.frame) if app.show_processes else 0
+        plan = plan_layout(w, h, n, len(v.findings), topo_lines=need, chrome=chrome, compact=app.compact,
+                           panel_rows=11 if any_nvlink else 9, findings_focused=findings.has_focus,
+                           topo_focused=topo.has_focus, legend_lines=len(legend_lines(cw)),
+                           procs_lines=self.procs_want)
+        procs = app.query_one(ProcessesPanel)
+        procs.display = plan.procs_lines > 0
+        procs.budget = plan.procs_lines
+        self.plan = plan
+        self.n_findings = len(v.findings)
+        app.query_one("#table").display = plan.compact
+        grid = app.query_one("#grid", Grid)
+        grid.display = not plan.compact
+        grid.styles.grid_size_columns = plan.cols
+        fits = plan.compact is False and app.compact is None
+        grid.set_class(fits, "fill")
+        findings.display = plan.findings_lines > 0
+        findings.budget = plan.findings_lines
+        findings.styles.max_height = plan.findings_rows if findings.has_focus else None
+        app.query_one("#bottom").display = plan.topology >= 0
+        if plan.topology >= 0:
+            topo.form = TOPOLOGY_FORMS[plan.topology]
+            topo.legend = plan.legend and not self.legend_off
+        content_w = max((ln.cell_len for ln in topology_lines(v, cw, legend_on=topo.legend, form=topo.form)), default=0)
+        topo.avail_width = cw
+        topo.styles.width = content_w + 4
+        side_w = w - (content_w + 4)
+        app.query_one("#side").display = side_w >= 24
+        app.query_one("#note").display = important  # a message or error gets a whole line: never cut narrow
+
+    def relayout(self) -> None:
+        """Share the rows out again (a resize; inside a redraw: findings, a note line or processes came or
+        went) and draw again once the panels have their new sizes, in the next layout pass: a redraw now
+        draws at the old ones, and while paused no other redraw would come (a seek while paused left a
+        blank row in every GPU panel)."""
+        self.apply()
+        if not self.redraw_queued:  # one redraw for any number of layout changes in this one
+            self.redraw_queued = True
+            self.app.call_after_refresh(self.app.call_after_refresh, self._redraw_at_new_sizes)
+
+    def _redraw_at_new_sizes(self) -> None:
+        self.redraw_queued = False
+        self.app.refresh_view(True)
+
+    def focus_moved(self) -> None:
+        """Focus came or went: focusing the findings panel gives it spare rows (full text); the topology
+        panel, its legend. Laid out once the focus has moved, then redrawn (main screen only)."""
+        app = self.app
+        if app.screen_stack and app.screen is app.screen_stack[0]:
+            app.call_after_refresh(self.apply)
+            app.call_after_refresh(app.refresh_view, True)
+
+    def outdated(self, v: ViewState, important: bool) -> bool:
+        """Whether what a redraw is about to show no longer fits the plan: the number of findings lines,
+        the note line (``important``: a message or an error is shown), or with the processes panel on, the
+        lines its processes want."""
+        return (len(v.findings) != self.n_findings or important != self.important
+                or self.procs_changed(v.frame))
+
+    def procs_changed(self, frame: Frame | None) -> bool:
+        """With the processes panel on: its processes came or went since the last layout."""
+        return self.app.show_processes and lines_wanted(frame) != self.procs_want

@@ -1,0 +1,78 @@
+"""From the command line's typed options to a running main screen: ``gpuscope`` (live) and ``gpuscope replay``
+/ ``demo``. ``cli/main.py`` hands over here once the options are built (``gpuscope --broker``: tui/fleet.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from gpuscope.cli.options import LiveOptions, ReplayOptions, SourceOptions
+from gpuscope.cli.report import open_or_fail
+from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.session import Session
+from gpuscope.core.text import clean
+from gpuscope.tui.app import GpuscopeApp
+from gpuscope.tui.base import check_terminal, run_app
+from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
+
+
+def run_live(opts: LiveOptions, open_source: Callable[[SourceOptions], Any]) -> int:
+    """The live view of the source ``opts.source`` names, opened with ``open_source``. Refused, in this order:
+    without a terminal, with ``--record FILE`` that exists (without ``--force``), with source flags that do
+    not go together (``SourceOptions.checked``)."""
+    check_terminal()
+    if opts.record and not opts.force and os.path.lexists(opts.record):
+        raise GpuscopeError(f"{opts.record} exists; refusing to overwrite it (use --force)")
+    source = opts.source.checked()
+    interval = source.interval
+    src = open_source(source)
+    session = Session(src.inventory, interval_s=interval)
+    app = GpuscopeApp(session, None, label=src.label, interval_s=interval, window=opts.history,
+                      compact=True if opts.compact else None, record_path=opts.record)
+    app.recording.force = opts.force
+    app.feeder = LiveFeeder(src, session, interval, app.notify_update)
+    run_app(app)
+    rec_err = session.record_error
+    if rec_err:
+        sys.stderr.write(f"gpuscope: {rec_err}\n")
+    return 0
+
+
+def demo_path() -> Path:
+    """The recording that ships with gpuscope (``gpuscope demo``)."""
+    base = resources.files("gpuscope.recordings")
+    names = sorted(str(p) for p in base.iterdir() if str(p).endswith(".jsonl.gz"))
+    if not names:
+        raise GpuscopeError("the bundled demo recording is missing from this installation")
+    return Path(names[0])
+
+
+def damage_line(problems: list[str]) -> str:
+    """The message line a replay opens with when its file was damaged or cut off ("" when whole)."""
+    if not problems:
+        return ""
+    more = f" (+{len(problems) - 1} more: gpuscope summary)" if len(problems) > 1 else ""
+    return clean(f"damaged or incomplete recording: {problems[0]}{more}", 300)
+
+
+def run_replay(opts: ReplayOptions) -> int:
+    """Replay ``opts.file`` (None: the demo) at ``opts.speed``. The file is opened first (its errors come
+    before the terminal check)."""
+    path = opts.file or demo_path()
+    rec = open_or_fail(path)
+    check_terminal()
+    interval = float(rec.header.get("interval_s") or 1.0)
+    session = Session(rec.inventory, interval_s=interval, history_s=3600.0)
+    note = "SIMULATED recording" if rec.simulated else "real recording"
+    if rec.problems:
+        note += " — " + "; ".join(rec.problems)
+    app = GpuscopeApp(session, None, label="REPLAY", interval_s=interval, compact=True if opts.compact else None,
+                      origin_note=f"{Path(path).name} ({note})")
+    app.feeder = ReplayFeeder(rec, session, app.notify_update, speed=opts.speed, window_s=lambda: app.window_s)
+    app.message_line = damage_line(rec.problems)  # on screen, not only in the header's note (cut when narrow)
+    run_app(app)
+    return 0
