@@ -6,7 +6,7 @@ namespace), ``cgroup`` (the container or pod) and command line (TP/PP sizes). :f
 them with NVML's compute processes into :class:`~gpuscope.core.model.ServingGroup` records.
 
 Every parser takes untrusted text and returns None / empty for anything it does not understand: never
-an exception (tests/test_groups.py fuzzes them).
+an exception (tests/sources/test_groups.py fuzzes them).
 """
 
 from __future__ import annotations

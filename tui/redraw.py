@@ -1,6 +1,6 @@
 """When the main screen redraws: the dirty flag, the redraw throttle and the graphs' cadence.
 
-No Textual here: the App asks and does what it is told (tests/test_redraw.py drives it with a fake clock).
+No Textual here: the App asks and does what it is told (tests/tui/test_redraw.py drives it with a fake clock).
 Feeder threads mark the view dirty (:meth:`RedrawScheduler.mark_dirty`: one wake-up pending at most, so
 frames never queue up on the event loop); the App's handler asks how long to hold the redraw back
 (:meth:`RedrawScheduler.hold_s`: at most ``1 / min_redraw_s`` redraws a second, whatever the sampling
