@@ -71,9 +71,10 @@ def test_the_apps_helpers_without_a_screen_import_no_textual(module):
     """The redraw scheduler, the recording controller and the layout plan are tested without a terminal:
     they import neither Textual nor Rich (nor any gpuscope module that draws)."""
     import ast
-    from pathlib import Path
 
-    tree = ast.parse((Path(__file__).parent.parent / "tui" / f"{module}.py").read_text())
+    from helpers import ROOT
+
+    tree = ast.parse((ROOT / "tui" / f"{module}.py").read_text())
     names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     assert not [n for n in names if n.split(".")[0] in ("textual", "rich")
