@@ -32,8 +32,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.findings import Candidate
-from gpuscope.core.model import DeviceInfo, Inventory
+from gpuscope.core.findings import Candidate, Finding
+from gpuscope.core.model import DeviceInfo, Event, Inventory
 from gpuscope.core.topology import (
     PATH_RANK,
     best_link,
@@ -399,6 +399,19 @@ def probe_findings(r: ProbeResult) -> list[Candidate]:
                       "share_of_typical": _round(v.share, 3), "link": v.link, "probed_at": r.t},
             variant=v.level, basis="static"))
     return out
+
+
+def probe_finding_list(r: ProbeResult) -> list[Finding]:
+    """:func:`probe_findings` as raised findings (raised, and true since, when the probe ran): what the live
+    screen's findings panel shows beside the engine's own until the next probe."""
+    return [Finding(c.id, c.rule, c.severity, c.subject, c.message, c.evidence, started_at=r.t, raised_at=r.t,
+                    variant=c.variant, basis=c.basis, since=r.t, worst=c.severity) for c in probe_findings(r)]
+
+
+def probe_event(r: ProbeResult) -> Event:
+    """The event that carries a probe in a recording: kind ``probe``, the JSON in ``data``, the summary line in
+    ``text`` (``record --probe-links`` and the TUI's palette command write the same)."""
+    return Event(t=r.t, kind=PROBE_EVENT, text=summary_line(r), data=to_json(r))
 
 
 # ------------------------------------------------------------------ JSON
