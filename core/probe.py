@@ -402,10 +402,19 @@ def probe_findings(r: ProbeResult) -> list[Candidate]:
 
 
 def probe_finding_list(r: ProbeResult) -> list[Finding]:
-    """:func:`probe_findings` as raised findings (raised, and true since, when the probe ran): what the live
-    screen's findings panel shows beside the engine's own until the next probe."""
+    """:func:`probe_findings` as raised findings (raised, and true since, when the probe ran), the worst figure
+    of each GPU and pair only (critical first, then the lowest share of typical: a Gen1 pair of GPUs gives 3
+    findings, not 10): what the live screen's findings panel shows beside the engine's own until the next
+    probe. The others stay in the topology panel, the recording's probe event and ``gpuscope probe``."""
+    worst: dict[str, Candidate] = {}
+    for c in probe_findings(r):
+        old = worst.get(c.subject)
+        if old is None or (c.severity != old.severity and c.severity == "critical") or (
+                c.severity == old.severity
+                and (c.evidence.get("share_of_typical") or 1.0) < (old.evidence.get("share_of_typical") or 1.0)):
+            worst[c.subject] = c
     return [Finding(c.id, c.rule, c.severity, c.subject, c.message, c.evidence, started_at=r.t, raised_at=r.t,
-                    variant=c.variant, basis=c.basis, since=r.t, worst=c.severity) for c in probe_findings(r)]
+                    variant=c.variant, basis=c.basis, since=r.t, worst=c.severity) for c in worst.values()]
 
 
 def probe_event(r: ProbeResult) -> Event:

@@ -20,6 +20,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from gpuscope.core.findings import sort_findings
+from gpuscope.core.probe import ProbeResult
 from gpuscope.core.session import Session
 from gpuscope.core.text import clean
 from gpuscope.core.view import RecordingStatus, StatusInfo, ViewState
@@ -424,13 +425,10 @@ class GpuscopeApp(MonitorApp[int]):
             prep = msg.value
             self._say("link probe: waiting for confirmation (enter: run, esc: cancel)")
             self.push_screen(ConfirmScreen(prep.lines(), "run the probe"), lambda ok: self._probe_confirmed(prep, ok))
-        elif msg.stage == "measure" and msg.value is not None:
-            from gpuscope.core.probe import ProbeResult
-
-            if isinstance(msg.value, ProbeResult):
-                self.message_line = self.link_probe.finished(msg.value)
-                self.layout_control.relayout()  # the topology panel gained lines, findings came
-                self.refresh_view(force=True)
+        elif msg.stage == "measure" and isinstance(msg.value, ProbeResult):
+            self.message_line = self.link_probe.finished(msg.value)
+            self.layout_control.relayout()  # the topology panel gained lines, findings came
+            self.refresh_view(force=True)
 
     def _probe_confirmed(self, prep: ProbePrep, ok: bool | None) -> None:
         if not ok:

@@ -263,8 +263,10 @@ def test_probe_findings_as_raised_findings_and_the_recording_event():
     finally:
         src.close()
     fs = P.probe_finding_list(r)
-    cands = P.probe_findings(r)
-    assert [f.id for f in fs] == [c.id for c in cands] and fs
+    cands = {c.id: c for c in P.probe_findings(r)}
+    assert len(cands) == 10 and {f.id for f in fs} <= set(cands)
+    assert [f.subject for f in fs] == ["GPU0", "GPU1", "GPU0-GPU1"]  # the worst figure of each, one each
+    assert fs[0].id == "probe_link:GPU0:bidir"  # 12 % of typical, the lowest of GPU0's three
     assert all(f.raised_at == f.since == f.started_at == r.t and f.basis == "static" for f in fs)
     assert {f.severity for f in fs} == {"critical"}
     ev = P.probe_event(r)

@@ -56,7 +56,7 @@ async def test_palette_probe_on_a_simulated_gen1_machine_shows_the_verdict_besid
         assert "GPU1 host→dev 3.3" in topo
         assert "GPU0↔GPU1 read 1.5 write 1.5 GB/s: 13 % of typ 11.3" in topo
         assert "SIMULATED probe" in app.message_line
-        await until(pilot, lambda: "13 % of Gen4×16" in _text(app.query_one(FindingsPanel)))
+        await until(pilot, lambda: "12 % of Gen4×16" in _text(app.query_one(FindingsPanel)))
         # a second probe replaces the first one's findings (never doubled)
         n = len(app.build_view(False).findings)
         await _palette(pilot, app)
