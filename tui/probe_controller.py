@@ -147,7 +147,7 @@ class LinkProbe:
             line += " (in the recording)"
         return line
 
-    def start(self, name: str, fn: Callable[[threading.Event], Any], done: Callable[[Any, str | None], None]) -> None:
+    def start(self, name: str, fn: Callable[[threading.Event], Any], done: Callable[[Any, str | None], object]) -> None:
         """Run ``fn(stop)`` on the ``gpuscope-probe`` thread; ``done(value, None)`` or ``done(None, error line)``
         is called on that thread when it ends (the App posts a message from it)."""
         self.worker = OneShot(name, fn, done)
@@ -162,7 +162,7 @@ class LinkProbe:
 class OneShot(Worker):
     """One call on its own named thread (``gpuscope-probe``); its outcome goes to ``done``, never raised."""
 
-    def __init__(self, what: str, fn: Callable[[threading.Event], Any], done: Callable[[Any, str | None], None]):
+    def __init__(self, what: str, fn: Callable[[threading.Event], Any], done: Callable[[Any, str | None], object]):
         super().__init__("gpuscope-probe", lambda: None)
         self.what = what
         self.fn = fn
