@@ -220,6 +220,6 @@ def probe_event(args: ProbeOptions, src: Any, stdin: TextIO | None = None, err: 
     except KeyboardInterrupt:
         _say(err, "gpuscope: probe stopped (Ctrl-C); GPU and host buffers freed")
         raise
-    line = P.summary_line(result)
-    _say(err, f"gpuscope: {line}")
-    return Event(t=result.t, kind=P.PROBE_EVENT, text=line, data=P.to_json(result))
+    ev = P.probe_event(result)
+    _say(err, f"gpuscope: {ev.text}")
+    return ev

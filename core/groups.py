@@ -366,6 +366,22 @@ def group_label(g: ServingGroup) -> str:
     return " ".join(parts)
 
 
+def short_gpus(gpus: Sequence[int]) -> str:
+    """``GPU0+1``, ``GPU2–5`` (a run of three or more), ``GPU0+2+5``; ``no GPU`` (the brief form of
+    :func:`gpus_text`, for a fleet row)."""
+    g = sorted(gpus)
+    if not g:
+        return "no GPU"
+    if len(g) > 2 and g == list(range(g[0], g[-1] + 1)):
+        return f"GPU{g[0]}–{g[-1]}"
+    return "GPU" + "+".join(str(i) for i in g)
+
+
+def group_brief(g: ServingGroup) -> str:
+    """The group in a few words for a fleet row: ``vLLM TP=2 GPU0+1``, ``python train.py GPU2–5``."""
+    return " ".join(p for p in (clean(g.server, 24), parallel_text(g), short_gpus(g.gpus)) if p)
+
+
 def parallel_text(g: ServingGroup) -> str:
     """``TP=2``, ``TP=4 PP=2``, ``""`` when neither is known."""
     return " ".join(f"{k}={v}" for k, v in (("TP", g.tp), ("PP", g.pp)) if v)

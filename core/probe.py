@@ -32,8 +32,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.findings import Candidate
-from gpuscope.core.model import DeviceInfo, Inventory
+from gpuscope.core.findings import Candidate, Finding
+from gpuscope.core.model import DeviceInfo, Event, Inventory
 from gpuscope.core.topology import (
     PATH_RANK,
     best_link,
@@ -399,6 +399,28 @@ def probe_findings(r: ProbeResult) -> list[Candidate]:
                       "share_of_typical": _round(v.share, 3), "link": v.link, "probed_at": r.t},
             variant=v.level, basis="static"))
     return out
+
+
+def probe_finding_list(r: ProbeResult) -> list[Finding]:
+    """:func:`probe_findings` as raised findings (raised, and true since, when the probe ran), the worst figure
+    of each GPU and pair only (critical first, then the lowest share of typical: a Gen1 pair of GPUs gives 3
+    findings, not 10): what the live screen's findings panel shows beside the engine's own until the next
+    probe. The others stay in the topology panel, the recording's probe event and ``gpuscope probe``."""
+    worst: dict[str, Candidate] = {}
+    for c in probe_findings(r):
+        old = worst.get(c.subject)
+        if old is None or (c.severity != old.severity and c.severity == "critical") or (
+                c.severity == old.severity
+                and (c.evidence.get("share_of_typical") or 1.0) < (old.evidence.get("share_of_typical") or 1.0)):
+            worst[c.subject] = c
+    return [Finding(c.id, c.rule, c.severity, c.subject, c.message, c.evidence, started_at=r.t, raised_at=r.t,
+                    variant=c.variant, basis=c.basis, since=r.t, worst=c.severity) for c in worst.values()]
+
+
+def probe_event(r: ProbeResult) -> Event:
+    """The event that carries a probe in a recording: kind ``probe``, the JSON in ``data``, the summary line in
+    ``text`` (``record --probe-links`` and the TUI's palette command write the same)."""
+    return Event(t=r.t, kind=PROBE_EVENT, text=summary_line(r), data=to_json(r))
 
 
 # ------------------------------------------------------------------ JSON

@@ -86,6 +86,11 @@ class Session:
         one door for markers (TUI prompt, ``$GPUSCOPE_MARKERS``, palette): escape sequences are removed
         whole wherever the label came from."""
         ev = Event(t=t if t is not None else time.time(), kind="marker", text=clean(label, 200) or "marker")
+        return self.add_event(ev)
+
+    def add_event(self, ev: Event) -> Event:
+        """Queue an event (a marker, a link probe run from the TUI); it travels with the next frame, so a
+        running recording keeps it."""
         with self.lock:
             self._pending.append(ev)
         return ev

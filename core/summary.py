@@ -11,7 +11,7 @@ Wire form (``schema`` 1), every field but ``schema``, ``host`` and ``t`` optiona
      "link": {"state": "below_max_busy", "gpu": 5, "label": "Gen4×8"},
      "findings": [{"id": "gpu_lost:GPU3", "sev": "critical", "since": 1764469990.0, "text": "GPU3 fell off the bus",
                    "variant": "", "started": 1764469985.0}],
-     "endpoints": [{"name": "vllm :8000", "tok_s": 1234.5}]}
+     "endpoints": [{"name": "vllm :8000", "tok_s": 1234.5}], "groups": ["vLLM TP=2 GPU0+1"]}
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gpuscope.core.groups import group_brief
 from gpuscope.core.model import Event, Frame, Inventory
 from gpuscope.core.topology import best_link, pcie_capacity_bytes_per_s
 from gpuscope.core.vocab import LINK_STATES, SEV_RANK, SEVERITIES, link_label, link_state, reading_busy
@@ -29,6 +30,8 @@ SCHEMA = 1
 MAX_FINDINGS = 16  # per summary; the worst first
 MAX_TEXT = 160  # characters of one finding's text
 MAX_ENDPOINTS = 8
+MAX_GROUPS = 8  # serving groups per summary (core/groups.py), each in a few words
+MAX_GROUP_TEXT = 48
 MAX_GPUS = 1024
 # the worst link first: narrow (a fault at any load), a lower generation while busy, at idle (power saving)
 LINK_RANK = {"narrow": 0, "below_max_busy": 1, "below_max_idle": 2, "at_max": 3}
@@ -67,6 +70,7 @@ class HostSummary:
     findings: tuple[SummaryFinding, ...] = ()
     endpoints: tuple[tuple[str, float | None], ...] = ()  # (name, generated tokens/s)
     from_frame: bool = False  # built by the viewer from an older agent's frame (no findings travel then)
+    groups: tuple[str, ...] = ()  # serving groups in a few words ("vLLM TP=2 GPU0+1"); () from older agents
 
     def worst(self) -> tuple[int, str]:
         """(severity rank 0 critical … len(SEVERITIES) none, text) of the worst active finding."""
@@ -118,7 +122,8 @@ def summarise(inv: Inventory, frame: Frame, findings: Iterable[Any] = (), *, seq
         util_pct=sum(utils) / len(utils) if utils else None, power_w=sum(powers) if powers else None,
         link_state=worst[2] if worst else None, link_gpu=link_gpu,
         link_label=link_label(lr.pcie_gen, lr.pcie_width) if lr is not None else None,
-        findings=fs, endpoints=eps, from_frame=from_frame)
+        findings=fs, endpoints=eps, from_frame=from_frame,
+        groups=tuple(group_brief(g)[:MAX_GROUP_TEXT] for g in frame.groups[:MAX_GROUPS]))
 
 
 def _ep_name(url: str, kind: str | None) -> str:
@@ -151,6 +156,8 @@ def summary_to_dict(s: HostSummary) -> dict[str, Any]:
         d["findings"] = [_finding_dict(f) for f in s.findings]
     if s.endpoints:
         d["endpoints"] = [{"name": n, "tok_s": _r(v)} for n, v in s.endpoints]
+    if s.groups:
+        d["groups"] = list(s.groups)
     return d
 
 
@@ -228,10 +235,15 @@ def summary_from_dict(d: Any) -> HostSummary:
         if not isinstance(e, dict):
             raise SummaryError("a summary endpoint is not an object")
         eps.append((_str(e.get("name", "?"), "endpoints.name", 40), _num(e, "tok_s", hi=1e9)))
+    raw_g = d.get("groups", [])  # absent from agents older than serving groups (issue 29)
+    if not isinstance(raw_g, list):
+        raise SummaryError("summary field 'groups' is not a list")
+    groups = tuple(_str(g, "groups", MAX_GROUP_TEXT) for g in raw_g[:MAX_GROUPS])
     return HostSummary(host=host, t=t, seq=seq, interval_s=_num(d, "interval_s", hi=86400.0),
                        simulated=d.get("sim") is True, gpus=gpus, lost=tuple(lost),
                        util_pct=_num(d, "util_pct", hi=100.0), power_w=_num(d, "power_w", hi=1e7),
-                       link_state=ls, link_gpu=lg, link_label=ll, findings=tuple(fs), endpoints=tuple(eps))
+                       link_state=ls, link_gpu=lg, link_label=ll, findings=tuple(fs), endpoints=tuple(eps),
+                       groups=groups)
 
 
 class SummaryPacer:

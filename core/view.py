@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from gpuscope.core.findings import Finding
 from gpuscope.core.history import History
 from gpuscope.core.model import Frame, Inventory
+from gpuscope.core.probe import ProbeResult
 from gpuscope.core.session import TickErrors
 
 
@@ -62,3 +63,4 @@ class ViewState:
     graphs: bool = True  # redraw graphs this time (they refresh about once a second)
     status: StatusInfo = field(default_factory=StatusInfo)
     replay: ReplayStatus | None = None
+    probe: ProbeResult | None = None  # the last link probe run from the palette (topology panel, issue 28)

@@ -19,6 +19,8 @@ from textual.reactive import var
 from textual.widget import Widget
 from textual.widgets import Static
 
+from gpuscope.core.findings import sort_findings
+from gpuscope.core.probe import ProbeResult
 from gpuscope.core.session import Session
 from gpuscope.core.text import clean
 from gpuscope.core.view import RecordingStatus, StatusInfo, ViewState
@@ -26,9 +28,10 @@ from gpuscope.tui.base import MonitorApp
 from gpuscope.tui.commands import GpuscopeCommands
 from gpuscope.tui.feeders import ReplayFeeder
 from gpuscope.tui.layout_controller import LayoutController
+from gpuscope.tui.probe_controller import LinkProbe, ProbePrep
 from gpuscope.tui.recording_controller import RecordingController
 from gpuscope.tui.redraw import RedrawScheduler
-from gpuscope.tui.screens import FindingsScreen, GpuDetailScreen, HelpScreen, MarkerScreen
+from gpuscope.tui.screens import ConfirmScreen, FindingsScreen, GpuDetailScreen, HelpScreen, MarkerScreen
 from gpuscope.tui.workers import Worker
 from gpuscope.widgets.findings_panel import FindingsPanel
 from gpuscope.widgets.fit import fit_words
@@ -113,6 +116,8 @@ class GpuscopeApp(MonitorApp[int]):
         self._parts: dict[tuple[type[Widget], str | None], Widget] = {}  # see _part
         self._panels_found: list[GpuPanel] | None = None  # see _panels
         self.chrome_palette: Palette = ANSI_PALETTE  # the header's, note line's and timeline's colours (theme)
+        # the link probe of the palette (tui/probe_controller.py): NVML of the live source, for the links' state
+        self.link_probe = LinkProbe(session, lambda: getattr(getattr(self.feeder, "source", None), "nvml", None))
 
     @property
     def replay(self) -> bool:
@@ -213,9 +218,13 @@ class GpuscopeApp(MonitorApp[int]):
                                 record_error=s.record_error, origin_note=self.origin_note,
                                 tick_errors=s.tick_errors)
             replay = self.feeder.status() if isinstance(self.feeder, ReplayFeeder) else None
-            return ViewState(inventory=s.inventory, frame=frame, history=s.history, findings=s.findings.active,
+            findings = s.findings.active
+            probe = self.link_probe
+            if probe.findings:  # the last link probe's findings, until the next probe
+                findings = sort_findings(findings + probe.findings)
+            return ViewState(inventory=s.inventory, frame=frame, history=s.history, findings=findings,
                              window_s=self.window_s, now=frame.t if frame else 0.0, label=self.label,
-                             graphs=graphs, status=status, replay=replay)
+                             graphs=graphs, status=status, replay=replay, probe=probe.result)
 
     def refresh_view(self, force: bool = False) -> None:
         """Draw the view of this instant (``force``: the graphs too, whenever they were last drawn)."""
@@ -385,6 +394,66 @@ class GpuscopeApp(MonitorApp[int]):
             self.message_line = self.recording.marker(label)
         self.refresh_view(force=True)
 
+    # ----------------------------------------------------------------- the link probe (palette)
+    class ProbeStep(Message):
+        """A step of the link probe ended on its worker thread: ``stage`` prepare or measure."""
+
+        def __init__(self, stage: str, value: object, error: str | None):
+            super().__init__()
+            self.stage = stage
+            self.value = value
+            self.error = error
+
+    def _say(self, line: str) -> None:
+        self.message_line = line
+        self.refresh_view(force=True)
+
+    def action_probe_links(self) -> None:
+        """The palette's "Probe links": the plan first (on a worker: CUDA is loaded there), then a modal."""
+        probe = self.link_probe
+        if (why := probe.refusal(self.replay)) is not None:
+            self._say(why)
+            return
+        probe.start("prepare", lambda _stop: probe.prepare(),
+                    lambda value, error: self.post_message(self.ProbeStep("prepare", value, error)))
+        self._say("link probe: preparing the plan…")
+
+    def on_gpuscope_app_probe_step(self, msg: ProbeStep) -> None:
+        if msg.error is not None:
+            self._say(f"link probe: {msg.error}")
+        elif msg.stage == "prepare" and isinstance(msg.value, ProbePrep):
+            prep = msg.value
+            self._say("link probe: waiting for confirmation (enter: run, esc: cancel)")
+            self.push_screen(ConfirmScreen(prep.lines(), "run the probe"), lambda ok: self._probe_confirmed(prep, ok))
+        elif msg.stage == "measure" and isinstance(msg.value, ProbeResult):
+            self.message_line = self.link_probe.finished(msg.value)
+            self.layout_control.relayout()  # the topology panel gained lines, findings came
+            self.refresh_view(force=True)
+
+    def _probe_confirmed(self, prep: ProbePrep, ok: bool | None) -> None:
+        if not ok:
+            self._say("link probe cancelled")
+            return
+        if prep.busy:  # others use the GPUs: asked again, in their words
+            busy = prep.busy_text()
+            self.push_screen(ConfirmScreen([f"Other processes use the GPUs ({busy}).",
+                                            "The probe adds load to them while it runs. Probe anyway?"],
+                                           "probe anyway", title="Link probe: GPUs in use"),
+                             lambda again: self._probe_run(prep) if again else self._say(
+                                 f"not probed: other processes use the GPUs ({busy})"))
+            return
+        self._probe_run(prep)
+
+    def _probe_run(self, prep: ProbePrep) -> None:
+        probe = self.link_probe
+        if probe.running:
+            self._say("a link probe is running already")
+            return
+        probe.start("measure", lambda stop: probe.measure(prep, stop),
+                    lambda value, error: self.post_message(self.ProbeStep("measure", value, error)))
+        what = "SIMULATED link probe" if prep.scenario else "link probe (adds load)"
+        self._say(f"{what} running: about {max(1, round(prep.plan.seconds))} s")
+
     def action_focus_topology(self) -> None:
         if self.query_one("#bottom").display:
             self.query_one(TopologyPanel).focus()
@@ -497,6 +566,7 @@ class GpuscopeApp(MonitorApp[int]):
         """The App owns its feeder thread: stop it (which closes the source and its threads), then end
         every recording (their writers drain and join)."""
         self.stop_hang_up_watch()
+        self.link_probe.stop()  # a probe still running stops between two figures, its buffers freed
         if self.feeder is not None:
             self.feeder.stop()
         self.recording.close()  # waits for a writer still finishing a recording stopped with r

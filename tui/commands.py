@@ -10,8 +10,8 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 
 def palette_commands(app: Any) -> list[tuple[str, str, Callable[[], Any]]]:
-    """(name, help, callback) for the app's state: record, marker, window, compact, topology, each
-    GPU's detail, and in replay speed and seek."""
+    """(name, help, callback) for the app's state: record, marker, window, compact, topology, the link probe
+    (refused in replay, saying so), each GPU's detail, and in replay speed and seek."""
     run = app.run_action
     out: list[tuple[str, str, Callable[[], Any]]] = [
         ("Pause / play", "stop or resume the display (p, space)", partial(run, "pause")),
@@ -23,6 +23,10 @@ def palette_commands(app: Any) -> list[tuple[str, str, Callable[[], Any]]]:
          partial(run, "toggle_processes")),
         ("Findings", "every finding with its full text (f)", partial(run, "focus_findings")),
         ("Help", "every key (?)", partial(run, "help")),
+        ("Probe links (adds load)",
+         "not available in replay" if app.replay else
+         "measure host↔device and GPU↔GPU bandwidth, beside each link's typical figure (asks first)",
+         partial(run, "probe_links")),
     ]
     if not app.replay:
         out += [("Record start / stop", "write frames to a recording file (r)", partial(run, "record")),

@@ -94,6 +94,31 @@ class MarkerScreen(ModalScreen[str | None]):
         self.dismiss(event.value)
 
 
+class ConfirmScreen(ModalScreen[bool]):
+    """A small question: its lines, then "enter: ACTION   esc: cancel". Dismissed with True (enter) or False."""
+
+    BINDINGS = [Binding("enter", "dismiss(True)", "run", id="confirm"),
+                Binding("escape", "dismiss(False)", "cancel", id="cancel")]
+    DEFAULT_CSS = """
+    ConfirmScreen { align: center middle; }
+    ConfirmScreen #confirm { width: 72; max-width: 100%; height: auto; border: round $warning; padding: 0 1;
+                             background: $surface; }
+    """
+
+    def __init__(self, lines: list[str], action: str, title: str = "Link probe"):
+        super().__init__()
+        self._lines = [clean(ln, 400) for ln in lines]
+        self._action = action
+        self._title = title
+
+    def compose(self) -> ComposeResult:
+        text = Text("\n".join(self._lines))
+        text.append(f"\n\nenter: {self._action}   esc: cancel", style=DIM)
+        box = Static(text, id="confirm")
+        box.border_title = self._title
+        yield box
+
+
 class GpuDetailScreen(Screen[None]):
     """Larger graphs of every metric of one GPU over the current window, sized to the screen: spare rows
     make the graphs taller (up to MAX_GRAPH_ROWS); when even MIN_GRAPH_ROWS each do not fit, the view

@@ -48,6 +48,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("util", "util", 5, right=True, drop=4),
     Column("power", "power", 7, right=True, drop=6),
     Column("tok", "tok/s", 7, right=True, drop=3),
+    Column("groups", "serving", 20, drop=7),  # the first to go when narrow
     Column("link", "link", 8, drop=2),
     Column("seen", "seen", 9, right=True, drop=1),
     Column("finding", "worst finding", 0),
@@ -170,6 +171,7 @@ def cells(h: RemoteHost, now: float) -> dict[str, Any]:
             out["link"] = ((s.link_label or "?") + "▼", LEVEL_STYLE[LINK_LEVEL[s.link_state]])
         else:
             out["link"] = ("ok" if s.link_state else NONE, DIM)
+    out["groups"] = groups_cell(s.groups if s is not None else ())
     out["seen"] = (_age(now, h.data_t), DIM)
     rank, msg = h.worst()
     if rank < len(SEVERITIES):
@@ -186,12 +188,21 @@ def cells(h: RemoteHost, now: float) -> dict[str, Any]:
     return out
 
 
+def groups_cell(groups: Sequence[str]) -> tuple[str, str, str]:
+    """The serving-groups cell ``(text, style, more)``: the first group in a few words and `` +N`` for the
+    others (``vLLM TP=2 GPU0+1 +1``: the row cuts the name, never ``more``); ``–`` when the host has none or
+    its agent does not publish them."""
+    if not groups:
+        return (NONE, DIM, "")
+    return (clean(groups[0], 48), "", f" +{len(groups) - 1}" if len(groups) > 1 else "")
+
+
 NUMERIC = frozenset({"gpus", "util", "power", "tok", "seen"})  # never cut: a wider value borrows from the finding
 
 
 def row(h: RemoteHost, now: float, columns: Sequence[Column] | None = None) -> Text:
     """One host's line in ``columns`` (default: :func:`fit_columns` at 120 cells): state, GPUs (lost), mean
-    util, total power, tok/s, worst link, age of the data, worst finding and how long it has been active.
+    util, total power, tok/s, serving groups (wide screens only), worst link, age of the data, worst finding and how long it has been active.
     Names are cut with ``…``; numbers are never cut."""
     cols = list(columns) if columns is not None else fit_columns(120)
     v = cells(h, now)
@@ -213,6 +224,9 @@ def row(h: RemoteHost, now: float, columns: Sequence[Column] | None = None) -> T
         if c.key == "host":
             sim = v["sim"][0]
             text = cut(text, max(1, c.width - len(sim))) + sim if len(sim) < c.width else cut(text, c.width)
+        elif c.key == "groups":
+            more = v["groups"][2]
+            text = cut(text, max(1, c.width - len(more))) + more
         elif c.key not in NUMERIC:
             text = cut(text, c.width)
         pad = c.width - cell_len(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ from textual.widgets import Static
 from gpuscope.core.group_paths import grouped_pairs, worst_pair
 from gpuscope.core.groups import gpus_text, group_label
 from gpuscope.core.health import mig_text
+from gpuscope.core.probe import PairResult, ProbeResult, Verdict, verdicts
 from gpuscope.core.topology import (
     PATH_MEANING,
     best_link,
@@ -23,7 +25,7 @@ from gpuscope.core.topology import (
 )
 from gpuscope.core.units import NONE
 from gpuscope.core.view import ViewState
-from gpuscope.core.vocab import LINK_LEVEL, link_label, link_state, reading_busy
+from gpuscope.core.vocab import LINK_LEVEL, SEV_MARK, link_label, link_state, reading_busy
 from gpuscope.widgets.fit import fit_words, short_affinity
 from gpuscope.widgets.style import DIM, LEVEL_STYLE, fmt_gb, path_style, set_content
 
@@ -70,7 +72,7 @@ class TopologyPanel(Static):
         self._last = v
         width = self.avail_width or max(20, self.size.width or 76)
         sel = self.sel if self.has_focus else None
-        key = (v.inventory, width, sel, self.legend, self.form, link_key(v))
+        key = (v.inventory, width, sel, self.legend, self.form, link_key(v), v.probe)
         old = self._key
         if old is not None and old[0] is v.inventory and old[1:] == key[1:]:
             return  # the lines depend on nothing else: not built again every second
@@ -185,6 +187,8 @@ def topology_lines(v: ViewState, width: int, sel: tuple[int, int] | None = None,
             if cols is not None:
                 t.append(" (underlined)", style=DIM)
             lines.append(fit_words(t, width))
+    if v.probe is not None:
+        lines += probe_lines(v.probe, width, sel)
     if n >= 2:
         a, b = sorted(sel or (0, 1))
         p = inv.pair(a, b)
@@ -207,6 +211,90 @@ def topology_lines(v: ViewState, width: int, sel: tuple[int, int] | None = None,
     if legend_on:
         lines += legend_lines(width)
     return lines
+
+
+PROBE_MARK = {"bad": SEV_MARK["critical"], "warn": SEV_MARK["warning"], "ok": "✓", "dim": ""}
+PROBE_ALL_PAIRS = 3  # up to this many pairs each get a line; beyond, the worst pair and the selected one
+
+
+def _gbs(x: float) -> str:
+    return f"{x / 1e9:.0f}" if x >= 100e9 else f"{x / 1e9:.1f}"
+
+
+def _judged(head: str, figures: Sequence[tuple[str, str, Verdict | None]], link: str, width: int) -> Text | None:
+    """``GPU0 host→dev 3.3 dev→host 3.3 GB/s: 13 % of typ 25.2 ✖ (Gen1×16<Gen4×16)``: the figures and the
+    worse share of typical, in the worse one's level colour; narrower, without the link, then in short words
+    (``GPU0 ↓3.3 ↑3.3 GB/s 13 % ✖``); the numbers are what is kept longest."""
+    known = [(w, short, v) for w, short, v in figures if v is not None]
+    if not known:
+        return None
+    worst = min((v for _, _, v in known), key=lambda v: v.share if v.share is not None else float("inf"))
+    style = LEVEL_STYLE[worst.level]
+    mark = PROBE_MARK[worst.level]
+    judged = worst.share is not None and worst.typical is not None
+    share = f"{worst.share * 100:.0f} %" if judged else ""  # type: ignore[operator]
+
+    def line(short: bool, with_link: bool) -> Text:
+        t = Text(f"{head} ")
+        if short:
+            t.append(" ".join(f"{s}{_gbs(v.value)}" for _, s, v in known) + " GB/s", style=style)
+            t.append(f" {share}{' ' + mark if mark else ''}" if judged else " –", style=style)
+            return t
+        t.append(" ".join(f"{w} {_gbs(v.value)}" for w, _, v in known) + " GB/s", style=style)
+        if judged:
+            t.append(f": {share} of typ {_gbs(worst.typical)}{' ' + mark if mark else ''}", style=style)  # type: ignore[arg-type]
+        else:
+            t.append(": no reference", style=DIM)
+        if with_link:
+            t.append(f" ({link})", style=DIM)
+        return t
+
+    for short, with_link in ((False, True), (False, False), (True, False)):
+        t = line(short, with_link)
+        if t.cell_len <= width:
+            return t
+    return fit_words(t, width)
+
+
+def probe_lines(r: ProbeResult, width: int, sel: tuple[int, int] | None = None) -> list[Text]:
+    """The last link probe beside the links: a title (when, SIMULATED), per GPU its host↔device figures, per
+    pair its device↔device figures (with more than :data:`PROBE_ALL_PAIRS` pairs: the worst and the selected
+    pair), each with the worse share of what its link typically gives, in the level's colour."""
+    vs = {(v.subject, v.kind): v for v in verdicts(r)}
+    head = Text(f"Link probe {time.strftime('%H:%M', time.localtime(r.t))}", style="bold")
+    if r.simulated:
+        head.append(" SIMULATED", style=f"bold {LEVEL_STYLE['warn']}")
+    what = ": GB/s, % of what the link typically gives"
+    if head.cell_len + len(what) <= width:
+        head.append(what, style=DIM)
+    out = [fit_words(head, width)]
+    for g in r.gpus:
+        s = f"GPU{g.index}"
+        link = g.link.label_now + (f"<{link_label(g.link.gen_max, g.link.width_max)}" if g.link.below_max else "")
+        t = _judged(s, [("host→dev", "↓", vs.get((s, "h2d"))), ("dev→host", "↑", vs.get((s, "d2h")))], link, width)
+        if t is not None:
+            out.append(t)
+
+    def pair_line(p: PairResult) -> Text | None:
+        s = f"GPU{p.a}-GPU{p.b}"
+        link = f"NV{p.nvlinks}" if p.nvlinks else (p.path + (" staged" if p.p2p is False else " P2P" if p.p2p else ""))
+        return _judged(f"GPU{p.a}↔GPU{p.b}", [("read", "←", vs.get((s, "read"))), ("write", "→", vs.get((s, "write")))],
+                       link, width)
+
+    pairs = list(r.pairs)
+    if len(pairs) > PROBE_ALL_PAIRS:
+        def share(p: PairResult) -> float:
+            known = [v.share for k in ("read", "write") if (v := vs.get((f"GPU{p.a}-GPU{p.b}", k))) and v.share]
+            return min(known, default=float("inf"))
+
+        chosen = [min(pairs, key=share)]
+        a, b = sorted(sel or (0, 1))
+        picked = next((p for p in pairs if (p.a, p.b) == (a, b)), None)
+        if picked is not None and picked is not chosen[0]:
+            chosen.append(picked)
+        pairs = chosen
+    out += [t for p in pairs if (t := pair_line(p)) is not None]
+    return out
 
 
 def legend_lines(width: int) -> list[Text]:

@@ -248,3 +248,27 @@ def test_slot_limited_link_is_said() -> None:
     v = P.host_verdict(g, "h2d")
     assert v is not None and v.level == "ok"
     assert v.text.endswith("as expected for the slot (the GPU does Gen4×16 in a faster one)")
+
+
+def test_probe_findings_as_raised_findings_and_the_recording_event():
+    """The TUI's palette probe shows its findings at once (raised when measured) and records the same event
+    as `record --probe-links`."""
+    from helpers import sim_source
+
+    from gpuscope.sources import simprobe
+
+    src = sim_source("a6000-tp2-pcie-gen1")
+    try:
+        r = simprobe.simulate("a6000-tp2-pcie-gen1", src.inventory, t=1_764_000_000.0)
+    finally:
+        src.close()
+    fs = P.probe_finding_list(r)
+    cands = {c.id: c for c in P.probe_findings(r)}
+    assert len(cands) == 10 and {f.id for f in fs} <= set(cands)
+    assert [f.subject for f in fs] == ["GPU0", "GPU1", "GPU0-GPU1"]  # the worst figure of each, one each
+    assert fs[0].id == "probe_link:GPU0:bidir"  # 12 % of typical, the lowest of GPU0's three
+    assert all(f.raised_at == f.since == f.started_at == r.t and f.basis == "static" for f in fs)
+    assert {f.severity for f in fs} == {"critical"}
+    ev = P.probe_event(r)
+    assert ev.kind == P.PROBE_EVENT == "probe" and ev.t == r.t and ev.text == P.summary_line(r)
+    assert [g.index for g in P.from_json(ev.data).gpus] == [g.index for g in r.gpus]

@@ -31,8 +31,9 @@ GEN1 = ("GPU0 PCIe Gen1×16 under load, GPU supports Gen4×16: 4.0 of 31.5 GB/s 
 
 
 @pytest.mark.parametrize("width,shown", [
-    (300, "host state gpus util power tok link seen finding"),
-    (196, "host state gpus util power tok link seen finding"),
+    (300, "host state gpus util power tok groups link seen finding"),
+    (196, "host state gpus util power tok groups link seen finding"),
+    (170, "host state gpus util power tok link seen finding"),  # the serving groups go first
     (116, "host state util tok link seen finding"),  # power, then GPUs give way first
     (96, "host state tok link seen finding"),
     (76, "host state seen finding"),  # 80 columns: the age of the data stays longest

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from rich.cells import cell_len
 
 from gpuscope.core.summary import SCHEMA
 from gpuscope.sources.mqtt import RemoteHost, Subscriber, parse_broker
@@ -111,3 +112,46 @@ async def test_a_retired_host_goes_away_and_is_not_a_bad_message():
     for kind in ("summary", "status", "inventory"):  # what an operator clears: mosquitto_pub -r -n -t …
         assert sub.handle(f"gpuscope/v1/host-0001/{kind}", b"")
     assert sorted(sub.hosts) == ["host-0000", "host-0002"] and sub.dropped == 0 and sub.removed == 1
+
+
+# ------------------------------------------------------------------ serving groups on the host row (issue 29)
+def _host_with(groups: list[str] | None) -> RemoteHost:
+    from gpuscope.core.summary import summary_from_dict
+
+    d = json.loads(summary("gpu-07", 3))
+    if groups is not None:
+        d["groups"] = groups
+    return RemoteHost("gpu-07", online=True, summary=summary_from_dict(d), data_t=d["t"])
+
+
+@pytest.mark.parametrize("width, shown", [(200, True), (180, True), (160, False), (120, False), (80, False)])
+def test_host_row_names_its_serving_group_where_wide_and_drops_it_first(width, shown):
+    """The fleet row says which server runs on which GPUs ("vLLM TP=2 GPU0+1 +1") on a wide screen; the
+    column is the first to give way, so 80, 120 and 160 columns show what they showed before."""
+    from gpuscope.widgets.fleet_table import COLUMNS, fit_columns, row
+
+    cols = fit_columns(width)
+    assert ("groups" in [c.key for c in cols]) is shown
+    line = row(_host_with(["vLLM TP=2 GPU0+1", "python train.py GPU2–5"]), 1_700_000_010.0, cols).plain
+    assert cell_len(line) <= width
+    assert ("vLLM TP=2 GPU0+1 +1" in line) is shown
+    without = [c for c in COLUMNS if c.key != "groups"]
+    if not shown:  # nothing else moved for it
+        assert row(_host_with(["vLLM TP=2 GPU0+1"]), 1_700_000_010.0, cols).plain == \
+            row(_host_with(None), 1_700_000_010.0, fit_columns(width, without)).plain
+
+
+def test_groups_cell_cuts_the_name_never_the_count():
+    from gpuscope.widgets.fleet_table import Column, row
+
+    cols = [Column("groups", "serving", 12)]
+    line = row(_host_with(["vLLM TP=8 PP=2 GPU0–7", "SGLang TP=2 GPU8+9", "x GPU10"]), 0.0, cols).plain
+    assert line.endswith(" +2") and "…" in line and cell_len(line) <= 12
+
+
+def test_old_agent_without_groups_reads_and_shows_a_dash():
+    from gpuscope.widgets.fleet_table import Column, row
+
+    h = _host_with(None)
+    assert h.summary is not None and h.summary.groups == ()
+    assert row(h, 0.0, [Column("groups", "serving", 20)]).plain == "–"

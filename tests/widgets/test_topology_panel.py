@@ -55,3 +55,55 @@ def test_affinity_whole_where_there_is_room():
     assert any("56-111,168-223" in x for x in lines) and not any(",+1" in x for x in lines), lines
     narrow = [t.plain for t in topology_lines(_view("h200-nvswitch-8"), 65)]
     assert any("CPU affinity" in x for x in narrow) and all(len(x) <= 65 for x in narrow), narrow
+
+
+# ------------------------------------------------------------------ the link probe beside the links (issue 28)
+def _probe(scenario: str):
+    from gpuscope.sources import simprobe
+
+    v = _view(scenario)
+    return v, simprobe.simulate(scenario, v.inventory, t=1_764_000_000.0)
+
+
+@pytest.mark.parametrize("width", [116, 76, 60, 40, 30])
+def test_probe_lines_keep_the_gen1_verdict_numbers_at_every_width(width):
+    """Each GPU's host↔device figures and each pair's device↔device figure with the worse % of typical and its
+    level colour; narrower, the link's name goes, then the words shorten: the numbers stay."""
+    from gpuscope.widgets.style import LEVEL_STYLE
+    from gpuscope.widgets.topology_panel import probe_lines
+
+    _, r = _probe("a6000-tp2-pcie-gen1")
+    lines = probe_lines(r, width)
+    assert all(t.cell_len <= width for t in lines)
+    text = [t.plain for t in lines]
+    assert text[0].startswith("Link probe") and "SIMULATED" in text[0]
+    assert len(lines) == 4  # title, GPU0, GPU1, the pair
+    for t in lines[1:]:
+        assert "3.3" in t.plain or "1.5" in t.plain
+        assert "13 %" in t.plain and ("✖" in t.plain or width < 40)
+        assert any(span.style == LEVEL_STYLE["bad"] for span in t.spans)  # critical colour
+    if width >= 76:
+        assert "GPU0 host→dev 3.3 dev→host 3.3 GB/s: 13 % of typ 25.2 ✖ (Gen1×16<Gen4×16)" in text
+        assert "GPU0↔GPU1 read 1.5 write 1.5 GB/s: 13 % of typ 11.3 ✖ (SYS staged)" in text
+
+
+def test_probe_lines_of_a_healthy_8_gpu_machine_show_the_worst_and_the_selected_pair():
+    from gpuscope.widgets.topology_panel import probe_lines
+
+    _, r = _probe("h200-nvswitch-8")
+    text = [t.plain for t in probe_lines(r, 116, sel=(5, 2))]
+    assert sum(ln.startswith("GPU") and "host→dev" in ln for ln in text) == 8
+    pairs = [ln for ln in text if "↔GPU" in ln]
+    assert len(pairs) == 2 and any(ln.startswith("GPU2↔GPU5") for ln in pairs)
+    assert all("✓" in ln and "(NV18)" in ln for ln in pairs)
+
+
+def test_topology_panel_shows_the_probe_and_redraws_for_a_new_one():
+    from dataclasses import replace
+
+    v, r = _probe("a6000-tp2-pcie-gen1")
+    before = [t.plain for t in topology_lines(v, 116)]
+    after = [t.plain for t in topology_lines(replace(v, probe=r), 116)]
+    assert not any("Link probe" in ln for ln in before)
+    k = next(i for i, ln in enumerate(after) if ln.startswith("Link probe"))
+    assert after[:k] == before[:k] and after[-1] == before[-1]  # beside the links, before the selected pair
