@@ -1,0 +1,95 @@
+"""Peak RSS of the live TUI and of its imports, at 1, 2 and 8 simulated GPUs (issue 26, "Lighter than
+nvitop at one GPU"; docs/performance.md, *Memory at one GPU*).
+
+    python benchmarks/bench_rss.py                                   # this checkout, 3 runs, 30 s each
+    python benchmarks/bench_rss.py --variant before=/path/to/other/checkout --runs 5
+
+Each case is ``gpuscope --simulate SCENARIO`` under a real pty (benchmarks/ptyrun.py, drained like a
+terminal, 1 s interval) at 80×24 and 120×40; peak RSS is the process's VmHWM after ``--seconds``. The
+import rows are ``python -c 'import MODULE'`` (VmHWM at exit): what a module costs before anything runs.
+Cases run one after the other, variants alternated within each run; the table gives the median (and the
+spread) of ``--runs`` runs. The GPUs are SIMULATED (sources/scenarios: 1 GPU ``slot-limited``, 2 GPUs
+``healthy-gen4``, 8 GPUs ``h200-nvswitch-8``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_tui_cost import REPO, package_tree  # noqa: E402
+from common import load_average, write_json  # noqa: E402
+from ptyrun import run_under_pty  # noqa: E402
+
+SCENARIOS = {1: "slot-limited", 2: "healthy-gen4", 8: "h200-nvswitch-8"}
+IMPORTS = ("gpuscope.cli.main", "gpuscope.tui.app", "gpuscope.tui.run", "textual.app", "numpy")
+PEAK = ("import resource, sys; m = sys.argv[1]; __import__(m); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
+
+
+def import_peak_mb(module: str, env: dict[str, str]) -> float:
+    """VmHWM (MB) of a fresh Python that imports ``module`` and exits."""
+    out = subprocess.run([sys.executable, "-c", PEAK, module], env={**os.environ, **env}, capture_output=True,
+                         text=True, check=True, cwd=tempfile.gettempdir())
+    return float(out.stdout.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=30, help="how long each TUI runs before its peak is read")
+    ap.add_argument("--runs", type=int, default=3, help="runs per case and variant (alternated); median shown")
+    ap.add_argument("--gpus", type=int, nargs="+", default=[1, 2, 8], choices=sorted(SCENARIOS))
+    ap.add_argument("--sizes", nargs="+", default=["80x24", "120x40"])
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=DIR",
+                    help="also run the gpuscope of checkout DIR, labelled NAME (this checkout is 'this')")
+    ap.add_argument("--no-imports", action="store_true", help="leave out the import rows")
+    ap.add_argument("--json", metavar="FILE")
+    a = ap.parse_args(argv)
+    tmp = tempfile.mkdtemp(prefix="bench-rss-")
+    variants = [("this", REPO)] + [tuple(v.split("=", 1)) for v in a.variant]
+    envs = {name: {"PYTHONPATH": package_tree(d, os.path.join(tmp, f"pkg-{name}")), "PYTHONDONTWRITEBYTECODE": "1"}
+            for name, d in variants}
+    got: dict[tuple[str, str], list[float]] = {}
+    try:
+        for _ in range(a.runs):
+            if not a.no_imports:
+                for module in IMPORTS:
+                    for name, _d in variants:
+                        got.setdefault((f"import {module}", name), []).append(import_peak_mb(module, envs[name]))
+            for n in a.gpus:
+                for size in a.sizes:
+                    cols, rows = (int(x) for x in size.split("x"))
+                    for name, _d in variants:
+                        cmd = [sys.executable, "-m", "gpuscope", "--simulate", SCENARIOS[n], "--interval", "1"]
+                        c = run_under_pty(cmd, a.seconds, cols=cols, rows=rows, warmup_s=3, env=envs[name])
+                        got.setdefault((f"TUI {n} GPU{'s' if n > 1 else ''} {SCENARIOS[n]} {size}", name),
+                                       []).append(c.peak_rss_mb)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    load = load_average()
+    print(f"SIMULATED GPUs; peak RSS (VmHWM) in MB, median of {a.runs} (min–max); TUIs after {a.seconds:g} s; "
+          f"load average {load}")
+    names = [name for name, _d in variants]
+    print(f"{'case':<44}" + "".join(f" {name:>18}" for name in names))
+    table = []
+    for case in dict.fromkeys(c for c, _n in got):
+        cells = []
+        for name in names:
+            v = got[(case, name)]
+            row = {"case": case, "variant": name, "median_mb": round(statistics.median(v), 1),
+                   "min_mb": round(min(v), 1), "max_mb": round(max(v), 1)}
+            table.append(row)
+            cells.append(f"{row['median_mb']:.1f} ({row['min_mb']:.1f}–{row['max_mb']:.1f})")
+        print(f"{case:<44}" + "".join(f" {c:>18}" for c in cells))
+    write_json(a.json, {"load_average": load, "runs": a.runs, "seconds": a.seconds, "rows": table})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
