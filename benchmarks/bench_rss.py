@@ -28,13 +28,15 @@ from common import load_average, write_json  # noqa: E402
 from ptyrun import run_under_pty  # noqa: E402
 
 SCENARIOS = {1: "slot-limited", 2: "healthy-gen4", 8: "h200-nvswitch-8"}
-IMPORTS = ("gpuscope.cli.main", "gpuscope.tui.app", "gpuscope.tui.run", "textual.app", "numpy")
-PEAK = ("import resource, sys; m = sys.argv[1]; __import__(m); "
+# the last: what the live screen imports on real GPUs before its first sample (no scenario, no simulated NVML)
+LIVE_REAL = "gpuscope.cli.main,gpuscope.tui.run,gpuscope.sources.live,gpuscope.sources.groups,pynvml"
+IMPORTS = ("gpuscope.cli.main", "gpuscope.tui.app", "gpuscope.tui.run", "textual.app", "numpy", LIVE_REAL)
+PEAK = ("import resource, sys\nfor m in sys.argv[1].split(','): __import__(m)\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
 
 
 def import_peak_mb(module: str, env: dict[str, str]) -> float:
-    """VmHWM (MB) of a fresh Python that imports ``module`` and exits."""
+    """VmHWM (MB) of a fresh Python that imports ``module`` (several: comma-separated) and exits."""
     out = subprocess.run([sys.executable, "-c", PEAK, module], env={**os.environ, **env}, capture_output=True,
                          text=True, check=True, cwd=tempfile.gettempdir())
     return float(out.stdout.strip())
@@ -61,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
             if not a.no_imports:
                 for module in IMPORTS:
                     for name, _d in variants:
-                        got.setdefault((f"import {module}", name), []).append(import_peak_mb(module, envs[name]))
+                        label = "import: the live screen's modules (real GPUs)" if module == LIVE_REAL else f"import {module}"
+                        got.setdefault((label, name), []).append(import_peak_mb(module, envs[name]))
             for n in a.gpus:
                 for size in a.sizes:
                     cols, rows = (int(x) for x in size.split("x"))
