@@ -1,15 +1,16 @@
 """Peak RSS of the live TUI and of its imports, at 1, 2 and 8 simulated GPUs (issue 26, "Lighter than
 nvitop at one GPU"; docs/performance.md, *Memory at one GPU*).
 
-    python benchmarks/bench_rss.py                                   # this checkout, 3 runs, 30 s each
+    python benchmarks/bench_rss.py                                   # this checkout, 3 runs, 75 s each
     python benchmarks/bench_rss.py --variant before=/path/to/other/checkout --runs 5
 
 Each case is ``gpuscope --simulate SCENARIO`` under a real pty (benchmarks/ptyrun.py, drained like a
-terminal, 1 s interval) at 80×24 and 120×40; peak RSS is the process's VmHWM after ``--seconds``. The
-import rows are ``python -c 'import MODULE'`` (VmHWM at exit): what a module costs before anything runs.
-Cases run one after the other, variants alternated within each run; the table gives the median (and the
-spread) of ``--runs`` runs. The GPUs are SIMULATED (sources/scenarios: 1 GPU ``slot-limited``, 2 GPUs
-``healthy-gen4``, 8 GPUs ``h200-nvswitch-8``).
+terminal, 1 s interval) at 80×24 and 120×40; peak RSS is the process's VmHWM after ``--seconds`` (it grows
+for the first minute, while the graphs fill their window, then stays). The import rows are ``python -c
+'import MODULE'`` (VmHWM at exit): what a module costs before anything runs, measured one after the other,
+variants alternated. Within a run all the TUIs (every case and variant) run at once, so the machine's load
+hits them alike; the table gives the median (and the spread) of ``--runs`` runs. The GPUs are SIMULATED
+(sources/scenarios: 1 GPU ``slot-limited``, 2 GPUs ``healthy-gen4``, 8 GPUs ``h200-nvswitch-8``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_tui_cost import REPO, package_tree  # noqa: E402
@@ -42,9 +44,17 @@ def import_peak_mb(module: str, env: dict[str, str]) -> float:
     return float(out.stdout.strip())
 
 
+def one(into: list[float], n: int, size: str, env: dict[str, str], seconds: float) -> None:
+    """One TUI of ``n`` simulated GPUs at ``size`` for ``seconds``: its peak RSS (MB) appended to ``into``."""
+    cols, rows = (int(x) for x in size.split("x"))
+    cmd = [sys.executable, "-m", "gpuscope", "--simulate", SCENARIOS[n], "--interval", "1"]
+    into.append(run_under_pty(cmd, seconds, cols=cols, rows=rows, warmup_s=3, env=env).peak_rss_mb)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=30, help="how long each TUI runs before its peak is read")
+    ap.add_argument("--seconds", type=float, default=75,
+                    help="how long each TUI runs before its peak is read (RSS grows while the graphs fill their first minute)")
     ap.add_argument("--runs", type=int, default=3, help="runs per case and variant (alternated); median shown")
     ap.add_argument("--gpus", type=int, nargs="+", default=[1, 2, 8], choices=sorted(SCENARIOS))
     ap.add_argument("--sizes", nargs="+", default=["80x24", "120x40"])
@@ -65,14 +75,17 @@ def main(argv: list[str] | None = None) -> int:
                     for name, _d in variants:
                         label = "import: the live screen's modules (real GPUs)" if module == LIVE_REAL else f"import {module}"
                         got.setdefault((label, name), []).append(import_peak_mb(module, envs[name]))
+            threads = []
             for n in a.gpus:
                 for size in a.sizes:
-                    cols, rows = (int(x) for x in size.split("x"))
                     for name, _d in variants:
-                        cmd = [sys.executable, "-m", "gpuscope", "--simulate", SCENARIOS[n], "--interval", "1"]
-                        c = run_under_pty(cmd, a.seconds, cols=cols, rows=rows, warmup_s=3, env=envs[name])
-                        got.setdefault((f"TUI {n} GPU{'s' if n > 1 else ''} {SCENARIOS[n]} {size}", name),
-                                       []).append(c.peak_rss_mb)
+                        case = f"TUI {n} GPU{'s' if n > 1 else ''} {SCENARIOS[n]} {size}"
+                        got.setdefault((case, name), [])
+                        t = threading.Thread(target=one, args=(got[(case, name)], n, size, envs[name], a.seconds))
+                        t.start()
+                        threads.append(t)
+            for t in threads:
+                t.join()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     load = load_average()
