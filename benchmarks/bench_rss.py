@@ -33,6 +33,14 @@ SCENARIOS = {1: "slot-limited", 2: "healthy-gen4", 8: "h200-nvswitch-8"}
 # the last: what the live screen imports on real GPUs before its first sample (no scenario, no simulated NVML)
 LIVE_REAL = "gpuscope.cli.main,gpuscope.tui.run,gpuscope.sources.live,gpuscope.sources.groups,pynvml"
 IMPORTS = ("gpuscope.cli.main", "gpuscope.tui.app", "gpuscope.tui.run", "textual.app", "numpy", LIVE_REAL)
+# --stages: where the live screen's import RSS goes, each stage importing more (cumulative, in this order)
+STAGES = (("Python itself", ""), ("numpy", "numpy"), ("Textual (with Rich, asyncio, ssl)", "textual.app,textual.widgets"),
+          ("gpuscope core (session, findings, history, catalogue)", "gpuscope.core.session,gpuscope.core.view"),
+          ("NVML source and serving groups (pynvml)", "gpuscope.sources.live,gpuscope.sources.groups,pynvml"),
+          ("widgets and the App (tui/app.py)", "gpuscope.tui.app"),
+          ("command line and hand-over (cli/main.py, tui/run.py)", "gpuscope.cli.main,gpuscope.tui.run"))
+STAGE = ("import sys\nfor m in sys.argv[1].split(','):\n    m and __import__(m)\n"
+         "print(next(int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmRSS')) / 1024)")
 PEAK = ("import resource, sys\nfor m in sys.argv[1].split(','): __import__(m)\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
 
@@ -42,6 +50,18 @@ def import_peak_mb(module: str, env: dict[str, str]) -> float:
     out = subprocess.run([sys.executable, "-c", PEAK, module], env={**os.environ, **env}, capture_output=True,
                          text=True, check=True, cwd=tempfile.gettempdir())
     return float(out.stdout.strip())
+
+
+def stages(env: dict[str, str], runs: int) -> list[tuple[str, float]]:
+    """VmRSS (MB, median of ``runs`` fresh processes) after each cumulative stage of :data:`STAGES`."""
+    out, mods = [], []
+    for label, more in STAGES:
+        mods += [m for m in more.split(",") if m]
+        got = [float(subprocess.run([sys.executable, "-c", STAGE, ",".join(mods)], env={**os.environ, **env},
+                                    capture_output=True, text=True, check=True, cwd=tempfile.gettempdir()).stdout)
+               for _ in range(runs)]
+        out.append((label, statistics.median(got)))
+    return out
 
 
 def one(into: list[float], n: int, size: str, env: dict[str, str], seconds: float) -> None:
@@ -61,12 +81,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=DIR",
                     help="also run the gpuscope of checkout DIR, labelled NAME (this checkout is 'this')")
     ap.add_argument("--no-imports", action="store_true", help="leave out the import rows")
+    ap.add_argument("--stages", action="store_true",
+                    help="only the import stages: VmRSS after each (numpy, Textual, gpuscope's layers), per variant")
     ap.add_argument("--json", metavar="FILE")
     a = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="bench-rss-")
     variants = [("this", REPO)] + [tuple(v.split("=", 1)) for v in a.variant]
     envs = {name: {"PYTHONPATH": package_tree(d, os.path.join(tmp, f"pkg-{name}")), "PYTHONDONTWRITEBYTECODE": "1"}
             for name, d in variants}
+    if a.stages:
+        try:
+            table = {name: stages(envs[name], a.runs) for name, _d in variants}
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        print(f"VmRSS (MB) after each import stage (cumulative), median of {a.runs}; the step in brackets")
+        print(f"{'stage':<56}" + "".join(f" {name:>16}" for name, _d in variants))
+        for k, (label, _mods) in enumerate(STAGES):
+            cells = [f"{t[k][1]:.1f} ({t[k][1] - (t[k - 1][1] if k else 0):+.1f})" for t in table.values()]
+            print(f"{label:<56}" + "".join(f" {c:>16}" for c in cells))
+        write_json(a.json, {name: dict(t) for name, t in table.items()})
+        return 0
     got: dict[tuple[str, str], list[float]] = {}
     try:
         for _ in range(a.runs):
