@@ -73,7 +73,7 @@ def test_the_apps_helpers_without_a_screen_import_no_textual(module):
     import ast
     from pathlib import Path
 
-    tree = ast.parse((Path(__file__).parent.parent / "tui" / f"{module}.py").read_text())
+    tree = ast.parse((Path(__file__).parents[2] / "tui" / f"{module}.py").read_text())
     names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     assert not [n for n in names if n.split(".")[0] in ("textual", "rich")
