@@ -7,7 +7,7 @@ import difflib
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, NoReturn, TypeVar
 
@@ -211,10 +211,14 @@ COMMANDS = tuple(c.name for c in REGISTRY if c.name)
 TUI_COMMANDS = tuple(c.name for c in REGISTRY if c.draws)  # these draw on the terminal: nothing else may write to it meanwhile
 
 
-def build_parser() -> dict[str, argparse.ArgumentParser]:
-    """One parser per command, keyed by its name ("" for the live view)."""
+def build_parser(names: Collection[str] | None = None) -> dict[str, argparse.ArgumentParser]:
+    """One parser per command, keyed by its name ("" for the live view); only those in ``names`` when given
+    (``main`` builds the one it runs and the live view's, for its errors: building ``probe``'s loads
+    ``cli/probe.py``, which the live screen would otherwise carry)."""
     p: dict[str, argparse.ArgumentParser] = {}
     for c in REGISTRY:
+        if names is not None and c.name not in names:
+            continue
         if c.name:
             parser = _Parser(prog=f"gpuscope {c.name}", description=c.description)
         else:
@@ -247,8 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     traceback (to the log file, if any) and shown as one ``internal error`` line; both exit 1."""
     argv = list(sys.argv[1:] if argv is None else argv)
     early_log = _global_log_file(argv)
-    parsers = build_parser()
     cmd = argv[0] if argv and argv[0] in COMMANDS else ""
+    parsers = build_parser({"", cmd})
     if argv and (unknown := unknown_command(argv[0])):
         parsers[""].error(unknown)
     args = parsers[cmd].parse_args(argv[1:] if cmd else argv)

@@ -6,9 +6,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from gpuscope.sources import scenario as scenario_mod
 from gpuscope.sources.nvml import NvmlSource, NvmlUnavailable
-from gpuscope.sources.simnvml import SimNvml
 
 if TYPE_CHECKING:
     from gpuscope.core.model import Frame
@@ -36,6 +34,10 @@ def open_source(simulate: str | None = None, *, pcie_mode: str = "auto", virtual
     Raises :class:`NvmlUnavailable` (no driver) or :class:`ScenarioError`.
     """
     if simulate:
+        # here, not at the top: on real GPUs the scenario reader and the simulated NVML stay unloaded
+        from gpuscope.sources import scenario as scenario_mod
+        from gpuscope.sources.simnvml import SimNvml
+
         sc = scenario_mod.load(simulate)
         clock = VirtualClock(virtual_at) if virtual_at is not None else None
         fake = SimNvml(sc, clock=clock, pcie_block_s=pcie_block_s)

@@ -177,3 +177,30 @@ def test_headless_commands_never_load_textual(argv, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "LOADED \n" in out.stderr
+
+
+# modules the live screen does not use: each is imported where it is used (docs/performance.md, *Memory at one GPU*)
+NOT_LIVE = ("importlib.metadata", "gpuscope.cli.report", "gpuscope.cli.probe", "gpuscope.core.probe",
+            "gpuscope.core.stats", "gpuscope.sources.recording", "gpuscope.sources.replay_index",
+            "gpuscope.sources.scenario", "gpuscope.sources.simnvml", "gpuscope.sources.endpoint",
+            "gpuscope.sources.mqtt", "gpuscope.sources.prometheus", "httpx", "aiomqtt", "pyarrow")
+
+
+def test_the_live_screen_loads_only_what_it_uses():
+    """On one H200 the live screen's peak RSS was 76 MB against nvitop's 43: `gpuscope` (no command, real
+    GPUs) loaded the reports, the probe, the replay index, the scenario reader and importlib.metadata,
+    none of which it uses. Its command line and hand-over (here stopped at the terminal check) and the
+    modules that open its source load none of them."""
+    code = (
+        "import sys\n"
+        "from gpuscope.cli.main import main\n"
+        "rc = main([])\n"  # no terminal: the live view says so after loading its screen
+        "import gpuscope.sources.groups, gpuscope.sources.live\n"  # what cli/main.py _open imports
+        f"bad = sorted(m for m in {NOT_LIVE!r} if m in sys.modules)\n"
+        "sys.stderr.write('LOADED ' + ' '.join(bad) + '\\n')\n"
+        "raise SystemExit(0 if 'gpuscope.tui.app' in sys.modules and rc == 1 else 3)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "LOADED \n" in out.stderr, out.stderr[-2000:]

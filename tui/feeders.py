@@ -15,7 +15,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuscope.core import catalogue
 from gpuscope.core.history import History
@@ -25,9 +25,11 @@ from gpuscope.core.text import clean
 from gpuscope.core.units import duration
 from gpuscope.core.validate import ENDPOINT_RANGES, GPU_RANGES, ValidationError, check_frame, check_gpu
 from gpuscope.core.view import ReplayStatus
-from gpuscope.sources.recording import Recording
-from gpuscope.sources.replay_index import ENDPOINT_INTS, GPU_INTS, HistoryIndex, numbers_ok
 from gpuscope.tui.workers import Worker
+
+if TYPE_CHECKING:  # a replay's modules are loaded by the replay (ReplayFeeder), not by the live screen
+    from gpuscope.sources.recording import Recording
+    from gpuscope.sources.replay_index import HistoryIndex
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +100,8 @@ class ReplayFeeder(Worker):
         self.history_index: HistoryIndex | None = None
         self._quiet_until = 0.0
         if rec.n_frames:
+            from gpuscope.sources.replay_index import HistoryIndex
+
             try:
                 self.history_index = HistoryIndex(rec)
             except ValueError:
@@ -365,6 +369,9 @@ def _trusted_frame(rec: Recording, i: int, full_check: bool = True) -> Frame | N
     Without ``full_check`` (frames that only feed the findings, never shown) a GPU whose readings are
     all in range skips the gate's copy (its process list is then not re-cleaned); a frame with events
     always takes the full gate."""
+    # loaded by now (the replay loads it)
+    from gpuscope.sources.replay_index import ENDPOINT_INTS, GPU_INTS, numbers_ok
+
     try:
         d = json.loads(rec.raw_line(i))
         gpus = []

@@ -9,7 +9,6 @@ import time
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import FrameSink, Session
-from gpuscope.sources.recording import Recorder, RecordingError
 
 
 class RecordingController:
@@ -31,6 +30,10 @@ class RecordingController:
 
     def start(self, path: str) -> str:
         """Record to ``path``; the message line (where it records, or why it cannot)."""
+        # here, not at the top: the live screen loads the recording module only once it records (its
+        # RSS, docs/performance.md *Memory at one GPU*)
+        from gpuscope.sources.recording import Recorder, RecordingError
+
         try:
             inv = self.session.inventory
             force = self.force and path == self.record_path and self.session.recorder is None

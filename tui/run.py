@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from gpuscope.cli.options import LiveOptions, ReplayOptions, SourceOptions
-from gpuscope.cli.report import open_or_fail
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session
 from gpuscope.core.text import clean
@@ -62,6 +61,8 @@ def damage_line(problems: list[str]) -> str:
 def run_replay(opts: ReplayOptions) -> int:
     """Replay ``opts.file`` (None: the demo) at ``opts.speed``. The file is opened first (its errors come
     before the terminal check)."""
+    from gpuscope.cli.report import open_or_fail  # here: the live screen needs none of the reports' modules
+
     path = opts.file or demo_path()
     rec = open_or_fail(path)
     check_terminal()

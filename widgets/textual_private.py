@@ -39,7 +39,6 @@ import time
 from bisect import bisect_left
 from codecs import getincrementaldecoder
 from collections.abc import Mapping
-from importlib.metadata import PackageNotFoundError, version
 from threading import Event, Lock
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -59,7 +58,31 @@ SWITCH = "GPUSCOPE_TEXTUAL_PATCHES"  # "0" (or off/false/no): Textual's public p
 
 
 def textual_version() -> str:
-    """The installed Textual's version ("" when its metadata cannot be read)."""
+    """The installed Textual's version ("" when its metadata cannot be read).
+
+    Read from the ``Version:`` line of its ``textual-*.dist-info/METADATA`` beside the package: what
+    ``importlib.metadata.version`` answers, without loading ``importlib.metadata`` (with ``email``,
+    ``csv``, ``zipfile``: 1.4 MB of the live screen's RSS, docs/performance.md *Memory at one GPU*); that
+    is asked only where no such file is found (another kind of install)."""
+    import textual
+
+    site = os.path.dirname(os.path.dirname(os.path.abspath(textual.__file__)))
+    try:
+        names = [n for n in os.listdir(site) if n.startswith("textual-") and n.endswith(".dist-info")]
+    except OSError:  # pragma: no cover - the package's own folder
+        names = []
+    if len(names) == 1:
+        try:
+            with open(os.path.join(site, names[0], "METADATA"), encoding="utf-8") as f:
+                for line in f:
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip()
+                    if not line.strip():  # the end of the headers
+                        break
+        except OSError:  # pragma: no cover
+            pass
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("textual")
     except PackageNotFoundError:  # pragma: no cover - Textual is a dependency
