@@ -7,12 +7,15 @@ to copy each refresh): the App builds a :class:`ViewState` and draws it while ho
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpuscope.core.findings import Finding
 from gpuscope.core.history import History
 from gpuscope.core.model import Frame, Inventory
-from gpuscope.core.probe import ProbeResult
 from gpuscope.core.session import TickErrors
+
+if TYPE_CHECKING:
+    from gpuscope.core.probe import ProbeResult  # the live screen loads no probe code until one runs
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ It delegates the panel sizes to :class:`~gpuscope.tui.layout_controller.LayoutCo
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -20,7 +20,6 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from gpuscope.core.findings import sort_findings
-from gpuscope.core.probe import ProbeResult
 from gpuscope.core.session import Session
 from gpuscope.core.text import clean
 from gpuscope.core.view import RecordingStatus, StatusInfo, ViewState
@@ -28,7 +27,6 @@ from gpuscope.tui.base import MonitorApp
 from gpuscope.tui.commands import GpuscopeCommands
 from gpuscope.tui.feeders import ReplayFeeder
 from gpuscope.tui.layout_controller import LayoutController
-from gpuscope.tui.probe_controller import LinkProbe, ProbePrep
 from gpuscope.tui.recording_controller import RecordingController
 from gpuscope.tui.redraw import RedrawScheduler
 from gpuscope.tui.screens import ConfirmScreen, FindingsScreen, GpuDetailScreen, HelpScreen, MarkerScreen
@@ -44,6 +42,9 @@ from gpuscope.widgets.status_bar import StatusBar
 from gpuscope.widgets.style import ANSI_PALETTE, DEFAULT_THEME, Palette, set_content, theme_palette
 from gpuscope.widgets.timeline import Timeline
 from gpuscope.widgets.topology_panel import TopologyPanel
+
+if TYPE_CHECKING:
+    from gpuscope.tui.probe_controller import LinkProbe, ProbePrep
 
 WINDOWS = {"1m": 60.0, "10m": 600.0, "1h": 3600.0}
 DETAIL_KEYS = 8  # the digit keys 1–8 open GPU0–GPU7's detail view
@@ -117,7 +118,7 @@ class GpuscopeApp(MonitorApp[int]):
         self._panels_found: list[GpuPanel] | None = None  # see _panels
         self.chrome_palette: Palette = ANSI_PALETTE  # the header's, note line's and timeline's colours (theme)
         # the link probe of the palette (tui/probe_controller.py): NVML of the live source, for the links' state
-        self.link_probe = LinkProbe(session, lambda: getattr(getattr(self.feeder, "source", None), "nvml", None))
+        self._link_probe: LinkProbe | None = None  # made on the first probe: the live screen loads no probe code
 
     @property
     def replay(self) -> bool:
@@ -219,12 +220,13 @@ class GpuscopeApp(MonitorApp[int]):
                                 tick_errors=s.tick_errors)
             replay = self.feeder.status() if isinstance(self.feeder, ReplayFeeder) else None
             findings = s.findings.active
-            probe = self.link_probe
-            if probe.findings:  # the last link probe's findings, until the next probe
+            probe = self._link_probe
+            if probe is not None and probe.findings:  # the last link probe's findings, until the next probe
                 findings = sort_findings(findings + probe.findings)
             return ViewState(inventory=s.inventory, frame=frame, history=s.history, findings=findings,
                              window_s=self.window_s, now=frame.t if frame else 0.0, label=self.label,
-                             graphs=graphs, status=status, replay=replay, probe=probe.result)
+                             graphs=graphs, status=status, replay=replay,
+                             probe=probe.result if probe is not None else None)
 
     def refresh_view(self, force: bool = False) -> None:
         """Draw the view of this instant (``force``: the graphs too, whenever they were last drawn)."""
@@ -418,7 +420,24 @@ class GpuscopeApp(MonitorApp[int]):
                     lambda value, error: self.post_message(self.ProbeStep("prepare", value, error)))
         self._say("link probe: preparing the plan…")
 
+    @property
+    def link_probe(self) -> LinkProbe:
+        """The palette's link probe (tui/probe_controller.py), made on first use."""
+        if self._link_probe is None:
+            from gpuscope.tui.probe_controller import LinkProbe
+
+            self._link_probe = LinkProbe(self.session,
+                                         lambda: getattr(getattr(self.feeder, "source", None), "nvml", None))
+        return self._link_probe
+
+    @link_probe.setter
+    def link_probe(self, probe: LinkProbe) -> None:
+        self._link_probe = probe
+
     def on_gpuscope_app_probe_step(self, msg: ProbeStep) -> None:
+        from gpuscope.core.probe import ProbeResult
+        from gpuscope.tui.probe_controller import ProbePrep
+
         if msg.error is not None:
             self._say(f"link probe: {msg.error}")
         elif msg.stage == "prepare" and isinstance(msg.value, ProbePrep):
@@ -566,7 +585,8 @@ class GpuscopeApp(MonitorApp[int]):
         """The App owns its feeder thread: stop it (which closes the source and its threads), then end
         every recording (their writers drain and join)."""
         self.stop_hang_up_watch()
-        self.link_probe.stop()  # a probe still running stops between two figures, its buffers freed
+        if self._link_probe is not None:
+            self._link_probe.stop()  # a probe still running stops between two figures, its buffers freed
         if self.feeder is not None:
             self.feeder.stop()
         self.recording.close()  # waits for a writer still finishing a recording stopped with r

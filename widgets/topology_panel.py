@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -14,7 +14,6 @@ from textual.widgets import Static
 from gpuscope.core.group_paths import grouped_pairs, worst_pair
 from gpuscope.core.groups import gpus_text, group_label
 from gpuscope.core.health import mig_text
-from gpuscope.core.probe import PairResult, ProbeResult, Verdict, verdicts
 from gpuscope.core.topology import (
     PATH_MEANING,
     best_link,
@@ -28,6 +27,9 @@ from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import LINK_LEVEL, SEV_MARK, link_label, link_state, reading_busy
 from gpuscope.widgets.fit import fit_words, short_affinity
 from gpuscope.widgets.style import DIM, LEVEL_STYLE, fmt_gb, path_style, set_content
+
+if TYPE_CHECKING:  # probe code is loaded when a probe's lines are drawn
+    from gpuscope.core.probe import PairResult, ProbeResult, Verdict
 
 
 class TopologyPanel(Static):
@@ -260,6 +262,8 @@ def probe_lines(r: ProbeResult, width: int, sel: tuple[int, int] | None = None) 
     """The last link probe beside the links: a title (when, SIMULATED), per GPU its host↔device figures, per
     pair its device↔device figures (with more than :data:`PROBE_ALL_PAIRS` pairs: the worst and the selected
     pair), each with the worse share of what its link typically gives, in the level's colour."""
+    from gpuscope.core.probe import verdicts
+
     vs = {(v.subject, v.kind): v for v in verdicts(r)}
     head = Text(f"Link probe {time.strftime('%H:%M', time.localtime(r.t))}", style="bold")
     if r.simulated:
