@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuscope.core.group_paths import rule_group_path, without_grouped_slow_paths  # serving groups (issue 29)
-from gpuscope.core.health import HEALTH_RULES
+from gpuscope.core.health import HEALTH_RULES, counter_span
 from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory
 from gpuscope.core.topology import (
     PATH_MEANING,
@@ -480,12 +480,10 @@ COUNTER_WINDOW_S = 35.0
 def rule_pcie_errors(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     """5. PCIe replay, recovery or error counters rising: suspect riser, cable or slot."""
     out: list[Candidate] = []
-    if len(frames) < 2:
+    span = counter_span(frames)
+    if span is None:
         return out
-    first, last = getattr(frames, "counter_base", None) or frames[0], frames[-1]
-    dt = last.t - first.t
-    if dt <= 0:
-        return out
+    first, last, dt = span
     for i, r in enumerate(last.gpus):
         if r.lost or i >= len(first.gpus) or first.gpus[i].lost:
             continue

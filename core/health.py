@@ -135,15 +135,24 @@ def _uncorrected(r0: GpuReading, r: GpuReading) -> tuple[int | None, int | None]
     return r0.ecc_uncorrected_aggregate, r.ecc_uncorrected_aggregate
 
 
+def counter_span(frames: Sequence[Frame]) -> tuple[Frame, Frame, float] | None:
+    """The ends of the counter window of a rule over counters (PCIe errors, ECC): the window's counter base
+    (the engine keeps one older frame for counters) or its first frame, its last frame, and the seconds
+    between; None when there are fewer than two frames or no time between them."""
+    if len(frames) < 2:
+        return None
+    first, last = getattr(frames, "counter_base", None) or frames[0], frames[-1]
+    dt = last.t - first.t
+    return (first, last, dt) if dt > 0 else None
+
+
 def rule_ecc_uncorrectable(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     """Uncorrectable ECC errors rising over the counter window (the counts are read every 15 s)."""
     out: list[Candidate] = []
-    if len(frames) < 2:
+    span = counter_span(frames)
+    if span is None:
         return out
-    first, last = getattr(frames, "counter_base", None) or frames[0], frames[-1]
-    dt = last.t - first.t
-    if dt <= 0:
-        return out
+    first, last, dt = span
     before = {r.index: r for r in first.gpus if not r.lost}
     for r in last.gpus:
         r0 = before.get(r.index)

@@ -344,7 +344,7 @@ class GpuscopeApp(MonitorApp[int]):
         if not self.is_running:
             return
         self.layout_control.apply()
-        if on and not self.query_one(ProcessesPanel).display:
+        if on and not self._part(ProcessesPanel).display:
             self.message_line = "no room for processes here: enlarge the terminal, or open a GPU's detail (1-8)"
             self.layout_control.apply()
         self.refresh_view(force=True)

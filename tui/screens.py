@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Static
 
@@ -145,15 +146,23 @@ class GpuDetailScreen(Screen[None]):
         yield KeyBar(list(self.HINTS), id="keys")
 
     def show(self, v: ViewState) -> None:
-        self.query_one(StatusBar).show(v)
+        """Draw ``v``. A screen whose widgets are not there (pushed but not composed yet, or being removed) draws
+        nothing: the next refresh draws it. (A redraw queued before a key that opened or closed this view
+        raised NoMatches on a loaded machine and ended the app.)"""
+        try:
+            bar = self.query_one(StatusBar)
+            keys = self.query_one(KeyBar)
+            detail = self.query_one("#detail", Static)
+        except NoMatches:
+            return
+        bar.show(v)
         size = self.size if self.size.width else self.app.size
         lines = detail_lines(v, self.index, size.width - self.CHROME_COLS, size.height - self.CHROME_ROWS)
         scrolls = len(lines) > size.height - self.CHROME_ROWS
         if scrolls != self.scrolls:
             self.scrolls = scrolls
-            self.query_one(KeyBar).set_hints([self.HINTS[0], self.SCROLL_HINT, *self.HINTS[1:]] if scrolls
-                                             else list(self.HINTS))
-        self.query_one("#detail", Static).update(Text("\n", no_wrap=True, overflow="crop").join(lines))
+            keys.set_hints([self.HINTS[0], self.SCROLL_HINT, *self.HINTS[1:]] if scrolls else list(self.HINTS))
+        detail.update(Text("\n", no_wrap=True, overflow="crop").join(lines))
 
 
 def detail_lines(v: ViewState, index: int, width: int, rows: int) -> list[Text]:

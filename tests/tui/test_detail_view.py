@@ -309,3 +309,23 @@ def test_round_up_2(x, want):
     height; "PCIe TX 0–1.02678" drawn full height for 1.0 of 31.5 GB/s). gpuscope --simulate gpu-lost, key 3,
     120×40 (trial2)."""
     assert round_up_2(x) == want
+
+
+async def test_a_redraw_of_a_detail_view_without_its_widgets_draws_nothing():
+    """A redraw queued before a key that opened or closed a GPU's detail view reached the view while its widgets
+    were not there (pushed but not composed, or being removed) and raised NoMatches, which ended the app: seen
+    on a loaded machine (CI running two suites at once), `2` then `P` then escape in the processes test."""
+    src = sim_source("mixed-4")
+    session = Session(src.inventory, interval_s=1.0)
+    for f in run_frames(src, 0, 5):
+        session.ingest(f)
+    app = GpuscopeApp(session, None, label="SIMULATED", interval_s=1.0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        view = app.build_view(True)
+        GpuDetailScreen(1).show(view)  # never mounted: no widgets, no error
+        await pilot.press("2")
+        screen = app.screen
+        assert isinstance(screen, GpuDetailScreen)
+        await pilot.press("escape")
+        screen.show(view)  # removed: no error either
+        assert not isinstance(app.screen, GpuDetailScreen)
