@@ -3,7 +3,7 @@
 Pure parts (tested with tables): :func:`parse_metrics`, :func:`detect_kind`, :func:`counter_rate`,
 :func:`histogram_quantile`, :class:`EndpointTracker`. :class:`EndpointPoller` polls over HTTP with
 httpx on its own thread (timeouts, backoff, headers, TLS verification on), never blocking a UI.
-Metric names per server: ../shared/docs/inference-metrics.md.
+Metric names per server: the ServerSpec table below (docs/serving.md says what each reading means).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class ServerSpec:
         return tuple(n for key in (*COUNTER_KEYS, *HIST_KEYS, *GAUGE_KEYS) for n in getattr(self, key))
 
 
-# What to read per server (../shared/docs/inference-metrics.md), in SERVER_KINDS order.
+# What to read per server, in SERVER_KINDS order (the servers' own metric names).
 SERVER_SPECS: dict[str, ServerSpec] = {s.kind: s for s in (
     ServerSpec(
         "vllm", ("vllm:",), gen=("vllm:generation_tokens_total",), prompt=("vllm:prompt_tokens_total",),
