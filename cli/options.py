@@ -291,9 +291,7 @@ class RecordOptions:
             if not ns.host:
                 raise GpuscopeError("record --broker needs --host HOST")
             broker = BrokerOptions.from_namespace(ns).config()
-        else:
-            if ns.duration is not None and ns.duration <= 0:
-                raise GpuscopeError("--duration must be positive")
+        else:  # --duration is positive: its type (finite_float(0.001, …)) says so
             source = source.checked()
         cmd = list(ns.cmd)
         if cmd and cmd[0] == "--":

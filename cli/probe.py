@@ -124,12 +124,17 @@ def other_processes(frame: Frame | None, gpus: list[int]) -> dict[int, list[str]
     return out
 
 
+def busy_text(busy: dict[int, list[str]]) -> str:
+    """``GPU0: 1234 python, …; GPU1: …``: the other processes on the GPUs (empty: nobody else)."""
+    return "; ".join(f"GPU{i}: {', '.join(ps[:3])}{' …' if len(ps) > 3 else ''}" for i, ps in busy.items())
+
+
 def confirm(busy: dict[int, list[str]], yes: bool, stdin: TextIO, err: TextIO) -> None:
     """Ask before probing GPUs that other processes use; raise GpuscopeError when the answer is no, or when
     nobody can answer (stdin not a terminal) and ``--yes`` was not given."""
     if not busy or yes:
         return
-    where = "; ".join(f"GPU{i}: {', '.join(ps[:3])}{' …' if len(ps) > 3 else ''}" for i, ps in busy.items())
+    where = busy_text(busy)
     if not (hasattr(stdin, "isatty") and stdin.isatty()):
         raise GpuscopeError(f"other processes use the GPUs ({where}): the probe adds load; rerun with --yes to "
                             "probe anyway")

@@ -136,16 +136,16 @@ def _power_limit(d: DeviceInfo, r: GpuReading | None) -> float | None:
     return (r.power_limit_w if r is not None else None) or d.power_limit_w or None
 
 
-def _sm_clock_max(d: DeviceInfo, r: GpuReading | None) -> float | None:
-    return float(d.sm_clock_max_mhz) if d.sm_clock_max_mhz else None
+def _device_max(attr: str) -> Ceiling:
+    """The ceiling an inventory fact gives (``sm_clock_max_mhz``…), None where unknown."""
+    def top(d: DeviceInfo, r: GpuReading | None) -> float | None:
+        v = getattr(d, attr)
+        return float(v) if v else None
+    return top
 
 
-def _mem_clock_max(d: DeviceInfo, r: GpuReading | None) -> float | None:
-    return float(d.mem_clock_max_mhz) if d.mem_clock_max_mhz else None
-
-
-def _graphics_clock_max(d: DeviceInfo, r: GpuReading | None) -> float | None:
-    return float(d.graphics_clock_max_mhz) if d.graphics_clock_max_mhz else None
+_sm_clock_max, _mem_clock_max = _device_max("sm_clock_max_mhz"), _device_max("mem_clock_max_mhz")
+_graphics_clock_max = _device_max("graphics_clock_max_mhz")
 
 
 def _memory_size(d: DeviceInfo, r: GpuReading | None) -> float | None:
@@ -278,7 +278,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("remap_failure", "row remap failed", read=lambda r: _flag(r.remap_failure),
            dcgm=Series("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed")),
     # the export has no Xid column (a table of codes per GPU); the recording keeps them, with counts and times
-    Metric("xids", "last Xid", read=lambda r: _last_xid(r), export=False,
+    Metric("xids", "last Xid", read=_last_xid, export=False,
            dcgm=Series("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.")),
     # endpoints (Prometheus: one sample per endpoint and model, only while the server answers)
     Metric("gen_tokens_per_s", "gen tok/s", valid=PER_S, key="tok_s", unit="tok/s", digits=1, scope="endpoint", summary=True,

@@ -9,6 +9,7 @@ pairs inside a known group: the group's own line says it in the server's words.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -18,7 +19,7 @@ from gpuscope.core.groups import gpus_text, group_label, parallel_text
 from gpuscope.core.model import EndpointReading, Frame, Inventory, PairLink, ServingGroup
 from gpuscope.core.text import clean
 from gpuscope.core.topology import PATH_RANK, best_link, pcie_capacity_bytes_per_s
-from gpuscope.core.units import NONE
+from gpuscope.core.units import NONE, fmt_gb
 from gpuscope.core.vocab import link_label, reading_busy
 
 SLOW_PATHS = ("SYS", "NODE", "PHB")
@@ -112,9 +113,7 @@ def better_placement(inv: Inventory, gpus: tuple[int, ...], busy: frozenset[int]
     free = [d.index for d in inv.devices if d.index not in busy or d.index in gpus]
     if n < 2 or len(free) < n:
         return None
-    count = 1
-    for k in range(n):  # C(len(free), n) without building it
-        count = count * (len(free) - k) // (k + 1)
+    count = math.comb(len(free), n)  # the placements to weigh, without building them
     if count > MAX_COMBINATIONS:
         return None
     best: tuple[int, tuple[int, ...], PairLink | None] | None = None
@@ -307,10 +306,7 @@ def fmt_bytes(b: float | None) -> str:
 def traffic_line(t: GroupTraffic, tokens: bool = True, per_token: bool = True) -> str:
     """``PCIe 15.2 + NVLink – GB/s (both ways) · 55 tok/s · 276 MB/token``: traffic both ways summed over the
     group's GPUs, then (``tokens``) its tok/s and (``per_token``) interconnect bytes per generated token."""
-    def gbs(x: float | None) -> str:
-        return NONE if x is None else f"{x / 1e9:.1f}"
-
-    out = f"PCIe {gbs(t.pcie_bytes_per_s)} + NVLink {gbs(t.nvlink_bytes_per_s)} GB/s (both ways)"
+    out = f"PCIe {fmt_gb(t.pcie_bytes_per_s)} + NVLink {fmt_gb(t.nvlink_bytes_per_s)} GB/s (both ways)"
     if tokens:
         out += " · " + (NONE if t.tokens_per_s is None else f"{t.tokens_per_s:,.0f}") + " tok/s"
     if per_token:

@@ -120,10 +120,10 @@ def group_text(r: dict[str, Any]) -> str:
     """One group row as a report line: ``vLLM :8000 gemma-2-27b-it · TP=2 on GPU0+GPU1 · SYS, Gen1×16: 55.0
     tok/s, PCIe 15.2 GB/s, NVLink –, 276 MB/token``."""
     from gpuscope.core.group_paths import fmt_bytes
-    from gpuscope.core.units import NONE
+    from gpuscope.core.units import NONE, fmt_gb
 
     def rate(x: float | None) -> str:
-        return NONE if x is None else f"{x / 1e9:.1f} GB/s"
+        return NONE if x is None else f"{fmt_gb(x)} GB/s"
 
     where = f" · {r['parallel']} on {gpus_text(r['gpus'])}" if r["parallel"] else f" · on {gpus_text(r['gpus'])}"
     if not r["local"]:

@@ -138,11 +138,7 @@ def _flag_value(args: Sequence[str], flags: Sequence[str]) -> int | None:
             if k + 1 >= len(args):
                 return None
             val = args[k + 1]
-        try:
-            n = int(val)
-        except ValueError:
-            return None
-        return n if 1 <= n <= 4096 else None
+        return _size(val)
     return None
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpuscope.core.model import DeviceInfo, Frame, GpuReading, Inventory, XidCount
+from gpuscope.core.text import count
 
 if TYPE_CHECKING:
     from gpuscope.core.findings import Candidate
@@ -99,7 +100,7 @@ def mig_text(dev: DeviceInfo) -> str | None:
 
 def mig_words(n: int) -> str:
     """``MIG: 3 instances``, ``MIG: 1 instance``, ``MIG: no instances``."""
-    return f"MIG: {n} instance{'' if n == 1 else 's'}" if n else "MIG: no instances"
+    return f"MIG: {count(n, 'instance')}" if n else "MIG: no instances"
 
 
 def _cand(*args: Any, **kw: Any) -> Candidate:
@@ -211,9 +212,9 @@ def gpu_health(r: GpuReading | None, xids: tuple[XidCount, ...] | None = None) -
             "ecc_uncorrected_aggregate", "remapped_rows_correctable", "remapped_rows_uncorrectable",
             "remap_pending", "remap_failure", "mem_reserved_bytes")
     out: dict[str, Any] = {k: getattr(r, k) if r is not None else None for k in keys}
-    out["xids"] = [{"xid": x.xid, "count": x.count, "last_t": x.last_t, "meaning": xid_info(x.xid).meaning,
-                    "action": xid_info(x.xid).action, "severity": xid_info(x.xid).severity}
-                   for x in sorted(xids or (), key=lambda x: x.last_t)]
+    out["xids"] = [{"xid": x.xid, "count": x.count, "last_t": x.last_t, "meaning": info.meaning,
+                    "action": info.action, "severity": info.severity}
+                   for x in sorted(xids or (), key=lambda x: x.last_t) for info in (xid_info(x.xid),)]
     return out
 
 

@@ -51,7 +51,9 @@ class ProbePrep:
 
     def busy_text(self) -> str:
         """``GPU0: 1234 python, …; GPU1: …`` (empty: nobody else)."""
-        return "; ".join(f"GPU{i}: {', '.join(ps[:3])}{' …' if len(ps) > 3 else ''}" for i, ps in self.busy.items())
+        from gpuscope.cli.probe import busy_text
+
+        return busy_text(self.busy)
 
 
 class LinkProbe:

@@ -24,7 +24,6 @@ from gpuscope.widgets.panel_graphs import (
     current,
     graph_heights,
     graph_labels,
-    shown_metrics,
 )
 from gpuscope.widgets.style import (
     DIM,
@@ -310,20 +309,18 @@ class GpuPanel(LineWidget):
         with the other graphs (about once a second) or on resize."""
         if not v.graphs and self._panel_cache[0] == (rows, cols, same) and self._panel_cache[1]:
             return self._panel_cache[1]
-        series = {}
+        # the panel metrics with a value in the window, in priority order, each with its cells and peak
+        shown: list[tuple[Metric, np.ndarray, float]] = []
         for m in catalogue.panel_metrics():
-            key = m.key or m.name  # a panel metric is kept in history: its key
             try:  # every GPU's window of this metric, resampled once per sample (History.cells)
-                row = v.history.cells(key, v.window_s, cols, v.now or None)[self.index] / m.scale
+                row = v.history.cells(m.key or m.name, v.window_s, cols, v.now or None)[self.index] / m.scale
             except KeyError:
                 continue
             known = row[~np.isnan(row)]
             if len(known):
-                series[key] = (row, float(known.max()))
-        metrics = shown_metrics(list(series))
+                shown.append((m, row, float(known.max())))
         out: list[tuple[Metric, int, list[str], float | None, float]] = []
-        for m, h in zip(metrics, graph_heights(rows, len(metrics), metrics_rows=same)):
-            cells, peak = series[m.key or m.name]
+        for (m, cells, peak), h in zip(shown, graph_heights(rows, len(shown), metrics_rows=same)):
             top = catalogue.full_scale(m, dev, r, peak)
             out.append((m, h, graph_rows(cells, h, top), peak, top))
         self._panel_cache = ((rows, cols, same), out)

@@ -257,10 +257,13 @@ TABLE_GRAPHS = (("util", "util %"), ("power", "power"), ("pcie_rx", "PCIe↓"), 
                 ("nvlink_rx", "NV↓"), ("nvlink_tx", "NV↑"), ("sm_clock", "SM MHz"), ("mem_used", "mem"))
 
 
+_TABLE_METRICS: list[TableMetric] = [(key, title, scale_top(key)) for key, title in TABLE_GRAPHS]
+
+
 def table_metrics(v: ViewState) -> list[TableMetric]:
     """The graphs the spare rows under the table can show, most useful first."""
     nvlink = any(d.nvlinks_active for d in v.inventory.devices)
-    return [(key, title, scale_top(key)) for key, title in TABLE_GRAPHS if nvlink or not key.startswith("nvlink")]
+    return [t for t in _TABLE_METRICS if nvlink or not t[0].startswith("nvlink")]
 
 
 MIN_CELL_GRAPH = 8  # a packed graph narrower than this says too little to be worth a row

@@ -9,8 +9,6 @@ one utilisation graph thirty rows tall.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from gpuscope.core import catalogue
 from gpuscope.core.catalogue import Metric
 from gpuscope.core.model import DeviceInfo, GpuReading
@@ -71,13 +69,6 @@ def graph_labels(m: Metric, now: float | None, peak: float | None, top: float, h
     if height >= 3:
         out.append(f"peak {fmt_value(peak, m)}")
     return out + [""] * (height - len(out))
-
-
-def shown_metrics(available: Sequence[str]) -> list[Metric]:
-    """The panel metrics (:func:`gpuscope.core.catalogue.panel_metrics`) whose history holds a value in the
-    window, in priority order (``available``: the history keys with data)."""
-    keys = set(available)
-    return [m for m in catalogue.panel_metrics() if m.key in keys]
 
 
 def current(m: Metric, r: GpuReading) -> float | None:

@@ -94,8 +94,9 @@ def applies(textual: str, environ: Mapping[str, str]) -> bool:
     return textual == WRITTEN_FOR and environ.get(SWITCH, "1").strip().lower() not in ("0", "off", "false", "no")
 
 
-MATCHES = textual_version() == WRITTEN_FOR  # the code below is valid for this Textual (switched on or not)
-ACTIVE = applies(textual_version(), os.environ)  # ... and in use: decided once, at import
+_VERSION = textual_version()  # read once: it lists site-packages and reads a METADATA file
+MATCHES = _VERSION == WRITTEN_FOR  # the code below is valid for this Textual (switched on or not)
+ACTIVE = applies(_VERSION, os.environ)  # ... and in use: decided once, at import
 
 # Every private Textual name used below (a module's, or a Textual class's attribute or method): no other
 # module of the package may use them (tests/test_layout.py).
