@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpuscope.core.group_paths import rule_group_path, without_grouped_slow_paths  # serving groups (issue 29)
+from gpuscope.core.group_paths import grouped_pairs, rule_group_path  # serving groups (issue 29)
 from gpuscope.core.health import HEALTH_RULES, counter_span
 from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory
 from gpuscope.core.topology import (
@@ -310,9 +310,11 @@ def rule_slow_path(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     out = []
     windows = gpu_windows(frames)
     lost = {r.index for r in frames[-1].gpus if r.lost} if frames else set()
+    grouped = grouped_pairs(frames[-1] if frames else None)  # a serving group's group_path line speaks for these
     quiet: list[tuple[Any, float | None]] = []  # slow pairs without peer traffic, with the best they can do
     for p in inv.pairs:
-        if p.nvlinks or p.pcie_path not in ("SYS", "PHB", "NODE") or p.a in lost or p.b in lost:
+        if (p.nvlinks or p.pcie_path not in ("SYS", "PHB", "NODE") or p.a in lost or p.b in lost
+                or (p.a, p.b) in grouped):
             continue
         da, db = _dev(inv, p.a), _dev(inv, p.b)
         if da is None or db is None:
@@ -672,7 +674,7 @@ def evaluate(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     out: list[Candidate] = []
     for rule in RULES.values():
         out.extend(rule(inv, window))
-    return sort_findings(without_grouped_slow_paths(inv, window, out))
+    return sort_findings(out)
 
 
 def sort_findings(items: list[Any]) -> list[Any]:

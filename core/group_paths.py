@@ -1,9 +1,9 @@
 """A serving group's path: the worst link between its GPUs, its PCIe links now, the finding when that path
 is slow (with a better placement when one exists), and its traffic per generated token. Pure functions.
 
-The findings engine calls :func:`rule_group_path` (registered in ``core/findings.py``) and passes its
-candidates through :func:`without_grouped_slow_paths`, which drops the machine-wide slow-path lines for
-pairs inside a known group: the group's own line says it in the server's words.
+The findings engine calls :func:`rule_group_path` (registered in ``core/findings.py``); the machine-wide
+slow-path rule skips the pairs inside a known group (:func:`grouped_pairs`): the group's own line says it in
+the server's words.
 """
 
 from __future__ import annotations
@@ -213,34 +213,6 @@ def rule_group_path(inv: Inventory, frames: Sequence[Frame]) -> list[Any]:
 
     return [Candidate(f.id, "group_path", f.severity, f.subject, f.message, f.evidence,
                       variant=f.evidence["path"] + (" busy" if f.evidence["busy"] else " idle"), basis="live") for f in group_path_findings(inv, frames)]
-
-
-def without_grouped_slow_paths(inv: Inventory, frames: Sequence[Frame], cands: list[Any]) -> list[Any]:
-    """``cands`` without the machine-wide slow-path lines for pairs inside a known serving group (its
-    ``group_path`` line speaks for them): a pair's own line is dropped; the one summary line is rebuilt
-    from the pairs left, or dropped when none is left."""
-    pairs = grouped_pairs(frames[-1] if frames else None)
-    if not pairs:
-        return cands
-    from gpuscope.core.findings import _slow_paths_summary
-
-    out = []
-    for c in cands:
-        if c.rule != "slow_path":
-            out.append(c)
-        elif c.id == "slow-paths":
-            quiet = []
-            for s in c.evidence.get("pairs", []):
-                a, _sep, b = str(s).partition("-")
-                p = inv.pair(int(a), int(b)) if a.isdigit() and b.isdigit() else None
-                if p is not None and (p.a, p.b) not in pairs:
-                    caps = [pcie_capacity_bytes_per_s(*best_link(d)) for d in inv.devices if d.index in (p.a, p.b)]
-                    quiet.append((p, min((x for x in caps if x), default=None)))
-            if quiet:
-                out.append(_slow_paths_summary(inv, quiet))
-        elif (c.evidence.get("a"), c.evidence.get("b")) not in pairs:
-            out.append(c)
-    return out
 
 
 def grouped_pairs(frame: Frame | None) -> set[tuple[int, int]]:
