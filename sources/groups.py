@@ -229,6 +229,7 @@ class GroupFinder:
         ppids = r.ppids() if held or eps else {}
         listening = r.listeners() if eps else {}
         claims = []
+        socks: dict[int, set[int] | None] = {}  # pid → its socket inodes, read once per build for all endpoints
         for e in eps:
             host, port = endpoint_address(e.url)
             tp, pp = self.parallel(e.url) if self.parallel else (None, None)
@@ -239,7 +240,7 @@ class GroupFinder:
             if not self.is_local(host):
                 claims.append(Claim(url=e.url, port=port, local=False, kind=e.kind, model=e.model, tp=tp, pp=pp))
                 continue
-            pid, why = self._listener(port, listening, held, ppids)
+            pid, why = self._listener(port, listening, held, ppids, socks)
             claims.append(Claim(url=e.url, port=port, local=True, listener=pid, why=why, kind=e.kind, model=e.model,
                                 tp=tp, pp=pp))
         members: set[int] = set(held)
@@ -263,20 +264,19 @@ class GroupFinder:
         return build_groups(claims, held, view)
 
     def _listener(self, port: int, listening: dict[int, set[int]], held: dict[int, set[int]],
-                  ppids: dict[int, int]) -> tuple[int | None, str | None]:
-        """The pid holding the listening socket on ``port`` here, and why not when None."""
+                  ppids: dict[int, int], socks: dict[int, set[int] | None]) -> tuple[int | None, str | None]:
+        """The pid holding the listening socket on ``port`` here, and why not when None (``socks``: the socket
+        inodes of the pids read so far in this build, filled as they are read)."""
         inodes = listening.get(port)
         if not inodes:
             return None, f"nothing listens on port {port} in this network namespace (a container's own?)"
         r = self.reader
-        candidates: list[int] = []
-        for p in held:
-            for x in [p, *ancestors(p, ppids)]:
-                if x not in candidates:
-                    candidates.append(x)
+        candidates = dict.fromkeys(x for p in held for x in (p, *ancestors(p, ppids)))  # ordered, each once
         unreadable = 0
         for p in candidates:
-            got = r.socket_inodes(p)
+            if p not in socks:
+                socks[p] = r.socket_inodes(p)
+            got = socks[p]
             if got is None:
                 unreadable += 1
             elif got & inodes:
@@ -296,7 +296,7 @@ class GroupFinder:
                 for i in got:
                     self._inode_owner[i] = p
             owner = next((self._inode_owner[i] for i in inodes if i in self._inode_owner), None)
-        if owner is not None and r.ppid(owner) is not None:
+        if owner is not None and (owner in ppids or r.ppid(owner) is not None):
             return owner, None
         if unreadable:
             return None, (f"the process listening on port {port} is not readable by this user "
