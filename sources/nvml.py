@@ -210,6 +210,7 @@ class NvmlSource:
         self._ecc_on: set[int] = set()  # GPUs whose ECC mode answered "on"
         self._mem_v2: dict[int, bool] = {}  # per GPU: memory info v2 answers (else v1, used incl. reserved)
         self._xids: dict[int, dict[int, XidCount]] = {}  # per GPU: Xid code → count and last time
+        self._xid_tallies: dict[int, tuple[XidCount, ...]] = {}  # per GPU: the same, by code, as readings carry it
         self._xid_queue: list[tuple[float, int, int]] = []  # (t, gpu, xid) from the Xid thread, under _lock
         self._xid_thread: threading.Thread | None = None
         # Xid events: taken in sample() with zero-timeout waits (default), or waited for on their own thread
@@ -363,7 +364,9 @@ class NvmlSource:
         with self._lock:
             got, self._xid_queue = self._xid_queue, []
         for t, gpu, xid in got:
-            tally_xid(self._xids.setdefault(gpu, {}), xid, t)
+            tally = self._xids.setdefault(gpu, {})
+            tally_xid(tally, xid, t)
+            self._xid_tallies[gpu] = tuple(sorted(tally.values(), key=lambda x: x.xid))  # changes only here
             self._pending_events.append(Event(t=t, kind="xid", text=xid_text(gpu, xid), data={"gpu": gpu, "xid": xid}))
 
     def _static(self, fn: Callable[..., Any]) -> Any:  # called with no arguments (lambdas may bind defaults)
@@ -627,9 +630,8 @@ class NvmlSource:
         if self._event_set is not None and self._xid_thread is None:
             self._poll_xids()
         self._take_xids()
-        if self._xids:  # every reading carries its GPU's tally (a lost GPU too: Xid 79 comes with it)
-            out = [replace(r, xids=tuple(sorted(self._xids[r.index].values(), key=lambda x: x.xid)))
-                   if r.index in self._xids else r for r in out]
+        if self._xid_tallies:  # every reading carries its GPU's tally (a lost GPU too: Xid 79 comes with it)
+            out = [replace(r, xids=self._xid_tallies[r.index]) if r.index in self._xid_tallies else r for r in out]
         events = tuple(self._pending_events)
         self._pending_events.clear()
         return Frame(t=(t0 + t) / 2, gpus=tuple(out), events=events)
