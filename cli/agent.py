@@ -23,6 +23,11 @@ from gpuscope.sources.recording import Recorder
 def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -> int:
     """Sample every ``--interval``; publish to ``--broker``, serve ``--prometheus``, or both."""
     cfg, listen = opts.broker, opts.listen
+    web = None
+    if opts.web_config is not None:  # a bad file is one line before anything starts
+        from gpuscope.sources.webconfig import load_web_config
+
+        web = load_web_config(opts.web_config)
     src = open_source(opts.source)
     interval = opts.source.interval
     session = Session(src.inventory, interval_s=interval, history_s=60)
@@ -32,7 +37,7 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
             from gpuscope.sources.prometheus import PrometheusExporter
 
             exporter = PrometheusExporter(listen, src.inventory,
-                                          hostname_label=opts.prometheus_hostname_label).start()
+                                          hostname_label=opts.prometheus_hostname_label, web=web).start()
         if cfg is not None:
             pub = Publisher(cfg, src.inventory).start()
     except BaseException:
@@ -49,7 +54,7 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
         what.append(f"publishing to {'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port} under "
                     f"{cfg.prefix}/v1/{pub.host}/")
     if exporter is not None:
-        what.append(f"serving {exporter.url}")
+        what.append(f"serving {exporter.url}" + (f" ({web.describe()})" if web is not None else ""))
     sys.stderr.write(f"gpuscope agent: {len(src.inventory.devices)} GPUs of {src.inventory.host}{sim}: "
                      f"{'; '.join(what)}; every {interval:g} s\n")
     last_note = [0.0]

@@ -194,6 +194,7 @@ class AgentOptions:
     broker: BrokerConfig | None = field(repr=False)  # holds the password
     listen: tuple[str, int] | None  # (host, port) for --prometheus
     prometheus_hostname_label: str
+    web_config: str | None = None  # --web-config FILE (TLS, basic auth), read when the agent starts
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -205,6 +206,8 @@ class AgentOptions:
         p.add_argument("--prometheus-hostname-label", default="Hostname", metavar="NAME",
                        help="the hostname label's key on the DCGM-compatible series (default Hostname, as "
                             "dcgm-exporter releases write it)")
+        p.add_argument("--web-config", metavar="FILE", help="TLS, client certificates and basic auth for "
+                       "--prometheus: an exporter-toolkit web config, as node_exporter's (docs/prometheus.md)")
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> AgentOptions:
@@ -216,8 +219,10 @@ class AgentOptions:
             from gpuscope.sources.prometheus import parse_listen
 
             listen = parse_listen(ns.prometheus)
+        if ns.web_config is not None and listen is None:
+            raise GpuscopeError("--web-config needs --prometheus (it secures the exporter)")
         return cls(source=SourceOptions.from_namespace(ns).checked(), broker=broker, listen=listen,
-                   prometheus_hostname_label=ns.prometheus_hostname_label)
+                   prometheus_hostname_label=ns.prometheus_hostname_label, web_config=ns.web_config)
 
 
 @dataclass(frozen=True)

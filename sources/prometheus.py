@@ -18,11 +18,9 @@ frame are served the cached bytes. The exporter never calls NVML.
 from __future__ import annotations
 
 import math
-import socket
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from gpuscope import __version__
@@ -34,11 +32,12 @@ from gpuscope.core.model import CLOCK_EVENT_REASONS, DeviceInfo, EndpointReading
 from gpuscope.core.text import clean
 from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.vocab import SEVERITIES
+from gpuscope.sources.exporter_http import CONTENT_TYPE, Server, make_server
+from gpuscope.sources.webconfig import WebConfig
 
 # The Prometheus wiki's default-port list has 9100-9999 fully allocated (9400 is dcgm-exporter's), so
 # gpuscope takes a port outside it: dcgm-exporter's 9400 plus 10000, below Linux's ephemeral range.
 DEFAULT_PORT = 19400
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class PrometheusError(GpuscopeError):
@@ -402,18 +401,20 @@ def _valid_label_name(s: str) -> bool:
 
 
 class PrometheusExporter:
-    """Serves ``/metrics`` from the last state handed to :meth:`update`; a daemon thread per request."""
+    """Serves ``/metrics`` from the last state handed to :meth:`update` (HTTP, or HTTPS and auth per ``web``:
+    sources/exporter_http.py); a daemon thread per connection."""
 
     def __init__(self, listen: tuple[str, int], inv: Inventory, *, hostname_label: str = "Hostname",
-                 hostname: str | None = None):
+                 hostname: str | None = None, web: WebConfig | None = None):
         self.listen = listen
+        self.web = web
         self.renderer = Renderer(inv, hostname_label=hostname_label, hostname=hostname)
         self._state: tuple[int, Frame | None, tuple[Any, ...], SamplerHealth | None] = (0, None, (), None)
         self._cache: tuple[int, bytes] = (-1, b"")
         self._render_lock = threading.Lock()
         self.renders = 0
         self.scrapes = 0
-        self._server: ThreadingHTTPServer | None = None
+        self._server: Server | None = None
         self._thread: threading.Thread | None = None
 
     # -- the tick side: O(1), never blocks on a scrape
@@ -440,7 +441,8 @@ class PrometheusExporter:
     @property
     def url(self) -> str:
         host, port = self.address
-        return f"http://{'[' + host + ']' if ':' in host else host}:{port}/metrics"
+        scheme = "https" if self.web is not None and self.web.tls is not None else "http"
+        return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}/metrics"
 
     @property
     def address(self) -> tuple[str, int]:
@@ -451,16 +453,9 @@ class PrometheusExporter:
 
     def start(self) -> PrometheusExporter:
         """Bind and serve in a daemon thread. Raises :class:`PrometheusError` when the address can't be bound."""
-        exporter = self
-
-        class Handler(_Handler):
-            pass
-
-        Handler.exporter = exporter
         host, port = self.listen
-        server_cls = _Server6 if ":" in host else _Server
         try:
-            self._server = server_cls((host, port), Handler)
+            self._server = make_server((host, port), self, self.web)
         except OSError as e:
             raise PrometheusError(f"--prometheus {host}:{port}: cannot listen ({e.strerror or e})") from None
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.25},
@@ -474,56 +469,3 @@ class PrometheusExporter:
             self._server.server_close()
             self._server = None
 
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 64
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
-
-
-class _Handler(BaseHTTPRequestHandler):
-    exporter: PrometheusExporter
-    server_version = f"gpuscope/{__version__}"
-    protocol_version = "HTTP/1.1"
-    timeout = 10
-
-    def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8",
-              extra: dict[str, str] | None = None, head: bool = False) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in (extra or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        if not head:
-            self.wfile.write(body)
-
-    def _get(self, head: bool) -> None:
-        path = self.path.split("?", 1)[0]
-        if path != "/metrics":
-            self._send(404, b"not found: gpuscope serves /metrics\n", head=head)
-            return
-        self.exporter.scrapes += 1
-        self._send(200, self.exporter.body(), CONTENT_TYPE, head=head)
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._get(False)
-
-    def do_HEAD(self) -> None:  # noqa: N802
-        self._get(True)
-
-    def _not_allowed(self) -> None:
-        self.close_connection = True  # a request body may follow; don't read it as the next request
-        self._send(405, b"method not allowed: use GET\n", extra={"Allow": "GET, HEAD", "Connection": "close"})
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("do_"):  # any other method (POST, PUT, DELETE, …)
-            return self._not_allowed
-        raise AttributeError(name)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
