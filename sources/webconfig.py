@@ -266,18 +266,19 @@ class WebConfig:
 
 def _read_pem(path: str, what: str, kind: str) -> str:
     """``path``'s text when it holds a PEM block of ``kind`` (CERTIFICATE, PRIVATE KEY); one line otherwise."""
+    shown = repr(clean(path, 200))
     try:
         with open(path, "rb") as f:
             data = f.read(1 << 20)
     except FileNotFoundError:
-        raise ValueError(f"{what} {_name(path)}: no such file") from None
+        raise ValueError(f"{what} {shown}: no such file") from None
     except IsADirectoryError:
-        raise ValueError(f"{what} {_name(path)}: is a folder") from None
+        raise ValueError(f"{what} {shown}: is a folder") from None
     except OSError as e:
-        raise ValueError(f"{what} {_name(path)}: cannot read ({clean(e.strerror or e, 60)})") from None
+        raise ValueError(f"{what} {shown}: cannot read ({clean(e.strerror or e, 60)})") from None
     text = data.decode("ascii", "replace")
     if not re.search(rf"-----BEGIN [A-Z0-9 ]*{kind}-----", text):
-        raise ValueError(f"{what} {_name(path)}: not a PEM {kind.lower()} (no '-----BEGIN …{kind}-----' line)")
+        raise ValueError(f"{what} {shown}: not a PEM {kind.lower()} (no '-----BEGIN …{kind}-----' line)")
     return text
 
 
@@ -302,8 +303,9 @@ def tls_context(spec: WebSpec, base: str) -> ssl.SSLContext | None:
     except ValueError as e:
         raise ValueError(f"tls_server_config.key_file {_name(spec.key_file)}: {e}") from None
     except ssl.SSLError as e:
-        reason = "the key does not match the certificate" if "KEY_VALUES_MISMATCH" in str(e) else \
-            f"OpenSSL cannot load them ({clean(e.reason or e, 60)})"
+        reason = ("the key does not match the certificate" if "KEY_VALUES_MISMATCH" in str(e) else
+                  "a PEM block is damaged (OpenSSL cannot decode it)" if "PEM lib" in str(e) else
+                  f"OpenSSL cannot load them ({clean(e.reason or e, 60)})")
         raise ValueError(f"tls_server_config cert_file {_name(spec.cert_file)}, key_file {_name(spec.key_file)}: "
                          f"{reason}") from None
     ctx.verify_mode = CLIENT_AUTH[spec.client_auth]
@@ -318,7 +320,7 @@ def tls_context(spec: WebSpec, base: str) -> ssl.SSLContext | None:
         try:
             ctx.load_verify_locations(cadata=ca)
         except (ssl.SSLError, ValueError) as e:
-            raise ValueError(f"tls_server_config.{what}: OpenSSL cannot load it ({clean(getattr(e, 'reason', None) or e, 60)})") from None
+            raise ValueError(f"tls_server_config.{what}: OpenSSL cannot load it (a damaged PEM block?)") from None
     return ctx
 
 
