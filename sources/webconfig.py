@@ -182,12 +182,12 @@ def parse(text: str) -> WebSpec:
     if auth in ("RequestClientCert", "RequireAnyClientCert"):
         raise ValueError(f"tls_server_config.client_auth_type {auth}: accepts certificates nobody verified; use "
                          "RequireAndVerifyClientCert with client_ca_file")
-    if auth not in CLIENT_AUTH:
+    if not isinstance(auth, str) or auth not in CLIENT_AUTH:
         raise ValueError(f"tls_server_config.client_auth_type {_name(auth)}: expected one of {', '.join(CLIENT_AUTH)}")
     versions = []
     for k, default in (("min_version", "TLS12"), ("max_version", "TLS13")):
         v = tls.get(k, default)
-        if v not in TLS_VERSIONS:
+        if not isinstance(v, str) or v not in TLS_VERSIONS:
             raise ValueError(f"tls_server_config.{k} {_name(v)}: expected one of {', '.join(TLS_VERSIONS)}")
         versions.append(v)
     if TLS_VERSIONS[versions[0]] > TLS_VERSIONS[versions[1]]:
