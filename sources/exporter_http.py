@@ -17,7 +17,6 @@ from __future__ import annotations
 import gzip
 import logging
 import socket
-import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

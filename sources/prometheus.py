@@ -32,7 +32,7 @@ from gpuscope.core.model import CLOCK_EVENT_REASONS, DeviceInfo, EndpointReading
 from gpuscope.core.text import clean
 from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.vocab import SEVERITIES
-from gpuscope.sources.exporter_http import CONTENT_TYPE, Server, make_server
+from gpuscope.sources.exporter_http import Server, make_server
 from gpuscope.sources.webconfig import WebConfig
 
 # The Prometheus wiki's default-port list has 9100-9999 fully allocated (9400 is dcgm-exporter's), so

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import os
 import re
@@ -97,31 +98,29 @@ def _name(key: object) -> str:
     return repr(clean(key, 60))
 
 
-class _StrictLoader:
+@functools.cache
+def _strict_loader() -> type:
     """A YAML SafeLoader that refuses duplicate keys (Go's strict decoder does; PyYAML keeps the last)."""
+    import yaml
 
-    @staticmethod
-    def make() -> type:
-        import yaml
+    class Loader(yaml.SafeLoader):
+        pass
 
-        class Loader(yaml.SafeLoader):
-            pass
+    def mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for k, _v in node.value:
+            key = loader.construct_object(k, deep=deep)
+            try:
+                dup = key in seen
+                seen.add(key)
+            except TypeError:  # a list or mapping as a key
+                raise yaml.constructor.ConstructorError(None, None, "a key must be a string", k.start_mark) from None
+            if dup:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {_name(key)}", k.start_mark)
+        return dict(loader.construct_pairs(node, deep=deep))
 
-        def mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:
-            seen: set[Any] = set()
-            for k, _v in node.value:
-                key = loader.construct_object(k, deep=deep)
-                try:
-                    dup = key in seen
-                    seen.add(key)
-                except TypeError:  # a list or mapping as a key
-                    raise yaml.constructor.ConstructorError(None, None, "a key must be a string", k.start_mark)
-                if dup:
-                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {_name(key)}", k.start_mark)
-            return dict(loader.construct_pairs(node, deep=deep))
-
-        Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-        return Loader
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return Loader
 
 
 def _yaml(text: str) -> Any:
@@ -129,7 +128,7 @@ def _yaml(text: str) -> Any:
     import yaml
 
     try:
-        return yaml.load(text, Loader=_StrictLoader.make())  # noqa: S506 (a SafeLoader subclass)
+        return yaml.load(text, Loader=_strict_loader())  # noqa: S506 (a SafeLoader subclass)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -319,7 +318,7 @@ def tls_context(spec: WebSpec, base: str) -> ssl.SSLContext | None:
                 raise ValueError("tls_server_config.client_ca: not a PEM certificate")
         try:
             ctx.load_verify_locations(cadata=ca)
-        except (ssl.SSLError, ValueError) as e:
+        except (ssl.SSLError, ValueError):
             raise ValueError(f"tls_server_config.{what}: OpenSSL cannot load it (a damaged PEM block?)") from None
     return ctx
 
@@ -343,6 +342,8 @@ def load_web_config(path: str) -> WebConfig:
         ctx = tls_context(spec, os.path.dirname(os.path.abspath(path)))
     except ValueError as e:
         raise WebConfigError(f"--web-config {shown}: {e}") from None
+    except ImportError:
+        raise WebConfigError(f"--web-config {shown}: reading it needs PyYAML (pip install 'gpuscope[web]')") from None
     auth = None
     if spec.users:
         try:

@@ -272,6 +272,22 @@ def test_load_missing_and_unreadable_config(tmp_path):
         load_web_config(str(tmp_path / "bin.yml"))
 
 
+@pytest.mark.parametrize("missing,text,msg", [
+    ("yaml", "basic_auth_users:\n", "reading it needs PyYAML (pip install 'gpuscope[web]')"),
+    ("bcrypt", f"basic_auth_users:\n  prom: '{H}'\n", "basic_auth_users needs the bcrypt package"),
+])
+def test_without_the_web_extra_one_line(tmp_path, monkeypatch, missing, text, msg):
+    from gpuscope.sources import webconfig
+
+    monkeypatch.setitem(sys.modules, missing, None)  # import fails, as where the package is not installed
+    webconfig._strict_loader.cache_clear()
+    try:
+        with pytest.raises(WebConfigError, match=re.escape(msg)):
+            load_web_config(_write(tmp_path, text))
+    finally:
+        webconfig._strict_loader.cache_clear()
+
+
 def test_basic_auth_caches_successes_only():
     auth = BasicAuth({"prom": _hash(PASSWORD, 6).encode()})
     good = _basic(f"prom:{PASSWORD}".encode())
@@ -357,9 +373,14 @@ def test_verify_client_cert_if_given(pki):
 def test_plain_http_gzip_without_a_web_config():
     ex = _exporter()
     try:
-        r = httpx.get(ex.url, headers={"Accept-Encoding": "gzip"}, timeout=10)
-        assert r.status_code == 200 and r.headers["Content-Encoding"] == "gzip" and r.content == ex.body()
-        assert int(r.headers["Content-Length"]) < len(ex.body()) / 5
+        for _ in range(5):
+            r = httpx.get(ex.url, headers={"Accept-Encoding": "gzip"}, timeout=10)
+            assert r.status_code == 200 and r.headers["Content-Encoding"] == "gzip" and r.content == ex.body()
+            assert int(r.headers["Content-Length"]) < len(ex.body()) / 5
+        assert ex._server is not None and ex._server.RequestHandlerClass.gzip_cache.compressions == 1  # type: ignore[attr-defined]
+        ex.update(*ex._state[1:])  # type: ignore[arg-type]  # a new frame: compressed once more
+        assert httpx.get(ex.url, headers={"Accept-Encoding": "gzip"}, timeout=10).content == ex.body()
+        assert ex._server.RequestHandlerClass.gzip_cache.compressions == 2  # type: ignore[attr-defined]
     finally:
         ex.stop()
 
