@@ -132,6 +132,10 @@ class Server(ThreadingHTTPServer):
             self._slots.release()
 
     def finish_request(self, request: Any, client_address: Any) -> None:
+        try:
+            request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Go's servers do
+        except OSError:
+            pass
         ctx = self.web.tls if self.web is not None else None
         if ctx is None:
             super().finish_request(request, client_address)
@@ -189,9 +193,10 @@ class Handler(BaseHTTPRequestHandler):
         if self.web is not None:
             for k, v in self.web.headers:
                 self.send_header(k, v)
-        self.end_headers()
-        if not head:
-            self.wfile.write(body)
+        # Headers and body in one write: two small writes wait on Nagle and the client's delayed ACK (a
+        # gzipped 8 kB answer took 40 ms of wall time and twice the CPU that way).
+        self._headers_buffer.append(b"\r\n" if head else b"\r\n" + body)
+        self.flush_headers()
 
     def _authorised(self, head: bool = False) -> bool:
         auth = self.web.auth if self.web is not None else None
