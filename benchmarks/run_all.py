@@ -78,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{pr['fresh']['cpu_ms_per_scrape']:.2f} ms CPU", "≤ 2 ms"),
              ("Prometheus scrape, cached frame", f"{pr['cached']['cpu_ms_per_scrape']:.2f} ms CPU", "≤ 2 ms"),
              ("Prometheus, 16 concurrent scrapers", f"{pr['cached']['concurrent_scrapes_per_s']:.0f} scrapes/s", "")]
+    ws: dict = run("bench_webserve.py", "--scrapes", "50" if a.quick else "200")  # type: ignore[assignment]
+    rows += [(f"Prometheus scrape over TLS + basic auth, gzip, kept alive, {ml}",
+              f"{ws[f'tls_{m}']['keepalive_gzip_cpu_ms']:.2f} ms CPU", "≤ 1 ms")
+             for m, ml in (("fresh", "new frame each"), ("cached", "cached frame"))]
     fi = run("bench_findings.py", "--rounds", "3" if a.quick else "10")
     for r in fi:  # type: ignore[union-attr]
         rows.append((f"findings per frame, {r['case']}", f"{r['us_per_frame']:.0f} µs", "≤ 1 ms at 8 GPUs"))
@@ -90,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(a.json, "w") as f:
         json.dump({"rows": [{"benchmark": n, "result": r, "target": t} for n, r, t in rows],
                    "raw": {"nvml": nvml, "tui": tui, "recording": rec, "seek": seek, "endpoint": ep,
-                           "prometheus": pr, "findings": fi}}, f, indent=2)
+                           "prometheus": pr, "webserve": ws, "findings": fi}}, f, indent=2)
     return 0
 
 

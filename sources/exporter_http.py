@@ -195,7 +195,12 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header(k, v)
         # Headers and body in one write: two small writes wait on Nagle and the client's delayed ACK (a
         # gzipped 8 kB answer took 40 ms of wall time and twice the CPU that way).
-        self._headers_buffer.append(b"\r\n" if head else b"\r\n" + body)
+        buf = getattr(self, "_headers_buffer", None)
+        if buf is None:  # an HTTP/0.9 request ("GET /metrics"): no headers, the body alone
+            if not head:
+                self.wfile.write(body)
+            return
+        buf.append(b"\r\n" if head else b"\r\n" + body)
         self.flush_headers()
 
     def _authorised(self, head: bool = False) -> bool:

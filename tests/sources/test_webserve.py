@@ -408,6 +408,20 @@ def test_a_kept_alive_gzip_scrape_does_not_wait_for_a_delayed_ack():
         ex.stop()
 
 
+def test_an_http_0_9_request_gets_the_body_alone():
+    """``GET /metrics`` without a version (HTTP/0.9, or half a request line cut by a hang-up): no headers."""
+    ex = _exporter()
+    try:
+        with socket.create_connection(ex.address, timeout=5) as s:
+            s.sendall(b"GET /metrics\r\n\r\n")  # (Python's server reads headers even then)
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        assert data == ex.body()
+    finally:
+        ex.stop()
+
+
 # ---- bounded connections ----
 
 def test_connections_are_bounded_and_the_excess_gets_503():
