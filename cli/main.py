@@ -23,6 +23,7 @@ from gpuscope.cli.options import (
     RecordOptions,
     ReplayOptions,
     SourceOptions,
+    SplitOptions,
     SummaryOptions,
     TopoOptions,
 )
@@ -153,6 +154,12 @@ def _run_compare(o: CompareOptions) -> int:
     return run_compare(o)
 
 
+def _run_split(o: SplitOptions) -> int:
+    from gpuscope.cli.report import run_split
+
+    return run_split(o)
+
+
 def _run_agent(o: AgentOptions) -> int:
     from gpuscope.cli.agent import run_agent
 
@@ -200,6 +207,8 @@ REGISTRY: tuple[Command[Any], ...] = (
             ExportOptions.add_arguments, ExportOptions.from_namespace, _run_export),
     Command("compare", "Two recordings side by side.",
             CompareOptions.add_arguments, CompareOptions.from_namespace, _run_compare),
+    Command("split", "Write each recording of a file that joins several (cat a b) to a file of its own.",
+            SplitOptions.add_arguments, SplitOptions.from_namespace, _run_split),
     Command("agent", "Publish this machine's frames, findings and inventory to an MQTT broker (topics: "
             "docs/mqtt.md), serve them to Prometheus (docs/prometheus.md), or both.",
             AgentOptions.add_arguments, AgentOptions.from_namespace, _run_agent),

@@ -29,6 +29,19 @@ def _out_path(s: str) -> str:
     return s
 
 
+def _part(s: str) -> int:
+    """``--part N``: which recording of a file that joins several (1-based, as ``summary`` lists them)."""
+    if not s.isdigit() or int(s) < 1:
+        raise argparse.ArgumentTypeError(f"not a part number (1, 2, …): {s[:40]!r}")
+    return int(s)
+
+
+def add_part(p: argparse.ArgumentParser, flag: str = "--part", whose: str = "") -> None:
+    """The ``--part N`` flag of the commands that read a recording (docs/recording-format.md, joined files)."""
+    p.add_argument(flag, type=_part, metavar="N", help=f"read only part N of {whose or 'a file'} that joins "
+                   "recordings of different machines (`summary` lists them; `split` writes them out)")
+
+
 def _interval(s: str) -> float:
     try:
         v = float(s)
@@ -308,11 +321,13 @@ class ReplayOptions:
     file: str | None
     speed: float
     compact: bool
+    part: int | None = None
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
         p.add_argument("file")
         ReplayOptions.add_demo_arguments(p)
+        add_part(p)
 
     @staticmethod
     def add_demo_arguments(p: argparse.ArgumentParser) -> None:
@@ -321,7 +336,7 @@ class ReplayOptions:
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> ReplayOptions:
-        return cls(file=getattr(ns, "file", None), speed=ns.speed, compact=ns.compact)
+        return cls(file=getattr(ns, "file", None), speed=ns.speed, compact=ns.compact, part=getattr(ns, "part", None))
 
 
 @dataclass(frozen=True)
@@ -329,6 +344,7 @@ class SummaryOptions:
     file: str
     json: bool
     by_marker: bool
+    part: int | None = None
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -336,10 +352,11 @@ class SummaryOptions:
         p.add_argument("--json", action="store_true")
         p.add_argument("--by-marker", action="store_true",
                        help="one row per marker span (and per `record -- CMD` run): GPUs, serving, findings")
+        add_part(p)
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> SummaryOptions:
-        return cls(file=ns.file, json=ns.json, by_marker=ns.by_marker)
+        return cls(file=ns.file, json=ns.json, by_marker=ns.by_marker, part=ns.part)
 
 
 @dataclass(frozen=True)
@@ -349,6 +366,7 @@ class ExportOptions:
     parquet: str | None
     serving: str | None
     force: bool
+    part: int | None = None
 
     @property
     def output(self) -> str:
@@ -366,6 +384,7 @@ class ExportOptions:
         p.add_argument("--serving", metavar="OUT2", type=_out_path, help="also write the serving readings, one row "
                        "per endpoint and model per frame (same format as OUT)")
         p.add_argument("--force", action="store_true", help="overwrite OUT (and OUT2) if they exist (refused by default)")
+        add_part(p)
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> ExportOptions:
@@ -375,7 +394,7 @@ class ExportOptions:
             raise GpuscopeError("--serving needs a path of its own (not the same as the GPU table's)")
         if out == "-" and main_out == "-":
             raise GpuscopeError("only one of the two tables can go to stdout")
-        return cls(file=ns.file, csv=ns.csv, parquet=ns.parquet, serving=ns.serving, force=ns.force)
+        return cls(file=ns.file, csv=ns.csv, parquet=ns.parquet, serving=ns.serving, force=ns.force, part=ns.part)
 
 
 @dataclass(frozen=True)
@@ -384,6 +403,8 @@ class CompareOptions:
     b: str
     json: bool
     by_marker: bool
+    part_a: int | None = None
+    part_b: int | None = None
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -391,10 +412,30 @@ class CompareOptions:
         p.add_argument("b")
         p.add_argument("--json", action="store_true")
         p.add_argument("--by-marker", action="store_true", help="line the phases up by marker label")
+        add_part(p, "--part-a", "A")
+        add_part(p, "--part-b", "B")
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> CompareOptions:
-        return cls(a=ns.a, b=ns.b, json=ns.json, by_marker=ns.by_marker)
+        return cls(a=ns.a, b=ns.b, json=ns.json, by_marker=ns.by_marker, part_a=ns.part_a, part_b=ns.part_b)
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """``split FILE [--dir DIR]``: each recording of a file that joins several, to a file of its own."""
+
+    file: str
+    dir: str | None  # None: beside FILE
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("file")
+        p.add_argument("--dir", type=_out_path, help="write the parts here (default: beside FILE); existing files "
+                       "are never overwritten")
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> SplitOptions:
+        return cls(file=ns.file, dir=ns.dir)
 
 
 @dataclass(frozen=True)
