@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import os
 import sys
 import time
 from typing import Any
 
 from gpuscope.cli.options import CompareOptions, ExportOptions, SplitOptions, SummaryOptions
+from gpuscope.cli.tables import write_table
 from gpuscope.core import catalogue
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.health import health_lines
@@ -397,36 +397,20 @@ def run_compare(opts: CompareOptions) -> int:
     return 0
 
 
-def _write_table(out: str, columns: list[str], rows: Any, parquet: bool, force: bool = True) -> int:
-    """Write rows as CSV (``-`` for stdout) or Parquet; returns the row count. Raises OSError
-    (FileExistsError when ``out`` exists and not ``force``)."""
-    n = 0
-    if not parquet:
-        f = sys.stdout if out == "-" else open(out, "w" if force else "x", newline="")  # noqa: SIM115
-        try:
-            w = csv.writer(f)
-            w.writerow(columns)
-            for row in rows:
-                w.writerow(["" if v is None else v for v in row])
-                n += 1
-        finally:
-            if f is not sys.stdout:
-                f.close()
-        return n
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise GpuscopeError("--parquet needs pyarrow: pip install 'gpuscope[parquet]'") from None
-    data = list(rows)
-    pq.write_table(pa.table({c: [r[k] for r in data] for k, c in enumerate(columns)}), out)
-    return len(data)
+def table_meta(rec: Any, path: Any) -> dict[str, Any]:
+    """The Parquet file metadata of an export of ``rec`` (cli/tables.py adds version and units)."""
+    meta = {"host": rec.inventory.host, "recording": str(path), "simulated": rec.simulated,
+            "gpus": gpu_words(rec.inventory)}
+    if rec.notes:
+        meta["notes"] = rec.notes
+    return meta
 
 
 def run_export_serving(out: str, parquet: bool, rec: Any) -> None:
     """``export --serving OUT2``: the serving readings, one row per endpoint and model per frame."""
     try:
-        n = _write_table(out, SERVING_EXPORT_COLUMNS, export_serving_rows(rec.frames()), parquet)
+        n = write_table(out, SERVING_EXPORT_COLUMNS, export_serving_rows(rec.frames()), parquet,
+                        meta=table_meta(rec, rec.path))
     except OSError as e:
         raise GpuscopeError(f"cannot write {out}: {e.strerror or e}") from None
     if out != "-":
@@ -447,9 +431,11 @@ def run_export(opts: ExportOptions) -> int:
     columns = catalogue.export_columns()
     rows = export_rows(rec.frames())
     try:
-        n = _write_table(out, columns, rows, bool(opts.parquet), force)
+        n = write_table(out, columns, rows, bool(opts.parquet), force, meta=table_meta(rec, opts.file))
     except FileExistsError:
         raise GpuscopeError(f"{out} exists; refusing to overwrite it (use --force)") from None
+    except BrokenPipeError:
+        raise  # `export F --csv - | head`: the reader is done (main says nothing)
     except OSError as e:
         raise GpuscopeError(f"cannot write {out}: {e.strerror or e}") from None
     if out != "-":
