@@ -86,6 +86,23 @@ def run_frames(src, start: float, end: float, step: float = 1.0):
     return frames
 
 
+def record_sim(path, scenario: str, seconds: int, start: float = 0.0, marker: str | None = None):
+    """Record ``seconds`` frames (1 Hz, virtual clock from ``start``) of a scenario to ``path``, as
+    ``gpuscope record --simulate`` writes them, with a marker at the third frame when given."""
+    from gpuscope.core.session import Session
+    from gpuscope.sources.recording import Recorder
+
+    src = sim_source(scenario, at=start)
+    s = Session(src.inventory, interval_s=1.0)
+    s.start_recording(Recorder(str(path), src.inventory, command=["test"], interval_s=1.0, fsync=False))
+    for k, f in enumerate(run_frames(src, start, start + seconds - 1)):
+        if marker and k == 2:
+            s.add_marker(marker, t=f.t)
+        s.ingest(f)
+    s.stop_recording()
+    return path
+
+
 # ------------------------------------------------------------------ hypothesis example counts
 MIN_EXAMPLES = 50  # never fewer than this per fuzz test, whatever the scale
 

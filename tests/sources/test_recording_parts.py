@@ -10,30 +10,16 @@ import gzip
 import json
 
 import pytest
-from helpers import run_frames, sim_source
+from helpers import record_sim as record
 
 from gpuscope.core.model import DeviceInfo, Inventory
-from gpuscope.core.session import Session
 from gpuscope.sources.recording import (
-    Recorder,
     RecordingError,
     inventory_change,
     open_recording,
     part_lines,
     write_lines,
 )
-
-
-def record(path, scenario: str, seconds: int, start: float = 0.0, marker: str | None = None):
-    src = sim_source(scenario, at=start)
-    s = Session(src.inventory, interval_s=1.0)
-    s.start_recording(Recorder(str(path), src.inventory, command=["test"], interval_s=1.0, fsync=False))
-    for k, f in enumerate(run_frames(src, start, start + seconds - 1)):
-        if marker and k == 2:
-            s.add_marker(marker, t=f.t)
-        s.ingest(f)
-    s.stop_recording()
-    return path
 
 
 @pytest.fixture(scope="module")
