@@ -493,7 +493,7 @@ class Recording:
         here = Part(1, 0, pt.n_frames, pt.marks, "")
         return Recording(path=self.path, header=pt.header, inventory=pt.inventory, times=self.times[pt.start:pt.stop],
                          members=members, events=self.events[ev_start:ev_stop], complete=pt.complete,
-                         problems=self.problems, damaged_at=self.damaged_at, expected_frames=pt.expected_frames,
+                         problems=list(self.problems), damaged_at=self.damaged_at, expected_frames=pt.expected_frames,
                          tally=self.tally, parts=[here],
                          notes=[f"part {number} of {len(self.parts)}: frames {pt.start:,}–{pt.stop - 1:,} of the file"
                                 + (f" ({pt.change})" if pt.change else "")], _raw=self._raw)
