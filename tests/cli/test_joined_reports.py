@@ -12,11 +12,13 @@ import gzip
 import json
 
 import pytest
-from helpers import record_sim
+from helpers import examples, record_sim
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpuscope.cli.main import main
 from gpuscope.cli.report import split_names
-from gpuscope.cli.tables import column_types, column_unit, csv_cell
+from gpuscope.cli.tables import FORMULA_START, column_types, column_unit, csv_cell
 from gpuscope.core.model import DeviceInfo, EndpointReading, Frame, GpuReading, Inventory
 from gpuscope.sources.recording import Recorder, open_recording
 
@@ -242,3 +244,33 @@ def test_parquet_of_two_machines_read_together(files, tmp_path, capsys):
     first = duckdb.sql(f"select min(t) from read_parquet('{files_[0]}')").fetchall()[0][0]
     assert first.utcoffset().total_seconds() == 0 and first.timestamp() == pytest.approx(open_recording(
         files / "l40s.jsonl.gz").times.min(), abs=1e-6)
+
+
+@settings(derandomize=True, deadline=None, database=None, max_examples=examples(60))
+@given(st.text(max_size=20))
+def test_no_text_cell_starts_like_a_formula(text):
+    cell = csv_cell(text)
+    assert not cell.startswith(FORMULA_START)
+    assert cell == text or cell == "'" + text, "escaping only adds the quote"
+
+
+@settings(derandomize=True, deadline=None, database=None, max_examples=examples(50),
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.fixed_dictionaries({}, optional={
+    "util_gpu_pct": st.floats(0, 100), "pstate": st.integers(0, 15), "mem_used_bytes": st.integers(0, 2**40),
+    "remap_pending": st.booleans(), "pcie_gen": st.integers(1, 5)}), min_size=0, max_size=3))
+def test_parquet_schema_does_not_depend_on_the_values(tmp_path, readings):
+    """Whatever is known or unknown in a recording (here: any subset of readings, or no frame at all), its
+    Parquet export has the one schema."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from gpuscope.cli.tables import write_table
+    from gpuscope.core import catalogue
+    from gpuscope.core.stats import export_rows
+
+    frames = [Frame(t=1.7e9 + i, gpus=(GpuReading(index=0, **r),)) for i, r in enumerate(readings)]
+    out, empty = tmp_path / "x.parquet", tmp_path / "empty.parquet"
+    for path, rows in ((out, frames), (empty, [])):
+        path.unlink(missing_ok=True)
+        write_table(str(path), catalogue.export_columns(), export_rows(rows), parquet=True)
+    assert pq.read_schema(out).remove_metadata() == pq.read_schema(empty).remove_metadata()
+    assert pq.read_table(out).num_rows == len(readings)
