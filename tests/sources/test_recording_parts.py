@@ -157,3 +157,18 @@ def _inv(host="h", names=("L40S", "L40S"), uuids=("u0", "u1"), simulated=False):
 ])
 def test_inventory_change(b, change):
     assert inventory_change(_inv(), b) == change
+
+
+def test_the_replay_index_of_a_part_is_the_recordings(files, tmp_path):
+    """The replay's history index over part 2 (its members re-based inside the joined file) holds what the
+    index of the recording alone holds, and plays it with part 2's GPUs."""
+    import numpy as np
+
+    from gpuscope.sources.replay_index import HistoryIndex
+
+    both = open_recording(joined(tmp_path, files["l40s"], files["a6000"]))
+    a, b = HistoryIndex(both.part(2)), HistoryIndex(open_recording(files["a6000"]))
+    a.build()
+    b.build()
+    assert a.ready == b.ready == 8 and a.ok.all()
+    assert np.array_equal(a.data, b.data, equal_nan=True) and np.array_equal(a.endpoint, b.endpoint, equal_nan=True)
