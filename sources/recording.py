@@ -496,7 +496,9 @@ class Recording:
                          problems=list(self.problems), damaged_at=self.damaged_at, expected_frames=pt.expected_frames,
                          tally=self.tally, parts=[here],
                          notes=[f"part {number} of {len(self.parts)}: frames {pt.start:,}–{pt.stop - 1:,} of the file"
-                                + (f" ({pt.change})" if pt.change else "")], _raw=self._raw)
+                                + (f" ({pt.change})" if pt.change else "")
+                                + (f"; it joins {len(pt.marks)} recordings of this machine (resumed)"
+                                   if len(pt.marks) > 1 else "")], _raw=self._raw)
 
     def parts_line(self) -> str:
         """Why a reader must pick a part of a mixed file, and how, in one line."""

@@ -68,6 +68,9 @@ def test_three_recordings_two_machines(files, tmp_path):
     rec = open_recording(joined(tmp_path, files["a6000"], files["a6000b"], files["l40s"]))
     assert [(p.start, p.stop, len(p.marks)) for p in rec.parts] == [(0, 13, 2), (13, 25, 1)]
     assert rec.notes[1].startswith("a third recording starts at frame 13 (different machine: sim-a6000-tp2")
+    first = rec.part(1)
+    assert first.n_frames == 13 and first.complete and first.expected_frames == 13
+    assert first.notes == ["part 1 of 2: frames 0–12 of the file; it joins 2 recordings of this machine (resumed)"]
 
 
 @pytest.mark.parametrize("how", ["one member", "plain"])
