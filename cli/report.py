@@ -242,7 +242,7 @@ def run_summary(opts: SummaryOptions) -> int:
         print(dumps_out({"schema": PARTS_SCHEMA, "file": str(rec.path), "notes": rec.notes, "parts": docs}, indent=2))
         return 0
     out = [clean(f"{opts.file}: {count(len(rec.parts), 'part')}, each summarised apart: "
-                 + "; ".join(n for n in rec.notes if "resumed; joined" not in n), 600)]
+                 + "; ".join(p.note for p in rec.parts[1:]), 600)]
     for p, doc in zip(rec.parts, docs):
         out += ["", f"=== part {p.number} of {len(rec.parts)} (--part {p.number}): frames {p.start:,}–{p.stop - 1:,} ===",
                 text(doc)]

@@ -22,7 +22,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -39,6 +39,7 @@ from gpuscope.core.codec import (
 from gpuscope.core.errors import SHOWN, GpuscopeError
 from gpuscope.core.model import Event, Frame, Inventory
 from gpuscope.core.text import clean, count
+from gpuscope.core.units import duration
 from gpuscope.core.validate import Tally, ValidationError, in_range, loads
 from gpuscope.sources.files import not_a_regular_file, not_writable_as_file
 from gpuscope.sources.recording_scan import Prefetch, events_at, threads_for
@@ -361,6 +362,7 @@ class Part:
     stop: int
     marks: tuple[_PartMark, ...]  # the recordings (header lines) it joins, in file order
     change: str
+    note: str = ""  # for a part after the first: "a second recording starts at frame N (different machine: …)"
 
     @property
     def header(self) -> dict[str, Any]:
@@ -502,7 +504,7 @@ class Recording:
 
     def parts_line(self) -> str:
         """Why a reader must pick a part of a mixed file, and how, in one line."""
-        return "; ".join(n for n in self.notes if "resumed; joined" not in n) + (
+        return "; ".join(p.note for p in self.parts[1:]) + (
             f"; pick one with --part N (1–{len(self.parts)}), or write each to a file of its own with "
             f"`gpuscope split {self.path}`")
 
@@ -764,7 +766,7 @@ def read_recording(p: Path, raw: bytes, *, threads: int | None = None, fast: boo
     rec = Recording(path=p, header=header, inventory=inv, times=np.asarray(times, dtype=np.float64),
                     members=ix.members, events=ix.events, complete=all(m.complete for m in ix.parts),
                     problems=problems, damaged_at=damage, expected_frames=expected, tally=ix.tally, parts=parts,
-                    notes=join_notes(ix.parts, parts))
+                    notes=join_notes(ix.parts, parts, times))
     if damage:
         problems.append(rec.summary())
     if ix.cut:
@@ -828,15 +830,23 @@ def _parts(marks: list[_PartMark], n_frames: int) -> list[Part]:
     return parts
 
 
-def join_notes(marks: list[_PartMark], parts: list[Part]) -> list[str]:
+def join_notes(marks: list[_PartMark], parts: list[Part], times: list[float]) -> list[str]:
     """One line per header after the first: ``a second recording starts at frame 400 (different
-    machine: a 2× L40S → b 2× RTX A6000)``, or, on the same machine, ``… (same machine and GPUs:
-    resumed; joined)``."""
+    machine: a 2× L40S → b 2× RTX A6000)``, or, on the same machine, ``… (same machine and GPUs: resumed
+    after 2m10s; joined)`` (the gap between the last frame before and the first after, when both exist).
+    Each part after the first gets its own line as its ``note``."""
     out = []
     for k, mark in enumerate(marks[1:], 1):
         part = next(p for p in parts if any(m is mark for m in p.marks))
-        how = part.change if part.marks[0] is mark else "same machine and GPUs: resumed; joined"
+        if part.marks[0] is mark:
+            how = part.change
+        else:
+            gap = times[mark.frame] - times[mark.frame - 1] if 0 < mark.frame < len(times) else None
+            how = "same machine and GPUs: resumed" + (f" after {duration(gap)}" if gap is not None and gap > 0 else "")
+            how += "; joined"
         out.append(f"{_ordinal(k)} starts at frame {mark.frame:,} ({how})")
+        if part.marks[0] is mark:
+            parts[part.number - 1] = replace(part, note=out[-1])
     return out
 
 

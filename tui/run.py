@@ -64,7 +64,7 @@ def parts_line(whole: Any) -> str:
     replay --part 2 FILE plays it``."""
     n = len(whole.parts)
     which = "--part 2" if n == 2 else f"--part N (2–{n})"
-    why = "; ".join(x for x in whole.notes if "resumed; joined" not in x)
+    why = "; ".join(p.note for p in whole.parts[1:])
     return clean(f"playing part 1 of {n}: {why}; `gpuscope replay {which} {whole.path}` plays the other", 400)
 
 

@@ -141,7 +141,7 @@ def test_resumed_recordings_are_joined_and_said(files, capsys, tmp_path):
     both.write_bytes((files / "a6000.jsonl.gz").read_bytes() + later.read_bytes())
     rc, out, _ = run(capsys, "summary", both)
     assert rc == 0 and "13 frames" in out.splitlines()[0]
-    assert "note: a second recording starts at frame 8 (same machine and GPUs: resumed; joined)" in out
+    assert "note: a second recording starts at frame 8 (same machine and GPUs: resumed after 1m33s; joined)" in out
     assert "problems" not in out and "damaged" not in out
     rc, _, err = run(capsys, "export", both, "--csv", tmp_path / "r.csv")
     assert rc == 0 and "2 GPUs × 13 frames" in err

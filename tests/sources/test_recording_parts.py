@@ -60,7 +60,7 @@ def test_the_same_machine_resumed_is_joined_and_said(files, tmp_path):
     rec = open_recording(joined(tmp_path, files["a6000"], files["a6000b"]))
     assert not rec.mixed and len(rec.parts) == 1 and len(rec.parts[0].marks) == 2
     assert rec.n_frames == 13 and rec.complete and rec.expected_frames == 13 and rec.problems == []
-    assert rec.notes == ["a second recording starts at frame 8 (same machine and GPUs: resumed; joined)"]
+    assert rec.notes == ["a second recording starts at frame 8 (same machine and GPUs: resumed after 1m33s; joined)"]
     assert rec.part(1) is rec
 
 
