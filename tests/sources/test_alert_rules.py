@@ -12,13 +12,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import needs_promtool
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "docs" / "prometheus-alerts.yml"
 RULE_TESTS = ROOT / "docs" / "prometheus-alerts.test.yml"
 
-pytestmark = pytest.mark.skipif(shutil.which("promtool") is None,
-                                reason="promtool is not installed (Debian: apt-get install prometheus)")
+pytestmark = needs_promtool
 
 
 def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

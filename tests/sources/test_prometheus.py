@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -19,7 +18,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import run_frames, sim_source
+from helpers import needs_prometheus, needs_promtool, run_frames, sim_source, start_agent, start_prometheus
+from helpers import prom_query as _query
+from helpers import stop_agent as stop
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
@@ -457,29 +458,6 @@ def test_agent_bad_flags_are_one_line_errors(args, msg):
     assert len(p.stderr.strip().splitlines()) == 1
 
 
-def start_agent(*extra: str) -> tuple[subprocess.Popen[str], str]:
-    """An agent on a simulated mixed-4 serving /metrics on a free loopback port; returns it and the URL."""
-    p = subprocess.Popen([sys.executable, "-m", "gpuscope", "agent", "--simulate", "mixed-4", "--prometheus",
-                          "127.0.0.1:0", *extra], stderr=subprocess.PIPE, text=True)
-    assert p.stderr is not None
-    line = p.stderr.readline()
-    m = re.search(r"serving (http://\S+/metrics)", line)
-    if not m:
-        p.kill()
-        raise AssertionError(f"agent did not start: {line}{p.stderr.read()}")
-    return p, m.group(1)
-
-
-def stop(p: subprocess.Popen[str]) -> str:
-    p.terminate()
-    try:
-        _out, err = p.communicate(timeout=15)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        _out, err = p.communicate()
-    return err or ""
-
-
 def poll(cond, deadline_s: float, what: str):  # noqa: ANN001, ANN201
     end = time.monotonic() + deadline_s
     last = None
@@ -508,11 +486,6 @@ def test_agent_serves_metrics_alone():
 
 # ---- a real Prometheus and promtool ----
 
-needs_prometheus = pytest.mark.skipif(shutil.which("prometheus") is None,
-                                      reason="the prometheus binary is not installed (Debian: apt-get install prometheus)")
-needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
-                                    reason="promtool is not installed (Debian: apt-get install prometheus)")
-
 # The lint messages dcgm-exporter's own names and labels draw (UUID, modelName, counters without _total):
 # kept for compatibility, so they are allowed on DCGM_* series only.
 DCGM_LINT = re.compile(r"^DCGM_FI_\w+ (label names should be written in 'snake_case' not 'camelCase'|counter metrics "
@@ -537,36 +510,6 @@ def test_promtool_check_rules_on_the_alert_rules():
     p = subprocess.run(["promtool", "check", "rules", str(ALERTS)], capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stdout + p.stderr
     assert re.search(r"SUCCESS: [1-9]\d* rules found", p.stdout + p.stderr)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _query(base: str, q: str) -> list[dict]:
-    with urllib.request.urlopen(f"{base}/api/v1/query?{urllib.parse.urlencode({'query': q})}", timeout=5) as r:
-        data = json.load(r)
-    assert data["status"] == "success", data
-    return data["data"]["result"]
-
-
-def start_prometheus(tmp_path: Path, cfg: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Prometheus on a free loopback port with a temp data dir; returns it and its base URL once ready."""
-    for _attempt in range(3):  # a free port can be taken between the probe and the bind
-        port = _free_port()
-        log = open(tmp_path / "prometheus.log", "w")  # noqa: SIM115
-        prom = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
-                                 f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=log)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            poll(lambda p=prom, b=base: p.poll() is None and _get(f"{b}/-/ready")[0] == 200, 30, "Prometheus ready")
-            return prom, base
-        except AssertionError:
-            prom.kill()
-            prom.wait()
-    raise AssertionError("Prometheus did not start: " + (tmp_path / "prometheus.log").read_text()[-2000:])
 
 
 @needs_prometheus
