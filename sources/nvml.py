@@ -26,6 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypedDict
 
+from gpuscope.core.energy import EnergyMeter
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.health import tally_xid, xid_text
 from gpuscope.core.model import (
@@ -118,6 +119,7 @@ class _SlowState:
     fields: ReadingFields = field(default_factory=lambda: ReadingFields())
     energy: float | None = None  # mJ, NVML's total energy counter
     energy_t: float = -1e18  # when it was read (the source's clock)
+    meter: EnergyMeter = field(default_factory=EnergyMeter)  # the counter advanced every tick between reads
     procs: tuple[ProcessInfo, ...] | None = None
 # (history key of the throughput call, the reading it fills): the fallback where GPM is not there
 _PCIE_THROUGHPUT: tuple[tuple[str, Literal["pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"]], ...] = (
@@ -718,7 +720,8 @@ class NvmlSource:
             graphics_clock_mhz=c(i, "clk_gfx", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_GRAPHICS),
             power_w=power / 1000.0 if power is not None else None,
             power_limit_w=limit / 1000.0 if limit is not None else None,
-            energy_j=energy / 1000.0 if energy is not None else None,
+            energy_j=kept.meter.step(now, power / 1000.0 if power is not None else None,
+                                     energy / 1000.0 if energy is not None else None),
             temp_gpu_c=_num(c(i, "temp", nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU)),
             fan_pct=_num(c(i, "fan", nv.nvmlDeviceGetFanSpeed, h)),
             pstate=c(i, "pstate", nv.nvmlDeviceGetPerformanceState, h),
