@@ -52,16 +52,18 @@ ARCHITECTURES = {2: "kepler", 3: "maxwell", 4: "pascal", 5: "volta", 6: "turing"
                  9: "hopper", 10: "blackwell", 11: "orin"}
 
 # GPM metric ids (nvmlGpmMetricId_t).
-GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW = 2, 3, 5, 10
+GPM_GR_ENGINE, GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW = 1, 2, 3, 5, 10
 GPM_PCIE_TX, GPM_PCIE_RX = 20, 21
 GPM_NVLINK_RX, GPM_NVLINK_TX = 60, 61
-_GPM_METRICS = (GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW, GPM_PCIE_TX, GPM_PCIE_RX, GPM_NVLINK_RX, GPM_NVLINK_TX)
+_GPM_METRICS = (GPM_GR_ENGINE, GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW, GPM_PCIE_TX, GPM_PCIE_RX,
+                GPM_NVLINK_RX, GPM_NVLINK_TX)
 _MIB = 1024 * 1024
-GpmKey = Literal["sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_bw_util_pct", "pcie_tx_bytes_per_s",
-                 "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"]
+GpmKey = Literal["gr_engine_active_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct",
+                 "dram_bw_util_pct", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"]
 _GPM_FIELDS: tuple[tuple[GpmKey, int, float], ...] = (  # (reading, GPM metric id, scale to its unit)
-    ("sm_active_pct", GPM_SM_UTIL, 1.0), ("sm_occupancy_pct", GPM_SM_OCC, 1.0),
-    ("tensor_active_pct", GPM_TENSOR, 1.0), ("dram_bw_util_pct", GPM_DRAM_BW, 1.0),
+    ("gr_engine_active_pct", GPM_GR_ENGINE, 1.0), ("sm_active_pct", GPM_SM_UTIL, 1.0),
+    ("sm_occupancy_pct", GPM_SM_OCC, 1.0), ("tensor_active_pct", GPM_TENSOR, 1.0),
+    ("dram_bw_util_pct", GPM_DRAM_BW, 1.0),
     ("pcie_tx_bytes_per_s", GPM_PCIE_TX, _MIB), ("pcie_rx_bytes_per_s", GPM_PCIE_RX, _MIB),
     ("nvlink_tx_bytes_per_s", GPM_NVLINK_TX, _MIB), ("nvlink_rx_bytes_per_s", GPM_NVLINK_RX, _MIB))
 ENERGY_INTERVAL_S = 30.0
@@ -98,6 +100,7 @@ class ReadingFields(TypedDict, total=False):
     pcie_replay_count: int
     pcie_recovery_count: int
     pcie_error_count: int
+    gr_engine_active_pct: float
     sm_active_pct: float
     sm_occupancy_pct: float
     tensor_active_pct: float

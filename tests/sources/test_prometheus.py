@@ -46,7 +46,7 @@ from gpuscope.sources.prometheus import (
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "docs" / "prometheus-alerts.yml"
-DCGM_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname"}
+DCGM_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
 
 # dcgm-exporter's etc/default-counters.csv and etc/dcp-metrics-included.csv: name → (type, unit in its help)
 DCGM_SPEC = {
@@ -65,6 +65,13 @@ DCGM_SPEC = {
     "DCGM_FI_PROF_DRAM_ACTIVE": ("gauge", ""),
     "DCGM_FI_PROF_PCIE_TX_BYTES": ("gauge", "bytes per second"),
     "DCGM_FI_PROF_PCIE_RX_BYTES": ("gauge", "bytes per second"),
+    "DCGM_FI_DEV_FB_RESERVED": ("gauge", "MiB"),
+    "DCGM_FI_DEV_XID_ERRORS": ("gauge", "XID"),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("counter", "remapped rows"),
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("counter", "remapped rows"),
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("gauge", "remapping of rows has failed"),
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": ("counter", "NVLink bandwidth"),
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("gauge", "graphics engine"),
 }
 
 
@@ -167,6 +174,7 @@ def test_dcgm_series_names_types_units_and_labels():
             assert set(lab) == DCGM_LABELS
             assert lab["device"] == f"nvidia{lab['gpu']}"
             assert lab["modelName"] == "NVIDIA RTX A6000" and lab["Hostname"] == "sim-mixed-4"
+            assert lab["DCGM_FI_DRIVER_VERSION"] == inv.driver_version
             dev = inv.devices[int(lab["gpu"])]
             assert lab["UUID"] == dev.uuid and lab["pci_bus_id"] == dev.bus_id
     for line in text.splitlines():
@@ -284,7 +292,8 @@ def test_endpoints_per_model_with_latency_stats_and_down_servers():
 # capacity), facts of the device not of a reading (info, maxima, NVLink, topology), one series per bit or per
 # finding, an endpoint's up/down (written for down servers too), the sampler's own health.
 EXPORTER_OWN = {
-    "DCGM_FI_DEV_FB_FREE", "gpuscope_pcie_link_capacity_bytes_per_second",
+    "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "gpuscope_pcie_link_capacity_bytes_per_second",
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",  # the legacy set's second name of DCGM_FI_DEV_CLOCK_THROTTLE_REASONS
     "gpuscope_info", "gpuscope_gpu_info", "gpuscope_pcie_link_generation_gpu_max",
     "gpuscope_pcie_link_generation_slot_max", "gpuscope_pcie_link_width_gpu_max_lanes",
     "gpuscope_pcie_link_width_slot_max_lanes", "gpuscope_pcie_link_max_capacity_bytes_per_second",
@@ -316,7 +325,7 @@ def test_every_family_comes_from_the_catalogue_or_is_one_of_the_exporters_own():
     declared = {s.name for m in catalogue.METRICS for s in (m.dcgm, m.prom) if s is not None}
     assert declared <= written  # every catalogue family has samples
     assert written - declared == EXPORTER_OWN  # and every other family is on the exporter's own list
-    assert len(declared) == 51, sorted(declared)  # 28 DCGM, 14 gpuscope per-GPU, 9 per-endpoint families
+    assert len(declared) == 52, sorted(declared)  # 29 DCGM, 14 gpuscope per-GPU, 9 per-endpoint families
 
 
 def test_catalogue_families_group_by_name_and_members_must_agree(monkeypatch):
