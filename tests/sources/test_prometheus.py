@@ -871,6 +871,8 @@ def test_dcgm_names_flag_reaches_the_exporter():
     opts = AgentOptions.from_namespace(p.parse_args(["--simulate", "mixed-4", "--prometheus", "0",
                                                      "--dcgm-names", "both"]))
     assert opts.dcgm_names == "both"
+    p = _gpuscope("agent", "--simulate", "mixed-4", "--prometheus", "0", "--dcgm-names", "5.0")
+    assert p.returncode == 2 and "--dcgm-names" in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
 @needs_promtool
