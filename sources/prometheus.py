@@ -3,8 +3,10 @@
 Two groups of series (docs/prometheus.md lists them all):
 
 * **DCGM-compatible** series with dcgm-exporter's names, types, units and labels (``gpu``, ``UUID``,
-  ``pci_bus_id``, ``device``, ``modelName``, ``Hostname``), so dashboards built on dcgm-exporter (Grafana
-  12239) work unchanged on hosts without DCGM. A series is absent, never 0, where the GPU cannot read it.
+  ``pci_bus_id``, ``device``, ``modelName``, ``Hostname``, ``DCGM_FI_DRIVER_VERSION``), so dashboards built on
+  dcgm-exporter (Grafana 12239) work unchanged on hosts without DCGM. A series is absent, never 0, where the GPU
+  cannot read it. ``--dcgm-names`` writes them under the names before dcgm-exporter 4.9, its 4.9 names (in base
+  units: :data:`DCGM_49`, one table) or both.
 * **gpuscope's own** series (``gpuscope_`` prefix, base units in the names): PCIe link against its
   maxima, NVLink capacity, pair paths, clock-event reasons, active findings, endpoint serving metrics and
   the sampler's health.
@@ -184,6 +186,18 @@ DCGM_DERIVED = (Family("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free 
                 Family("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "Total number of NVLink bandwidth counters "
                        "for all lanes", ((_nvlink_total, 1e6, True, ""),)))
 
+GPU_DERIVED = (Family("gpuscope_pcie_link_capacity_bytes_per_second", "gauge", "Usable bandwidth of the PCIe link "
+                      "as it runs now, one direction, after line encoding.",
+                      ((lambda r: pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width), 1.0, False, ""),)),
+               Family("gpuscope_xid_errors_total", "counter", "Critical Xid errors seen since gpuscope started "
+                      "(absent until the first).",
+                      ((lambda r: sum(x.count for x in r.xids) if r.xids else None, 1.0, False, ""),)))
+
+
+# The Xid series stay for a GPU that fell off the bus: its Xid 79 is what an alert wants to see.
+LOST_TOO = frozenset({"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR", "gpuscope_xid_errors_total"})
+
+
 # ---- both DCGM name sets (issue 30) ----
 # dcgm-exporter 4.9.0 writes the fields DCGM 4.7 deprecated under their new names, some in base units. One table:
 # legacy family → (4.9 name, factor: 4.9 value = legacy value × factor, integer, 4.9 type, help). Names read from
@@ -273,16 +287,6 @@ def dcgm_families(names: str = "legacy") -> list[Family]:
             if new.name not in written:
                 out.append(new)
     return out
-GPU_DERIVED = (Family("gpuscope_pcie_link_capacity_bytes_per_second", "gauge", "Usable bandwidth of the PCIe link "
-                      "as it runs now, one direction, after line encoding.",
-                      ((lambda r: pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width), 1.0, False, ""),)),
-               Family("gpuscope_xid_errors_total", "counter", "Critical Xid errors seen since gpuscope started "
-                      "(absent until the first).",
-                      ((lambda r: sum(x.count for x in r.xids) if r.xids else None, 1.0, False, ""),)))
-
-
-# The Xid series stay for a GPU that fell off the bus: its Xid 79 is what an alert wants to see.
-LOST_TOO = frozenset({"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR", "gpuscope_xid_errors_total"})
 
 
 def _samples(fam: Family, rows: Sequence[tuple[str, Any]]) -> list[str]:

@@ -365,7 +365,7 @@ def test_hostname_label_key_is_configurable(key):
     assert lab[key] == "sim-mixed-4" and set(lab) == (DCGM_LABELS - {"Hostname"}) | {key}
 
 
-@pytest.mark.parametrize("key", ["", "2x", "host-name", "__name", "gpu"])
+@pytest.mark.parametrize("key", ["", "2x", "host-name", "__name", "gpu", "DCGM_FI_DRIVER_VERSION"])
 def test_bad_hostname_label_is_a_clear_error(key):
     inv, _ = frames_of("mixed-4", seconds=0)
     with pytest.raises(PrometheusError):
