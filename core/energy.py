@@ -14,7 +14,14 @@ So the error is bounded by one read interval of power-reading error, and it neve
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+from gpuscope.core.catalogue import WATTS
+
+# A gap longer than this between frames adds nothing: after a stall the next counter read says what happened,
+# and power read before the stall would only be a guess (the NVML source reads the counter every 30 s)
+MAX_GAP_S = 10.0
 
 
 @dataclass(slots=True)
@@ -33,7 +40,9 @@ class EnergyMeter:
         * No counter ever: None (the series is absent; power alone does not make a counter).
         * A counter value not seen before: anchor to it (the estimate is then counter + power × time since);
           when it went back (a driver reload) the served value restarts from it.
-        * Otherwise: add ``power_w × (t − last t)``; unknown power or a clock that did not advance adds 0.
+        * Otherwise: add ``power_w × (t − last t)``. Unknown power, power outside the catalogue's valid range
+          (a bad reading must not be added to a counter that never goes back), a clock that did not advance
+          and a gap over :data:`MAX_GAP_S` add 0.
 
         The served value is the larger of the last one served and the estimate, so an estimate that ran
         ahead of the counter holds until the counter catches up instead of stepping back, and the overshoot
@@ -46,7 +55,8 @@ class EnergyMeter:
                 self.served = counter_j  # the first reading, or the counter went back (driver reload)
             self.anchor, self.since, self.t = counter_j, 0.0, t
         else:
-            if self.t is not None and power_w is not None and power_w > 0 and t > self.t:
+            if (self.t is not None and power_w is not None and math.isfinite(power_w)
+                    and WATTS[0] < power_w <= WATTS[1] and 0 < t - self.t <= MAX_GAP_S):
                 self.since += power_w * (t - self.t)
             self.t = t if self.t is None else max(self.t, t)
         self.served = max(self.served, self.anchor + self.since)

@@ -33,6 +33,11 @@ def run(steps: list[tuple[float, float | None, float | None]]) -> list[float | N
     # unknown power adds nothing; a clock that did not advance adds nothing; negative power adds nothing
     ([(0, 100.0, 10.0), (1, None, 10.0), (1, 100.0, 10.0), (2, -5.0, 10.0), (3, 100.0, 10.0)],
      [10.0, 10.0, 10.0, 10.0, 110.0]),
+    # a power reading outside the valid range or not finite adds nothing (it would never come back out)
+    ([(0, 100.0, 0.0), (1, 1e7, 0.0), (2, float("nan"), 0.0), (3, float("inf"), 0.0), (4, 100.0, 0.0)],
+     [0.0, 0.0, 0.0, 0.0, 100.0]),
+    # a stalled sampler: a gap over MAX_GAP_S adds nothing; the next counter read says what happened
+    ([(0, 100.0, 0.0), (60, 100.0, 0.0), (61, 100.0, 0.0), (62, 100.0, 6200.0)], [0.0, 0.0, 100.0, 6200.0]),
     # the counter went back (the driver reloaded): a reset, served from the new counter
     ([(0, 100.0, 5000.0), (1, 100.0, 5000.0), (2, 100.0, 20.0), (3, 100.0, 20.0)], [5000.0, 5100.0, 20.0, 120.0]),
     # the counter unreadable for a while: the last value is held, then the whole gap is added
