@@ -194,6 +194,7 @@ class AgentOptions:
     broker: BrokerConfig | None = field(repr=False)  # holds the password
     listen: tuple[str, int] | None  # (host, port) for --prometheus
     prometheus_hostname_label: str
+    dcgm_names: str = "legacy"  # the DCGM name set: legacy, 4.9 or both (sources/prometheus.py DCGM_NAME_SETS)
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -205,6 +206,9 @@ class AgentOptions:
         p.add_argument("--prometheus-hostname-label", default="Hostname", metavar="NAME",
                        help="the hostname label's key on the DCGM-compatible series (default Hostname, as "
                             "dcgm-exporter releases write it)")
+        p.add_argument("--dcgm-names", choices=("legacy", "4.9", "both"), default="legacy",
+                       help="DCGM series names: legacy (dcgm-exporter before 4.9, default), 4.9 (its renamed fields, "
+                            "base units) or both")
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> AgentOptions:
@@ -217,7 +221,7 @@ class AgentOptions:
 
             listen = parse_listen(ns.prometheus)
         return cls(source=SourceOptions.from_namespace(ns).checked(), broker=broker, listen=listen,
-                   prometheus_hostname_label=ns.prometheus_hostname_label)
+                   prometheus_hostname_label=ns.prometheus_hostname_label, dcgm_names=ns.dcgm_names)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ json_values = st.recursive(scalars, lambda c: st.lists(c, max_size=4) | st.dicti
                            max_leaves=25)
 FIELDS = ["index", "util_gpu_pct", "power_w", "sm_clock_mhz", "pcie_gen", "pcie_width", "pcie_rx_bytes_per_s",
           "temp_gpu_c", "processes", "lost", "mem_used_bytes", "mem_reserved_bytes", "ecc_uncorrected_volatile",
-          "remapped_rows_uncorrectable", "remap_pending", "remap_failure", "xids"]
+          "remapped_rows_uncorrectable", "remap_pending", "remap_failure", "xids", "gr_engine_active_pct"]
 # Xid tallies: lists of objects with the XidCount keys, hostile values included (issue 26)
 xid_lists = st.lists(st.dictionaries(st.sampled_from(["xid", "count", "last_t"]), json_values, max_size=3), max_size=3)
 gpu_dicts = st.dictionaries(st.sampled_from(FIELDS), json_values | xid_lists, max_size=6)
