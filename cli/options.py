@@ -50,7 +50,7 @@ class SourceOptions:
     pcie_source: str
     endpoint: tuple[str, ...]
     endpoint_kind: str | None
-    endpoint_header: tuple[str, ...]
+    endpoint_header: tuple[str, ...] = field(repr=False)  # values may be tokens: never in a repr
     endpoint_window: float  # seconds
     endpoint_timeout: float  # seconds
     endpoint_insecure: bool

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 REDACTED = "<redacted>"
 
@@ -66,16 +66,14 @@ def split_endpoint(url: str) -> Endpoint:
     """``http://alice:S3cret@host:8000/m?token=t`` → url ``http://host:8000/m?token=<redacted>``,
     request_url ``http://host:8000/m?token=t``, auth ``("alice", "S3cret")`` (percent-escapes decoded,
     as a browser does). A URL without user info keeps its query in ``request_url`` and has no auth."""
-    try:
-        parts = urlsplit(url)
-        user, password = parts.username, parts.password
-    except ValueError:  # not a URL at all: the caller's check says why; hide what could be a secret anyway
-        return Endpoint(url=redact_text(url), request_url=_USERINFO.sub(r"\1", url))
-    if "@" not in parts.netloc:
+    scheme, sep, rest = url.rpartition("://") if "://" in url else ("", "", url)  # no scheme: refused later,
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))  # quoted without it
+    userinfo, at, host = rest[:end].rpartition("@")  # where urlsplit's netloc ends, and its user info
+    if not at:
         return Endpoint(url=redact_text(url), request_url=url)
-    request_url = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
-    auth = (unquote(user or ""), unquote(password or ""))
-    return Endpoint(url=redact_text(request_url), request_url=request_url, auth=auth)
+    user, _, password = userinfo.partition(":")
+    request_url = f"{scheme}{sep}{host}{rest[end:]}"
+    return Endpoint(url=redact_text(request_url), request_url=request_url, auth=(unquote(user), unquote(password)))
 
 
 def public_url(url: str) -> str:
