@@ -122,3 +122,13 @@ def test_basic_auth_from_the_url_is_sent_by_the_poller() -> None:
         httpd.shutdown()
         httpd.server_close()
     assert seen and set(seen) == {want}  # every request carried it, decoded from the URL's escapes
+
+
+@pytest.mark.parametrize("url", ["mqtt://bob:S3cretPW@", "ftp://bob:S3cretPW@h", "mqtt://bob:S3cretPW@h:1883",
+                                 "mqtt://bob:S3cretPW@h:x"])
+def test_a_refused_broker_url_is_quoted_without_its_password(url: str) -> None:
+    from gpuscope.sources.mqtt import BrokerError, parse_broker
+
+    with pytest.raises(BrokerError) as e:
+        parse_broker(url, env={})
+    assert "S3cretPW" not in str(e.value) and "\n" not in str(e.value)
