@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
@@ -254,7 +253,6 @@ async def test_screen_shows_the_endpoint_without_its_secrets(server, scenario):
     async with app.run_test(size=(200, 60)) as pilot:
         assert until_sync(lambda: session.last_frame is not None and any(
             e.url == server.public and e.up and e.kind == "vllm" for e in session.last_frame.endpoints), 30)
-        time.sleep(0.6)
         await pilot.pause()
         app.refresh_view(force=True)
         await pilot.pause()
