@@ -113,3 +113,30 @@ def test_a_password_never_reaches_the_public_url(pw, user, path):
     assert e.auth == (user, pw)
     assert pw not in e.url and pw not in e.request_url and user not in e.url
     assert not any(pw in a for a in redact_argv(["--endpoint", url, "--endpoint-header", f"X-Api-Key: {pw}"]))
+
+
+def test_the_log_file_and_stderr_lines_are_redacted(tmp_path):
+    """A message, or a traceback, that quotes a URL with a password: neither the log file nor the
+    headless stderr line holds the password (cli/logs.py formatters)."""
+    import io
+    import logging
+
+    from gpuscope.cli import logs
+
+    path, err = tmp_path / "g.log", io.StringIO()
+    logs.configure(logs.LogConfig(str(path), logging.DEBUG), terminal=True, stderr=err)
+    try:
+        log = logging.getLogger("gpuscope.test")
+        log.warning("cannot reach %s", "http://alice:S3cretPW@h:8000/metrics?token=T0k")
+        try:
+            raise ValueError("GET http://alice:S3cretPW@h:8000 failed")
+        except ValueError:
+            log.exception("poll")
+    finally:
+        logs.reset()
+    text = path.read_text()
+    assert "http://h:8000/metrics?token=<redacted>" in text and "Traceback" in text
+    assert "GET http://h:8000 failed" in text
+    for out in (text, err.getvalue()):
+        assert "S3cretPW" not in out and "T0k" not in out and "alice" not in out
+    assert "gpuscope: warning: cannot reach http://h:8000/metrics?token=<redacted>" in err.getvalue()
