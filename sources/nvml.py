@@ -39,6 +39,7 @@ from gpuscope.core.model import (
     ProcessInfo,
     XidCount,
 )
+from gpuscope.core.redact import redact_command
 from gpuscope.core.text import clean_opt
 from gpuscope.core.topology import cpu_list, normalize_bus_id, nvlink_count, topology_label
 from gpuscope.sources.procinfo import COMMAND_MAX, UNKNOWN_USER, ProcTable
@@ -765,7 +766,8 @@ class NvmlSource:
             else:  # the simulated NVML carries its own (simulated) facts
                 user = getattr(p, "user", None) or UNKNOWN_USER
                 name = clean_opt(getattr(p, "name", None), 32)
-                command = clean_opt(getattr(p, "cmdline", None), COMMAND_MAX)
+                cmd = getattr(p, "cmdline", None)
+                command = clean_opt(cmd and redact_command(cmd), COMMAND_MAX)  # as /proc's: secrets redacted
             sm = mem = None
             if util is not None:  # a process without a sample since the last read used 0 %
                 sm, mem = util.get(pid, (0.0, 0.0))
