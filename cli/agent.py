@@ -32,7 +32,8 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
             from gpuscope.sources.prometheus import PrometheusExporter
 
             exporter = PrometheusExporter(listen, src.inventory,
-                                          hostname_label=opts.prometheus_hostname_label).start()
+                                          hostname_label=opts.prometheus_hostname_label,
+                                          dcgm_names=opts.dcgm_names).start()
         if cfg is not None:
             pub = Publisher(cfg, src.inventory).start()
     except BaseException:

@@ -38,6 +38,7 @@ from gpuscope.core.codec import (
 )
 from gpuscope.core.errors import SHOWN, GpuscopeError
 from gpuscope.core.model import Event, Frame, Inventory
+from gpuscope.core.redact import redact_argv
 from gpuscope.core.text import clean, count
 from gpuscope.core.units import duration
 from gpuscope.core.validate import Tally, ValidationError, in_range, loads
@@ -113,7 +114,7 @@ class Recorder:
         header = {
             "type": "header", "format": FORMAT, "version": FORMAT_VERSION, "gpuscope": __version__,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": command or [], "simulated": inventory.simulated, "source": inventory.source,
+            "command": redact_argv(command or []), "simulated": inventory.simulated, "source": inventory.source,
             "scenario": inventory.scenario, "interval_s": interval_s, "origin": origin or {},
             "inventory": inventory_to_dict(inventory),
         }
