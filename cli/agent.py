@@ -26,18 +26,25 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
     src = open_source(opts.source)
     interval = opts.source.interval
     session = Session(src.inventory, interval_s=interval, history_s=60)
-    pub = exporter = None
+    pub = exporter = pods = None
     try:
         if listen is not None:
             from gpuscope.sources.prometheus import PrometheusExporter
 
-            exporter = PrometheusExporter(listen, src.inventory,
-                                          hostname_label=opts.prometheus_hostname_label).start()
+            if opts.kubelet_socket is not None:
+                from gpuscope.sources.kubelet import PodLabels, PodMapper
+
+                pods = PodMapper(opts.kubelet_socket, src.inventory.devices,
+                                 note=lambda s: sys.stderr.write(f"gpuscope agent: {s}\n")).start()
+            exporter = PrometheusExporter(listen, src.inventory, hostname_label=opts.prometheus_hostname_label,
+                                          pods=PodLabels(pods.current) if pods is not None else None).start()
         if cfg is not None:
             pub = Publisher(cfg, src.inventory).start()
     except BaseException:
         if exporter is not None:
             exporter.stop()
+        if pods is not None:
+            pods.stop()
         src.close()
         raise
     stop = threading.Event()
@@ -49,7 +56,7 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
         what.append(f"publishing to {'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port} under "
                     f"{cfg.prefix}/v1/{pub.host}/")
     if exporter is not None:
-        what.append(f"serving {exporter.url}")
+        what.append(f"serving {exporter.url}" + (f" with pod labels from {pods.path}" if pods is not None else ""))
     sys.stderr.write(f"gpuscope agent: {len(src.inventory.devices)} GPUs of {src.inventory.host}{sim}: "
                      f"{'; '.join(what)}; every {interval:g} s\n")
     last_note = [0.0]
@@ -87,6 +94,8 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
             pub.stop()
         if exporter is not None:
             exporter.stop()
+        if pods is not None:
+            pods.stop()
         src.close()
     sent = (f"; {count(session.frames_seen, 'frame')} sampled, {pub.sent} sent to the broker, {pub.dropped} dropped"
             if pub is not None else "")

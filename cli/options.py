@@ -194,6 +194,7 @@ class AgentOptions:
     broker: BrokerConfig | None = field(repr=False)  # holds the password
     listen: tuple[str, int] | None  # (host, port) for --prometheus
     prometheus_hostname_label: str
+    kubelet_socket: str | None = None  # pod labels from the kubelet's pod-resources API (sources/kubelet.py)
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -205,6 +206,9 @@ class AgentOptions:
         p.add_argument("--prometheus-hostname-label", default="Hostname", metavar="NAME",
                        help="the hostname label's key on the DCGM-compatible series (default Hostname, as "
                             "dcgm-exporter releases write it)")
+        p.add_argument("--kubelet-socket", nargs="?", const="/var/lib/kubelet/pod-resources/kubelet.sock",
+                       metavar="PATH", help="Kubernetes: pod, namespace and container labels from the kubelet's "
+                       "pod-resources socket (default path if none given; needs gpuscope[kubernetes])")
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> AgentOptions:
@@ -216,8 +220,14 @@ class AgentOptions:
             from gpuscope.sources.prometheus import parse_listen
 
             listen = parse_listen(ns.prometheus)
+        if ns.kubelet_socket is not None:
+            from gpuscope.sources.kubelet import check_socket
+
+            if listen is None:
+                raise GpuscopeError("--kubelet-socket needs --prometheus (the pod labels go on its series)")
+            check_socket(ns.kubelet_socket)
         return cls(source=SourceOptions.from_namespace(ns).checked(), broker=broker, listen=listen,
-                   prometheus_hostname_label=ns.prometheus_hostname_label)
+                   prometheus_hostname_label=ns.prometheus_hostname_label, kubelet_socket=ns.kubelet_socket)
 
 
 @dataclass(frozen=True)
