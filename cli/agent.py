@@ -36,7 +36,10 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
 
                 pods = PodMapper(opts.kubelet_socket, src.inventory.devices,
                                  note=lambda s: sys.stderr.write(f"gpuscope agent: {s}\n")).start()
+            # NODE_NAME (a DaemonSet sets it from the downward API): the node, as dcgm-exporter labels it; a
+            # container's own host name is its pod's name
             exporter = PrometheusExporter(listen, src.inventory, hostname_label=opts.prometheus_hostname_label,
+                                          hostname=os.environ.get("NODE_NAME") or None,
                                           pods=PodLabels(pods.current) if pods is not None else None).start()
         if cfg is not None:
             pub = Publisher(cfg, src.inventory).start()

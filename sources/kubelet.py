@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuscope.core.errors import GpuscopeError, one_line
+from gpuscope.core.errors import SHOWN, GpuscopeError, one_line
 from gpuscope.core.model import DeviceInfo
 from gpuscope.core.text import clean
 
@@ -284,10 +284,11 @@ class PodMapper:
             self._mapping = {}
             first = self.last_error is None
             self.last_error = clean(_rpc_text(e), 200)
-            if first:
+            if first:  # shown once (the note); the log file has each failure
                 self.note(f"kubelet {self.path} not answering ({self.last_error}); series without pod labels "
                           f"until it does (retrying every {self.refresh_s:g} s)")
-            log.warning("kubelet pod-resources List failed: %s", self.last_error)
+            log.log(logging.WARNING if first else logging.INFO, "kubelet pod-resources List failed: %s",
+                    self.last_error, extra=SHOWN if first else None)
             return False
         self._mapping = mapping
         self.refreshes += 1

@@ -6,6 +6,8 @@ exporter, whose text prometheus_client's parser reads. Every GPU is simulated (S
 from __future__ import annotations
 
 import importlib
+import logging
+import os
 import re
 import socket
 import subprocess
@@ -239,7 +241,8 @@ def _frame_and_inv() -> tuple[Any, Any]:
         src.close()
 
 
-def test_a_kubelet_that_goes_away_is_one_note_and_no_pod_labels_then_back(stubs, tmp_path):
+def test_a_kubelet_that_goes_away_is_one_note_and_no_pod_labels_then_back(stubs, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="gpuscope")
     frame, inv = _frame_and_inv()
     path = tmp_path / "kubelet.sock"
     k = Kubelet(stubs, path)
@@ -252,6 +255,9 @@ def test_a_kubelet_that_goes_away_is_one_note_and_no_pod_labels_then_back(stubs,
         k.stop()
         assert not mapper.refresh() and not mapper.refresh()
         assert len(notes) == 1 and "not answering" in notes[0] and "UNAVAILABLE" in notes[0], notes
+        # one warning, marked as shown (the note said it: cli/logs keeps it off stderr); the next at INFO
+        warned = [r for r in caplog.records if r.name == "gpuscope.sources.kubelet"]
+        assert [(r.levelno, getattr(r, "shown", False)) for r in warned] == [(logging.WARNING, True), (logging.INFO, False)]
         got = scrape(r, frame)
         assert not any("pod" in lab for lab in got["DCGM_FI_DEV_GPU_TEMP"])
         assert "gpuscope_kubernetes_gpu_pod_info" not in got
@@ -366,7 +372,8 @@ def test_agent_serves_pod_labels_from_a_real_kubelet_socket(kubelet):
     kubelet.pods = [("serving", "vllm-0", [("engine", "nvidia.com/gpu", [u[3]])])]
     port = free_port()
     p = subprocess.Popen([sys.executable, "-m", "gpuscope", "agent", "--simulate", "h200-nvswitch-8", "--prometheus",
-                          f"127.0.0.1:{port}", "--kubelet-socket", str(kubelet.path)], stderr=subprocess.PIPE, text=True)
+                          f"127.0.0.1:{port}", "--kubelet-socket", str(kubelet.path)], stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "NODE_NAME": "gpu-node-7"})
     try:
         assert p.stderr is not None
         first = p.stderr.readline()
@@ -381,6 +388,7 @@ def test_agent_serves_pod_labels_from_a_real_kubelet_socket(kubelet):
         sets = wait_for(labelled, timeout=30, what="a scrape with GPU series")
         assert [(s["gpu"], s.get("pod"), s.get("namespace"), s.get("container")) for s in sets if "pod" in s] == [
             ("3", "vllm-0", "serving", "engine")]
+        assert {s["Hostname"] for s in sets} == {"gpu-node-7"}  # the node (downward API), not the pod's host name
     finally:
         p.terminate()
         p.communicate(timeout=15)
