@@ -39,6 +39,7 @@ from typing import Any
 from gpuscope.core.errors import SHOWN, GpuscopeError, one_line
 from gpuscope.core.model import DeviceInfo
 from gpuscope.core.text import clean
+from gpuscope.sources.prometheus import escape_help, labels
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +126,6 @@ INFO_HELP = ("A container that holds the GPU, from the kubelet's pod-resources A
 
 def with_pod(label_text: str, ref: PodRef) -> str:
     """A ``{…}`` label set with dcgm-exporter's pod labels added, in its order (container, namespace, pod)."""
-    from gpuscope.sources.prometheus import labels
-
     return label_text[:-1] + "," + labels([("container", ref.container), ("namespace", ref.namespace),
                                            ("pod", ref.pod)])[1:]
 
@@ -141,8 +140,6 @@ class PodLabels:
         self._built: tuple[dict[int, str], str] = ({}, "")
 
     def _build(self, base: Mapping[int, str], devs: Mapping[int, DeviceInfo]) -> tuple[dict[int, str], str]:
-        from gpuscope.sources.prometheus import escape_help, labels
-
         m = self.current()
         if self._seen[0] is m and self._seen[1] == id(base):
             return self._built
@@ -227,13 +224,14 @@ def messages() -> dict[str, Any]:
 
 def check_socket(path: str) -> str:
     """``path`` if it is a Unix socket and gRPC is installed; else a :class:`KubeletError` (one line)."""
+    shown = clean(path, 200)
     try:
         mode = os.stat(path).st_mode
-    except OSError as e:
-        raise KubeletError(f"--kubelet-socket {path}: {e.strerror or e} (mount the host's "
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        raise KubeletError(f"--kubelet-socket {shown}: {getattr(e, 'strerror', None) or e} (mount the host's "
                            "/var/lib/kubelet/pod-resources into the container)") from None
     if not stat.S_ISSOCK(mode):
-        raise KubeletError(f"--kubelet-socket {path}: not a Unix socket")
+        raise KubeletError(f"--kubelet-socket {shown}: not a Unix socket")
     try:
         import google.protobuf  # noqa: F401
         import grpc  # noqa: F401
@@ -299,7 +297,6 @@ class PodMapper:
 
     def start(self) -> PodMapper:
         """One refresh now (so the first scrape has the labels), then every ``refresh_s`` in a thread."""
-        self.last_error = None
         self.refresh()
         self._thread = threading.Thread(target=self._run, name="gpuscope-kubelet", daemon=True)
         self._thread.start()
@@ -317,12 +314,11 @@ class PodMapper:
 
 
 def _rpc_text(e: BaseException) -> str:
-    """A gRPC error's status and details (``UNAVAILABLE: failed to connect…``), else :func:`one_line`."""
+    """A gRPC error as its status and the first line of its details (``UNAVAILABLE: failed to connect…``);
+    any other exception as :func:`one_line` gives it."""
     code, details = getattr(e, "code", None), getattr(e, "details", None)
-    if callable(code) and callable(details):
-        try:
-            c = code()
-            return f"{getattr(c, 'name', c)}: {(details() or '').splitlines()[0] if details() else ''}".rstrip(": ")
-        except Exception:  # noqa: BLE001 - a half-built error: fall back to its text
-            pass
-    return one_line(e)
+    if not (callable(code) and callable(details)):
+        return one_line(e)
+    status = getattr(code(), "name", None) or type(e).__name__
+    lines = (details() or "").strip().splitlines()
+    return f"{status}: {lines[0]}" if lines else status

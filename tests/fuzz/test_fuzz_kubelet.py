@@ -18,7 +18,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuscope.core.model import DeviceInfo, Frame, GpuReading, Inventory
 from gpuscope.core.text import clean
-from gpuscope.sources.kubelet import PodLabels, PodMapper, assign, entries_of, messages
+from gpuscope.sources.kubelet import (
+    KubeletError,
+    PodLabels,
+    PodMapper,
+    assign,
+    check_socket,
+    entries_of,
+    messages,
+)
 from gpuscope.sources.prometheus import Renderer
 
 DEVS = tuple(DeviceInfo(index=i, name="SIMULATED GPU", uuid=f"GPU-{i:08x}-0000-4000-8000-000000000000",
@@ -96,3 +104,11 @@ def test_hostile_answers_label_gpus_and_the_text_still_parses(spec):
                 clean(first.namespace, 256), clean(first.pod, 256), clean(first.container, 256))
         elif s.name == "DCGM_FI_DEV_GPU_TEMP":
             assert "pod" not in s.labels
+
+
+@fuzz(100)
+@given(path=st.text(max_size=40) | st.sampled_from(["", "/", "/dev/null", "/proc/self", "\x00", "a\x1b[2Jb", "/tmp/" + "x" * 300]))
+def test_any_kubelet_socket_path_is_a_one_line_error(path):
+    with pytest.raises(KubeletError) as e:
+        check_socket(path)
+    assert "\n" not in str(e.value) and "\x1b" not in str(e.value)
