@@ -32,9 +32,10 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
             from gpuscope.sources.prometheus import PrometheusExporter
 
             if opts.kubelet_socket is not None:
-                from gpuscope.sources.kubelet import PodLabels, PodMapper
+                from gpuscope.sources.kubelet import PodLabels, PodMapper, mig_parents
 
-                pods = PodMapper(opts.kubelet_socket, src.inventory.devices,
+                devices = src.inventory.devices
+                pods = PodMapper(opts.kubelet_socket, devices, mig=mig_parents(getattr(src, "nvml", None), devices),
                                  note=lambda s: sys.stderr.write(f"gpuscope agent: {s}\n")).start()
             # NODE_NAME (a DaemonSet sets it from the downward API): the node, as dcgm-exporter labels it; a
             # container's own host name is its pod's name

@@ -21,7 +21,8 @@ Why the pieces are shaped as they are:
   only when ``--kubelet-socket`` is given.
 
 Device ids are the device plugin's (see :func:`device_target`): NVIDIA's plugin gives GPU UUIDs
-(``GPU-…``; ``GPU-…::N`` for a time-sliced replica; ``MIG-…`` for a MIG device), GKE's gives device names
+(``GPU-…``; ``GPU-…::N`` for a time-sliced replica; ``MIG-…`` for a MIG device, whose GPU NVML tells:
+:func:`mig_parents`), GKE's gives device names
 (``nvidia0``, ``nvidia0/gi1``, ``nvidia0/vgpu2``), matched by the ``device`` label as dcgm-exporter does.
 """
 
@@ -80,8 +81,7 @@ def device_target(device_id: str) -> str | int:
 
     ``GPU-x::2`` (NVIDIA's plugin, a time-sliced replica) → ``GPU-x``; ``MIG-GPU-x/1/0`` (a MIG device
     before driver R470) → ``GPU-x``; ``nvidia3``, ``nvidia3/gi1``, ``nvidia3/vgpu0`` (GKE) → 3; anything
-    else, e.g. ``MIG-<uuid>`` (whose parent GPU only NVML knows), is returned as it is and matches a GPU
-    only if it is that GPU's UUID.
+    else, e.g. ``MIG-<uuid>`` (whose parent GPU only NVML knows: :func:`mig_parents`), is returned as it is.
     """
     if device_id.startswith("MIG-GPU-"):
         return device_id[4:].split("/", 1)[0]
@@ -94,10 +94,12 @@ def device_target(device_id: str) -> str | int:
 Entry = tuple[str, str, str, str, Sequence[str]]  # namespace, pod, container, resource name, device ids
 
 
-def assign(entries: Iterable[Entry], devices: Sequence[DeviceInfo]) -> dict[int, tuple[PodRef, ...]]:
-    """GPU index → the containers that hold it (sorted, no repeats), from ``List``'s entries; devices of
-    other resources and ids that name none of ``devices`` are left out."""
-    by_uuid = {d.uuid: d.index for d in devices}
+def assign(entries: Iterable[Entry], devices: Sequence[DeviceInfo],
+           mig: Mapping[str, int] | None = None) -> dict[int, tuple[PodRef, ...]]:
+    """GPU index → the containers that hold it (sorted, no repeats), from ``List``'s entries; ``mig`` maps
+    MIG device UUIDs to their GPU's index (:func:`mig_parents`). Devices of other resources and ids that
+    name none of ``devices`` are left out."""
+    by_uuid = {**(mig or {}), **{d.uuid: d.index for d in devices}}
     indexes = {d.index for d in devices}
     held: dict[int, set[PodRef]] = {}
     for namespace, pod, container, resource, ids in entries:
@@ -110,6 +112,29 @@ def assign(entries: Iterable[Entry], devices: Sequence[DeviceInfo]) -> dict[int,
             if index is not None:
                 held.setdefault(index, set()).add(ref)
     return {i: tuple(sorted(refs)) for i, refs in sorted(held.items())}
+
+
+def mig_parents(nvml: Any, devices: Sequence[DeviceInfo]) -> dict[str, int]:
+    """MIG device UUID (``MIG-…``, what NVIDIA's device plugin gives a container for ``nvidia.com/mig-*``)
+    → the index of the GPU it is part of, asked of NVML (``nvml``: pynvml or the simulated one) for the
+    GPUs in MIG mode; read once, at start. A GPU or slot NVML does not answer for is left out."""
+    out: dict[str, int] = {}
+    errors = (getattr(nvml, "NVMLError", Exception), AttributeError, TypeError, ValueError)
+    for d in devices:
+        if not d.mig_instances:
+            continue
+        try:
+            h = nvml.nvmlDeviceGetHandleByIndex(d.index)
+            slots = int(nvml.nvmlDeviceGetMaxMigDeviceCount(h))
+        except errors:
+            continue
+        for k in range(min(slots, 64)):
+            try:
+                uuid = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetMigDeviceHandleByIndex(h, k))
+            except errors:  # NotFound: an empty slot
+                continue
+            out[uuid.decode() if isinstance(uuid, bytes) else str(uuid)] = d.index
+    return out
 
 
 def entries_of(response: Any) -> list[Entry]:
@@ -248,11 +273,13 @@ class PodMapper:
     """
 
     def __init__(self, path: str, devices: Sequence[DeviceInfo], *, refresh_s: float = REFRESH_S,
-                 timeout_s: float = TIMEOUT_S, note: Callable[[str], object] = lambda s: None):
+                 timeout_s: float = TIMEOUT_S, note: Callable[[str], object] = lambda s: None,
+                 mig: Mapping[str, int] | None = None):
         import grpc
 
         self.path = path
         self.devices = tuple(devices)
+        self.mig = dict(mig or {})  # MIG device UUID → GPU index (mig_parents)
         self.refresh_s = refresh_s
         self.timeout_s = timeout_s
         self.note = note
@@ -276,7 +303,7 @@ class PodMapper:
         """One ``List`` call; True when it answered. Never raises (a failure is noted and counted)."""
         try:
             response = self._list(self._request(), timeout=self.timeout_s)
-            mapping = assign(entries_of(response), self.devices)
+            mapping = assign(entries_of(response), self.devices, self.mig)
         except Exception as e:  # noqa: BLE001 - any failure of the call or the answer: no pod labels, go on
             self.failures += 1
             self._mapping = {}

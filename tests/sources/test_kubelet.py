@@ -36,6 +36,7 @@ from gpuscope.sources.kubelet import (
     device_target,
     file_descriptor,
     is_gpu_resource,
+    mig_parents,
 )
 from gpuscope.sources.prometheus import Renderer
 
@@ -231,6 +232,43 @@ def test_pod_labels_on_the_right_simulated_gpu(kubelet):
         assert {lab["gpu"] for lab in got["DCGM_FI_DEV_GPU_TEMP"] if "pod" in lab} == {"7"}
     finally:
         mapper.stop()
+
+
+def test_mig_devices_label_their_gpu(kubelet):
+    """NVIDIA's device plugin gives a MIG device's own UUID (MIG-…); NVML says which GPU it is part of
+    (simulated h100-mig: GPU0 split into 3 MIG devices, GPU1 whole)."""
+    src = sim_source("h100-mig", at=20.0)
+    try:
+        inv = src.inventory
+        (frame,) = run_frames(src, 20.0, 20.0)
+        mig = mig_parents(src.nvml, inv.devices)
+    finally:
+        src.close()
+    assert len(mig) == 3 and set(mig.values()) == {0} and all(u.startswith("MIG-") for u in mig)
+    assert not set(mig) & {d.uuid for d in inv.devices}
+    a, b, _c = sorted(mig)
+    kubelet.pods = [("llm", "small-1", [("engine", "nvidia.com/mig-2g.20gb", [a])]),
+                    ("llm", "small-2", [("engine", "nvidia.com/mig-2g.20gb", [b])]),
+                    ("llm", "big", [("engine", "nvidia.com/gpu", [inv.devices[1].uuid])])]
+    mapper = PodMapper(str(kubelet.path), inv.devices, refresh_s=3600, mig=mig).start()
+    try:
+        got = scrape(Renderer(inv, pods=PodLabels(mapper.current)), frame)
+    finally:
+        mapper.stop()
+    assert {(s["gpu"], s["pod"]) for s in got["gpuscope_kubernetes_gpu_pod_info"]} == {
+        ("0", "small-1"), ("0", "small-2"), ("1", "big")}
+    assert {s["gpu"]: s.get("pod") for s in got["DCGM_FI_DEV_FB_USED"]} == {"0": "small-1", "1": "big"}
+    # without NVML's answer the MIG devices name no GPU
+    assert assign([("llm", "small-1", "engine", "nvidia.com/mig-2g.20gb", [a])], inv.devices) == {}
+
+
+def test_mig_parents_without_an_answer_is_empty():
+    from dataclasses import replace
+
+    migged = [replace(d, mig_instances=2) for d in DEVS]
+    assert mig_parents(None, migged) == {}  # no NVML
+    assert mig_parents(object(), migged) == {}  # one without the calls
+    assert mig_parents(None, DEVS) == {}  # no GPU in MIG mode: NVML is not asked
 
 
 def _frame_and_inv() -> tuple[Any, Any]:
