@@ -26,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuscope.core.model import DeviceInfo
 from gpuscope.sources.kubelet import (
+    DEFAULT_SOCKET,
     INSTALL_HINT,
     KubeletError,
     PodLabels,
@@ -381,6 +382,13 @@ def test_check_socket(tmp_path, monkeypatch):
         s.close()
 
 
+def test_kubelet_socket_alone_takes_the_kubelets_path():
+    from gpuscope.cli.main import build_parser
+
+    ns = build_parser(["agent"])["agent"].parse_args(["--prometheus", "0", "--kubelet-socket"])
+    assert ns.kubelet_socket == DEFAULT_SOCKET == "/var/lib/kubelet/pod-resources/kubelet.sock"
+
+
 def _gpuscope(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "gpuscope", *args], capture_output=True, text=True, timeout=60)
 
@@ -431,3 +439,36 @@ def test_agent_serves_pod_labels_from_a_real_kubelet_socket(kubelet):
         p.terminate()
         p.communicate(timeout=15)
     assert kubelet.calls >= 1
+
+
+@pytest.mark.slow
+def test_agent_with_a_dead_kubelet_says_so_once_and_serves_without_pod_labels(tmp_path):
+    """A socket file nobody listens on (a kubelet that died): one line on stderr, then the series as usual."""
+    import urllib.request
+
+    from helpers import free_port
+
+    path = tmp_path / "kubelet.sock"
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(str(path))  # bound, never listening: connections are refused
+    port = free_port()
+    p = subprocess.Popen([sys.executable, "-m", "gpuscope", "agent", "--simulate", "mixed-4", "--prometheus",
+                          f"127.0.0.1:{port}", "--kubelet-socket", str(path)], stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stderr is not None
+        note, started = p.stderr.readline(), p.stderr.readline()
+        assert note.startswith(f"gpuscope agent: kubelet {path} not answering (UNAVAILABLE") and "until it does" in note
+        assert "serving http://" in started, started
+
+        def series() -> list[dict[str, str]]:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+                fams = {f.name: f for f in text_string_to_metric_families(resp.read().decode())}
+            return [s.labels for s in fams["DCGM_FI_DEV_GPU_TEMP"].samples] if "DCGM_FI_DEV_GPU_TEMP" in fams else []
+
+        sets = wait_for(series, timeout=30, what="GPU series")
+        assert sets and not any("pod" in s for s in sets)
+    finally:
+        p.terminate()
+        _out, err = p.communicate(timeout=15)
+        dead.close()
+    assert p.returncode == 0 and "Traceback" not in err and "not answering" not in err, err
