@@ -40,7 +40,7 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
             # NODE_NAME (a DaemonSet sets it from the downward API): the node, as dcgm-exporter labels it; a
             # container's own host name is its pod's name
             exporter = PrometheusExporter(listen, src.inventory, hostname_label=opts.prometheus_hostname_label,
-                                          hostname=os.environ.get("NODE_NAME") or None,
+                                          hostname=os.environ.get("NODE_NAME") or None, dcgm_names=opts.dcgm_names,
                                           pods=PodLabels(pods.current) if pods is not None else None).start()
         if cfg is not None:
             pub = Publisher(cfg, src.inventory).start()

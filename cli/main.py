@@ -315,9 +315,15 @@ def _open(source: SourceOptions) -> Any:
 
     poller = None
     if source.endpoint:
+        from gpuscope.core.redact import split_endpoint
         from gpuscope.sources.endpoint import EndpointPoller
 
-        poller = EndpointPoller(list(source.endpoint), kind=source.endpoint_kind,
+        targets = source.targets or tuple(split_endpoint(u) for u in source.endpoint)
+        for t in targets:
+            if t.auth is not None:  # once per URL, before any request: the user knows why it is not in the file
+                _stderr(f"gpuscope: note: the password in --endpoint {t.url} is sent to it but never shown, "
+                        "logged, recorded or published\n")
+        poller = EndpointPoller(list(targets), kind=source.endpoint_kind,
                                 interval_s=min(source.interval, 1.0) if source.interval >= 0.5 else 1.0,
                                 timeout_s=source.endpoint_timeout, window_s=source.endpoint_window,
                                 headers=dict(source.headers), verify=not source.endpoint_insecure,

@@ -19,6 +19,7 @@ from gpuscope.core.validate import finite_float
 from gpuscope.core.vocab import SERVER_KINDS
 
 if TYPE_CHECKING:
+    from gpuscope.core.redact import Endpoint
     from gpuscope.sources.mqtt import BrokerConfig
 
 
@@ -49,13 +50,15 @@ class SourceOptions:
     pcie_source: str
     endpoint: tuple[str, ...]
     endpoint_kind: str | None
-    endpoint_header: tuple[str, ...]
+    endpoint_header: tuple[str, ...] = field(repr=False)  # values may be tokens: never in a repr
     endpoint_window: float  # seconds
     endpoint_timeout: float  # seconds
     endpoint_insecure: bool
     probe: float | None  # seconds between probes; None: no probe
     probe_model: str | None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # --endpoint-header + environment
+    # the --endpoint URLs split by checked(): ``endpoint`` then holds only their public form (core/redact.py)
+    targets: tuple[Endpoint, ...] = field(default=(), repr=False)
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -93,9 +96,12 @@ class SourceOptions:
 
     def checked(self, env: Mapping[str, str] | None = None) -> SourceOptions:
         """These options with ``headers`` parsed (from ``--endpoint-header`` and ``env``, by default the
-        process environment); a GpuscopeError for ``--probe`` without ``--endpoint``, a malformed header or
-        an endpoint URL that is not http(s)://HOST[:PORT]."""
+        process environment) and each endpoint URL split into its public form (``endpoint``, all the rest
+        of the program sees) and its credentials (``targets``, for the HTTP requests only); a GpuscopeError
+        for ``--probe`` without ``--endpoint``, a malformed header or an endpoint URL that is not
+        http(s)://HOST[:PORT]."""
         from gpuscope.cli.endpoint_url import endpoint_url_problem
+        from gpuscope.core.redact import split_endpoint
         from gpuscope.sources.live import parse_headers
 
         if self.probe is not None and not self.endpoint:
@@ -106,11 +112,12 @@ class SourceOptions:
             headers = parse_headers(list(self.endpoint_header), dict(os.environ if env is None else env))
         except ValueError as e:
             raise GpuscopeError(str(e)) from None
-        for u in self.endpoint:
-            problem = endpoint_url_problem(u)
+        targets = self.targets or tuple(split_endpoint(u) for u in self.endpoint)  # checked twice: split once
+        for t in targets:
+            problem = endpoint_url_problem(t.request_url)
             if problem is not None:
-                raise GpuscopeError(f"--endpoint {u!r}: {problem}")
-        return replace(self, headers=headers)
+                raise GpuscopeError(f"--endpoint {t.url!r}: {problem}")
+        return replace(self, headers=headers, endpoint=tuple(t.url for t in targets), targets=targets)
 
 
 @dataclass(frozen=True)
@@ -194,6 +201,7 @@ class AgentOptions:
     broker: BrokerConfig | None = field(repr=False)  # holds the password
     listen: tuple[str, int] | None  # (host, port) for --prometheus
     prometheus_hostname_label: str
+    dcgm_names: str = "legacy"  # the DCGM name set: legacy, 4.9 or both (sources/prometheus.py DCGM_NAME_SETS)
     kubelet_socket: str | None = None  # pod labels from the kubelet's pod-resources API (sources/kubelet.py)
 
     @staticmethod
@@ -206,6 +214,9 @@ class AgentOptions:
         p.add_argument("--prometheus-hostname-label", default="Hostname", metavar="NAME",
                        help="the hostname label's key on the DCGM-compatible series (default Hostname, as "
                             "dcgm-exporter releases write it)")
+        p.add_argument("--dcgm-names", choices=("legacy", "4.9", "both"), default="legacy",
+                       help="DCGM series names: legacy (dcgm-exporter before 4.9, default), 4.9 (its renamed fields, "
+                            "base units) or both")
         p.add_argument("--kubelet-socket", nargs="?", const="/var/lib/kubelet/pod-resources/kubelet.sock",
                        metavar="PATH", help="Kubernetes: pod, namespace and container labels from the kubelet's "
                        "pod-resources socket (default path if none given; needs gpuscope[kubernetes])")
@@ -227,7 +238,8 @@ class AgentOptions:
                 raise GpuscopeError("--kubelet-socket needs --prometheus (the pod labels go on its series)")
             check_socket(ns.kubelet_socket)
         return cls(source=SourceOptions.from_namespace(ns).checked(), broker=broker, listen=listen,
-                   prometheus_hostname_label=ns.prometheus_hostname_label, kubelet_socket=ns.kubelet_socket)
+                   prometheus_hostname_label=ns.prometheus_hostname_label, dcgm_names=ns.dcgm_names,
+                   kubelet_socket=ns.kubelet_socket)
 
 
 @dataclass(frozen=True)

@@ -186,6 +186,8 @@ class GpuReading:
     remap_failure: bool | None = None
     # Critical Xid errors seen since the source started, one entry per Xid code (None: none seen).
     xids: tuple[XidCount, ...] | None = None
+    # Graphics/compute engine activity, % of time any part of it was busy (GPM; added later, like the above)
+    gr_engine_active_pct: float | None = None
 
     @property
     def clock_events(self) -> tuple[str, ...]:

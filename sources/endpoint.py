@@ -21,6 +21,7 @@ from typing import Any, Literal, NamedTuple, get_args
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.groups import parallel_from_metrics
 from gpuscope.core.model import EndpointReading
+from gpuscope.core.redact import Endpoint, redact_text, split_endpoint
 from gpuscope.core.text import clean, count
 from gpuscope.core.vocab import SERVER_KINDS, EndpointState, state_of
 
@@ -669,6 +670,15 @@ def metrics_url(url: str, kind: str | None) -> str:
     return base + (spec.metrics_path if spec is not None else "/metrics")
 
 
+def httpx_auth(auth: tuple[str, str] | None) -> Any:
+    """httpx's Basic auth for an endpoint's ``(user, password)``, or None (no auth)."""
+    if auth is None:
+        return None
+    import httpx
+
+    return httpx.BasicAuth(*auth)
+
+
 class EndpointPoller:
     """Polls every endpoint every ``interval_s`` on a background thread (asyncio + httpx).
 
@@ -680,11 +690,15 @@ class EndpointPoller:
     max(5 s, 2 × interval). TLS verification stays on unless ``verify=False``.
     """
 
-    def __init__(self, urls: list[str], *, kind: str | None = None, interval_s: float = 1.0, timeout_s: float = 2.0,
-                 window_s: float = 10.0, headers: dict[str, str] | None = None, verify: bool = True,
-                 probe_every_s: float | None = None, probe_model: str | None = None, max_body: int = MAX_BODY):
-        self.trackers = [EndpointTracker(url=u, kind=kind, window_s=window_s) for u in urls]
-        self.urls = [metrics_url(u, kind) for u in urls]
+    def __init__(self, urls: Sequence[str | Endpoint], *, kind: str | None = None, interval_s: float = 1.0,
+                 timeout_s: float = 2.0, window_s: float = 10.0, headers: dict[str, str] | None = None,
+                 verify: bool = True, probe_every_s: float | None = None, probe_model: str | None = None,
+                 max_body: int = MAX_BODY):
+        # each URL split (core/redact.py): readings carry only the public URL; the credentials go in requests
+        targets = [u if isinstance(u, Endpoint) else split_endpoint(u) for u in urls]
+        self.trackers = [EndpointTracker(url=t.url, kind=kind, window_s=window_s) for t in targets]
+        self.urls = [metrics_url(t.request_url, kind) for t in targets]
+        self._auth = [httpx_auth(t.auth) for t in targets]
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.max_body = max_body
@@ -693,7 +707,7 @@ class EndpointPoller:
         self.probe_every_s = probe_every_s
         self.probe_model = probe_model
         self.probes: list[ProbeResult | None] = [None] * len(urls)
-        self._bases = [metrics_url(u, kind).rsplit("/", 1)[0].replace("/prometheus", "") for u in urls]
+        self._bases = [u.rsplit("/", 1)[0].replace("/prometheus", "") for u in self.urls]
         self._lock = threading.Lock()
         self._ready: list[tuple[EndpointReading, ...]] = [tuple(t.readings()) for t in self.trackers]
         self._stop = threading.Event()
@@ -770,18 +784,18 @@ class EndpointPoller:
     async def _probe_loop(self, client: Any) -> None:
         while not self._stop.is_set():
             for k, base in enumerate(self._bases):
-                res = await probe_chat(client, base, self.probe_model)
+                res = await probe_chat(client, base, self.probe_model, auth=self._auth[k])
                 with self._lock:
                     self.probes[k] = res
             await asyncio.sleep(self.probe_every_s or 10.0)
 
-    async def _fetch(self, client: Any, url: str) -> tuple[int, bytes | None, float]:
+    async def _fetch(self, client: Any, url: str, auth: Any = None) -> tuple[int, bytes | None, float]:
         """(status, body, when) with the size cap enforced as the bytes arrive: body None past ``max_body``.
 
         ``when`` is the wall time the response headers arrived: the server had read its counters just
         before, so rates are not skewed by connection set-up (the first scrape's TCP connect made a 4 s
         window read 3 % low under load when the request's start time was used)."""
-        async with client.stream("GET", url) as r:
+        async with client.stream("GET", url, auth=auth) as r:
             when = time.time()
             buf = bytearray()
             async for chunk in r.aiter_bytes():
@@ -799,7 +813,7 @@ class EndpointPoller:
         t = time.time()
         why: str
         try:
-            status, raw, t = await asyncio.wait_for(self._fetch(client, self.urls[k]), self.timeout_s)
+            status, raw, t = await asyncio.wait_for(self._fetch(client, self.urls[k], self._auth[k]), self.timeout_s)
             if raw is None:
                 tr.garbage += 1
                 tr.last_error = f"response larger than {self.max_body / 2**20:g} MB refused"
@@ -819,7 +833,7 @@ class EndpointPoller:
         except httpx.ConnectError as e:
             why = connect_reason(e)
         except httpx.HTTPError as e:
-            why = f"{type(e).__name__}: {clean(str(e), REASON_MAX)}"
+            why = f"{type(e).__name__}: {clean(redact_text(str(e)), REASON_MAX)}"  # it may quote the URL
         tr.failed(t, why)
         self._publish(k)
         return False
@@ -880,20 +894,22 @@ def measure_stream(events: Iterable[tuple[float, dict[str, Any]]], t_start: floa
     return ProbeResult(ttft_s=t_first - t_start, decode_tokens_per_s=rate, completion_tokens=tokens)
 
 
-async def probe_chat(client: Any, base_url: str, model: str | None = None, max_tokens: int = 64) -> ProbeResult:
-    """POST a streamed OpenAI-compatible chat completion with ``include_usage`` and time it."""
+async def probe_chat(client: Any, base_url: str, model: str | None = None, max_tokens: int = 64,
+                     auth: Any = None) -> ProbeResult:
+    """POST a streamed OpenAI-compatible chat completion with ``include_usage`` and time it (``auth``: the
+    endpoint's Basic auth, :func:`httpx_auth`)."""
     import httpx
 
     try:
         if model is None:
-            r = await client.get(base_url + "/v1/models")
+            r = await client.get(base_url + "/v1/models", auth=auth)
             data = r.json().get("data") if r.status_code == 200 else None
             model = data[0]["id"] if data else "default"
         body = {"model": model, "stream": True, "stream_options": {"include_usage": True}, "max_tokens": max_tokens,
                 "temperature": 0, "messages": [{"role": "user", "content": "Count from 1 to 100, one number per line."}]}
         t0 = time.perf_counter()
         got: list[tuple[float, dict[str, Any]]] = []
-        async with client.stream("POST", base_url + "/v1/chat/completions", json=body) as resp:
+        async with client.stream("POST", base_url + "/v1/chat/completions", json=body, auth=auth) as resp:
             if resp.status_code != 200:
                 return ProbeResult(error=f"probe: HTTP {resp.status_code}")
             async for line in resp.aiter_lines():

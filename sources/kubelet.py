@@ -156,33 +156,32 @@ def with_pod(label_text: str, ref: PodRef) -> str:
 
 
 class PodLabels:
-    """What the exporter asks: the DCGM label sets with pod labels, and the info family; both are
-    rebuilt only when the mapping changes (a new dict from :class:`PodMapper`)."""
+    """What the exporter asks: DCGM label sets with pod labels (one per name set the exporter writes), and
+    the info family; each is rebuilt only when the mapping changes (a new dict from :class:`PodMapper`)."""
 
     def __init__(self, current: Callable[[], Mapping[int, Sequence[PodRef]]]):
         self.current = current
-        self._seen: tuple[Mapping[int, Sequence[PodRef]] | None, int] = (None, 0)
-        self._built: tuple[dict[int, str], str] = ({}, "")
-
-    def _build(self, base: Mapping[int, str], devs: Mapping[int, DeviceInfo]) -> tuple[dict[int, str], str]:
-        m = self.current()
-        if self._seen[0] is m and self._seen[1] == id(base):
-            return self._built
-        dcgm = {i: with_pod(lab, m[i][0]) if m.get(i) else lab for i, lab in base.items()}
-        name = "gpuscope_kubernetes_gpu_pod_info"
-        rows = [f"{name}{labels([('gpu', i), ('uuid', devs[i].uuid), ('namespace', r.namespace), ('pod', r.pod), ('container', r.container)])} 1\n"  # noqa: E501
-                for i, refs in m.items() if i in devs for r in refs]
-        info = f"# HELP {name} {escape_help(INFO_HELP)}\n# TYPE {name} gauge\n{''.join(rows)}" if rows else ""
-        self._seen, self._built = (m, id(base)), (dcgm, info)
-        return self._built
+        self._labels: dict[int, tuple[Mapping[int, Sequence[PodRef]], dict[int, str]]] = {}  # id(base) →
+        self._info: tuple[Mapping[int, Sequence[PodRef]] | None, str] = (None, "")
 
     def dcgm_labels(self, base: Mapping[int, str], devs: Mapping[int, DeviceInfo]) -> dict[int, str]:
         """``base`` (GPU index → DCGM label set) with pod labels on the GPUs a container holds."""
-        return self._build(base, devs)[0]
+        m = self.current()
+        seen = self._labels.get(id(base))
+        if seen is None or seen[0] is not m:
+            seen = self._labels[id(base)] = (m, {i: with_pod(lab, m[i][0]) if m.get(i) else lab
+                                                  for i, lab in base.items()})
+        return seen[1]
 
-    def info(self, base: Mapping[int, str], devs: Mapping[int, DeviceInfo]) -> str:
+    def info(self, devs: Mapping[int, DeviceInfo]) -> str:
         """The ``gpuscope_kubernetes_gpu_pod_info`` family ('' when no container holds a GPU)."""
-        return self._build(base, devs)[1]
+        m = self.current()
+        if self._info[0] is not m:
+            name = "gpuscope_kubernetes_gpu_pod_info"
+            rows = [f"{name}{labels([('gpu', i), ('uuid', devs[i].uuid), ('namespace', r.namespace), ('pod', r.pod), ('container', r.container)])} 1\n"  # noqa: E501
+                    for i, refs in m.items() if i in devs for r in refs]
+            self._info = (m, f"# HELP {name} {escape_help(INFO_HELP)}\n# TYPE {name} gauge\n{''.join(rows)}" if rows else "")
+        return self._info[1]
 
 
 # ---- the gRPC client -------------------------------------------------------------------------------

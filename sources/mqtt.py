@@ -39,6 +39,7 @@ from gpuscope.core.codec import (
 )
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import Frame, Inventory
+from gpuscope.core.redact import public_url
 from gpuscope.core.summary import HostSummary, SummaryError, summarise, summary_from_dict, summary_to_dict
 from gpuscope.core.vocab import SEV_RANK, SEVERITIES
 
@@ -78,7 +79,7 @@ def parse_broker(url: str, *, username: str | None = None, password_file: str | 
     env = os.environ if env is None else env
     parts = urlsplit(url)
     if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
-        raise BrokerError(f"--broker {url!r}: expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT]")
+        raise BrokerError(f"--broker {public_url(url)!r}: expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT]")
     if parts.password:
         raise BrokerError("a password in the broker URL would show in the process list: use --password-file "
                           "or GPUSCOPE_MQTT_PASSWORD")
@@ -86,7 +87,7 @@ def parse_broker(url: str, *, username: str | None = None, password_file: str | 
     try:
         port = parts.port or (8883 if tls else 1883)
     except ValueError:
-        raise BrokerError(f"--broker {url!r}: bad port") from None
+        raise BrokerError(f"--broker {public_url(url)!r}: bad port") from None
     password = None
     if password_file:
         try:

@@ -38,6 +38,7 @@ from gpuscope.core.codec import (
 )
 from gpuscope.core.errors import SHOWN, GpuscopeError
 from gpuscope.core.model import Event, Frame, Inventory
+from gpuscope.core.redact import redact_argv
 from gpuscope.core.text import clean, count
 from gpuscope.core.validate import Tally, ValidationError, in_range, loads
 from gpuscope.sources.files import not_a_regular_file, not_writable_as_file
@@ -112,7 +113,7 @@ class Recorder:
         header = {
             "type": "header", "format": FORMAT, "version": FORMAT_VERSION, "gpuscope": __version__,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": command or [], "simulated": inventory.simulated, "source": inventory.source,
+            "command": redact_argv(command or []), "simulated": inventory.simulated, "source": inventory.source,
             "scenario": inventory.scenario, "interval_s": interval_s, "origin": origin or {},
             "inventory": inventory_to_dict(inventory),
         }

@@ -46,7 +46,7 @@ json_values = st.recursive(scalars, lambda c: st.lists(c, max_size=4) | st.dicti
                            max_leaves=25)
 FIELDS = ["index", "util_gpu_pct", "power_w", "sm_clock_mhz", "pcie_gen", "pcie_width", "pcie_rx_bytes_per_s",
           "temp_gpu_c", "processes", "lost", "mem_used_bytes", "mem_reserved_bytes", "ecc_uncorrected_volatile",
-          "remapped_rows_uncorrectable", "remap_pending", "remap_failure", "xids"]
+          "remapped_rows_uncorrectable", "remap_pending", "remap_failure", "xids", "gr_engine_active_pct"]
 # Xid tallies: lists of objects with the XidCount keys, hostile values included (issue 26)
 xid_lists = st.lists(st.dictionaries(st.sampled_from(["xid", "count", "last_t"]), json_values, max_size=3), max_size=3)
 gpu_dicts = st.dictionaries(st.sampled_from(FIELDS), json_values | xid_lists, max_size=6)
@@ -347,3 +347,32 @@ def test_hostile_health_fields_through_every_command(tmp_path, gpus_per_frame, v
     p = tmp_path / "h.jsonl"
     p.write_text("\n".join(lines) + "\n")
     _through_every_command(p)
+
+
+_URL_PARTS = st.sampled_from(["http://", "https://", "HTTP://", "ftp://", "", "h", "127.0.0.1", ":8000", ":99999",
+                              "/metrics", "?x=1", "@", ":", "[::1", "]", "%40", " ", "#frag", "/", "bob"])
+
+
+@fuzz(300)
+@given(st.lists(_URL_PARTS, max_size=8), st.lists(_URL_PARTS, max_size=4))
+def test_endpoint_urls_never_show_their_secrets(head, tail):
+    """Any --endpoint text with ``alice:S3cretPW@`` in it: the check either refuses it in one line or keeps
+    it; where that is user info (any parser would send it as a password), neither the error, the public URL
+    nor the options' repr holds it; the header's value is never in either."""
+    from gpuscope.cli.options import SourceOptions
+    from gpuscope.core.redact import split_endpoint
+
+    url = "".join(head) + "alice:S3cretPW@" + "".join(tail)
+    opts = SourceOptions(simulate=None, interval=1.0, pcie_source="auto", endpoint=(url,), endpoint_kind=None,
+                         endpoint_header=("X-Api-Key: T0k3nV",), endpoint_window=10.0, endpoint_timeout=2.0,
+                         endpoint_insecure=False, probe=None, probe_model=None)
+    try:
+        checked = opts.checked(env={})
+        shown = " ".join(checked.endpoint) + repr(checked)
+    except GpuscopeError as e:
+        shown = str(e)
+        assert "\n" not in shown
+    assert "T0k3nV" not in shown
+    auth = split_endpoint(url).auth
+    if auth is not None and "S3cretPW" in auth[0] + auth[1]:
+        assert "S3cretPW" not in shown, shown

@@ -235,6 +235,24 @@ def test_pod_labels_on_the_right_simulated_gpu(kubelet):
         mapper.stop()
 
 
+@pytest.mark.parametrize("names", ["4.9", "both"])
+def test_pod_labels_on_every_dcgm_name_set(kubelet, names):
+    """--dcgm-names 4.9 and both: the renamed series (their own label set) carry the pod labels too."""
+    frame, inv = _frame_and_inv()
+    kubelet.pods = [("ns", "p", [("c", "nvidia.com/gpu", [inv.devices[2].uuid])])]
+    mapper = PodMapper(str(kubelet.path), inv.devices, refresh_s=3600).start()
+    try:
+        got = scrape(Renderer(inv, dcgm_names=names, pods=PodLabels(mapper.current)), frame)
+    finally:
+        mapper.stop()
+    dcgm = {name: sets for name, sets in got.items() if name.startswith("DCGM_")}
+    assert dcgm
+    for name, sets in dcgm.items():
+        for lab in sets:
+            assert (lab.get("pod"), lab.get("namespace"), lab.get("container")) == (
+                ("p", "ns", "c") if lab["gpu"] == "2" else (None, None, None)), (name, lab)
+
+
 def test_mig_devices_label_their_gpu(kubelet):
     """NVIDIA's device plugin gives a MIG device's own UUID (MIG-…); NVML says which GPU it is part of
     (simulated h100-mig: GPU0 split into 3 MIG devices, GPU1 whole)."""
