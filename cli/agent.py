@@ -26,19 +26,29 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
     src = open_source(opts.source)
     interval = opts.source.interval
     session = Session(src.inventory, interval_s=interval, history_s=60)
-    pub = exporter = None
+    pub = exporter = pods = None
     try:
         if listen is not None:
             from gpuscope.sources.prometheus import PrometheusExporter
 
-            exporter = PrometheusExporter(listen, src.inventory,
-                                          hostname_label=opts.prometheus_hostname_label,
-                                          dcgm_names=opts.dcgm_names).start()
+            if opts.kubelet_socket is not None:
+                from gpuscope.sources.kubelet import PodLabels, PodMapper, mig_parents
+
+                devices = src.inventory.devices
+                pods = PodMapper(opts.kubelet_socket, devices, mig=mig_parents(getattr(src, "nvml", None), devices),
+                                 note=lambda s: sys.stderr.write(f"gpuscope agent: {s}\n")).start()
+            # NODE_NAME (a DaemonSet sets it from the downward API): the node, as dcgm-exporter labels it; a
+            # container's own host name is its pod's name
+            exporter = PrometheusExporter(listen, src.inventory, hostname_label=opts.prometheus_hostname_label,
+                                          hostname=os.environ.get("NODE_NAME") or None, dcgm_names=opts.dcgm_names,
+                                          pods=PodLabels(pods.current) if pods is not None else None).start()
         if cfg is not None:
             pub = Publisher(cfg, src.inventory).start()
     except BaseException:
         if exporter is not None:
             exporter.stop()
+        if pods is not None:
+            pods.stop()
         src.close()
         raise
     stop = threading.Event()
@@ -50,7 +60,7 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
         what.append(f"publishing to {'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port} under "
                     f"{cfg.prefix}/v1/{pub.host}/")
     if exporter is not None:
-        what.append(f"serving {exporter.url}")
+        what.append(f"serving {exporter.url}" + (f" with pod labels from {pods.path}" if pods is not None else ""))
     sys.stderr.write(f"gpuscope agent: {len(src.inventory.devices)} GPUs of {src.inventory.host}{sim}: "
                      f"{'; '.join(what)}; every {interval:g} s\n")
     last_note = [0.0]
@@ -88,6 +98,8 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
             pub.stop()
         if exporter is not None:
             exporter.stop()
+        if pods is not None:
+            pods.stop()
         src.close()
     sent = (f"; {count(session.frames_seen, 'frame')} sampled, {pub.sent} sent to the broker, {pub.dropped} dropped"
             if pub is not None else "")

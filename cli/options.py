@@ -215,6 +215,7 @@ class AgentOptions:
     listen: tuple[str, int] | None  # (host, port) for --prometheus
     prometheus_hostname_label: str
     dcgm_names: str = "legacy"  # the DCGM name set: legacy, 4.9 or both (sources/prometheus.py DCGM_NAME_SETS)
+    kubelet_socket: str | None = None  # pod labels from the kubelet's pod-resources API (sources/kubelet.py)
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -229,6 +230,9 @@ class AgentOptions:
         p.add_argument("--dcgm-names", choices=("legacy", "4.9", "both"), default="legacy",
                        help="DCGM series names: legacy (dcgm-exporter before 4.9, default), 4.9 (its renamed fields, "
                             "base units) or both")
+        p.add_argument("--kubelet-socket", nargs="?", const="/var/lib/kubelet/pod-resources/kubelet.sock",
+                       metavar="PATH", help="Kubernetes: pod, namespace and container labels from the kubelet's "
+                       "pod-resources socket (default path if none given; needs gpuscope[kubernetes])")
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> AgentOptions:
@@ -240,8 +244,15 @@ class AgentOptions:
             from gpuscope.sources.prometheus import parse_listen
 
             listen = parse_listen(ns.prometheus)
+        if ns.kubelet_socket is not None:
+            from gpuscope.sources.kubelet import check_socket
+
+            if listen is None:
+                raise GpuscopeError("--kubelet-socket needs --prometheus (the pod labels go on its series)")
+            check_socket(ns.kubelet_socket)
         return cls(source=SourceOptions.from_namespace(ns).checked(), broker=broker, listen=listen,
-                   prometheus_hostname_label=ns.prometheus_hostname_label, dcgm_names=ns.dcgm_names)
+                   prometheus_hostname_label=ns.prometheus_hostname_label, dcgm_names=ns.dcgm_names,
+                   kubelet_socket=ns.kubelet_socket)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuscope import __version__
 from gpuscope.core import catalogue
@@ -36,6 +36,9 @@ from gpuscope.core.model import CLOCK_EVENT_REASONS, DeviceInfo, EndpointReading
 from gpuscope.core.text import clean
 from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.vocab import SEVERITIES
+
+if TYPE_CHECKING:
+    from gpuscope.sources.kubelet import PodLabels
 
 # The Prometheus wiki's default-port list has 9100-9999 fully allocated (9400 is dcgm-exporter's), so
 # gpuscope takes a port outside it: dcgm-exporter's 9400 plus 10000, below Linux's ephemeral range.
@@ -335,7 +338,7 @@ class Renderer:
     """Renders frames of one inventory; the per-GPU label sets are built once."""
 
     def __init__(self, inv: Inventory, *, hostname_label: str = "Hostname", hostname: str | None = None,
-                 dcgm_names: str = "legacy"):
+                 dcgm_names: str = "legacy", pods: PodLabels | None = None):
         if not _valid_label_name(hostname_label):
             raise PrometheusError(f"--prometheus-hostname-label {hostname_label!r}: not a valid Prometheus label name")
         if hostname_label in ("gpu", "UUID", "pci_bus_id", "device", "modelName", *DRIVER_LABEL.values()):
@@ -355,6 +358,7 @@ class Renderer:
         self.gpu_families = [*families("gpu", "prom"), *GPU_DERIVED]
         self.endpoint_families = families("endpoint", "prom")
         self.static = self._static()
+        self.pods = pods  # Kubernetes pod labels on the DCGM series (sources/kubelet.py), or None
 
     def _static(self) -> str:
         """Series that never change for this inventory (info, maxima, topology)."""
@@ -398,7 +402,8 @@ class Renderer:
         o.parts.append(self.static)
         gpus = [r for r in (frame.gpus if frame else ()) if r.index in self.devs]
         live = [r for r in gpus if not r.lost]
-        for v49, labs in ((False, self.dcgm_labels), (True, self.dcgm49_labels)):
+        for v49, base in ((False, self.dcgm_labels), (True, self.dcgm49_labels)):
+            labs = base if self.pods is None else self.pods.dcgm_labels(base, self.devs)
             dcgm_rows = [(labs[r.index], r) for r in live]
             gpm_rows = [(lab, r) for lab, r in dcgm_rows if self.devs[r.index].gpm_supported]
             lost_dcgm = [(labs[r.index], r) for r in gpus if r.lost and r.xids]
@@ -421,6 +426,8 @@ class Renderer:
                 ce.append(f'gpuscope_clock_event_active{{gpu="{r.index}",reason="{reason}"}} {1 if mask & bit else 0}\n')
         o.family("gpuscope_clock_event_active", "gauge", "1 while the clock-event (throttle) reason holds the "
                  "clocks down.", ce)
+        if self.pods is not None:
+            o.parts.append(self.pods.info(self.devs))
         self._findings(o, findings)
         if frame is not None:
             self._endpoints(o, frame.endpoints, self.endpoint_families)
@@ -516,9 +523,10 @@ class PrometheusExporter:
     """Serves ``/metrics`` from the last state handed to :meth:`update`; a daemon thread per request."""
 
     def __init__(self, listen: tuple[str, int], inv: Inventory, *, hostname_label: str = "Hostname",
-                 hostname: str | None = None, dcgm_names: str = "legacy"):
+                 hostname: str | None = None, dcgm_names: str = "legacy", pods: PodLabels | None = None):
         self.listen = listen
-        self.renderer = Renderer(inv, hostname_label=hostname_label, hostname=hostname, dcgm_names=dcgm_names)
+        self.renderer = Renderer(inv, hostname_label=hostname_label, hostname=hostname, dcgm_names=dcgm_names,
+                                 pods=pods)
         self._state: tuple[int, Frame | None, tuple[Any, ...], SamplerHealth | None] = (0, None, (), None)
         self._cache: tuple[int, bytes] = (-1, b"")
         self._render_lock = threading.Lock()

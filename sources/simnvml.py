@@ -198,6 +198,9 @@ class SimNvml:
         return self._h(h).spec.name
 
     def nvmlDeviceGetUUID(self, h: Any) -> str:
+        if isinstance(h, SimpleNamespace):  # a MIG device (nvmlDeviceGetMigDeviceHandleByIndex): its own UUID
+            i, k = self._h(h.parent).spec.index, h.mig_index
+            return f"MIG-5100{i:04x}-{k + 1:04x}-4000-8000-{zlib.crc32(self.scenario.name.encode()):08x}{i:04x}"
         i = self._h(h).spec.index
         return f"GPU-5100{i:04x}-0000-4000-8000-{zlib.crc32(self.scenario.name.encode()):08x}{i:04x}"
 
