@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from gpuscope.cli.agent_id import machine_id, run_id, state_file
 from gpuscope.cli.options import AgentOptions, RecordOptions, SourceOptions
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session, run_ticks
@@ -27,6 +28,7 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
     interval = opts.source.interval
     session = Session(src.inventory, interval_s=interval, history_s=60)
     pub = exporter = pods = None
+    stop = threading.Event()
     try:
         if listen is not None:
             from gpuscope.sources.prometheus import PrometheusExporter
@@ -43,7 +45,11 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
                                           hostname=os.environ.get("NODE_NAME") or None, dcgm_names=opts.dcgm_names,
                                           pods=PodLabels(pods.current) if pods is not None else None).start()
         if cfg is not None:
-            pub = Publisher(cfg, src.inventory).start()
+            machine, warning = machine_id(state_file())
+            if warning:
+                sys.stderr.write(f"gpuscope agent: warning: {warning}\n")
+            pub = Publisher(cfg, src.inventory, name=opts.name, machine=machine, run=run_id(),
+                            on_fatal=stop.set).start()  # a refused login ends the agent (exit 1)
     except BaseException:
         if exporter is not None:
             exporter.stop()
@@ -51,7 +57,6 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
             pods.stop()
         src.close()
         raise
-    stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     sim = " (SIMULATED)" if src.inventory.simulated else ""
@@ -61,7 +66,8 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
                     f"{cfg.prefix}/v1/{pub.host}/")
     if exporter is not None:
         what.append(f"serving {exporter.url}" + (f" with pod labels from {pods.path}" if pods is not None else ""))
-    sys.stderr.write(f"gpuscope agent: {len(src.inventory.devices)} GPUs of {src.inventory.host}{sim}: "
+    named = f" as {pub.host}" if pub is not None and pub.host != src.inventory.host else ""
+    sys.stderr.write(f"gpuscope agent: {len(src.inventory.devices)} GPUs of {src.inventory.host}{named}{sim}: "
                      f"{'; '.join(what)}; every {interval:g} s\n")
     last_note = [0.0]
     tick = _TickClock(interval)
@@ -107,6 +113,8 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
     errs = session.tick_errors
     trouble = f"; {errs.text()}" if errs.count else ""
     sys.stderr.write(f"gpuscope agent: stopped{sent}{served}{trouble}\n")
+    if pub is not None and pub.fatal:  # not healthy under systemd while sending nothing: exit 1, one line
+        raise GpuscopeError(pub.fatal)
     return 0
 
 

@@ -216,6 +216,7 @@ class AgentOptions:
     prometheus_hostname_label: str
     dcgm_names: str = "legacy"  # the DCGM name set: legacy, 4.9 or both (sources/prometheus.py DCGM_NAME_SETS)
     kubelet_socket: str | None = None  # pod labels from the kubelet's pod-resources API (sources/kubelet.py)
+    name: str | None = None  # --name: what it publishes as (None: the host name)
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -233,6 +234,8 @@ class AgentOptions:
         p.add_argument("--kubelet-socket", nargs="?", const="/var/lib/kubelet/pod-resources/kubelet.sock",
                        metavar="PATH", help="Kubernetes: pod, namespace and container labels from the kubelet's "
                        "pod-resources socket (default path if none given; needs gpuscope[kubernetes])")
+        p.add_argument("--name", metavar="NAME", help="publish as NAME (default: the host name); give each agent "
+                       "its own where host names repeat (cloned VMs, containers)")
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> AgentOptions:
@@ -250,9 +253,11 @@ class AgentOptions:
             if listen is None:
                 raise GpuscopeError("--kubelet-socket needs --prometheus (the pod labels go on its series)")
             check_socket(ns.kubelet_socket)
+        from gpuscope.cli.agent_id import check_name
+
         return cls(source=SourceOptions.from_namespace(ns).checked(), broker=broker, listen=listen,
                    prometheus_hostname_label=ns.prometheus_hostname_label, dcgm_names=ns.dcgm_names,
-                   kubelet_socket=ns.kubelet_socket)
+                   kubelet_socket=ns.kubelet_socket, name=None if ns.name is None else check_name(ns.name))
 
 
 @dataclass(frozen=True)
