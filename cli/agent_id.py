@@ -71,19 +71,17 @@ def machine_id(state: Path, id_files: tuple[str, ...] = MACHINE_ID_FILES) -> tup
     if raw is None:
         raw = _read_id(state)
     if raw is None:
-        fresh = secrets.token_hex(16)
+        raw = secrets.token_hex(16)
         try:
-            state.parent.mkdir(parents=True, exist_ok=True)
-            with open(state, "x", encoding="ascii") as f:  # "x": never overwrite what is there
-                f.write(fresh + "\n")
-            raw = fresh
-        except FileExistsError:
-            warning = f"{state} holds no agent id (left as it is): using one for this run only"
-            raw = fresh
+            if state.is_file():
+                warning = f"{state} holds no agent id (left as it is): using one for this run only"
+            else:
+                state.parent.mkdir(parents=True, exist_ok=True)
+                with open(state, "x", encoding="ascii") as f:  # "x": never overwrite what is there
+                    f.write(raw + "\n")
         except OSError as e:
             warning = (f"cannot keep the agent's id in {state} ({e.strerror or e}): using one for this run "
                        "only, so the fleet may count a restart as another agent")
-            raw = fresh
     return hmac.new(APP_KEY, raw.encode(), hashlib.sha256).hexdigest()[:16], warning
 
 

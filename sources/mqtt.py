@@ -139,8 +139,11 @@ def tls_context(ca_file: str | None, cert_file: str | None, key_file: str | None
     if key_file and not cert_file:
         raise BrokerError(f"--tls-key {key_file} needs --tls-cert FILE (the certificate it belongs to)")
     cert = _pem("--tls-cert", cert_file) if cert_file else b""
+    if cert_file and b"CERTIFICATE-----" not in cert:
+        raise BrokerError(f"--tls-cert {cert_file} holds no certificate")
     if key_file:
-        _pem("--tls-key", key_file)
+        if b"PRIVATE KEY-----" not in _pem("--tls-key", key_file):
+            raise BrokerError(f"--tls-key {key_file} holds no private key")
     elif cert_file and b"PRIVATE KEY-----" not in cert:
         raise BrokerError(f"--tls-cert {cert_file} holds no private key: give its key with --tls-key FILE")
     if ca_file:
@@ -148,7 +151,7 @@ def tls_context(ca_file: str | None, cert_file: str | None, key_file: str | None
     try:
         ctx = ssl.create_default_context(cafile=ca_file)
     except ssl.SSLError as e:
-        raise BrokerError(f"--tls-ca {ca_file}: not a usable CA certificate ({e.reason or e})") from None
+        raise BrokerError(f"--tls-ca {ca_file}: not a usable CA certificate ({_ssl_reason(e)})") from None
     if cert_file:
         try:
             ctx.load_cert_chain(cert_file, key_file, password=_no_passphrase)
@@ -158,8 +161,14 @@ def tls_context(ca_file: str | None, cert_file: str | None, key_file: str | None
             if "KEY_VALUES_MISMATCH" in str(e) or "key values mismatch" in str(e):
                 raise BrokerError(f"--tls-key {key_file} is not the key of --tls-cert {cert_file}") from None
             raise BrokerError(f"--tls-cert {cert_file}" + (f" / --tls-key {key_file}" if key_file else "")
-                              + f": not a usable certificate and key ({e.reason or e})") from None
+                              + f": not a usable certificate and key ({_ssl_reason(e)})") from None
     return ctx
+
+
+def _ssl_reason(e: ssl.SSLError) -> str:
+    """OpenSSL's reason in words ("PEM lib": a PEM block that does not decode)."""
+    reason = e.reason or re.sub(r"^\[\w+\] | \(_ssl\.c:\d+\)$", "", str(e))
+    return "malformed PEM" if reason == "PEM lib" else reason.replace("_", " ").lower()
 
 
 def topic(cfg: BrokerConfig, host: str, kind: str) -> str:
@@ -525,6 +534,7 @@ class Subscriber(_LoopThread):
         self.last_error: str | None = None
         self.watched: set[str] = set()
         self._lag = [0.0, 0.0]  # max lag (s) in the current and previous 10 s window
+        self._lag_host: list[str | None] = [None, None]  # whose message set each window's max
         self._lag_window = 0
         self._lib = _DropCounter()
         self._logger = logging.getLogger(f"gpuscope.mqtt.sub{id(self)}")
@@ -613,13 +623,20 @@ class Subscriber(_LoopThread):
         w = int(mono // 10)
         if w != self._lag_window:
             self._lag = [0.0, self._lag[0]] if w == self._lag_window + 1 else [0.0, 0.0]
+            self._lag_host = [None, self._lag_host[0]] if w == self._lag_window + 1 else [None, None]
             self._lag_window = w
 
-    def _note_lag(self, data_t: float, now: float) -> None:
+    def _note_lag(self, data_t: float, now: float, host: str | None = None) -> None:
         self._roll_lag(time.monotonic())
         lag = now - data_t
         if lag > self._lag[0]:
-            self._lag[0] = lag
+            self._lag[0], self._lag_host[0] = lag, host
+
+    def _forget_lag(self, host: str) -> None:
+        """``host``'s clock turned out to be off: its earlier messages' "lag" was its clock, not delay."""
+        for k in (0, 1):
+            if self._lag_host[k] == host:
+                self._lag[k], self._lag_host[k] = 0.0, None
 
     # ------------------------------------------------------------------ messages
     def handle(self, topic_name: str, payload: bytes | bytearray | str | None, retained: bool = False) -> bool:
@@ -689,7 +706,10 @@ class Subscriber(_LoopThread):
                     if not retained:
                         h.online = True
                         h.offsets.append(now - s.t)
-                        self._note_lag(s.t + (h.clock_offset() or 0.0), now)  # a skewed clock is not lag
+                        offset = h.clock_offset()
+                        if offset is not None:  # a skewed clock is not lag
+                            self._forget_lag(host)
+                        self._note_lag(s.t + (offset or 0.0), now, host)
                 elif kind == "inventory":
                     h.inventory = inventory_from_dict(doc)
                     if h.legacy and h.frame is not None:

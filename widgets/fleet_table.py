@@ -166,7 +166,7 @@ def clash_text(agents: int, host: str, width: int) -> str:
     """What a row says when ``agents`` agents publish under one name: the longest wording that fits ``width``
     cells (the host column names the host, so the shortest leaves it out)."""
     for text in (f"{agents} agents publish as {host}: give each agent --name",
-                 f"{agents} agents publish as this name: give each --name",
+                 f"{agents} agents share this name: give each --name",
                  f"{agents} agents: give each --name"):
         if cell_len(text) <= width:
             return text
