@@ -552,6 +552,11 @@ class Subscriber(_LoopThread):
         """End the thread and its loop (it may be waiting for the next message: cancelled) and join."""
         self._end(grace_s=0.0)
 
+    @property
+    def broker_down(self) -> bool:
+        """The broker cannot be reached now (a connection lost or an attempt failed): no host's state is known."""
+        return not self.connected and self.last_error is not None
+
     def snapshot(self) -> list[RemoteHost]:
         with self._lock:
             return list(self.hosts.values())

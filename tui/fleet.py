@@ -43,7 +43,7 @@ class RemoteFeeder(Worker):
                 except Exception as e:  # noqa: BLE001 - counted and shown; the next frame may be fine
                     self.session.tick_failed(e)
                 self.error = None
-            elif h is not None and not self.sub.connected:  # nobody can say whether the host is up
+            elif h is not None and self.sub.broker_down:  # nobody can say whether the host is up
                 self.error = f"{self.host}: unknown (broker down" + (f": {self.sub.last_error})" if self.sub.last_error
                                                                      else ")")
             elif h is not None and not h.online:

@@ -246,7 +246,7 @@ def row(h: RemoteHost, now: float, columns: Sequence[Column] | None = None, brok
         if c.key == "finding":
             msg, style, since, more = v["finding"]
             w = max(0, c.width - debt)
-            if v["clash"]:  # the row's data mixes two machines: say so first, and how to fix it
+            if v["clash"] and broker_up:  # the row mixes two machines: say so first, and how to fix it
                 msg, style, since, more = clash_text(v["clash"], v["host"][0], w), SEV_STYLE["warning"], "", 0
             used = 0
             for text, part in finding_cell(msg, since, more, w):
