@@ -16,10 +16,10 @@ import time
 from collections import deque
 
 import pytest
-from helpers import MOSQUITTO, Broker, host_of, needs_mosquitto, wait_for
+from helpers import MOSQUITTO, Broker, host_of, needs_mosquitto, publish, wait_for
 from rich.cells import cell_len
 
-from gpuscope.core.summary import SCHEMA, HostSummary, summary_from_dict, summary_to_dict
+from gpuscope.core.summary import HostSummary, summary_from_dict, summary_to_dict
 from gpuscope.sources.mqtt import CLASH_WINDOW_S, BrokerError, RemoteHost, Subscriber, parse_broker
 from gpuscope.widgets.fleet_table import clash_text, fit_columns, row, seen_cell
 
@@ -117,8 +117,6 @@ def test_seen_cell(age, offset, want):
 @needs_mosquitto
 def test_a_skewed_clock_is_shown_as_such_not_as_old_data(broker):
     sub = Subscriber(parse_broker(broker.url, env={})).start()
-    from helpers import publish
-
     try:
         wait_for(lambda: sub.connected, what="the viewer to connect")
         for k in range(4):  # a host whose clock is an hour slow, publishing every so often
