@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -19,6 +20,8 @@ from gpuscope.core.summary import SummaryPacer, summarise
 from gpuscope.core.text import count
 from gpuscope.sources.mqtt import Publisher, Subscriber, safe_host
 from gpuscope.sources.recording import Recorder
+
+log = logging.getLogger(__name__)
 
 
 def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -> int:
@@ -47,7 +50,7 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
         if cfg is not None:
             machine, warning = machine_id(state_file())
             if warning:
-                sys.stderr.write(f"gpuscope agent: warning: {warning}\n")
+                log.warning("%s", warning)  # one line on stderr ("gpuscope: warning: …") and in the log file
             pub = Publisher(cfg, src.inventory, name=opts.name, machine=machine, run=run_id(),
                             on_fatal=stop.set).start()  # a refused login ends the agent (exit 1)
     except BaseException:
@@ -171,6 +174,8 @@ def run_remote_record(opts: RecordOptions) -> int:
     inv = sub.wait_inventory(host, 10.0)
     if inv is None:
         sub.stop()
+        if sub.broker_down:  # the broker, not the agent: say what is wrong (a refused login, TLS, unreachable)
+            raise GpuscopeError(f"cannot read host {host!r} from {opts.broker}: {sub.last_error}")
         raise GpuscopeError(f"no inventory from host {host!r} on {opts.broker} within 10 s (is its agent running?)")
     session = Session(inv, interval_s=opts.source.interval, record_findings=False)  # the agent's findings travel in frames
     try:

@@ -133,6 +133,8 @@ def _show_host(sub: Subscriber, host: str, interval_s: float, from_fleet: bool =
     when its terminal went away."""
     inv = sub.wait_inventory(host, 5.0)
     if inv is None:
+        if sub.broker_down:
+            raise GpuscopeError(f"cannot read host {host!r}: the broker is down ({sub.last_error})")
         raise GpuscopeError(f"no inventory from host {host!r} on the broker (is its agent running?)")
     session = Session(inv, interval_s=interval_s)
     prime_from_agent(sub, host, session)

@@ -170,9 +170,14 @@ def test_agent_with_a_refused_login_exits_non_zero(tmp_path):
     subprocess.run(["mosquitto_passwd", "-c", "-b", str(pw), "agent", "s3cret"], check=True, capture_output=True)
     os.chmod(pw, 0o600)
     b = Broker(tmp_path, extra=f"allow_anonymous false\npassword_file {pw}\n")
+    wrong = {**os.environ, "GPUSCOPE_MQTT_PASSWORD": "wrong"}
     try:
-        a = agent(b.url, "--username", "agent", env={"GPUSCOPE_MQTT_PASSWORD": "wrong"})
+        rec = subprocess.Popen([sys.executable, "-m", "gpuscope", "record", "--broker", b.url, "--username", "agent",
+                                "--host", "gpu-07", "-o", str(tmp_path / "r.jsonl.gz")], stderr=subprocess.PIPE,
+                               text=True, env=wrong)
+        a = agent(b.url, "--username", "agent", env=wrong)
         _, err = a.communicate(timeout=60)  # it ends by itself: not healthy under systemd while sending nothing
+        _, rec_err = rec.communicate(timeout=60)
     finally:
         b.stop()
     assert a.returncode == 1, err
@@ -180,6 +185,11 @@ def test_agent_with_a_refused_login_exits_non_zero(tmp_path):
     assert last == (f"gpuscope: error: authentication failed 3 times at 127.0.0.1:{b.port} (the broker refused "
                     "the login: check --username and the password)"), err
     assert "Traceback" not in err
+    # a viewer says what is wrong too, not "is its agent running?"
+    assert rec.returncode == 1 and rec_err == (f"gpuscope: error: cannot read host 'gpu-07' from {b.url}: "
+                                               "authentication failed (the broker refused the login: check "
+                                               "--username and the password)\n"), rec_err
+    assert not (tmp_path / "r.jsonl.gz").exists()
 
 
 # ---------------------------------------------------------------- TLS files
