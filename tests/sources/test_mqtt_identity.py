@@ -257,3 +257,39 @@ def test_summary_ids_round_trip_and_bad_ones_are_refused():
     for bad in ("x" * 8, "AB", 7, None, "a" * 33, "a\n"):
         with pytest.raises(ValueError, match="hex id"):
             summary_from_dict({**old, "machine": bad})
+
+
+# a machine without /etc/machine-id (many containers): the agent keeps its own id in its state file
+NO_MACHINE_ID = ("import sys, gpuscope.cli.agent_id as a; a.machine_id.__defaults__ = ((),); "
+                 "from gpuscope.cli.main import main; sys.exit(main(sys.argv[1:]))")
+
+
+@pytest.mark.slow
+@needs_mosquitto
+def test_the_machine_id_outlives_an_agent_restart(broker, tmp_path):
+    sub = Subscriber(parse_broker(broker.url, env={})).start()
+
+    def one_run(state_home: str) -> tuple[str, str]:
+        p = subprocess.Popen([sys.executable, "-c", NO_MACHINE_ID, "agent", "--broker", broker.url, "--simulate",
+                              "mixed-4", "--interval", "0.5", "--name", "kept"], stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "XDG_STATE_HOME": state_home})
+        try:
+            seen = {k for k in (host_of(sub, "kept").streams if host_of(sub, "kept") else {})}
+            key = wait_for(lambda: (h := host_of(sub, "kept")) is not None and (set(h.streams) - seen), 30,
+                           "a summary from this run").pop()
+        finally:
+            p.terminate()
+            err = p.communicate(timeout=20)[1]
+        return key.split("/")[0], err
+
+    try:
+        first, err1 = one_run(str(tmp_path))
+        again, err2 = one_run(str(tmp_path))  # a restart: the same state file
+        other, err3 = one_run("/proc/gpuscope-no-such")  # nowhere to keep it: a warning, and it runs
+    finally:
+        sub.stop()
+    assert first == again and len(first) == 16 and other != first
+    assert (tmp_path / "gpuscope" / "agent-id").is_file()
+    assert "warning" not in err1 + err2
+    assert ("gpuscope: warning: cannot keep the agent's id in /proc/gpuscope-no-such/gpuscope/agent-id (No such "
+            "file or directory): using one for this run only") in err3, err3
