@@ -539,6 +539,7 @@ class Subscriber(_LoopThread):
         self._lib = _DropCounter()
         self._logger = logging.getLogger(f"gpuscope.mqtt.sub{id(self)}")
         self._logger.propagate = False
+        self._logger.setLevel(logging.WARNING)  # its own level: cli/logs.py may set "gpuscope" to CRITICAL (a TUI)
         self._logger.addHandler(self._lib)
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
