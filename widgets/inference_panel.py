@@ -99,11 +99,11 @@ def endpoint_lines(e: EndpointReading, width: int = 76) -> list[Text]:
     """The lines of one endpoint/model in a panel ``width`` cells wide (76: 80 columns less border and
     padding): the numbers fit 76 for any realistic reading; why an endpoint is down or gives no rate is
     cut to the room left on its line (at least 10 characters), not to a fixed length."""
-    if e.models_dropped and e.model is None:  # the models beyond the per-endpoint cap, together: one line
-        rest = Text(f"{clean(e.kind or '?', 8):<8} {'+' + count(e.models_dropped, 'model'):<28} ")
-        rest.append(f"gen {fmt_num(e.gen_tokens_per_s)} prompt {fmt_num(e.prompt_tokens_per_s)} tok/s  "
-                    f"run {fmt_num(e.requests_running)} wait {fmt_num(e.requests_waiting)}", style=DIM)
-        return [rest]
+    if e.models_dropped and e.model is None:  # the models beyond the per-endpoint cap, together
+        rest = Text(f"{clean(e.kind or '?', 8):<8} {'+' + count(e.models_dropped, 'model'):<28} ", style=DIM)
+        rest.append(f"gen {fmt_num(e.gen_tokens_per_s)} prompt {fmt_num(e.prompt_tokens_per_s)} tok/s", style=DIM)
+        return [rest, Text(INDENT + f"run {fmt_num(e.requests_running)} wait {fmt_num(e.requests_waiting)}  "
+                           "(together: not read one by one)", style=DIM)]
     head = Text(f"{clean(e.kind or '?', 8):<8} {clean(e.model or e.url, 28):<28} ")
     if e.state is UNREACHABLE:
         head.append(clean(e.error or "unreachable", max(10, width - len(head))), style=BAD)

@@ -3,6 +3,8 @@ the issue's reproduction, the real vLLM 0.32 capture, and a real HTTP server tha
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import http.server
 import threading
 import time
@@ -210,7 +212,9 @@ def test_served_models_are_capped_and_the_rest_counted():
     tr = EndpointTracker(url="http://x")
     tr.feed(1.0, "\n".join(lines) + "\n")
     rs = tr.readings()
-    assert len(rs) == 8 and all(r.models_dropped == 4992 for r in rs)
+    *shown, rest = rs  # the 8 shown (no rate, no requests yet: by name), then one reading for the rest
+    assert [r.model for r in shown] == [f"m{i:04d}" for i in range(8)] and all(r.models_dropped == 0 for r in shown)
+    assert rest.model is None and rest.models_dropped == 4992
 
 
 # ------------------------------------------------------------------ a real server that restarts mid-run
@@ -332,9 +336,15 @@ def test_panel_lines_fit_80_columns_and_keep_every_number():
     assert all(len(x) <= 76 for x in lines), [(len(x), x) for x in lines]  # 80 columns minus border and padding
     text = "\n".join(lines)
     for number in ("12346", "98765", "5234", "93531", "95%", "1234/min", "256", "1024", "99.9%", "12,345 ms",
-                   "11,234 ms", "1,111 ms", "13.7 ms", "p50 10–25 ms", "rates over 10 s", "probe", "52.0 ms", "49",
-                   "+4992 models"):
+                   "11,234 ms", "1,111 ms", "13.7 ms", "p50 10–25 ms", "rates over 10 s", "probe", "52.0 ms", "49"):
         assert number in text, number
+    # the models beyond the 8 shown: one line, every number kept
+    rest = replace(r, model=None, models_dropped=4992, gen_tokens_per_s=123456.0, prompt_tokens_per_s=987654.0,
+                   requests_running=25600, requests_waiting=102400)
+    lines = [x.plain for x in endpoint_lines(rest)]
+    assert all(len(x) <= 76 for x in lines), [(len(x), x) for x in lines]
+    for number in ("+4992 models", "123456", "987654", "25600", "102400"):
+        assert number in "\n".join(lines), number
 
 
 @pytest.mark.parametrize("eps,expect", [

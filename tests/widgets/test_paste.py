@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from textual import events
 
 from gpuscope.widgets.paste import PASTE_END, PASTE_START, Pasted, PasteSplitter, partial_end
@@ -166,3 +168,26 @@ def test_textuals_own_parser_still_turns_a_pasted_esc_into_keys():
     assert ("paste", "a") in got and ("key", "J") in got
     got = _described([*XTermParser().feed(PASTE_START + "end\x1b" + PASTE_END)])
     assert ("key", "escape") in got
+
+
+# any terminal input, cut into reads anywhere: the splitter never fails, loses nothing and adds nothing
+_BITS = st.sampled_from(["a", "q", "\x1b", "[", "2", "0", "1", "~", "\x07", "\n", "é", PASTE_START, PASTE_END,
+                         "\x1b[A", "\x1b[20"])
+
+
+@given(st.lists(_BITS, max_size=40), st.lists(st.integers(0, 200), max_size=6))
+def test_the_splitter_is_lossless_on_any_input(bits, cuts):
+    stream = "".join(bits)
+    s = PasteSplitter()
+    out: list[str | Pasted] = []
+    prev = 0
+    for c in sorted(min(c, len(stream)) for c in cuts) + [len(stream)]:
+        out += s.feed(stream[prev:c])
+        prev = c
+    out.append(s.release())
+    rebuilt = "".join(p if isinstance(p, str) else PASTE_START + p.text + PASTE_END for p in out)
+    unfinished = s._paste is not None  # a paste whose end never came stays open (its text waits)
+    if not unfinished:
+        assert rebuilt == stream
+    else:
+        assert stream.startswith(rebuilt)
