@@ -100,3 +100,19 @@ def test_a_pasted_esc_in_a_real_terminal(tmp_path):
         t.wait_screen("EXITED 0", timeout=20)
     labels = [e.text for e in open_recording(out).events if e.kind == "marker"]
     assert labels == ["lbl␛[2J␛]0;pwned␇␛q␛"]
+
+
+async def test_a_pasted_esc_stays_text_in_the_command_palette():
+    """The palette's search box is Textual's own Input: the same driver path makes a paste text there too."""
+    from textual.command import CommandPalette
+
+    app = make_app("mixed-4", 0, 5)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        box = app.screen.query_one(Input)
+        TerminalInput(_poster(app)).feed(PASTE_START + "probe\x1b" + PASTE_END)
+        await until(pilot, lambda: box.value == "probe␛")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, CommandPalette)  # Escape would have closed it
+        assert "\x1b" not in box.render_line(0).text
