@@ -3,12 +3,11 @@ the issue's reproduction, the real vLLM 0.32 capture, and a real HTTP server tha
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import http.server
 import threading
 import time
 from collections import deque
+from dataclasses import replace
 
 import pytest
 from helpers import FIXTURES
