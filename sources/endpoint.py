@@ -1,7 +1,7 @@
 """Inference endpoints: parse Prometheus `/metrics`, detect the server, turn counters into rates.
 
 Pure parts (tested with tables): :func:`parse_metrics`, :func:`detect_kind`, :func:`counter_rate`,
-:func:`histogram_quantile`, :class:`EndpointTracker`. :class:`EndpointPoller` polls over HTTP with
+:func:`histogram_quantile`, :func:`busiest`, :func:`model_rates`, :class:`EndpointTracker`. :class:`EndpointPoller` polls over HTTP with
 httpx on its own thread (timeouts, backoff, headers, TLS verification on), never blocking a UI.
 Metric names per server: the ServerSpec table below (docs/serving.md says what each reading means).
 """
@@ -638,7 +638,6 @@ class EndpointTracker:
         self._last = by_model
         self._rest_rates = tuple(summed(model_rates(self.snaps, self.dropped, key).values())
                                  for key in REST_KEYS) if many else ()
-
 
     def _wanted(self) -> Callable[[str], bool] | None:
         """Once the kind is known, only its metrics are parsed in full."""
