@@ -456,8 +456,9 @@ class Renderer:
         if not eps:
             return
         lab = [labels([("endpoint", e.url), ("model", e.model or ""), ("kind", e.kind or "")]) for e in eps]
-        o.family("gpuscope_endpoint_up", "gauge", "1 when the last poll of the inference server succeeded.",
-                 [f"gpuscope_endpoint_up{lab[k]} {fmt(e.up)}\n" for k, e in enumerate(eps)])
+        o.family("gpuscope_endpoint_up", "gauge", "1 when the last poll of the inference server succeeded "
+                 "(no sample before its first answer).",
+                 [f"gpuscope_endpoint_up{lab[k]} {fmt(e.up)}\n" for k, e in enumerate(eps) if e.up is not None])
         rows = [(lab[k], e) for k, e in enumerate(eps) if e.up]
         for fam in fams:
             o.family(fam.name, fam.type, fam.help, _samples(fam, rows))

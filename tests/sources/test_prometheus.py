@@ -282,10 +282,11 @@ def test_endpoints_per_model_with_latency_stats_and_down_servers():
     eps = (EndpointReading(url="http://a:8000", kind="vllm", model='llama "3"\n8B', gen_tokens_per_s=812.5,
                            prompt_tokens_per_s=2000.0, requests_running=12, requests_waiting=3, kv_cache_pct=42.0,
                            ttft_mean_s=0.2, ttft_p50_s=0.15, ttft_p95_s=0.9, itl_mean_s=0.02),
-           EndpointReading(url="http://b:30000", kind="sglang", up=False, error="unreachable"))
+           EndpointReading(url="http://b:30000", kind="sglang", up=False, error="unreachable"),
+           EndpointReading(url="http://c:8080", up=None))  # not asked yet: up is not known
     got = parse(Renderer(inv).render(replace(session.last_frame, endpoints=eps)))
     up = {lab["endpoint"]: v for lab, v in got["gpuscope_endpoint_up"]}
-    assert up == {"http://a:8000": 1, "http://b:30000": 0}
+    assert up == {"http://a:8000": 1, "http://b:30000": 0}  # no sample for c: neither 1 nor 0 is true
     (lab, v), = got["gpuscope_endpoint_generation_tokens_per_second"]
     assert lab["model"] == 'llama "3" 8B' and v == 812.5  # the newline is gone: one line on any terminal
     assert got["gpuscope_endpoint_kv_cache_usage_ratio"][0][1] == pytest.approx(0.42)
