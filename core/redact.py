@@ -37,7 +37,7 @@ _HEADER_FLAGS = frozenset({"--endpoint-header", "--header", "-H"})  # their valu
 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _NAME = re.compile(r"-{0,2}[A-Za-z_][A-Za-z0-9_.\-]*")  # a flag's or a variable's name
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@?#]*@")  # scheme://user:pw@ → scheme://
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s?#]*@")  # scheme://user:p@ss@ → scheme:// (to the last @)
 _QUERY_ITEM = re.compile(r"([?&;])([^=&#\s?;]+)=([^&#\s;]*)")
 _SECRET_HINT = re.compile(r"(?i)pass|pw|secret|token|key|auth|cred|cookie|bearer|session|@")  # a quick first look
 
@@ -67,7 +67,7 @@ def split_endpoint(url: str) -> Endpoint:
     """``http://alice:S3cret@host:8000/m?token=t`` → url ``http://host:8000/m?token=<redacted>``,
     request_url ``http://host:8000/m?token=t``, auth ``("alice", "S3cret")`` (percent-escapes decoded,
     as a browser does). A URL without user info keeps its query in ``request_url`` and has no auth."""
-    scheme, sep, rest = url.rpartition("://") if "://" in url else ("", "", url)  # no scheme: refused later,
+    scheme, sep, rest = url.partition("://") if "://" in url else ("", "", url)  # no scheme: refused later,
     end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))  # quoted without it
     userinfo, at, host = rest[:end].rpartition("@")  # where urlsplit's netloc ends, and its user info
     if not at:
@@ -154,6 +154,8 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
         elif (header := _header_arg(arg)) is not None:
             out.append(header)
             hiding_rest = arg.rstrip().endswith(":")
+        elif " " in arg:  # a whole command line in one argument (`sh -c 'vllm serve … --api-key K'`)
+            out.append(redact_command(arg))
         else:
             out.append(_assignment(arg) or public_url(arg))
     return out

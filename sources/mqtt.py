@@ -451,7 +451,10 @@ class RemoteHost:
         that restarts (A, then B for good) or a name moved to another machine is not a clash."""
         if mono >= self.clash_until:
             return 0
-        return max(2, sum(1 for st in self.streams.values() if mono - st[2] < CLASH_WINDOW_S))
+        # the UI thread asks while the subscriber's thread may add or drop a stream: tuple() copies the values
+        # in one C call (no bytecode runs between, so no other thread can change the dict mid-way); each entry is
+        # replaced whole, never changed in place
+        return max(2, sum(1 for st in tuple(self.streams.values()) if mono - st[2] < CLASH_WINDOW_S))
 
     def clock_offset(self) -> float | None:
         """How far this host's clock is behind the viewer's (s; negative: ahead), when its last
