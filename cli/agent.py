@@ -42,10 +42,11 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
                 devices = src.inventory.devices
                 pods = PodMapper(opts.kubelet_socket, devices, mig=mig_parents(getattr(src, "nvml", None), devices),
                                  note=lambda s: sys.stderr.write(f"gpuscope agent: {s}\n")).start()
-            # NODE_NAME (a DaemonSet sets it from the downward API): the node, as dcgm-exporter labels it; a
-            # container's own host name is its pod's name
+            # --name (what this agent publishes as, here too), else NODE_NAME (a DaemonSet sets it from the
+            # downward API): the node, as dcgm-exporter labels it; a container's own host name is its pod's name
             exporter = PrometheusExporter(listen, src.inventory, hostname_label=opts.prometheus_hostname_label,
-                                          hostname=os.environ.get("NODE_NAME") or None, dcgm_names=opts.dcgm_names,
+                                          hostname=opts.name or os.environ.get("NODE_NAME") or None,
+                                          dcgm_names=opts.dcgm_names,
                                           pods=PodLabels(pods.current) if pods is not None else None).start()
         if cfg is not None:
             machine, warning = machine_id(state_file())

@@ -234,8 +234,9 @@ class AgentOptions:
         p.add_argument("--kubelet-socket", nargs="?", const="/var/lib/kubelet/pod-resources/kubelet.sock",
                        metavar="PATH", help="Kubernetes: pod, namespace and container labels from the kubelet's "
                        "pod-resources socket (default path if none given; needs gpuscope[kubernetes])")
-        p.add_argument("--name", metavar="NAME", help="publish as NAME (default: the host name); give each agent "
-                       "its own where host names repeat (cloned VMs, containers)")
+        p.add_argument("--name", metavar="NAME", help="publish as NAME, on the broker and as the Prometheus hostname "
+                       "label (default: the host name); give each agent its own where host names repeat (cloned VMs, "
+                       "containers)")
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> AgentOptions:

@@ -499,6 +499,17 @@ def test_agent_serves_metrics_alone():
     assert "stopped" in err and "scrapes served" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
+def test_agent_name_is_the_hostname_label():
+    """``--name`` is what the agent publishes as: on the broker and as the DCGM series' Hostname."""
+    p, url = start_agent("--name", "rack7-node3")
+    try:
+        got = poll(lambda: parse(_get(url)[2].decode()).get("DCGM_FI_DEV_POWER_USAGE"), 20, "a power series")
+        assert {labels["Hostname"] for labels, _ in got} == {"rack7-node3"}
+    finally:
+        stop(p)
+
+
 # ---- a real Prometheus and promtool ----
 
 # The lint messages dcgm-exporter's own names and labels draw (UUID, modelName, counters without _total):
