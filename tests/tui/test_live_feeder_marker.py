@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 
+from helpers import sim_source
+
 from gpuscope.core.session import Session
 from gpuscope.sources.recording import Recorder, open_recording
 from gpuscope.tui.feeders import LiveFeeder
-
-from helpers import sim_source
 
 
 def _record(tmp_path, drop_marker: bool):
