@@ -324,10 +324,9 @@ def _open(source: SourceOptions) -> Any:
 
     poller = None
     if source.endpoint:
-        from gpuscope.core.redact import split_endpoint
         from gpuscope.sources.endpoint import EndpointPoller
 
-        targets = source.targets or tuple(split_endpoint(u) for u in source.endpoint)
+        targets = source.endpoint_targets
         for t in targets:
             if t.auth is not None:  # once per URL, before any request: the user knows why it is not in the file
                 _stderr(f"gpuscope: note: the password in --endpoint {t.url} is sent to it but never shown, "

@@ -97,6 +97,14 @@ class SourceOptions:
                             "and decode tok/s (adds load; off by default; for Ollama and servers without metrics)")
         p.add_argument("--probe-model", metavar="NAME", help="model for the probe (default: the first of /v1/models)")
 
+    @property
+    def endpoint_targets(self) -> tuple[Endpoint, ...]:
+        """Each ``--endpoint`` split into its public URL and credentials: as :meth:`checked` split them, or
+        split now (options made without it, as tests do)."""
+        from gpuscope.core.redact import split_endpoint
+
+        return self.targets or tuple(split_endpoint(u) for u in self.endpoint)
+
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> SourceOptions:
         """The source flags as given, not checked (a command that does not sample, such as ``record
@@ -114,7 +122,6 @@ class SourceOptions:
         for ``--probe`` without ``--endpoint``, a malformed header or an endpoint URL that is not
         http(s)://HOST[:PORT]."""
         from gpuscope.cli.endpoint_url import endpoint_url_problem
-        from gpuscope.core.redact import split_endpoint
         from gpuscope.sources.live import parse_headers
 
         if self.probe is not None and not self.endpoint:
@@ -125,7 +132,7 @@ class SourceOptions:
             headers = parse_headers(list(self.endpoint_header), dict(os.environ if env is None else env))
         except ValueError as e:
             raise GpuscopeError(str(e)) from None
-        targets = self.targets or tuple(split_endpoint(u) for u in self.endpoint)  # checked twice: split once
+        targets = self.endpoint_targets  # checked twice: split once
         for t in targets:
             problem = endpoint_url_problem(t.request_url)
             if problem is not None:
