@@ -10,6 +10,7 @@ decompresses only the member it needs to seek.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import errno
 import json
@@ -561,16 +562,19 @@ def part_lines(rec: Recording, part: Part) -> Iterator[bytes]:
             yield mark.end_line
 
 
-def write_lines(path: str | os.PathLike[str], lines: Iterator[bytes]) -> int:
+def write_lines(path: str | os.PathLike[str], lines: Iterator[bytes], compress: bool = True) -> int:
     """Write ``lines`` as a new recording file at ``path`` in the writer's layout (gzip members of about
-    :data:`MEMBER_BYTES` of text, so the file seeks like a recorded one); never overwrites (an existing
-    path is a FileExistsError, any other failure an OSError, and a file left half-written is removed).
-    Returns the bytes written."""
+    :data:`MEMBER_BYTES` of text, so the file seeks like a recorded one; ``compress=False``: plain JSON
+    lines); never overwrites (an existing path is a FileExistsError, any other failure an OSError, and a
+    file left half-written is removed). Returns the bytes written."""
     f = open(path, "xb")  # noqa: SIM115 - closed below, and removed when the writing fails
     size = 0
     try:
         z, raw = zlib.compressobj(6, zlib.DEFLATED, 31), 0
         for ln in lines:
+            if not compress:
+                size += f.write(ln + b"\n") or 0
+                continue
             data = z.compress(ln + b"\n")
             raw += len(ln) + 1
             if raw >= MEMBER_BYTES or ln.startswith(b'{"type":"header"'):  # a header alone, as the writer has it
@@ -582,7 +586,8 @@ def write_lines(path: str | os.PathLike[str], lines: Iterator[bytes]) -> int:
         f.flush()
         os.fsync(f.fileno())
     except BaseException:
-        f.close()
+        with contextlib.suppress(OSError):  # closing flushes what is buffered: on a full disk that fails too
+            f.close()
         os.unlink(path)
         raise
     f.close()

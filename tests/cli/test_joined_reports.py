@@ -10,6 +10,10 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import resource
+import signal
+import subprocess
+import sys
 
 import pytest
 from helpers import examples, record_sim
@@ -122,6 +126,28 @@ def test_split_of_an_uncompressed_file(files, capsys, tmp_path):
     rc, _, err = run(capsys, "split", src)
     assert rc == 0, err
     assert (tmp_path / "both.part2.jsonl").read_bytes() == gzip.decompress((files / "a6000.jsonl.gz").read_bytes())
+
+
+def _file_size_limit(limit: int) -> None:  # as tests/sources/test_full_disk.py: the kernel cuts the write short
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # and the write fails (EFBIG), as on a full disk
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ext", [".jsonl", ".jsonl.gz"])
+def test_split_on_a_full_disk_leaves_no_half_written_part(files, tmp_path, ext):
+    """A real `gpuscope split` under a file-size limit: the part it could not finish is removed (the plain
+    `.jsonl` path left it half-written), and the error is one line."""
+    src = tmp_path / f"both{ext}"
+    raw = (files / "both.jsonl.gz").read_bytes()
+    src.write_bytes(raw if ext.endswith(".gz") else gzip.decompress(raw))
+    out = tmp_path / "out"
+    out.mkdir()
+    r = subprocess.run([sys.executable, "-m", "gpuscope", "split", str(src), "--dir", str(out)],
+                       preexec_fn=lambda: _file_size_limit(1500), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines() == [f"gpuscope: error: cannot write {out / f'both.part1{ext}'}: File too large"]
+    assert list(out.iterdir()) == []
 
 
 @pytest.mark.parametrize("path, folder, names", [
