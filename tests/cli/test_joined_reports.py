@@ -300,3 +300,31 @@ def test_parquet_schema_does_not_depend_on_the_values(tmp_path, readings):
         write_table(str(path), catalogue.export_columns(), export_rows(rows), parquet=True)
     assert pq.read_schema(out).remove_metadata() == pq.read_schema(empty).remove_metadata()
     assert pq.read_table(out).num_rows == len(readings)
+
+
+def test_an_empty_recording_joined_is_no_part(files, capsys, tmp_path):
+    """A `record` killed at once (its header alone), joined with `cat`: `summary` printed a part 2 of
+    "frames 12–11" dated 1970 that `--part 2` could not open, and `split` wrote a file of 0 frames. It is a
+    note now; `split` of a file with a real second part keeps its lines with part 1, as stored."""
+    header = gzip.decompress((files / "a6000.jsonl.gz").read_bytes()).split(b"\n", 1)[0] + b"\n"
+    f = tmp_path / "l40s-empty.jsonl.gz"
+    f.write_bytes((files / "l40s.jsonl.gz").read_bytes() + gzip.compress(header))
+    rc, out, _ = run(capsys, "summary", f)
+    assert rc == 0 and "=== part" not in out and "1970" not in out and "problems" not in out
+    assert ("note: a second recording at frame 12 holds no frames (different machine: sim-powercap 2× NVIDIA L40S → "
+            "sim-a6000-tp2 2× NVIDIA RTX A6000; it did not close cleanly): skipped") in out
+    rc, _, err = run(capsys, "summary", "--part", "2", f)
+    one_line_error(rc, err, "has 1 part: no part 2")
+    rc, _, err = run(capsys, "split", f, "--dir", tmp_path)
+    one_line_error(rc, err, "holds one machine's recording: nothing to split")
+    assert not list(tmp_path.glob("*.part*"))
+    g = tmp_path / "three.jsonl.gz"
+    g.write_bytes(f.read_bytes() + (files / "a6000.jsonl.gz").read_bytes())
+    rc, out, _ = run(capsys, "summary", g)
+    assert rc == 0 and "=== part 2 of 2 (--part 2): frames 12–19 ===" in out and "part 3" not in out
+    rc, _, err = run(capsys, "split", g, "--dir", tmp_path)
+    assert rc == 0 and "part 1, 12 frames" in err and "part 2, 8 frames" in err, err
+    assert gzip.decompress((tmp_path / "three.part1.jsonl.gz").read_bytes()) == \
+        gzip.decompress((files / "l40s.jsonl.gz").read_bytes()) + header
+    assert gzip.decompress((tmp_path / "three.part2.jsonl.gz").read_bytes()) == \
+        gzip.decompress((files / "a6000.jsonl.gz").read_bytes())
