@@ -443,8 +443,8 @@ def run_export(opts: ExportOptions) -> int:
                          f"to {out} ({os.path.getsize(out)} bytes)\n")
     if rec.problems:  # the rows are what survived: say what did not
         sys.stderr.write(f"gpuscope: note: {clean(opts.file, 200)}: {problems_line(rec.problems)}\n")
-    for n in rec.notes:  # which part, or recordings joined
-        sys.stderr.write(f"gpuscope: note: {clean(opts.file, 200)}: {clean(n, 300)}\n")
+    for note in rec.notes:  # which part, or recordings joined
+        sys.stderr.write(f"gpuscope: note: {clean(opts.file, 200)}: {clean(note, 300)}\n")
     if opts.serving:
         run_export_serving(opts.serving, bool(opts.parquet), rec)
     return 0
@@ -479,19 +479,12 @@ def run_split(opts: SplitOptions) -> int:
             raise GpuscopeError(f"{name} exists; split never overwrites a file (move it, or write elsewhere with --dir DIR)")
         refuse_existing(name, False, opts.file)
     for p, name in zip(rec.parts, names):
-        if name.endswith(".jsonl"):  # an uncompressed input gives uncompressed parts
-            try:
-                with open(name, "xb") as f:
-                    size = sum(f.write(ln + b"\n") for ln in part_lines(rec, p))
-            except OSError as e:
-                raise GpuscopeError(f"cannot write {name}: {e.strerror or e}") from None
-        else:
-            try:
-                size = write_lines(name, part_lines(rec, p))
-            except FileExistsError:
-                raise GpuscopeError(f"{name} exists; refusing to overwrite it") from None
-            except OSError as e:
-                raise GpuscopeError(f"cannot write {name}: {e.strerror or e}") from None
+        try:  # an uncompressed input gives uncompressed parts
+            size = write_lines(name, part_lines(rec, p), compress=not name.endswith(".jsonl"))
+        except FileExistsError:
+            raise GpuscopeError(f"{name} exists; refusing to overwrite it") from None
+        except OSError as e:
+            raise GpuscopeError(f"cannot write {name}: {e.strerror or e}") from None
         sys.stderr.write(clean(f"gpuscope: wrote {name}: part {p.number}, {count(p.n_frames, 'frame')}, "
                                f"{p.inventory.host} {gpu_words(p.inventory)} ({size:,} bytes)", 400) + "\n")
     if rec.problems:

@@ -355,6 +355,10 @@ class Renderer:
             for d in inv.devices} for v49 in (False, True))
         self.gpu_labels = {d.index: labels([("gpu", d.index)]) for d in inv.devices}
         self.dcgm_families = dcgm_families(dcgm_names)
+        # one pass per DCGM label set that some family uses (legacy names use only the pre-4.9 set): the rows
+        # of a pass no family uses were built on every scrape for nothing
+        self.dcgm_passes = [(base, fams) for v49, base in ((False, self.dcgm_labels), (True, self.dcgm49_labels))
+                            if (fams := [f for f in self.dcgm_families if f.v49 == v49])]
         self.gpu_families = [*families("gpu", "prom"), *GPU_DERIVED]
         self.endpoint_families = families("endpoint", "prom")
         self.static = self._static()
@@ -402,15 +406,14 @@ class Renderer:
         o.parts.append(self.static)
         gpus = [r for r in (frame.gpus if frame else ()) if r.index in self.devs]
         live = [r for r in gpus if not r.lost]
-        for v49, base in ((False, self.dcgm_labels), (True, self.dcgm49_labels)):
+        for base, fams in self.dcgm_passes:
             labs = base if self.pods is None else self.pods.dcgm_labels(base, self.devs)
             dcgm_rows = [(labs[r.index], r) for r in live]
             gpm_rows = [(lab, r) for lab, r in dcgm_rows if self.devs[r.index].gpm_supported]
             lost_dcgm = [(labs[r.index], r) for r in gpus if r.lost and r.xids]
-            for fam in self.dcgm_families:
-                if fam.v49 == v49:
-                    rows = gpm_rows if fam.gpm else dcgm_rows + lost_dcgm if fam.name in LOST_TOO else dcgm_rows
-                    o.family(fam.name, fam.type, fam.help, _samples(fam, rows))
+            for fam in fams:
+                rows = gpm_rows if fam.gpm else dcgm_rows + lost_dcgm if fam.name in LOST_TOO else dcgm_rows
+                o.family(fam.name, fam.type, fam.help, _samples(fam, rows))
         o.family("gpuscope_gpu_lost", "gauge", "1 when the GPU stopped answering (fell off the bus).",
                  [f"gpuscope_gpu_lost{self.gpu_labels[r.index]} {fmt(r.lost)}\n" for r in gpus])
         gpu_rows = [(self.gpu_labels[r.index], r) for r in live]

@@ -10,6 +10,7 @@ decompresses only the member it needs to seek.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import errno
 import json
@@ -349,6 +350,10 @@ class _PartMark:
     end_frames: int | None = None  # the writer's count, from the end line
     end_line: bytes = b""  # as stored
     expected: int | None = None  # end_frames, or estimated from its time span (set after the walk)
+    seq: int = 0  # its place among the file's header lines
+    byte: int = 0  # where the gzip member holding its header line starts (damage before it is the part before's)
+    lines_at: int = 0  # damaged lines counted, and unreadable headers said, before it
+    bad_at: int = 0
 
 
 @dataclass(frozen=True)
@@ -356,7 +361,9 @@ class Part:
     """One machine's stretch of a file that joins several recordings (``cat a.jsonl.gz b.jsonl.gz``):
     frames ``start`` … ``stop - 1``, read against its own inventory. A recording that continues the one
     before on the same machine with the same GPUs (resumed) joins its part; one that does not starts a
-    new part, and ``change`` says what differs from the part before ("" for the first)."""
+    new part, and ``change`` says what differs from the part before ("" for the first). A recording that
+    holds no frames (a ``record`` killed at once) is no part of its own: it is ``folded`` into the part
+    before it (the first part when none is), which keeps its lines for ``split``."""
 
     number: int  # 1-based, as `--part N` names it
     start: int
@@ -364,6 +371,12 @@ class Part:
     marks: tuple[_PartMark, ...]  # the recordings (header lines) it joins, in file order
     change: str
     note: str = ""  # for a part after the first: "a second recording starts at frame N (different machine: …)"
+    folded: tuple[_PartMark, ...] = ()  # recordings with no frames, kept with this part (not read)
+
+    @property
+    def stored(self) -> tuple[_PartMark, ...]:
+        """Every recording whose lines this part holds, in file order (its own and those folded in)."""
+        return tuple(sorted(self.marks + self.folded, key=lambda m: m.seq))
 
     @property
     def header(self) -> dict[str, Any]:
@@ -412,6 +425,9 @@ class Recording:
     _cache: dict[int, list[bytes]] = field(default_factory=dict, repr=False)
     _raw: bytes = field(default=b"", repr=False)
     _reach: np.ndarray | None = field(default=None, repr=False)
+    _cut: bool = field(default=False, repr=False)  # what the walk found, for each part's own problems
+    _damaged_lines: int = field(default=0, repr=False)
+    _bad_headers: list[str] = field(default_factory=list, repr=False)
 
     @property
     def n_frames(self) -> int:
@@ -493,15 +509,22 @@ class Recording:
         ev_start = pt.marks[0].event
         nxt = self.parts[number] if number < len(self.parts) else None
         ev_stop = nxt.marks[0].event if nxt is not None else len(self.events)
-        here = Part(1, 0, pt.n_frames, pt.marks, "")
-        return Recording(path=self.path, header=pt.header, inventory=pt.inventory, times=self.times[pt.start:pt.stop],
-                         members=members, events=self.events[ev_start:ev_stop], complete=pt.complete,
-                         problems=list(self.problems), damaged_at=self.damaged_at, expected_frames=pt.expected_frames,
-                         tally=self.tally, parts=[here],
-                         notes=[f"part {number} of {len(self.parts)}: frames {pt.start:,}–{pt.stop - 1:,} of the file"
-                                + (f" ({pt.change})" if pt.change else "")
-                                + (f"; it joins {len(pt.marks)} recordings of this machine (resumed)"
-                                   if len(pt.marks) > 1 else "")], _raw=self._raw)
+        here = Part(1, 0, pt.n_frames, pt.marks, "", folded=pt.folded)
+        first = pt.marks[0] if number > 1 else _PartMark(0, 0, {}, pt.inventory, b"")  # the file's start
+        lo, hi = first.byte, nxt.marks[0].byte if nxt is not None else math.inf
+        rec = Recording(path=self.path, header=pt.header, inventory=pt.inventory, times=self.times[pt.start:pt.stop],
+                        members=members, events=self.events[ev_start:ev_stop], complete=pt.complete,
+                        damaged_at=[d for d in self.damaged_at if lo <= d < hi], expected_frames=pt.expected_frames,
+                        tally=self.tally, parts=[here],
+                        notes=[f"part {number} of {len(self.parts)}: frames {pt.start:,}–{pt.stop - 1:,} of the file"
+                               + (f" ({pt.change})" if pt.change else "")
+                               + (f"; it joins {len(pt.marks)} recordings of this machine (resumed)"
+                                  if len(pt.marks) > 1 else "")], _raw=self._raw,
+                        _cut=self._cut and nxt is None,
+                        _damaged_lines=(nxt.marks[0].lines_at if nxt else self._damaged_lines) - first.lines_at,
+                        _bad_headers=self._bad_headers[first.bad_at:nxt.marks[0].bad_at if nxt else None])
+        rec.problems = _problems(rec)
+        return rec
 
     def parts_line(self) -> str:
         """Why a reader must pick a part of a mixed file, and how, in one line."""
@@ -552,8 +575,8 @@ def part_lines(rec: Recording, part: Part) -> Iterator[bytes]:
     """The lines of ``part`` as stored in ``rec``'s file (each without its newline): each of its recordings'
     header line, frames and end line (when it has one), so that a part written out is the recording it was
     (unknown fields included) and reads the same. Frames lost to damage stay lost."""
-    stops = [m.frame for m in part.marks[1:]] + [part.stop]
-    for mark, stop in zip(part.marks, stops):
+    stops = [m.frame for m in part.stored[1:]] + [part.stop]
+    for mark, stop in zip(part.stored, stops):
         yield mark.header_line
         for i in range(mark.frame, stop):
             yield rec.raw_line(i)
@@ -561,16 +584,19 @@ def part_lines(rec: Recording, part: Part) -> Iterator[bytes]:
             yield mark.end_line
 
 
-def write_lines(path: str | os.PathLike[str], lines: Iterator[bytes]) -> int:
+def write_lines(path: str | os.PathLike[str], lines: Iterator[bytes], compress: bool = True) -> int:
     """Write ``lines`` as a new recording file at ``path`` in the writer's layout (gzip members of about
-    :data:`MEMBER_BYTES` of text, so the file seeks like a recorded one); never overwrites (an existing
-    path is a FileExistsError, any other failure an OSError, and a file left half-written is removed).
-    Returns the bytes written."""
+    :data:`MEMBER_BYTES` of text, so the file seeks like a recorded one; ``compress=False``: plain JSON
+    lines); never overwrites (an existing path is a FileExistsError, any other failure an OSError, and a
+    file left half-written is removed). Returns the bytes written."""
     f = open(path, "xb")  # noqa: SIM115 - closed below, and removed when the writing fails
     size = 0
     try:
         z, raw = zlib.compressobj(6, zlib.DEFLATED, 31), 0
         for ln in lines:
+            if not compress:
+                size += f.write(ln + b"\n") or 0
+                continue
             data = z.compress(ln + b"\n")
             raw += len(ln) + 1
             if raw >= MEMBER_BYTES or ln.startswith(b'{"type":"header"'):  # a header alone, as the writer has it
@@ -582,7 +608,8 @@ def write_lines(path: str | os.PathLike[str], lines: Iterator[bytes]) -> int:
         f.flush()
         os.fsync(f.fileno())
     except BaseException:
-        f.close()
+        with contextlib.suppress(OSError):  # closing flushes what is buffered: on a full disk that fails too
+            f.close()
         os.unlink(path)
         raise
     f.close()
@@ -737,6 +764,7 @@ def read_recording(p: Path, raw: bytes, *, threads: int | None = None, fast: boo
             if ix.header is None and damage and not dec.text.startswith(b'{"type":"header"'):
                 break  # the header's member was damaged: what follows has no header to be read against
             first = len(ix.times)
+            ix.at = dec.start
             if fast and not dec.damaged and not dec.cut:
                 keep = ix.intact(dec.text, events_at(dec.text) if dec.events is None else dec.events)
             else:
@@ -763,23 +791,29 @@ def read_recording(p: Path, raw: bytes, *, threads: int | None = None, fast: boo
     expected = parts[0].expected_frames if len(parts) == 1 else None
     if len(parts) > 1 and all(p_.expected_frames is not None for p_ in parts):
         expected = sum(p_.expected_frames or 0 for p_ in parts)
-    problems: list[str] = []
-    rec = Recording(path=p, header=header, inventory=inv, times=np.asarray(times, dtype=np.float64),
-                    members=ix.members, events=ix.events, complete=all(m.complete for m in ix.parts),
-                    problems=problems, damaged_at=damage, expected_frames=expected, tally=ix.tally, parts=parts,
-                    notes=join_notes(ix.parts, parts, times))
-    if damage:
-        problems.append(rec.summary())
-    if ix.cut:
-        problems.append("the file ends mid-stream (cut off); the last partial second is lost")
-    if ix.damaged_lines:
-        problems.append(f"{count(ix.damaged_lines, 'damaged line')} skipped")
-    problems.extend(ix.bad_headers)
+    rec = Recording(path=p, header=parts[0].header, inventory=parts[0].inventory,
+                    times=np.asarray(times, dtype=np.float64), members=ix.members, events=ix.events,
+                    complete=all(p_.complete for p_ in parts), damaged_at=damage, expected_frames=expected,
+                    tally=ix.tally, parts=parts, notes=join_notes(ix.parts, parts, times), _cut=ix.cut,
+                    _damaged_lines=ix.damaged_lines, _bad_headers=ix.bad_headers)
+    rec.problems = _problems(rec)
     if plain:
         rec._raw = raw
+    return rec
+
+
+def _problems(rec: Recording) -> list[str]:
+    """What ``rec`` (a file, or one part of it) lost, in lines: the first is :meth:`Recording.summary`
+    when any member was damaged."""
+    problems = [rec.summary()] if rec.damaged_at else []
+    if rec._cut:
+        problems.append("the file ends mid-stream (cut off); the last partial second is lost")
+    if rec._damaged_lines:
+        problems.append(f"{count(rec._damaged_lines, 'damaged line')} skipped")
+    problems.extend(rec._bad_headers)
     if not rec.complete and not problems:
         problems.append("no end marker: the recording did not close cleanly (still running, or killed)")
-    return rec
+    return problems
 
 
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
@@ -815,30 +849,47 @@ def inventory_change(a: Inventory, b: Inventory) -> str:
 
 
 def _parts(marks: list[_PartMark], n_frames: int) -> list[Part]:
-    """The file's parts: runs of recordings on one machine (see :class:`Part`)."""
-    parts: list[Part] = []
+    """The file's parts: runs of recordings on one machine (see :class:`Part`); a recording with no
+    frames is folded into the part before it (the first part when none is)."""
     stops = [m.frame for m in marks[1:]] + [n_frames]
+    live = [m for m, stop in zip(marks, stops) if stop > m.frame] or marks[:1]
+    parts: list[Part] = []
     run: list[_PartMark] = []
     change = ""
-    for k, mark in enumerate(marks):
+    for k, mark in enumerate(live):
         why = inventory_change(run[0].inventory, mark.inventory) if run else ""
         if run and why:
             parts.append(Part(len(parts) + 1, run[0].frame, mark.frame, tuple(run), change))
             run, change = [], why
         run.append(mark)
-        if k == len(marks) - 1:
-            parts.append(Part(len(parts) + 1, run[0].frame, stops[k], tuple(run), change))
-    return parts
+        if k == len(live) - 1:
+            parts.append(Part(len(parts) + 1, run[0].frame, n_frames, tuple(run), change))
+    folded: list[list[_PartMark]] = [[] for _ in parts]
+    at = 0
+    for mark in marks:
+        if any(mark is m for m in live):
+            at = next(k for k, p in enumerate(parts) if any(mark is m for m in p.marks))
+        else:
+            folded[at].append(mark)
+    return [replace(p, folded=tuple(f)) for p, f in zip(parts, folded)]
 
 
 def join_notes(marks: list[_PartMark], parts: list[Part], times: list[float]) -> list[str]:
     """One line per header after the first: ``a second recording starts at frame 400 (different
     machine: a 2× L40S → b 2× RTX A6000)``, or, on the same machine, ``… (same machine and GPUs: resumed
     after 2m10s; joined)`` (the gap between the last frame before and the first after, when both exist).
-    Each part after the first gets its own line as its ``note``."""
+    Each part after the first gets its own line as its ``note``. A recording with no frames is said
+    apart: ``a second recording at frame 400 holds no frames (different machine: …): skipped``."""
     out = []
-    for k, mark in enumerate(marks[1:], 1):
-        part = next(p for p in parts if any(m is mark for m in p.marks))
+    for k, mark in enumerate(marks):
+        part = next(p for p in parts if any(m is mark for m in p.stored))
+        if not any(m is mark for m in part.marks):
+            how = inventory_change(part.inventory, mark.inventory) or "same machine and GPUs"
+            out.append(f"{_ordinal(k) if k else 'the first recording'} at frame {mark.frame:,} holds no frames "
+                       f"({how}{'' if mark.complete else '; it did not close cleanly'}): skipped")
+            continue
+        if part.number == 1 and part.marks[0] is mark:  # the file's first recording that holds frames
+            continue
         if part.marks[0] is mark:
             how = part.change
         else:
@@ -904,6 +955,7 @@ class _Index:
         self.cut = False
         self.parts: list[_PartMark] = []  # one per header line: where each joined recording starts
         self.bad_headers: list[str] = []  # a later header line that could not be read: why
+        self.at = 0  # where the member being read starts
 
     def salvage(self, dec: _Decoded) -> list[int]:
         """Read a member line by line (one that is damaged or cut, or any with ``fast=False``); the
@@ -974,7 +1026,8 @@ class _Index:
             self.inv = inventory_from_dict(self.header.get("inventory"), self.tally)
         except CodecError as e:
             raise RecordingError(f"{self.p}: the header's inventory is damaged ({e})") from None
-        self.parts.append(_PartMark(len(self.times), len(self.events), self.header, self.inv, ln))
+        self.parts.append(_PartMark(len(self.times), len(self.events), self.header, self.inv, ln, seq=len(self.parts),
+                                    byte=self.at, lines_at=self.damaged_lines, bad_at=len(self.bad_headers)))
 
     def _other(self, k: int, ln: bytes, damaged: bool, keep: list[int]) -> None:
         """A line that is neither the writer's frame nor its end line: a second header (recordings joined

@@ -10,6 +10,10 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import resource
+import signal
+import subprocess
+import sys
 
 import pytest
 from helpers import examples, record_sim
@@ -122,6 +126,28 @@ def test_split_of_an_uncompressed_file(files, capsys, tmp_path):
     rc, _, err = run(capsys, "split", src)
     assert rc == 0, err
     assert (tmp_path / "both.part2.jsonl").read_bytes() == gzip.decompress((files / "a6000.jsonl.gz").read_bytes())
+
+
+def _file_size_limit(limit: int) -> None:  # as tests/sources/test_full_disk.py: the kernel cuts the write short
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # and the write fails (EFBIG), as on a full disk
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ext", [".jsonl", ".jsonl.gz"])
+def test_split_on_a_full_disk_leaves_no_half_written_part(files, tmp_path, ext):
+    """A real `gpuscope split` under a file-size limit: the part it could not finish is removed (the plain
+    `.jsonl` path left it half-written), and the error is one line."""
+    src = tmp_path / f"both{ext}"
+    raw = (files / "both.jsonl.gz").read_bytes()
+    src.write_bytes(raw if ext.endswith(".gz") else gzip.decompress(raw))
+    out = tmp_path / "out"
+    out.mkdir()
+    r = subprocess.run([sys.executable, "-m", "gpuscope", "split", str(src), "--dir", str(out)],
+                       preexec_fn=lambda: _file_size_limit(1500), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines() == [f"gpuscope: error: cannot write {out / f'both.part1{ext}'}: File too large"]
+    assert list(out.iterdir()) == []
 
 
 @pytest.mark.parametrize("path, folder, names", [
@@ -274,3 +300,31 @@ def test_parquet_schema_does_not_depend_on_the_values(tmp_path, readings):
         write_table(str(path), catalogue.export_columns(), export_rows(rows), parquet=True)
     assert pq.read_schema(out).remove_metadata() == pq.read_schema(empty).remove_metadata()
     assert pq.read_table(out).num_rows == len(readings)
+
+
+def test_an_empty_recording_joined_is_no_part(files, capsys, tmp_path):
+    """A `record` killed at once (its header alone), joined with `cat`: `summary` printed a part 2 of
+    "frames 12–11" dated 1970 that `--part 2` could not open, and `split` wrote a file of 0 frames. It is a
+    note now; `split` of a file with a real second part keeps its lines with part 1, as stored."""
+    header = gzip.decompress((files / "a6000.jsonl.gz").read_bytes()).split(b"\n", 1)[0] + b"\n"
+    f = tmp_path / "l40s-empty.jsonl.gz"
+    f.write_bytes((files / "l40s.jsonl.gz").read_bytes() + gzip.compress(header))
+    rc, out, _ = run(capsys, "summary", f)
+    assert rc == 0 and "=== part" not in out and "1970" not in out and "problems" not in out
+    assert ("note: a second recording at frame 12 holds no frames (different machine: sim-powercap 2× NVIDIA L40S → "
+            "sim-a6000-tp2 2× NVIDIA RTX A6000; it did not close cleanly): skipped") in out
+    rc, _, err = run(capsys, "summary", "--part", "2", f)
+    one_line_error(rc, err, "has 1 part: no part 2")
+    rc, _, err = run(capsys, "split", f, "--dir", tmp_path)
+    one_line_error(rc, err, "holds one machine's recording: nothing to split")
+    assert not list(tmp_path.glob("*.part*"))
+    g = tmp_path / "three.jsonl.gz"
+    g.write_bytes(f.read_bytes() + (files / "a6000.jsonl.gz").read_bytes())
+    rc, out, _ = run(capsys, "summary", g)
+    assert rc == 0 and "=== part 2 of 2 (--part 2): frames 12–19 ===" in out and "part 3" not in out
+    rc, _, err = run(capsys, "split", g, "--dir", tmp_path)
+    assert rc == 0 and "part 1, 12 frames" in err and "part 2, 8 frames" in err, err
+    assert gzip.decompress((tmp_path / "three.part1.jsonl.gz").read_bytes()) == \
+        gzip.decompress((files / "l40s.jsonl.gz").read_bytes()) + header
+    assert gzip.decompress((tmp_path / "three.part2.jsonl.gz").read_bytes()) == \
+        gzip.decompress((files / "a6000.jsonl.gz").read_bytes())

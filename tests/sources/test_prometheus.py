@@ -839,3 +839,12 @@ def test_promtool_check_metrics_on_each_name_set(names):
     problems = [x for x in (p.stdout + p.stderr).splitlines() if x.strip()]
     assert p.returncode in (0, 3), problems
     assert [x for x in problems if not DCGM_LINT.match(x)] == []
+
+
+@pytest.mark.parametrize("names, sets", [("legacy", [False]), ("4.9", [True]), ("both", [False, True])])
+def test_a_scrape_builds_only_the_dcgm_label_sets_its_families_use(names, sets):
+    """The 4.9 label set's rows were built on every scrape under --dcgm-names legacy, where no family uses
+    them (per-scrape waste): one pass per label set in use, each with its families."""
+    r = Renderer(sim_source("h200-nvswitch-8").inventory, dcgm_names=names)
+    assert [{f.v49 for f in fams} for _, fams in r.dcgm_passes] == [{v} for v in sets]
+    assert sum(len(fams) for _, fams in r.dcgm_passes) == len(r.dcgm_families)

@@ -175,3 +175,89 @@ def test_the_replay_index_of_a_part_is_the_recordings(files, tmp_path):
     b.build()
     assert a.ready == b.ready == 8 and a.ok.all()
     assert np.array_equal(a.data, b.data, equal_nan=True) and np.array_equal(a.endpoint, b.endpoint, equal_nan=True)
+
+
+def _empty(tmp_path, key, files, end: bool, name="empty.jsonl.gz"):
+    """A recording of ``key``'s machine with no frames: its header alone (a `record` killed at once), or
+    with an end line of 0 frames."""
+    header = gzip.decompress(files[key].read_bytes()).split(b"\n", 1)[0]
+    out = tmp_path / name
+    out.write_bytes(gzip.compress(header + b"\n") + (gzip.compress(b'{"type":"end","t":1.0,"frames":0}\n') if end else b""))
+    return out
+
+
+A6000 = "sim-a6000-tp2 2× NVIDIA RTX A6000"
+L40S = "sim-powercap 2× NVIDIA L40S"
+
+
+@pytest.mark.parametrize("end", [True, False])
+@pytest.mark.parametrize("order, spans, note", [
+    (("l40s", "E"), [(0, 12)],
+     [f"a second recording at frame 12 holds no frames (different machine: {L40S} → {A6000}): skipped"]),
+    (("E", "l40s"), [(0, 12)],
+     [f"the first recording at frame 0 holds no frames (different machine: {L40S} → {A6000}): skipped"]),
+    (("l40s", "E", "a6000"), [(0, 12), (12, 20)],
+     [f"a second recording at frame 12 holds no frames (different machine: {L40S} → {A6000}): skipped",
+      f"a third recording starts at frame 12 (different machine: {L40S} → {A6000})"]),
+    (("a6000", "E"), [(0, 8)], ["a second recording at frame 8 holds no frames (same machine and GPUs): skipped"]),
+])
+def test_a_recording_with_no_frames_is_no_part(files, tmp_path, end, order, spans, note):
+    """A header with no frames (an empty recording joined with `cat`) is no part of its own (it made a part
+    "frames 12–11" dated 1970, that `--part 2` could not open): it is said, and its lines stay with the part
+    before it, so the parts written out still hold every line of the file."""
+    empty = _empty(tmp_path, "a6000", files, end)
+    rec = open_recording(joined(tmp_path, *(empty if k == "E" else files[k] for k in order)))
+    if not end:  # killed at once: said of it, not of the recordings that hold the frames
+        note = [x.replace("): skipped", "; it did not close cleanly): skipped") for x in note]
+    assert [(p.start, p.stop) for p in rec.parts] == spans and rec.notes == note
+    assert rec.problems == [] and rec.complete
+    first = [k for k in order if k != "E"][0]
+    assert rec.inventory == open_recording(files[first]).inventory
+    assert rec.part(1).inventory == rec.inventory and rec.part(1).n_frames == spans[0][1]
+    assert b"\n".join(ln for p in rec.parts for ln in part_lines(rec, p)) + b"\n" == \
+        gzip.decompress(rec.path.read_bytes()), "every line as stored, in file order"
+
+
+def test_a_file_of_empty_recordings_is_one_empty_part(files, tmp_path):
+    rec = open_recording(joined(tmp_path, _empty(tmp_path, "a6000", files, True, "a.jsonl.gz"),
+                                _empty(tmp_path, "l40s", files, True, "b.jsonl.gz")))
+    assert [(p.start, p.stop) for p in rec.parts] == [(0, 0)] and rec.n_frames == 0
+    assert rec.notes == [f"a second recording at frame 0 holds no frames (different machine: {A6000} → {L40S}): skipped"]
+
+
+def _damaged(path, tmp_path):
+    """``path`` with a byte of its last member's CRC flipped (the text is there, but not to be trusted)."""
+    raw = bytearray(path.read_bytes())
+    raw[-8] ^= 0xFF
+    out = tmp_path / f"damaged-{path.name}"
+    out.write_bytes(bytes(raw))
+    return out
+
+
+@pytest.mark.parametrize("where", ["member in part 1", "member in part 2", "line in part 1", "line in part 2",
+                                   "cut in part 2"])
+def test_a_parts_problems_are_its_own(files, tmp_path, where):
+    """`summary --part 2` reported damage that lies in part 1: each part says what it lost, no more."""
+    a, b = files["l40s"], files["a6000"]
+    hit = 1 if where.endswith("1") else 2
+    if where.startswith("member"):
+        a, b = (_damaged(a, tmp_path), b) if hit == 1 else (a, _damaged(b, tmp_path))
+        rec = open_recording(joined(tmp_path, a, b))
+    elif where.startswith("line"):
+        text = [gzip.decompress(p.read_bytes()).split(b"\n") for p in (a, b)]
+        text[hit - 1].insert(3, b"[1, 2]")
+        p = tmp_path / "lines.jsonl"
+        p.write_bytes(b"\n".join(text[0]) + b"\n".join(text[1]))
+        rec = open_recording(p)
+    else:
+        both = joined(tmp_path, a, b)
+        rec = open_recording(joined(tmp_path, both, name="cut.jsonl.gz"))
+        raw = rec.path.read_bytes()
+        rec.path.write_bytes(raw[:-30])
+        rec = open_recording(rec.path)
+    assert rec.problems and rec.mixed, rec.problems
+    lost, kept = rec.part(hit), rec.part(3 - hit)
+    assert kept.problems == [] and kept.damaged_at == []
+    assert lost.problems, rec.problems
+    assert set(lost.problems) <= set(rec.problems) | {lost.summary()}
+    assert lost.damaged_at == rec.damaged_at
