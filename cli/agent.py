@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from gpuscope.cli.agent_id import machine_id, run_id, state_file
 from gpuscope.cli.options import AgentOptions, RecordOptions, SourceOptions
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session, run_ticks
@@ -18,6 +20,8 @@ from gpuscope.core.summary import SummaryPacer, summarise
 from gpuscope.core.text import count
 from gpuscope.sources.mqtt import Publisher, Subscriber, safe_host
 from gpuscope.sources.recording import Recorder
+
+log = logging.getLogger(__name__)
 
 
 def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -> int:
@@ -31,21 +35,38 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
     src = open_source(opts.source)
     interval = opts.source.interval
     session = Session(src.inventory, interval_s=interval, history_s=60)
-    pub = exporter = None
+    pub = exporter = pods = None
+    stop = threading.Event()
     try:
         if listen is not None:
             from gpuscope.sources.prometheus import PrometheusExporter
 
-            exporter = PrometheusExporter(listen, src.inventory,
-                                          hostname_label=opts.prometheus_hostname_label, web=web).start()
+            if opts.kubelet_socket is not None:
+                from gpuscope.sources.kubelet import PodLabels, PodMapper, mig_parents
+
+                devices = src.inventory.devices
+                pods = PodMapper(opts.kubelet_socket, devices, mig=mig_parents(getattr(src, "nvml", None), devices),
+                                 note=lambda s: sys.stderr.write(f"gpuscope agent: {s}\n")).start()
+            # --name (what this agent publishes as, here too), else NODE_NAME (a DaemonSet sets it from the
+            # downward API): the node, as dcgm-exporter labels it; a container's own host name is its pod's name
+            exporter = PrometheusExporter(listen, src.inventory, hostname_label=opts.prometheus_hostname_label,
+                                          hostname=opts.name or os.environ.get("NODE_NAME") or None,
+                                          dcgm_names=opts.dcgm_names,
+                                          pods=PodLabels(pods.current) if pods is not None else None,
+                                          web=web).start()
         if cfg is not None:
-            pub = Publisher(cfg, src.inventory).start()
+            machine, warning = machine_id(state_file())
+            if warning:
+                log.warning("%s", warning)  # one line on stderr ("gpuscope: warning: …") and in the log file
+            pub = Publisher(cfg, src.inventory, name=opts.name, machine=machine, run=run_id(),
+                            on_fatal=stop.set).start()  # a refused login ends the agent (exit 1)
     except BaseException:
         if exporter is not None:
             exporter.stop()
+        if pods is not None:
+            pods.stop()
         src.close()
         raise
-    stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     sim = " (SIMULATED)" if src.inventory.simulated else ""
@@ -54,8 +75,10 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
         what.append(f"publishing to {'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port} under "
                     f"{cfg.prefix}/v1/{pub.host}/")
     if exporter is not None:
-        what.append(f"serving {exporter.url}" + (f" ({web.describe()})" if web is not None else ""))
-    sys.stderr.write(f"gpuscope agent: {len(src.inventory.devices)} GPUs of {src.inventory.host}{sim}: "
+        what.append(f"serving {exporter.url}" + (f" ({web.describe()})" if web is not None else "")
+                    + (f" with pod labels from {pods.path}" if pods is not None else ""))
+    named = f" as {pub.host}" if pub is not None and pub.host != src.inventory.host else ""
+    sys.stderr.write(f"gpuscope agent: {len(src.inventory.devices)} GPUs of {src.inventory.host}{named}{sim}: "
                      f"{'; '.join(what)}; every {interval:g} s\n")
     last_note = [0.0]
     tick = _TickClock(interval)
@@ -92,6 +115,8 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
             pub.stop()
         if exporter is not None:
             exporter.stop()
+        if pods is not None:
+            pods.stop()
         src.close()
     sent = (f"; {count(session.frames_seen, 'frame')} sampled, {pub.sent} sent to the broker, {pub.dropped} dropped"
             if pub is not None else "")
@@ -99,6 +124,8 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
     errs = session.tick_errors
     trouble = f"; {errs.text()}" if errs.count else ""
     sys.stderr.write(f"gpuscope agent: stopped{sent}{served}{trouble}\n")
+    if pub is not None and pub.fatal:  # not healthy under systemd while sending nothing: exit 1, one line
+        raise GpuscopeError(pub.fatal)
     return 0
 
 
@@ -155,6 +182,8 @@ def run_remote_record(opts: RecordOptions) -> int:
     inv = sub.wait_inventory(host, 10.0)
     if inv is None:
         sub.stop()
+        if sub.broker_down:  # the broker, not the agent: say what is wrong (a refused login, TLS, unreachable)
+            raise GpuscopeError(f"cannot read host {host!r} from {opts.broker}: {sub.last_error}")
         raise GpuscopeError(f"no inventory from host {host!r} on {opts.broker} within 10 s (is its agent running?)")
     session = Session(inv, interval_s=opts.source.interval, record_findings=False)  # the agent's findings travel in frames
     try:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from gpuscope.core.errors import SHOWN, GpuscopeError
+from gpuscope.core.redact import redact_text
 
 ROOT = "gpuscope"
 LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARNING": logging.WARNING, "WARN": logging.WARNING,
@@ -65,11 +66,19 @@ def log_config(log_file: str | None, env: Mapping[str, str]) -> LogConfig:
     return LogConfig(path=path or None, level=parse_level(level_text) if level_text else logging.INFO)
 
 
-class OneLine(logging.Formatter):
-    """``gpuscope: warning: message`` and nothing else (no traceback) for the terminal."""
+class Redacting(logging.Formatter):
+    """The file's lines, tracebacks included, with every URL's ``user:password@`` and secret-like query
+    value removed (core/redact.py): a message that quotes a URL cannot put a password in the log."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return f"gpuscope: {record.levelname.lower()}: {record.getMessage()}"
+        return redact_text(super().format(record))
+
+
+class OneLine(logging.Formatter):
+    """``gpuscope: warning: message`` and nothing else (no traceback) for the terminal, redacted as the file."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(f"gpuscope: {record.levelname.lower()}: {record.getMessage()}")
 
 
 class _Stderr(logging.StreamHandler):
@@ -109,7 +118,7 @@ def configure(cfg: LogConfig, *, terminal: bool, stderr: TextIO | None = None) -
         except OSError as e:
             raise GpuscopeError(f"cannot write the log file {cfg.path}: {e.strerror or e}") from None
         fh.setLevel(cfg.level)
-        fh.setFormatter(logging.Formatter(FILE_FORMAT))
+        fh.setFormatter(Redacting(FILE_FORMAT))
         setattr(fh, _MANAGED, True)
         logger.addHandler(fh)
         levels.append(cfg.level)

@@ -23,6 +23,7 @@ from gpuscope.cli.options import (
     RecordOptions,
     ReplayOptions,
     SourceOptions,
+    SplitOptions,
     SummaryOptions,
     TopoOptions,
 )
@@ -153,6 +154,12 @@ def _run_compare(o: CompareOptions) -> int:
     return run_compare(o)
 
 
+def _run_split(o: SplitOptions) -> int:
+    from gpuscope.cli.report import run_split
+
+    return run_split(o)
+
+
 def _run_agent(o: AgentOptions) -> int:
     from gpuscope.cli.agent import run_agent
 
@@ -200,6 +207,8 @@ REGISTRY: tuple[Command[Any], ...] = (
             ExportOptions.add_arguments, ExportOptions.from_namespace, _run_export),
     Command("compare", "Two recordings side by side.",
             CompareOptions.add_arguments, CompareOptions.from_namespace, _run_compare),
+    Command("split", "Write each recording of a file that joins several (cat a b) to a file of its own.",
+            SplitOptions.add_arguments, SplitOptions.from_namespace, _run_split),
     Command("agent", "Publish this machine's frames, findings and inventory to an MQTT broker (topics: "
             "docs/mqtt.md), serve them to Prometheus (docs/prometheus.md), or both.",
             AgentOptions.add_arguments, AgentOptions.from_namespace, _run_agent),
@@ -317,7 +326,12 @@ def _open(source: SourceOptions) -> Any:
     if source.endpoint:
         from gpuscope.sources.endpoint import EndpointPoller
 
-        poller = EndpointPoller(list(source.endpoint), kind=source.endpoint_kind,
+        targets = source.endpoint_targets
+        for t in targets:
+            if t.auth is not None:  # once per URL, before any request: the user knows why it is not in the file
+                _stderr(f"gpuscope: note: the password in --endpoint {t.url} is sent to it but never shown, "
+                        "logged, recorded or published\n")
+        poller = EndpointPoller(list(targets), kind=source.endpoint_kind,
                                 interval_s=min(source.interval, 1.0) if source.interval >= 0.5 else 1.0,
                                 timeout_s=source.endpoint_timeout, window_s=source.endpoint_window,
                                 headers=dict(source.headers), verify=not source.endpoint_insecure,

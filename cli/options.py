@@ -19,6 +19,7 @@ from gpuscope.core.validate import finite_float
 from gpuscope.core.vocab import SERVER_KINDS
 
 if TYPE_CHECKING:
+    from gpuscope.core.redact import Endpoint
     from gpuscope.sources.mqtt import BrokerConfig
 
 
@@ -27,6 +28,19 @@ def _out_path(s: str) -> str:
     if not s.strip():
         raise argparse.ArgumentTypeError("an empty path names no file")
     return s
+
+
+def _part(s: str) -> int:
+    """``--part N``: which recording of a file that joins several (1-based, as ``summary`` lists them)."""
+    if not s.isdigit() or int(s) < 1:
+        raise argparse.ArgumentTypeError(f"not a part number (1, 2, …): {s[:40]!r}")
+    return int(s)
+
+
+def add_part(p: argparse.ArgumentParser, flag: str = "--part", whose: str = "") -> None:
+    """The ``--part N`` flag of the commands that read a recording (docs/recording-format.md, joined files)."""
+    p.add_argument(flag, type=_part, metavar="N", help=f"read only part N of {whose or 'a file'} that joins "
+                   "recordings of different machines (`summary` lists them; `split` writes them out)")
 
 
 def _interval(s: str) -> float:
@@ -49,13 +63,15 @@ class SourceOptions:
     pcie_source: str
     endpoint: tuple[str, ...]
     endpoint_kind: str | None
-    endpoint_header: tuple[str, ...]
+    endpoint_header: tuple[str, ...] = field(repr=False)  # values may be tokens: never in a repr
     endpoint_window: float  # seconds
     endpoint_timeout: float  # seconds
     endpoint_insecure: bool
     probe: float | None  # seconds between probes; None: no probe
     probe_model: str | None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # --endpoint-header + environment
+    # the --endpoint URLs split by checked(): ``endpoint`` then holds only their public form (core/redact.py)
+    targets: tuple[Endpoint, ...] = field(default=(), repr=False)
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -81,6 +97,14 @@ class SourceOptions:
                             "and decode tok/s (adds load; off by default; for Ollama and servers without metrics)")
         p.add_argument("--probe-model", metavar="NAME", help="model for the probe (default: the first of /v1/models)")
 
+    @property
+    def endpoint_targets(self) -> tuple[Endpoint, ...]:
+        """Each ``--endpoint`` split into its public URL and credentials: as :meth:`checked` split them, or
+        split now (options made without it, as tests do)."""
+        from gpuscope.core.redact import split_endpoint
+
+        return self.targets or tuple(split_endpoint(u) for u in self.endpoint)
+
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> SourceOptions:
         """The source flags as given, not checked (a command that does not sample, such as ``record
@@ -93,8 +117,10 @@ class SourceOptions:
 
     def checked(self, env: Mapping[str, str] | None = None) -> SourceOptions:
         """These options with ``headers`` parsed (from ``--endpoint-header`` and ``env``, by default the
-        process environment); a GpuscopeError for ``--probe`` without ``--endpoint``, a malformed header or
-        an endpoint URL that is not http(s)://HOST[:PORT]."""
+        process environment) and each endpoint URL split into its public form (``endpoint``, all the rest
+        of the program sees) and its credentials (``targets``, for the HTTP requests only); a GpuscopeError
+        for ``--probe`` without ``--endpoint``, a malformed header or an endpoint URL that is not
+        http(s)://HOST[:PORT]."""
         from gpuscope.cli.endpoint_url import endpoint_url_problem
         from gpuscope.sources.live import parse_headers
 
@@ -106,11 +132,12 @@ class SourceOptions:
             headers = parse_headers(list(self.endpoint_header), dict(os.environ if env is None else env))
         except ValueError as e:
             raise GpuscopeError(str(e)) from None
-        for u in self.endpoint:
-            problem = endpoint_url_problem(u)
+        targets = self.endpoint_targets  # checked twice: split once
+        for t in targets:
+            problem = endpoint_url_problem(t.request_url)
             if problem is not None:
-                raise GpuscopeError(f"--endpoint {u!r}: {problem}")
-        return replace(self, headers=headers)
+                raise GpuscopeError(f"--endpoint {t.url!r}: {problem}")
+        return replace(self, headers=headers, endpoint=tuple(t.url for t in targets), targets=targets)
 
 
 @dataclass(frozen=True)
@@ -194,6 +221,9 @@ class AgentOptions:
     broker: BrokerConfig | None = field(repr=False)  # holds the password
     listen: tuple[str, int] | None  # (host, port) for --prometheus
     prometheus_hostname_label: str
+    dcgm_names: str = "legacy"  # the DCGM name set: legacy, 4.9 or both (sources/prometheus.py DCGM_NAME_SETS)
+    kubelet_socket: str | None = None  # pod labels from the kubelet's pod-resources API (sources/kubelet.py)
+    name: str | None = None  # --name: what it publishes as (None: the host name)
     web_config: str | None = None  # --web-config FILE (TLS, basic auth), read when the agent starts
 
     @staticmethod
@@ -206,6 +236,15 @@ class AgentOptions:
         p.add_argument("--prometheus-hostname-label", default="Hostname", metavar="NAME",
                        help="the hostname label's key on the DCGM-compatible series (default Hostname, as "
                             "dcgm-exporter releases write it)")
+        p.add_argument("--dcgm-names", choices=("legacy", "4.9", "both"), default="legacy",
+                       help="DCGM series names: legacy (dcgm-exporter before 4.9, default), 4.9 (its renamed fields, "
+                            "base units) or both")
+        p.add_argument("--kubelet-socket", nargs="?", const="/var/lib/kubelet/pod-resources/kubelet.sock",
+                       metavar="PATH", help="Kubernetes: pod, namespace and container labels from the kubelet's "
+                       "pod-resources socket (default path if none given; needs gpuscope[kubernetes])")
+        p.add_argument("--name", metavar="NAME", help="publish as NAME, on the broker and as the Prometheus hostname "
+                       "label (default: the host name); give each agent its own where host names repeat (cloned VMs, "
+                       "containers)")
         p.add_argument("--web-config", metavar="FILE", help="TLS, client certificates and basic auth for "
                        "--prometheus: an exporter-toolkit web config, as node_exporter's (docs/prometheus.md)")
 
@@ -219,10 +258,20 @@ class AgentOptions:
             from gpuscope.sources.prometheus import parse_listen
 
             listen = parse_listen(ns.prometheus)
+        if ns.kubelet_socket is not None:
+            from gpuscope.sources.kubelet import check_socket
+
+            if listen is None:
+                raise GpuscopeError("--kubelet-socket needs --prometheus (the pod labels go on its series)")
+            check_socket(ns.kubelet_socket)
         if ns.web_config is not None and listen is None:
             raise GpuscopeError("--web-config needs --prometheus (it secures the exporter)")
+        from gpuscope.cli.agent_id import check_name
+
         return cls(source=SourceOptions.from_namespace(ns).checked(), broker=broker, listen=listen,
-                   prometheus_hostname_label=ns.prometheus_hostname_label, web_config=ns.web_config)
+                   prometheus_hostname_label=ns.prometheus_hostname_label, dcgm_names=ns.dcgm_names,
+                   kubelet_socket=ns.kubelet_socket, name=None if ns.name is None else check_name(ns.name),
+                   web_config=ns.web_config)
 
 
 @dataclass(frozen=True)
@@ -313,11 +362,13 @@ class ReplayOptions:
     file: str | None
     speed: float
     compact: bool
+    part: int | None = None
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
         p.add_argument("file")
         ReplayOptions.add_demo_arguments(p)
+        add_part(p)
 
     @staticmethod
     def add_demo_arguments(p: argparse.ArgumentParser) -> None:
@@ -326,7 +377,7 @@ class ReplayOptions:
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> ReplayOptions:
-        return cls(file=getattr(ns, "file", None), speed=ns.speed, compact=ns.compact)
+        return cls(file=getattr(ns, "file", None), speed=ns.speed, compact=ns.compact, part=getattr(ns, "part", None))
 
 
 @dataclass(frozen=True)
@@ -334,6 +385,7 @@ class SummaryOptions:
     file: str
     json: bool
     by_marker: bool
+    part: int | None = None
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -341,10 +393,11 @@ class SummaryOptions:
         p.add_argument("--json", action="store_true")
         p.add_argument("--by-marker", action="store_true",
                        help="one row per marker span (and per `record -- CMD` run): GPUs, serving, findings")
+        add_part(p)
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> SummaryOptions:
-        return cls(file=ns.file, json=ns.json, by_marker=ns.by_marker)
+        return cls(file=ns.file, json=ns.json, by_marker=ns.by_marker, part=ns.part)
 
 
 @dataclass(frozen=True)
@@ -354,6 +407,7 @@ class ExportOptions:
     parquet: str | None
     serving: str | None
     force: bool
+    part: int | None = None
 
     @property
     def output(self) -> str:
@@ -371,6 +425,7 @@ class ExportOptions:
         p.add_argument("--serving", metavar="OUT2", type=_out_path, help="also write the serving readings, one row "
                        "per endpoint and model per frame (same format as OUT)")
         p.add_argument("--force", action="store_true", help="overwrite OUT (and OUT2) if they exist (refused by default)")
+        add_part(p)
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> ExportOptions:
@@ -380,7 +435,7 @@ class ExportOptions:
             raise GpuscopeError("--serving needs a path of its own (not the same as the GPU table's)")
         if out == "-" and main_out == "-":
             raise GpuscopeError("only one of the two tables can go to stdout")
-        return cls(file=ns.file, csv=ns.csv, parquet=ns.parquet, serving=ns.serving, force=ns.force)
+        return cls(file=ns.file, csv=ns.csv, parquet=ns.parquet, serving=ns.serving, force=ns.force, part=ns.part)
 
 
 @dataclass(frozen=True)
@@ -389,6 +444,8 @@ class CompareOptions:
     b: str
     json: bool
     by_marker: bool
+    part_a: int | None = None
+    part_b: int | None = None
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -396,10 +453,30 @@ class CompareOptions:
         p.add_argument("b")
         p.add_argument("--json", action="store_true")
         p.add_argument("--by-marker", action="store_true", help="line the phases up by marker label")
+        add_part(p, "--part-a", "A")
+        add_part(p, "--part-b", "B")
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> CompareOptions:
-        return cls(a=ns.a, b=ns.b, json=ns.json, by_marker=ns.by_marker)
+        return cls(a=ns.a, b=ns.b, json=ns.json, by_marker=ns.by_marker, part_a=ns.part_a, part_b=ns.part_b)
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """``split FILE [--dir DIR]``: each recording of a file that joins several, to a file of its own."""
+
+    file: str
+    dir: str | None  # None: beside FILE
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("file")
+        p.add_argument("--dir", type=_out_path, help="write the parts here (default: beside FILE); existing files "
+                       "are never overwritten")
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> SplitOptions:
+        return cls(file=ns.file, dir=ns.dir)
 
 
 @dataclass(frozen=True)

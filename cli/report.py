@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import os
 import sys
 import time
 from typing import Any
 
-from gpuscope.cli.options import CompareOptions, ExportOptions, SummaryOptions
+from gpuscope.cli.options import CompareOptions, ExportOptions, SplitOptions, SummaryOptions
+from gpuscope.cli.tables import write_table
 from gpuscope.core import catalogue
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.health import health_lines
@@ -27,12 +27,20 @@ from gpuscope.core.units import NONE, fmt_num
 from gpuscope.core.units import duration as human_duration
 from gpuscope.core.validate import dumps_out
 from gpuscope.sources.files import not_writable_as_file
-from gpuscope.sources.recording import RecordingError, open_recording
+from gpuscope.sources.recording import RecordingError, gpu_words, open_recording, part_lines, write_lines
 
 
-def open_or_fail(path: Any) -> Any:
-    """Open a recording for a command; a bad or empty file is a one-line GpuscopeError (RecordingError)."""
+def open_or_fail(path: Any, part: int | None = None, *, mixed: bool = False) -> Any:
+    """Open a recording for a command; a bad or empty file is a one-line GpuscopeError (RecordingError).
+
+    ``part``: only that part of a file joining recordings of different machines. Without it such a file
+    is refused ("a second recording starts at frame N (different machine: …); pick one with --part N …"),
+    unless ``mixed`` (a caller that reads each part apart itself): statistics never mix two inventories."""
     rec = open_recording(path)
+    if part is not None:
+        rec = rec.part(part)
+    elif rec.mixed and not mixed:
+        raise GpuscopeError(clean(f"{path}: {rec.parts_line()}", 600))
     if rec.n_frames == 0:
         raise GpuscopeError(clean(f"{path}: the recording holds no frames" + (f" ({'; '.join(rec.problems)})"
                                                                            if rec.problems else ""), 400))
@@ -89,6 +97,25 @@ def _fmt(v: float | None, scale: float = 1.0, digits: int = 0) -> str:
     return fmt_num(v, digits=digits, scale=scale)
 
 
+def endpoint_line(e: dict[str, Any]) -> str:
+    """One endpoint (and served model) of a summary in a line: every serving reading it had (means; generated
+    tok/s also p50, p95, max), e.g. ``endpoint http://gpu1:8000 (triton) llama: KV cache % mean 41, TTFT mean
+    ms mean 180``; a server whose readings are all unknown (unreachable, no rate yet) says so."""
+    head = f"endpoint {clean(e['url'], 300)} ({clean(e['kind'] or '?', 40)})" + (
+        f" {clean(e['model'], 100)}" if e.get("model") else "")
+    parts = []
+    for m in catalogue.metrics("endpoint", summary=True):
+        s = e["stats"].get(m.name)
+        if not s:
+            continue
+        if m.name == "gen_tokens_per_s":
+            parts.append(f"{m.label} " + ", ".join(f"{k} {_fmt(s[k], m.scale, m.digits)}"
+                                                    for k in ("mean", "p50", "p95", "max")))
+        else:
+            parts.append(f"{m.label} mean {_fmt(s['mean'], m.scale, m.digits)}")
+    return f"{head}: " + ("; ".join(parts) if parts else "no readings (unreachable, or no rate yet)")
+
+
 def render_summary(doc: dict[str, Any]) -> str:
     out = []
     sim = "  SIMULATED" if doc["simulated"] else ""
@@ -97,6 +124,7 @@ def render_summary(doc: dict[str, Any]) -> str:
                f"{count(doc['frames'], 'frame')}")
     if doc["problems"]:
         out.append("problems: " + problems_line(doc["problems"]))
+    out += [f"note: {clean(n, 300)}" for n in doc.get("notes", [])]
     for g in doc["gpus"]:
         out.append("")
         lost = f"  LOST at +{human_duration(g['lost_at'] - doc['start'])}" if g["lost_at"] else ""
@@ -117,11 +145,8 @@ def render_summary(doc: dict[str, Any]) -> str:
         if g.get("memory_info_version") == 1:
             out.append("  memory info v1 (used includes driver-reserved)")
     for e in doc["endpoints"]:
-        s = e["stats"].get("gen_tokens_per_s")
-        if s:
-            out.append("")
-            out.append(f"endpoint {clean(e['url'], 300)} ({clean(e['kind'] or '?', 40)}): gen tok/s mean {s['mean']:.1f}, p50 {s['p50']:.1f}, "
-                       f"p95 {s['p95']:.1f}, max {s['max']:.1f}")
+        out.append("")
+        out.append(endpoint_line(e))
     if doc.get("groups"):
         from gpuscope.core import group_stats
 
@@ -199,13 +224,29 @@ def render_phases(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+PARTS_SCHEMA = "gpuscope.summary-parts/1"
+
+
 def run_summary(opts: SummaryOptions) -> int:
-    if opts.by_marker:
-        pdoc = summarize_by_marker(open_or_fail(opts.file))
-        print(dumps_out(pdoc, indent=2) if opts.json else render_phases(pdoc))
+    """``summary FILE``: of a file that joins recordings of different machines, each part apart (text: a
+    block per part under a ``part N of M`` line; JSON: ``{"schema": "gpuscope.summary-parts/1", "parts":
+    [summary, …]}``), never statistics over both inventories."""
+    rec = open_or_fail(opts.file, opts.part, mixed=True)
+    how, text = (summarize_by_marker, render_phases) if opts.by_marker else (summarize, render_summary)
+    if not rec.mixed:
+        doc = how(rec)
+        print(dumps_out(doc, indent=2) if opts.json else text(doc))
         return 0
-    doc = summarize(open_or_fail(opts.file))
-    print(dumps_out(doc, indent=2) if opts.json else render_summary(doc))
+    docs = [how(rec.part(p.number)) for p in rec.parts]
+    if opts.json:
+        print(dumps_out({"schema": PARTS_SCHEMA, "file": str(rec.path), "notes": rec.notes, "parts": docs}, indent=2))
+        return 0
+    out = [clean(f"{opts.file}: {count(len(rec.parts), 'part')}, each summarised apart: "
+                 + "; ".join(p.note for p in rec.parts[1:]), 600)]
+    for p, doc in zip(rec.parts, docs):
+        out += ["", f"=== part {p.number} of {len(rec.parts)} (--part {p.number}): frames {p.start:,}–{p.stop - 1:,} ===",
+                text(doc)]
+    print("\n".join(out))
     return 0
 
 
@@ -274,6 +315,8 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             "findings_only_in_a_text": [fa[k] for k in sorted(fa.keys() - fb.keys())],
             "findings_only_in_b_text": [fb[k] for k in sorted(fb.keys() - fa.keys())],
             "gpu_count": [len(a["gpus"]), len(b["gpus"])],
+            "gpu_models_differ": [{"gpu": ga["index"], "a": ga["name"], "b": gb["name"]}
+                                  for ga, gb in zip(a["gpus"], b["gpus"]) if ga["name"] != gb["name"]],
             "probes": compare_probes(a.get("probes"), b.get("probes"))}
 
 
@@ -283,8 +326,14 @@ PHASE_ROWS = (("gen_tokens_per_s", "gen tok/s", 1, 1), ("prompt_tokens_per_s", "
               ("power_w", "power W (all GPUs)", 1, 0), ("bytes_per_token", "MB/token (groups)", 1e6, 1))
 
 
+def _short(name: str) -> str:
+    """A GPU model without its vendor's prefix: ``NVIDIA L40S`` → ``L40S``."""
+    return name.removeprefix("NVIDIA ")
+
+
 def run_compare_phases(opts: CompareOptions) -> int:
-    a, b = summarize_by_marker(open_or_fail(opts.a)), summarize_by_marker(open_or_fail(opts.b))
+    a = summarize_by_marker(open_or_fail(opts.a, opts.part_a))
+    b = summarize_by_marker(open_or_fail(opts.b, opts.part_b))
     rows = compare_phases(a, b)
     if opts.json:
         print(dumps_out({"schema": "gpuscope.compare-phases/1", "a": a["file"], "b": b["file"], "phases": rows},
@@ -307,7 +356,7 @@ def run_compare_phases(opts: CompareOptions) -> int:
 def run_compare(opts: CompareOptions) -> int:
     if opts.by_marker:
         return run_compare_phases(opts)
-    a, b = summarize(open_or_fail(opts.a)), summarize(open_or_fail(opts.b))
+    a, b = summarize(open_or_fail(opts.a, opts.part_a)), summarize(open_or_fail(opts.b, opts.part_b))
     doc = compare_docs(a, b)
     if opts.json:
         print(dumps_out(doc, indent=2))
@@ -317,8 +366,12 @@ def run_compare(opts: CompareOptions) -> int:
     for side, d in (("A", a), ("B", b)):  # a cut-off or damaged input changes what its means mean: say so
         if d.get("problems"):
             print(f"note: {side}: {problems_line(d['problems'])}")
+        for n in d.get("notes", []):  # a part of a joined file, or recordings joined (resumed)
+            print(f"note: {side}: {clean(n, 300)}")
     if doc["gpu_count"][0] != doc["gpu_count"][1]:
         print(f"note: A has {doc['gpu_count'][0]} GPUs, B has {doc['gpu_count'][1]}; compared by index")
+    for d in doc["gpu_models_differ"]:  # the same index is another model: differences are the hardware's too
+        print(f"note: GPU{d['gpu']} {clean(_short(d['a']), 60)} vs {clean(_short(d['b']), 60)}")
     for e in doc["endpoints_tok_s"]:
         print(f"tok/s (mean)         {_fmt(e['a'], 1, 1):>10} {_fmt(e['b'], 1, 1):>10}  {e['change']}")
     for gr in doc["groups"]:
@@ -344,36 +397,20 @@ def run_compare(opts: CompareOptions) -> int:
     return 0
 
 
-def _write_table(out: str, columns: list[str], rows: Any, parquet: bool, force: bool = True) -> int:
-    """Write rows as CSV (``-`` for stdout) or Parquet; returns the row count. Raises OSError
-    (FileExistsError when ``out`` exists and not ``force``)."""
-    n = 0
-    if not parquet:
-        f = sys.stdout if out == "-" else open(out, "w" if force else "x", newline="")  # noqa: SIM115
-        try:
-            w = csv.writer(f)
-            w.writerow(columns)
-            for row in rows:
-                w.writerow(["" if v is None else v for v in row])
-                n += 1
-        finally:
-            if f is not sys.stdout:
-                f.close()
-        return n
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise GpuscopeError("--parquet needs pyarrow: pip install 'gpuscope[parquet]'") from None
-    data = list(rows)
-    pq.write_table(pa.table({c: [r[k] for r in data] for k, c in enumerate(columns)}), out)
-    return len(data)
+def table_meta(rec: Any, path: Any) -> dict[str, Any]:
+    """The Parquet file metadata of an export of ``rec`` (cli/tables.py adds version and units)."""
+    meta = {"host": rec.inventory.host, "recording": str(path), "simulated": rec.simulated,
+            "gpus": gpu_words(rec.inventory)}
+    if rec.notes:
+        meta["notes"] = rec.notes
+    return meta
 
 
 def run_export_serving(out: str, parquet: bool, rec: Any) -> None:
     """``export --serving OUT2``: the serving readings, one row per endpoint and model per frame."""
     try:
-        n = _write_table(out, SERVING_EXPORT_COLUMNS, export_serving_rows(rec.frames()), parquet)
+        n = write_table(out, SERVING_EXPORT_COLUMNS, export_serving_rows(rec.frames()), parquet,
+                        meta=table_meta(rec, rec.path))
     except OSError as e:
         raise GpuscopeError(f"cannot write {out}: {e.strerror or e}") from None
     if out != "-":
@@ -386,7 +423,7 @@ def run_export(opts: ExportOptions) -> int:
     without ``--force``."""
     if opts.serving and opts.serving != "-":
         refuse_existing(opts.serving, opts.force, opts.file)
-    rec = open_or_fail(opts.file)
+    rec = open_or_fail(opts.file, opts.part)
     out = opts.output
     force = opts.force
     if out != "-":
@@ -394,9 +431,11 @@ def run_export(opts: ExportOptions) -> int:
     columns = catalogue.export_columns()
     rows = export_rows(rec.frames())
     try:
-        n = _write_table(out, columns, rows, bool(opts.parquet), force)
+        n = write_table(out, columns, rows, bool(opts.parquet), force, meta=table_meta(rec, opts.file))
     except FileExistsError:
         raise GpuscopeError(f"{out} exists; refusing to overwrite it (use --force)") from None
+    except BrokenPipeError:
+        raise  # `export F --csv - | head`: the reader is done (main says nothing)
     except OSError as e:
         raise GpuscopeError(f"cannot write {out}: {e.strerror or e}") from None
     if out != "-":
@@ -404,6 +443,50 @@ def run_export(opts: ExportOptions) -> int:
                          f"to {out} ({os.path.getsize(out)} bytes)\n")
     if rec.problems:  # the rows are what survived: say what did not
         sys.stderr.write(f"gpuscope: note: {clean(opts.file, 200)}: {problems_line(rec.problems)}\n")
+    for note in rec.notes:  # which part, or recordings joined
+        sys.stderr.write(f"gpuscope: note: {clean(opts.file, 200)}: {clean(note, 300)}\n")
     if opts.serving:
         run_export_serving(opts.serving, bool(opts.parquet), rec)
+    return 0
+
+
+def split_names(path: str, parts: int, folder: str | None) -> list[str]:
+    """Where ``split`` writes each part of ``path``: ``run.jsonl.gz`` → ``run.part1.jsonl.gz``, … (in
+    ``folder`` when given, else beside it)."""
+    base = os.path.basename(path)
+    for ext in (".jsonl.gz", ".jsonl", ".gz"):
+        if base.endswith(ext) and len(base) > len(ext):
+            stem = base[:-len(ext)]
+            break
+    else:
+        stem, ext = base, ".jsonl.gz"
+    ext = ".jsonl" if ext == ".jsonl" else ".jsonl.gz"
+    where = folder if folder is not None else os.path.dirname(path)
+    return [os.path.join(where, f"{stem}.part{k}{ext}") for k in range(1, parts + 1)]
+
+
+def run_split(opts: SplitOptions) -> int:
+    """``split FILE [--dir DIR]``: each part of a file that joins recordings of different machines to a
+    file of its own, lines as stored (the parts read as the recordings they were). Every output path is
+    checked before anything is written, and none that exists is ever overwritten (there is no --force)."""
+    rec = open_recording(opts.file)
+    if not rec.mixed:
+        joined = f" ({len(rec.parts[0].marks)} joined: resumed on the same machine)" if len(rec.parts[0].marks) > 1 else ""
+        raise GpuscopeError(clean(f"{opts.file} holds one machine's recording{joined}: nothing to split", 400))
+    names = split_names(opts.file, len(rec.parts), opts.dir)
+    for name in names:
+        if os.path.lexists(name):
+            raise GpuscopeError(f"{name} exists; split never overwrites a file (move it, or write elsewhere with --dir DIR)")
+        refuse_existing(name, False, opts.file)
+    for p, name in zip(rec.parts, names):
+        try:  # an uncompressed input gives uncompressed parts
+            size = write_lines(name, part_lines(rec, p), compress=not name.endswith(".jsonl"))
+        except FileExistsError:
+            raise GpuscopeError(f"{name} exists; refusing to overwrite it") from None
+        except OSError as e:
+            raise GpuscopeError(f"cannot write {name}: {e.strerror or e}") from None
+        sys.stderr.write(clean(f"gpuscope: wrote {name}: part {p.number}, {count(p.n_frames, 'frame')}, "
+                               f"{p.inventory.host} {gpu_words(p.inventory)} ({size:,} bytes)", 400) + "\n")
+    if rec.problems:
+        sys.stderr.write(f"gpuscope: note: {clean(opts.file, 200)}: {problems_line(rec.problems)}\n")
     return 0

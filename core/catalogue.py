@@ -280,6 +280,10 @@ METRICS: tuple[Metric, ...] = (
     # the export has no Xid column (a table of codes per GPU); the recording keeps them, with counts and times
     Metric("xids", "last Xid", read=_last_xid, export=False,
            dcgm=Series("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.")),
+    # GPM's graphics-engine activity (issue 30: dcgm-exporter's default profiling field)
+    Metric("gr_engine_active_pct", "graphics engine active %", valid=PCT, unit="%", maximum=100.0,
+           dcgm=Series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.",
+                       scale=100.0, gpm=True)),
     # endpoints (Prometheus: one sample per endpoint and model, only while the server answers)
     Metric("gen_tokens_per_s", "gen tok/s", valid=PER_S, key="tok_s", unit="tok/s", digits=1, scope="endpoint", summary=True,
            prom=Series("gpuscope_endpoint_generation_tokens_per_second", "Generated tokens per second over the "

@@ -80,7 +80,11 @@ def to_dict(rec: Any) -> Any:
         defaults = _DEFAULTS[type(rec)]
         for f in dataclasses.fields(rec):
             v = getattr(rec, f.name)
-            if v is None or (f.name in defaults and v == defaults[f.name] and f.name not in _ALWAYS):
+            if v is None:
+                if defaults.get(f.name) is not None:  # unknown where the default is not (``up``): say null
+                    out[f.name] = None
+                continue
+            if f.name in defaults and v == defaults[f.name] and f.name not in _ALWAYS:
                 continue
             if f.name == "t" and isinstance(v, float):
                 out[f.name] = round(v, 3)  # timestamps keep milliseconds

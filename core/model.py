@@ -186,6 +186,8 @@ class GpuReading:
     remap_failure: bool | None = None
     # Critical Xid errors seen since the source started, one entry per Xid code (None: none seen).
     xids: tuple[XidCount, ...] | None = None
+    # Graphics/compute engine activity, % of time any part of it was busy (GPM; added later, like the above)
+    gr_engine_active_pct: float | None = None
 
     @property
     def clock_events(self) -> tuple[str, ...]:
@@ -199,7 +201,7 @@ class EndpointReading:
     url: str
     kind: str | None = None
     model: str | None = None
-    up: bool = True
+    up: bool | None = True  # None: not known yet (no answer so far)
     error: str | None = None
     gen_tokens_per_s: float | None = None
     prompt_tokens_per_s: float | None = None
@@ -238,7 +240,10 @@ class EndpointReading:
     probe_decode_tokens_per_s: float | None = None
     probe_fields: tuple[str, ...] = ()
     resets: int = 0  # restarts / counter resets / outages after which the rate window started afresh
-    models_dropped: int = 0  # served models beyond the per-endpoint cap, counted but not read
+    # On the reading (``model`` None) of an endpoint's served models beyond the per-endpoint cap (the least
+    # busy, their rates summed): how many. Recordings made before that reading existed carry it on every
+    # model's reading instead.
+    models_dropped: int = 0
     # What the reading says about the server (up, starting, bad_response, unreachable), beside the human
     # text in ``error``; readers decide on this, never on the text. Not given (a recording or an MQTT
     # payload from before this field, a value this version does not know): derived from ``up``, the rates
@@ -252,7 +257,7 @@ class EndpointReading:
                 st = EndpointState(st) if st is not None else None
             except (ValueError, TypeError):
                 st = None
-        if st is None or (st is EndpointState.UNREACHABLE) == self.up:
+        if st is None or (st is EndpointState.UNREACHABLE) == (self.up is not False):
             # the writer's "N bad response(s)" text is the only record of bad answers before ``state``
             bad = self.error is not None and "bad response" in self.error
             st = state_of(self.up, bad, self.gen_tokens_per_s, self.rate_window_s)

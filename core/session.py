@@ -95,6 +95,13 @@ class Session:
             self._pending.append(ev)
         return ev
 
+    @property
+    def unrecorded_events(self) -> bool:
+        """Events (a marker dropped a moment ago) wait for the next frame while a recording runs: stopping
+        now would leave them out of the file."""
+        with self.lock:
+            return bool(self._pending) and self.recorder is not None
+
     def ingest(self, frame: Frame) -> Frame:
         """Run findings, attach queued events, keep history, record. Returns the frame as recorded.
 

@@ -198,7 +198,8 @@ def summarize(rec: FrameFile) -> dict[str, Any]:
     return {
         "schema": SUMMARY_SCHEMA, "file": str(rec.path), "host": inv.host, "simulated": rec.simulated,
         "scenario": inv.scenario, "start": t0, "end": t1, "duration_s": t1 - t0, "frames": frames,
-        "complete": rec.complete, "problems": list(rec.problems) + ([dropped] if dropped else []), "gpus": gpus, "endpoints": endpoints,
+        "complete": rec.complete, "problems": list(rec.problems) + ([dropped] if dropped else []),
+        "notes": list(getattr(rec, "notes", [])), "gpus": gpus, "endpoints": endpoints,
         "groups": groups.rows(),
         "findings": finding_durations(events, t1),
         "markers": [{"t": e.t, "text": e.text} for e in events if e.kind == "marker"],

@@ -11,12 +11,14 @@ Wire form (``schema`` 1), every field but ``schema``, ``host`` and ``t`` optiona
      "link": {"state": "below_max_busy", "gpu": 5, "label": "Gen4×8"},
      "findings": [{"id": "gpu_lost:GPU3", "sev": "critical", "since": 1764469990.0, "text": "GPU3 fell off the bus",
                    "variant": "", "started": 1764469985.0}],
-     "endpoints": [{"name": "vllm :8000", "tok_s": 1234.5}], "groups": ["vLLM TP=2 GPU0+1"]}
+     "endpoints": [{"name": "vllm :8000", "tok_s": 1234.5}], "groups": ["vLLM TP=2 GPU0+1"],
+     "machine": "3f2a9c0d5e6b7a81", "run": "5c1e0b7d"}
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +35,7 @@ MAX_ENDPOINTS = 8
 MAX_GROUPS = 8  # serving groups per summary (core/groups.py), each in a few words
 MAX_GROUP_TEXT = 48
 MAX_GPUS = 1024
+AGENT_ID_RE = re.compile(r"[0-9a-f]{0,32}\Z")  # ``machine`` and ``run``: lower-case hex ('' from older agents)
 # the worst link first: narrow (a fault at any load), a lower generation while busy, at idle (power saving)
 LINK_RANK = {"narrow": 0, "below_max_busy": 1, "below_max_idle": 2, "at_max": 3}
 
@@ -71,6 +74,13 @@ class HostSummary:
     endpoints: tuple[tuple[str, float | None], ...] = ()  # (name, generated tokens/s)
     from_frame: bool = False  # built by the viewer from an older agent's frame (no findings travel then)
     groups: tuple[str, ...] = ()  # serving groups in a few words ("vLLM TP=2 GPU0+1"); () from older agents
+    machine: str = ""  # the agent's stable machine id (cli/agent_id.py); '' from older agents
+    run: str = ""  # random per agent start: with ``machine``, which publisher's ``seq`` this is
+
+    def stream(self) -> str:
+        """The publisher this summary came from (``machine/run``; '/' from older agents): sequence numbers are
+        counted per stream, and two streams interleaving under one host name are two agents."""
+        return f"{self.machine}/{self.run}"
 
     def worst(self) -> tuple[int, str]:
         """(severity rank 0 critical … len(SEVERITIES) none, text) of the worst active finding."""
@@ -158,6 +168,10 @@ def summary_to_dict(s: HostSummary) -> dict[str, Any]:
         d["endpoints"] = [{"name": n, "tok_s": _r(v)} for n, v in s.endpoints]
     if s.groups:
         d["groups"] = list(s.groups)
+    if s.machine:
+        d["machine"] = s.machine
+    if s.run:
+        d["run"] = s.run
     return d
 
 
@@ -239,11 +253,17 @@ def summary_from_dict(d: Any) -> HostSummary:
     if not isinstance(raw_g, list):
         raise SummaryError("summary field 'groups' is not a list")
     groups = tuple(_str(g, "groups", MAX_GROUP_TEXT) for g in raw_g[:MAX_GROUPS])
+    ids = []
+    for k in ("machine", "run"):  # absent from agents older than issue 27
+        v = d.get(k, "")
+        if not isinstance(v, str) or not AGENT_ID_RE.match(v):
+            raise SummaryError(f"summary field {k!r} is not a hex id")
+        ids.append(v)
     return HostSummary(host=host, t=t, seq=seq, interval_s=_num(d, "interval_s", hi=86400.0),
                        simulated=d.get("sim") is True, gpus=gpus, lost=tuple(lost),
                        util_pct=_num(d, "util_pct", hi=100.0), power_w=_num(d, "power_w", hi=1e7),
                        link_state=ls, link_gpu=lg, link_label=ll, findings=tuple(fs), endpoints=tuple(eps),
-                       groups=groups)
+                       groups=groups, machine=ids[0], run=ids[1])
 
 
 class SummaryPacer:

@@ -42,6 +42,22 @@ def clean(s: object, max_len: int = 200) -> str:
     return s
 
 
+_PICTURE = {c: chr(0x2400 + c) for c in range(0x20)} | {0x7F: "\u2421"}  # ESC → ␛, NUL → ␀, DEL → ␡
+_PICTURE |= {c: "\ufffd" for c in range(0x80, 0xA0)}  # C1 controls (8-bit CSI …) have no picture: �
+_PICTURE |= {ord(c): "\ufffd" for c in "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"}
+
+
+def visible(s: str, keep: str = "\t\n\r") -> str:
+    """``s`` with every control character shown, not obeyed: C0 controls and DEL as their Unicode control
+    pictures (ESC → ``␛``, so a pasted ``\x1b[2J`` reads ``␛[2J``), C1 and bidirectional controls as
+    ``�``; one character for one, so a cursor or selection in the text stays where it was. For text
+    that a person typed or pasted into a field, where :func:`clean` would silently drop what they gave;
+    the characters in ``keep`` (tab and line breaks: the field decides) are left as they are."""
+    if s.isprintable():
+        return s
+    return s.translate({c: p for c, p in _PICTURE.items() if chr(c) not in keep})
+
+
 def clean_opt(s: str | None, max_len: int = 200) -> str | None:
     """:func:`clean` that keeps ``None`` as ``None``."""
     return None if s is None else clean(s, max_len)

@@ -9,6 +9,8 @@ guarantees:
 * an inventory has at least one GPU and its indices are exactly 0…n−1, each once;
 * a frame's GPUs are unique, in range, and no more than the inventory has;
 * text is made terminal-safe (:func:`gpuscope.core.text.clean`) and bounded;
+* no secret passes (:mod:`gpuscope.core.redact`): an endpoint URL loses its ``user:password@``, a process's
+  command line its ``--api-key`` value (a recording or agent from before they were redacted at the source);
 * free-form event data is bounded in depth and size and holds no NaN/Infinity.
 
 Structural problems raise :class:`~gpuscope.core.codec.CodecError` (a one-line :class:`GpuscopeError`);
@@ -40,6 +42,7 @@ from gpuscope.core.model import (
     ProcessInfo,
     ServingGroup,
 )
+from gpuscope.core.redact import public_url, redact_command
 from gpuscope.core.text import clean, clean_opt, count
 
 
@@ -227,7 +230,7 @@ def check_gpu(g: GpuReading, tally: Tally | None = None) -> GpuReading:
             mem = p.used_memory_bytes if p.used_memory_bytes is None or in_range(p.used_memory_bytes, *BYTES) else None
             sm, mp = (v if v is None or in_range(v, *PCT) else None for v in (p.sm_pct, p.mem_pct))
             procs.append(ProcessInfo(pid=p.pid, used_memory_bytes=mem, name=clean_opt(p.name, 100),
-                                     user=clean_opt(p.user, 32), command=clean_opt(p.command, 120), sm_pct=sm,
+                                     user=clean_opt(p.user, 32), command=clean_opt(p.command and redact_command(p.command), 120), sm_pct=sm,
                                      mem_pct=mp, kind=p.kind if p.kind in PROCESS_KINDS else "C",
                                      gpu_instance=p.gpu_instance if in_range(p.gpu_instance, 0, 64) else None))
         ch["processes"] = tuple(procs)
@@ -254,7 +257,7 @@ def check_endpoint(e: EndpointReading, tally: Tally | None = None) -> EndpointRe
     probe = tuple(f for f in e.probe_fields if f in _ENDPOINT_FIELDS)[:16]
     if probe != e.probe_fields:
         ch["probe_fields"] = probe
-    ch.update(url=clean(e.url, 300), kind=clean_opt(e.kind, 40), model=clean_opt(e.model, 200),
+    ch.update(url=clean(public_url(e.url), 300), kind=clean_opt(e.kind, 40), model=clean_opt(e.model, 200),
               error=clean_opt(e.error, 300))
     return dataclasses.replace(e, **ch)
 
@@ -282,7 +285,7 @@ def check_group(g: ServingGroup, gpu_limit: int = MAX_GPUS, tally: Tally | None 
     if tally is not None and bad > 0:
         tally.readings += bad
     return dataclasses.replace(
-        g, server=clean(g.server, 80), kind=clean_opt(g.kind, 40), endpoint=clean_opt(g.endpoint, 300),
+        g, server=clean(g.server, 80), kind=clean_opt(g.kind, 40), endpoint=clean_opt(g.endpoint and public_url(g.endpoint), 300),
         model=clean_opt(g.model, 200), port=port, pids=pids, gpus=gpus, tp=sizes["tp"], pp=sizes["pp"],
         container=clean_opt(g.container, 120), note=clean_opt(g.note, 300))
 

@@ -145,12 +145,12 @@ class EndpointState(str, Enum):
     UNREACHABLE = "unreachable"  # no usable answer: refused, timed out, an HTTP error status (``up`` false)
 
 
-def state_of(up: bool, bad_answers: bool, gen_tokens_per_s: float | None,
+def state_of(up: bool | None, bad_answers: bool, gen_tokens_per_s: float | None,
              rate_window_s: float | None) -> EndpointState:
-    """The state from what a reading knows: ``up`` (answered), ``bad_answers`` (some answers were not
-    usable metrics), the gen rate and the rate window (None: not known). A bad answer counts only while
-    it leaves no rate to show."""
-    if not up:
+    """The state from what a reading knows: ``up`` (answered; None: no answer yet), ``bad_answers`` (some
+    answers were not usable metrics), the gen rate and the rate window (None: not known). A bad answer
+    counts only while it leaves no rate to show."""
+    if up is False:
         return EndpointState.UNREACHABLE
     if gen_tokens_per_s is None:
         if bad_answers:

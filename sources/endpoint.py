@@ -1,7 +1,7 @@
 """Inference endpoints: parse Prometheus `/metrics`, detect the server, turn counters into rates.
 
 Pure parts (tested with tables): :func:`parse_metrics`, :func:`detect_kind`, :func:`counter_rate`,
-:func:`histogram_quantile`, :class:`EndpointTracker`. :class:`EndpointPoller` polls over HTTP with
+:func:`histogram_quantile`, :func:`busiest`, :func:`model_rates`, :class:`EndpointTracker`. :class:`EndpointPoller` polls over HTTP with
 httpx on its own thread (timeouts, backoff, headers, TLS verification on), never blocking a UI.
 Metric names per server: the ServerSpec table below (docs/serving.md says what each reading means).
 """
@@ -9,18 +9,20 @@ Metric names per server: the ServerSpec table below (docs/serving.md says what e
 from __future__ import annotations
 
 import asyncio
+import heapq
 import math
 import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, get_args
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.groups import parallel_from_metrics
 from gpuscope.core.model import EndpointReading
+from gpuscope.core.redact import Endpoint, redact_text, split_endpoint
 from gpuscope.core.text import clean, count
 from gpuscope.core.vocab import SERVER_KINDS, EndpointState, state_of
 
@@ -84,7 +86,7 @@ class ServerSpec:
     running: Names = ()  # requests running
     waiting: Names = ()  # requests queued
     kv: Names = ()  # KV-cache usage: a fraction when ``kv_fraction``, else a percentage
-    gen_gauge: Names = ()  # the server's own gen tok/s, used instead of the counter's rate (0 when none runs)
+    gen_gauge: Names = ()  # the server's own gen tok/s, read only when it exports no gen counter (0 when none runs)
     spec_len_gauge: Names = ()  # mean acceptance length, when the counters cannot give it
     spec_rate_gauge: Names = ()  # acceptance rate (0-1), when the counters cannot give it
     cache_hit_gauge: Names = ()  # prefix-cache hit rate (0-1), when the counters cannot give it
@@ -319,8 +321,13 @@ def total(samples: Samples, names: Sequence[Series]) -> float | None:
     return sum(rows) if rows else None
 
 
-def buckets(samples: Samples, names: Sequence[Series]) -> tuple[dict[float, float], float, float] | None:
-    """Cumulative histogram buckets summed over label sets: ({le: count}, sum, count)."""
+Hist = tuple[dict[float, float], float | None, float]  # ({le: cumulative count}, sum or None, count)
+
+
+def buckets(samples: Samples, names: Sequence[Series]) -> Hist | None:
+    """Cumulative histogram buckets summed over label sets: ({le: count}, sum, count). The sum is None
+    when the server exports no ``_sum`` (a mean cannot be known: "–", never 0 ms); the count is the
+    ``+Inf`` bucket's when there is no ``_count``."""
     for n in names:
         if isinstance(n, tuple):  # no server's histogram is picked by a label
             continue
@@ -335,8 +342,10 @@ def buckets(samples: Samples, names: Sequence[Series]) -> tuple[dict[float, floa
                 continue
             if not math.isnan(le):
                 b[le] = b.get(le, 0.0) + v
-        s = sum(v for _l, v in samples.get(n + "_sum", []))
-        c = sum(v for _l, v in samples.get(n + "_count", []))
+        sums = samples.get(n + "_sum")
+        counts = samples.get(n + "_count")
+        s = sum(v for _l, v in sums) if sums else None
+        c = sum(v for _l, v in counts) if counts else b.get(math.inf, 0.0)
         return b, s, c
     return None
 
@@ -414,7 +423,7 @@ def quantile_with_bounds(q: float, cumulative: dict[float, float]) -> tuple[floa
 class _Snap:
     t: float
     counters: dict[str | None, dict[str, float]]  # model → counter key → value
-    hists: dict[str | None, dict[str, tuple[dict[float, float], float, float]]]
+    hists: dict[str | None, dict[str, Hist]]
     start: tuple[float, ...] | None = None  # process_start_time_seconds of the server's processes
 
 
@@ -459,6 +468,28 @@ def reset_reason(prev: _Snap | None, new: _Snap, was_down: bool) -> str | None:
     return None
 
 
+def model_rates(snaps: Sequence[_Snap], models: Iterable[str], key: str) -> dict[str, float | None]:
+    """Each model's rate of counter ``key`` over a window's scrapes (None: none yet, or not in the newest
+    scrape). From the first and the newest scrape when both have it: no counter goes down inside a window
+    (:func:`reset_reason` starts a new one), so that is :func:`counter_rate`'s answer, and a page of 5,000
+    models costs two looks per model, not one per model and scrape; from every scrape that has it otherwise."""
+    if len(snaps) < 2 or snaps[-1].t <= snaps[0].t:
+        return dict.fromkeys(models)
+    first, last = snaps[0].counters, snaps[-1].counters
+    dt = snaps[-1].t - snaps[0].t
+    out: dict[str, float | None] = {}
+    for m in models:
+        b = last.get(m, {}).get(key)
+        a = first.get(m, {}).get(key)
+        if b is None:
+            out[m] = None
+        elif a is not None:
+            out[m] = (b - a if b >= a else b) / dt
+        else:  # came in during the window
+            out[m] = counter_rate([(x.t, c[key]) for x in snaps if key in (c := x.counters.get(m, {}))])
+    return out
+
+
 def trim_window(snaps: deque[_Snap], t: float, window_s: float) -> None:
     """Keep the scrapes that span the last ``window_s`` (one older point to anchor the rate), and
     never any older than 2 × ``window_s``: a gap in the scrapes shows as no rate, not a long average."""
@@ -466,6 +497,47 @@ def trim_window(snaps: deque[_Snap], t: float, window_s: float) -> None:
         snaps.popleft()
     while snaps and snaps[0].t < t - 2 * window_s:
         snaps.popleft()
+
+
+REST_KEYS: tuple[CounterKey, ...] = ("gen", "prompt")  # the counters read of the models not shown
+
+
+def read_counters(samples: Samples, spec: ServerSpec, keys: Sequence[CounterKey]) -> dict[str, float]:
+    """{counter key: its total over label sets} of the ``keys`` the samples have."""
+    out: dict[str, float] = {}
+    for key in keys:
+        v = total(samples, getattr(spec, key))
+        if v is not None:
+            out[key] = v
+    return out
+
+
+def per_model(samples: Samples, names: Sequence[Series]) -> dict[str, float]:
+    """{model: the first present of ``names`` summed over that model's label sets}, in one pass over the
+    series (a page of 5,000 served models is not split into 5,000 pages for two numbers each)."""
+    out: dict[str, float] = {}
+    for lab, v in _select(samples, names):
+        m = model_of(lab)
+        if m and math.isfinite(v):
+            out[m] = out.get(m, 0.0) + v
+    return out
+
+
+def summed(values: Iterable[float | None]) -> float | None:
+    """The sum of the known values (None when none is known)."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def busiest(gen_rates: Mapping[str, float | None], running: Mapping[str, float], n: int) -> list[str]:
+    """The ``n`` models of an endpoint to show, in name order: those generating the most tokens over the
+    window (``gen_rates``, tok/s); a model without a rate yet ranks after those with one, by its requests
+    running (absent: 0), then by name."""
+    def rank(m: str) -> tuple[bool, float, float, str]:
+        r = gen_rates.get(m)
+        return r is None, -(r or 0.0), -running.get(m, 0.0), m
+
+    return sorted(heapq.nsmallest(n, set(gen_rates) | set(running), key=rank))
 
 
 def next_backoff(prev_s: float, interval_s: float) -> float:
@@ -494,7 +566,10 @@ class EndpointTracker:
     model: str | None = None
     models: list[str | None] = field(default_factory=lambda: [None])
     models_dropped: int = 0
+    dropped: list[str] = field(default_factory=list)  # served models beyond MAX_MODELS (the least busy)
     _last: dict[str | None, Samples] = field(default_factory=dict)
+    _rest_gauges: tuple[float | None, float | None] = (None, None)  # requests running, waiting of ``dropped``
+    _rest_rates: tuple[float | None, ...] = ()  # their gen and prompt tok/s (REST_KEYS), each model's own rate
     _wanted_names: set[str] | None = None
     parallel: tuple[int | None, int | None] = (None, None)  # TP/PP sizes its metrics tell (core/groups.py)
 
@@ -525,24 +600,32 @@ class EndpointTracker:
         was_down = self.down_since is not None
         self.down_since = None
         spec = SERVER_SPECS[kind]
-        models = sorted({m for rows in samples.values() for lab, _v in rows if (m := model_of(lab))})
-        self.models_dropped = max(0, len(models) - MAX_MODELS)
-        models = models[:MAX_MODELS]
-        self.models = list(models) if len(models) > 1 else [None]  # one model: no need to split
-        self.model = models[0][:60] if len(models) == 1 else None
-        by_model = split_by_model(samples, self.models)
+        every = sorted({m for rows in samples.values() for lab, _v in rows if (m := model_of(lab))})
+        keys: list[str | None] = list(every) if len(every) > 1 else [None]  # one model: no need to split
+        many = len(keys) > MAX_MODELS
         counters: dict[str | None, dict[str, float]] = {}
-        hists: dict[str | None, dict[str, tuple[dict[float, float], float, float]]] = {}
-        for m in self.models:
-            sm = by_model[m]
-            c = counters.setdefault(m, {})
-            for key in COUNTER_KEYS:
-                v = total(sm, getattr(spec, key))
-                if v is not None:
-                    c[key] = v
+        self.dropped, self._rest_gauges = [], (None, None)
+        if many:  # every model's gen and prompt counters, in one pass over their series: the busiest are
+            # picked by them and the rest's rates summed from them; the other counters of those shown only
+            base = {key: per_model(samples, getattr(spec, key)) for key in REST_KEYS}
+            counters = {m: {key: v for key in REST_KEYS if (v := base[key].get(m)) is not None} for m in every}
+            running, waiting = per_model(samples, spec.running), per_model(samples, spec.waiting)
+            upto_now = [*self.snaps, _Snap(t, counters, {})]
+            keys = list(busiest(model_rates(upto_now, every, "gen"), running, MAX_MODELS))
+            chosen = set(keys)
+            self.dropped = [m for m in every if m not in chosen]
+            self._rest_gauges = (sum(running[m] for m in self.dropped if m in running) if running else None,
+                                 sum(waiting[m] for m in self.dropped if m in waiting) if waiting else None)
+        by_model = split_by_model(samples, keys)
+        counters.update({m: read_counters(by_model[m], spec, COUNTER_KEYS) for m in keys})
+        self.models = list(keys)
+        self.models_dropped = len(self.dropped)
+        self.model = every[0][:60] if len(every) == 1 else None
+        hists: dict[str | None, dict[str, Hist]] = {}
+        for m in self.models:  # histograms of the models shown only
             hh = hists.setdefault(m, {})
             for hkey in HIST_KEYS:
-                b = buckets(sm, getattr(spec, hkey))
+                b = buckets(by_model[m], getattr(spec, hkey))
                 if b is not None:
                     hh[hkey] = b
         starts = tuple(sorted(v for _l, v in samples.get(START_TIME, []) if math.isfinite(v)))
@@ -554,6 +637,8 @@ class EndpointTracker:
         self.snaps.append(snap)
         trim_window(self.snaps, t, self.window_s)
         self._last = by_model
+        self._rest_rates = tuple(summed(model_rates(self.snaps, self.dropped, key).values())
+                                 for key in REST_KEYS) if many else ()
 
     def _wanted(self) -> Callable[[str], bool] | None:
         """Once the kind is known, only its metrics are parsed in full."""
@@ -573,11 +658,24 @@ class EndpointTracker:
         self.last_error = why
 
     def readings(self) -> list[EndpointReading]:
-        """One reading per model the server serves (one in all when it serves one; at most
-        :data:`MAX_MODELS`, the rest counted in ``models_dropped``)."""
+        """One reading per model the server serves (one in all when it serves one; past :data:`MAX_MODELS`,
+        the busiest, then one reading for the rest, see :meth:`rest_reading`)."""
         if self.down_since is not None or not self.snaps:
             return [self.reading()]
-        return [self.reading(m) for m in self.models]
+        return [self.reading(m) for m in self.models] + ([self.rest_reading()] if self.dropped else [])
+
+    def rest_reading(self) -> EndpointReading:
+        """The served models beyond :data:`MAX_MODELS` as one reading: ``model`` None, ``models_dropped``
+        their number, and their rates and request counts summed (each model's rate from its own counter,
+        so a model appearing or going away is not a reset), so that a sum over an endpoint's readings is
+        its true total. Latencies, KV and the rest are not read for them (None)."""
+        span = self.snaps[-1].t - self.snaps[0].t if len(self.snaps) >= 2 else None
+        gen, prompt = self._rest_rates or (None, None)
+        return EndpointReading(
+            url=self.url, kind=self.kind, model=None, up=True, gen_tokens_per_s=gen, prompt_tokens_per_s=prompt,
+            requests_running=self._rest_gauges[0], requests_waiting=self._rest_gauges[1],
+            rate_window_s=span, resets=self.resets, models_dropped=self.models_dropped,
+            state=state_of(True, self.garbage > 0, gen, span))
 
     def reading(self, model: str | None = None) -> EndpointReading:
         if self.down_since is not None:
@@ -587,7 +685,9 @@ class EndpointTracker:
                                    state=EndpointState.UNREACHABLE)
         if not self.snaps:
             err = f"{bad_responses(self.garbage)}: {self.last_error}" if self.garbage else self.last_error
-            return EndpointReading(url=self.url, kind=self.kind, up=True, error=err or "waiting for the first scrape",
+            # no answer yet: whether it is up is not known (None); answers that were not metrics: it is up
+            return EndpointReading(url=self.url, kind=self.kind, up=True if self.garbage else None,
+                                   error=err or "waiting for the first scrape",
                                    state=EndpointState.BAD_RESPONSE if self.garbage else EndpointState.STARTING)
         spec = SERVER_SPECS[self.kind or "vllm"]
         if model in self._last:
@@ -606,7 +706,7 @@ class EndpointTracker:
 
         gen = rate("gen")
         running = total(s, spec.running)
-        if spec.gen_gauge:
+        if spec.gen_gauge and "gen" not in pts[-1].counters.get(model, {}):  # the counter's rate wins
             g = total(s, spec.gen_gauge)
             if g is not None:
                 gen = 0.0 if running == 0 else g  # SGLang's gauge keeps its last value when idle
@@ -623,7 +723,8 @@ class EndpointTracker:
             if first is not None and last is not None and last[2] >= first[2]:
                 dn = last[2] - first[2]
                 if dn > 0:
-                    mean = (last[1] - first[1]) / dn
+                    if last[1] is not None and first[1] is not None:  # no _sum: no mean (never 0 ms)
+                        mean = (last[1] - first[1]) / dn
                     delta = {le: last[0].get(le, 0.0) - first[0].get(le, 0.0) for le in last[0]}
                     qs = {"p50": quantile_with_bounds(0.5, delta), "p95": quantile_with_bounds(0.95, delta)}
             lat[f"{key}_mean_s"] = mean
@@ -653,7 +754,7 @@ class EndpointTracker:
             rate_window_s=span, prompt_computed_tokens_per_s=rate("prompt_computed"),
             prompt_cached_tokens_per_s=rate("prompt_cached"), prefix_cache_hit_pct=hit_pct,
             preemptions_per_min=None if pre is None else pre * 60.0, resets=self.resets,
-            models_dropped=self.models_dropped, state=state_of(True, self.garbage > 0, gen, span), **lat,
+            state=state_of(True, self.garbage > 0, gen, span), **lat,
         )
 
 
@@ -669,6 +770,15 @@ def metrics_url(url: str, kind: str | None) -> str:
     return base + (spec.metrics_path if spec is not None else "/metrics")
 
 
+def httpx_auth(auth: tuple[str, str] | None) -> Any:
+    """httpx's Basic auth for an endpoint's ``(user, password)``, or None (no auth)."""
+    if auth is None:
+        return None
+    import httpx
+
+    return httpx.BasicAuth(*auth)
+
+
 class EndpointPoller:
     """Polls every endpoint every ``interval_s`` on a background thread (asyncio + httpx).
 
@@ -680,11 +790,15 @@ class EndpointPoller:
     max(5 s, 2 × interval). TLS verification stays on unless ``verify=False``.
     """
 
-    def __init__(self, urls: list[str], *, kind: str | None = None, interval_s: float = 1.0, timeout_s: float = 2.0,
-                 window_s: float = 10.0, headers: dict[str, str] | None = None, verify: bool = True,
-                 probe_every_s: float | None = None, probe_model: str | None = None, max_body: int = MAX_BODY):
-        self.trackers = [EndpointTracker(url=u, kind=kind, window_s=window_s) for u in urls]
-        self.urls = [metrics_url(u, kind) for u in urls]
+    def __init__(self, urls: Sequence[str | Endpoint], *, kind: str | None = None, interval_s: float = 1.0,
+                 timeout_s: float = 2.0, window_s: float = 10.0, headers: dict[str, str] | None = None,
+                 verify: bool = True, probe_every_s: float | None = None, probe_model: str | None = None,
+                 max_body: int = MAX_BODY):
+        # each URL split (core/redact.py): readings carry only the public URL; the credentials go in requests
+        targets = [u if isinstance(u, Endpoint) else split_endpoint(u) for u in urls]
+        self.trackers = [EndpointTracker(url=t.url, kind=kind, window_s=window_s) for t in targets]
+        self.urls = [metrics_url(t.request_url, kind) for t in targets]
+        self._auth = [httpx_auth(t.auth) for t in targets]
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.max_body = max_body
@@ -693,7 +807,7 @@ class EndpointPoller:
         self.probe_every_s = probe_every_s
         self.probe_model = probe_model
         self.probes: list[ProbeResult | None] = [None] * len(urls)
-        self._bases = [metrics_url(u, kind).rsplit("/", 1)[0].replace("/prometheus", "") for u in urls]
+        self._bases = [u.rsplit("/", 1)[0].replace("/prometheus", "") for u in self.urls]
         self._lock = threading.Lock()
         self._ready: list[tuple[EndpointReading, ...]] = [tuple(t.readings()) for t in self.trackers]
         self._stop = threading.Event()
@@ -770,18 +884,18 @@ class EndpointPoller:
     async def _probe_loop(self, client: Any) -> None:
         while not self._stop.is_set():
             for k, base in enumerate(self._bases):
-                res = await probe_chat(client, base, self.probe_model)
+                res = await probe_chat(client, base, self.probe_model, auth=self._auth[k])
                 with self._lock:
                     self.probes[k] = res
             await asyncio.sleep(self.probe_every_s or 10.0)
 
-    async def _fetch(self, client: Any, url: str) -> tuple[int, bytes | None, float]:
+    async def _fetch(self, client: Any, url: str, auth: Any = None) -> tuple[int, bytes | None, float]:
         """(status, body, when) with the size cap enforced as the bytes arrive: body None past ``max_body``.
 
         ``when`` is the wall time the response headers arrived: the server had read its counters just
         before, so rates are not skewed by connection set-up (the first scrape's TCP connect made a 4 s
         window read 3 % low under load when the request's start time was used)."""
-        async with client.stream("GET", url) as r:
+        async with client.stream("GET", url, auth=auth) as r:
             when = time.time()
             buf = bytearray()
             async for chunk in r.aiter_bytes():
@@ -799,7 +913,7 @@ class EndpointPoller:
         t = time.time()
         why: str
         try:
-            status, raw, t = await asyncio.wait_for(self._fetch(client, self.urls[k]), self.timeout_s)
+            status, raw, t = await asyncio.wait_for(self._fetch(client, self.urls[k], self._auth[k]), self.timeout_s)
             if raw is None:
                 tr.garbage += 1
                 tr.last_error = f"response larger than {self.max_body / 2**20:g} MB refused"
@@ -819,7 +933,7 @@ class EndpointPoller:
         except httpx.ConnectError as e:
             why = connect_reason(e)
         except httpx.HTTPError as e:
-            why = f"{type(e).__name__}: {clean(str(e), REASON_MAX)}"
+            why = f"{type(e).__name__}: {clean(redact_text(str(e)), REASON_MAX)}"  # it may quote the URL
         tr.failed(t, why)
         self._publish(k)
         return False
@@ -880,20 +994,22 @@ def measure_stream(events: Iterable[tuple[float, dict[str, Any]]], t_start: floa
     return ProbeResult(ttft_s=t_first - t_start, decode_tokens_per_s=rate, completion_tokens=tokens)
 
 
-async def probe_chat(client: Any, base_url: str, model: str | None = None, max_tokens: int = 64) -> ProbeResult:
-    """POST a streamed OpenAI-compatible chat completion with ``include_usage`` and time it."""
+async def probe_chat(client: Any, base_url: str, model: str | None = None, max_tokens: int = 64,
+                     auth: Any = None) -> ProbeResult:
+    """POST a streamed OpenAI-compatible chat completion with ``include_usage`` and time it (``auth``: the
+    endpoint's Basic auth, :func:`httpx_auth`)."""
     import httpx
 
     try:
         if model is None:
-            r = await client.get(base_url + "/v1/models")
+            r = await client.get(base_url + "/v1/models", auth=auth)
             data = r.json().get("data") if r.status_code == 200 else None
             model = data[0]["id"] if data else "default"
         body = {"model": model, "stream": True, "stream_options": {"include_usage": True}, "max_tokens": max_tokens,
                 "temperature": 0, "messages": [{"role": "user", "content": "Count from 1 to 100, one number per line."}]}
         t0 = time.perf_counter()
         got: list[tuple[float, dict[str, Any]]] = []
-        async with client.stream("POST", base_url + "/v1/chat/completions", json=body) as resp:
+        async with client.stream("POST", base_url + "/v1/chat/completions", json=body, auth=auth) as resp:
             if resp.status_code != 200:
                 return ProbeResult(error=f"probe: HTTP {resp.status_code}")
             async for line in resp.aiter_lines():

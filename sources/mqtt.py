@@ -25,7 +25,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,6 +39,7 @@ from gpuscope.core.codec import (
 )
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import Frame, Inventory
+from gpuscope.core.redact import public_url
 from gpuscope.core.summary import HostSummary, SummaryError, summarise, summary_from_dict, summary_to_dict
 from gpuscope.core.vocab import SEV_RANK, SEVERITIES
 
@@ -49,6 +50,14 @@ HOST_RE = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")
 LEGACY_EVERY_S = 5.0  # an older agent's frames (no summary stream) are decoded at most this often per host
 BROKER_DROPPED_TOPIC = "$SYS/broker/publish/messages/dropped"  # Mosquitto's count, every client together
 STATUS_SUMMARY_MARK = "summary"  # a status with this key: the agent publishes the summary stream
+AUTH_REFUSED = frozenset({4, 5, 134, 135})  # CONNACK: bad user name or password, not authorized (MQTT 3.1.1, 5)
+AUTH_FAILED = "authentication failed"
+AUTH_HINT = "the broker refused the login: check --username and the password"
+AUTH_TRIES = 3  # the agent exits after this many refused logins in a row
+CLASH_WINDOW_S = 60.0  # two publishers of one host name interleaving within this: shown as a clash
+MAX_STREAMS = 8  # publishers remembered per host name
+CLOCK_SKEW_S = 5.0  # a host clock further off than this is shown as such ("clock 1h behind")
+CLOCK_SAMPLES = 4  # live summaries that must agree on the offset (~20 s at one summary per 5 s)
 
 
 class BrokerError(GpuscopeError, ValueError):
@@ -78,7 +87,7 @@ def parse_broker(url: str, *, username: str | None = None, password_file: str | 
     env = os.environ if env is None else env
     parts = urlsplit(url)
     if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
-        raise BrokerError(f"--broker {url!r}: expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT]")
+        raise BrokerError(f"--broker {public_url(url)!r}: expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT]")
     if parts.password:
         raise BrokerError("a password in the broker URL would show in the process list: use --password-file "
                           "or GPUSCOPE_MQTT_PASSWORD")
@@ -86,7 +95,7 @@ def parse_broker(url: str, *, username: str | None = None, password_file: str | 
     try:
         port = parts.port or (8883 if tls else 1883)
     except ValueError:
-        raise BrokerError(f"--broker {url!r}: bad port") from None
+        raise BrokerError(f"--broker {public_url(url)!r}: bad port") from None
     password = None
     if password_file:
         try:
@@ -100,9 +109,66 @@ def parse_broker(url: str, *, username: str | None = None, password_file: str | 
         raise BrokerError("--qos must be 0, 1 or 2")
     if not re.fullmatch(r"[A-Za-z0-9._/-]{1,64}", prefix) or "+" in prefix or "#" in prefix:
         raise BrokerError(f"--topic-prefix {prefix!r}: letters, digits, . _ - / only")
+    if tls or ca_file or cert_file or key_file:
+        tls_context(ca_file, cert_file, key_file)  # a missing or wrong file is a start-up error, not a retry loop
     return BrokerConfig(host=parts.hostname, port=port, tls=tls or bool(ca_file), username=username or parts.username,
                         password=password, ca_file=ca_file, cert_file=cert_file, key_file=key_file,
                         prefix=prefix.strip("/"), qos=qos)
+
+
+def _pem(flag: str, path: str) -> bytes:
+    """The text of a ``--tls-*`` file; a BrokerError naming it when it cannot be read or holds no PEM block."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1_000_000)
+    except OSError as e:
+        raise BrokerError(f"{flag} {path}: {e.strerror or e}") from None
+    if b"-----BEGIN " not in data:
+        raise BrokerError(f"{flag} {path}: not a PEM file (no '-----BEGIN' line)")
+    return data
+
+
+def _no_passphrase() -> str:
+    raise BrokerError("an encrypted key (it asks for a passphrase) is not supported")
+
+
+def tls_context(ca_file: str | None, cert_file: str | None, key_file: str | None) -> ssl.SSLContext:
+    """The TLS context for ``--tls-ca``/``--tls-cert``/``--tls-key`` (system CAs without ``ca_file``); a
+    BrokerError (one line, naming the file) for a file that is missing, not PEM, a cert without its key, a key
+    that is not the cert's, or an encrypted key (OpenSSL would ask for its passphrase on the terminal)."""
+    if key_file and not cert_file:
+        raise BrokerError(f"--tls-key {key_file} needs --tls-cert FILE (the certificate it belongs to)")
+    cert = _pem("--tls-cert", cert_file) if cert_file else b""
+    if cert_file and b"CERTIFICATE-----" not in cert:
+        raise BrokerError(f"--tls-cert {cert_file} holds no certificate")
+    if key_file:
+        if b"PRIVATE KEY-----" not in _pem("--tls-key", key_file):
+            raise BrokerError(f"--tls-key {key_file} holds no private key")
+    elif cert_file and b"PRIVATE KEY-----" not in cert:
+        raise BrokerError(f"--tls-cert {cert_file} holds no private key: give its key with --tls-key FILE")
+    if ca_file:
+        _pem("--tls-ca", ca_file)
+    try:
+        ctx = ssl.create_default_context(cafile=ca_file)
+    except ssl.SSLError as e:
+        raise BrokerError(f"--tls-ca {ca_file}: not a usable CA certificate ({_ssl_reason(e)})") from None
+    if cert_file:
+        try:
+            ctx.load_cert_chain(cert_file, key_file, password=_no_passphrase)
+        except BrokerError as e:
+            raise BrokerError(f"--tls-key {key_file or cert_file}: {e}") from None
+        except ssl.SSLError as e:
+            if "KEY_VALUES_MISMATCH" in str(e) or "key values mismatch" in str(e):
+                raise BrokerError(f"--tls-key {key_file} is not the key of --tls-cert {cert_file}") from None
+            raise BrokerError(f"--tls-cert {cert_file}" + (f" / --tls-key {key_file}" if key_file else "")
+                              + f": not a usable certificate and key ({_ssl_reason(e)})") from None
+    return ctx
+
+
+def _ssl_reason(e: ssl.SSLError) -> str:
+    """OpenSSL's reason in words ("PEM lib": a PEM block that does not decode)."""
+    reason = e.reason or re.sub(r"^\[\w+\] | \(_ssl\.c:\d+\)$", "", str(e))
+    return "malformed PEM" if reason == "PEM lib" else reason.replace("_", " ").lower()
 
 
 def topic(cfg: BrokerConfig, host: str, kind: str) -> str:
@@ -139,11 +205,7 @@ def _client(cfg: BrokerConfig, identifier: str, will: Any = None, logger: loggin
             queue_max: int = 10_000, queue_type: Any = None) -> Any:
     import aiomqtt
 
-    ctx = None
-    if cfg.tls:
-        ctx = ssl.create_default_context(cafile=cfg.ca_file)
-        if cfg.cert_file:
-            ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
+    ctx = tls_context(cfg.ca_file, cfg.cert_file, cfg.key_file) if cfg.tls else None
     return aiomqtt.Client(cfg.host, cfg.port, username=cfg.username, password=cfg.password, identifier=identifier,
                           will=will, tls_context=ctx, timeout=5, keepalive=15, max_queued_incoming_messages=queue_max,
                           logger=logger, queue_type=queue_type)
@@ -162,6 +224,8 @@ def describe_error(e: BaseException) -> str:
     context; an ``ssl.SSLCertVerificationError`` there gives e.g. ``TLS: certificate verify failed:
     Basic Constraints of CA cert not marked critical`` (Python 3.13 checks X.509 strictly).
     """
+    if auth_refused(e):
+        return f"{AUTH_FAILED} ({AUTH_HINT})"
     seen: set[int] = set()
     cur: BaseException | None = e
     while cur is not None and id(cur) not in seen:
@@ -174,6 +238,17 @@ def describe_error(e: BaseException) -> str:
     if isinstance(e, OSError) and e.strerror:
         return e.strerror[:200]
     return str(e)[:200] or type(e).__name__
+
+
+def auth_refused(e: BaseException) -> bool:
+    """Whether ``e`` is the broker refusing the login (CONNACK 4/5, or 134/135 in MQTT 5's codes)."""
+    from aiomqtt.exceptions import MqttConnectError  # not other MqttCodeErrors: their 4 means not connected
+
+    if not isinstance(e, MqttConnectError):
+        return False
+    rc = getattr(e, "rc", None)
+    rc = getattr(rc, "value", rc)
+    return isinstance(rc, int) and rc in AUTH_REFUSED
 
 
 class _LoopThread:
@@ -260,11 +335,16 @@ class Publisher(_LoopThread):
     broker is away; a background thread reconnects with backoff and resumes.
     """
 
-    def __init__(self, cfg: BrokerConfig, inventory: Inventory, queue_max: int = 120):
+    def __init__(self, cfg: BrokerConfig, inventory: Inventory, queue_max: int = 120, *, name: str | None = None,
+                 machine: str = "", run: str = "", on_fatal: Any = None):
         super().__init__("gpuscope-mqtt")
         self.cfg = cfg
-        self.host = safe_host(inventory.host)
-        self.inventory = inventory
+        self.host = name or safe_host(inventory.host)  # ``agent --name`` (checked by cli/agent_id.check_name)
+        self.inventory = inventory if self.host == inventory.host else replace(inventory, host=self.host)
+        self.ids = {k: v for k, v in (("machine", machine), ("run", run)) if v}  # in status and will (docs/mqtt.md)
+        self.on_fatal = on_fatal  # called (in the loop's thread) when it gives up: :attr:`fatal` says why
+        self.fatal: str | None = None
+        self.refused = 0  # logins the broker refused in a row
         self.queue: deque[bytes] = deque(maxlen=queue_max)
         self.dropped = 0
         self.sent = 0
@@ -285,7 +365,9 @@ class Publisher(_LoopThread):
         self._wake()
 
     def publish_summary(self, summary: HostSummary) -> None:
-        """Publish ``summary`` (retained) at the next chance; a newer one replaces one not yet sent."""
+        """Publish ``summary`` (retained) at the next chance, with this agent's machine and run ids; a newer one
+        replaces one not yet sent."""
+        summary = replace(summary, machine=self.ids.get("machine", ""), run=self.ids.get("run", ""))
         self.summary_payload = json.dumps(summary_to_dict(summary), separators=(",", ":")).encode()
         self._wake()
 
@@ -297,7 +379,7 @@ class Publisher(_LoopThread):
         import aiomqtt
 
         status_t = topic(self.cfg, self.host, "status")
-        mark = {STATUS_SUMMARY_MARK: 1}  # tells viewers this agent publishes summaries
+        mark = {STATUS_SUMMARY_MARK: 1, **self.ids}  # tells viewers this agent publishes summaries
         will = aiomqtt.Will(status_t, json.dumps({"state": "offline", "reason": "lost", **mark}).encode(), qos=1,
                             retain=True)
         backoff = 0.5
@@ -308,7 +390,7 @@ class Publisher(_LoopThread):
                                     json.dumps(inventory_to_dict(self.inventory)).encode(), qos=1, retain=True)
                     await c.publish(status_t, json.dumps({"state": "online", "t": time.time(), **mark}).encode(),
                                     qos=1, retain=True)
-                    self.connected, backoff, self.last_error = True, 0.5, None
+                    self.connected, backoff, self.last_error, self.refused = True, 0.5, None, 0
                     self.connects += 1
                     frame_t = topic(self.cfg, self.host, "frame")
                     summary_t = topic(self.cfg, self.host, "summary")
@@ -330,6 +412,13 @@ class Publisher(_LoopThread):
                     return
             except (aiomqtt.MqttError, OSError) as e:
                 self.connected, self.last_error = False, describe_error(e)
+                self.refused = self.refused + 1 if auth_refused(e) else 0
+                if self.refused >= AUTH_TRIES:  # credentials do not fix themselves: say so and stop
+                    self.fatal = (f"{AUTH_FAILED} {self.refused} times at {self.cfg.host}:{self.cfg.port} "
+                                  f"({AUTH_HINT})")
+                    if self.on_fatal is not None:
+                        self.on_fatal()
+                    return
             await self._pause(backoff, self._astop)
             backoff = min(backoff * 2, 30.0)
 
@@ -346,9 +435,36 @@ class RemoteHost:
     summary: HostSummary | None = None  # what the fleet row shows (the agent's, or built from an older agent's frame)
     data_t: float | None = None  # sample time (epoch s) of the newest data: "seen Ns ago" is now - data_t
     legacy: bool | None = None  # True: an older agent (frames only); False: publishes summaries; None: not known yet
-    last_seq: int | None = None
+    # per publisher of this name (HostSummary.stream(): machine/run) → [last seq, its t, monotonic time seen];
+    # sequence gaps are counted per publisher, so two agents under one name never count each other as loss
+    streams: dict[str, list[float]] = field(default_factory=dict)
+    last_stream: str | None = None
+    clash_until: float = 0.0  # monotonic: until then two or more agents publish under this name (see clash())
+    # live summaries' (arrival - sample time) on the viewer's clock: the host clock's offset (clock_offset())
+    offsets: deque[float] = field(default_factory=lambda: deque(maxlen=CLOCK_SAMPLES))
     last_decode: float = 0.0  # monotonic time of the last legacy frame decoded for the fleet row
     rank: int = len(SEVERITIES)  # worst()[0], kept up to date by the subscriber (the fleet sorts by it)
+
+    def clash(self, mono: float) -> int:
+        """How many agents publish under this name now (monotonic time ``mono``): 0 when only one does. Two
+        publishers are seen when their summaries interleave (A, B, A) within :data:`CLASH_WINDOW_S`; an agent
+        that restarts (A, then B for good) or a name moved to another machine is not a clash."""
+        if mono >= self.clash_until:
+            return 0
+        # the UI thread asks while the subscriber's thread may add or drop a stream: tuple() copies the values
+        # in one C call (no bytecode runs between, so no other thread can change the dict mid-way); each entry is
+        # replaced whole, never changed in place
+        return max(2, sum(1 for st in tuple(self.streams.values()) if mono - st[2] < CLASH_WINDOW_S))
+
+    def clock_offset(self) -> float | None:
+        """How far this host's clock is behind the viewer's (s; negative: ahead), when its last
+        :data:`CLOCK_SAMPLES` live summaries all arrived more than :data:`CLOCK_SKEW_S` off and within 2 s of
+        each other (a constant offset is a clock; a delay varies); None otherwise."""
+        o = self.offsets
+        if len(o) < (o.maxlen or 0) or max(o) - min(o) > 2.0:
+            return None
+        best = min(o, key=abs)  # the least delayed message
+        return best if abs(best) > CLOCK_SKEW_S and (min(o) > 0 or max(o) < 0) else None
 
     def worst(self) -> tuple[int, str]:
         """(severity rank 0 critical … 3 none, message) of the worst active finding (ranks: core/vocab.py)."""
@@ -421,10 +537,12 @@ class Subscriber(_LoopThread):
         self.last_error: str | None = None
         self.watched: set[str] = set()
         self._lag = [0.0, 0.0]  # max lag (s) in the current and previous 10 s window
+        self._lag_host: list[str | None] = [None, None]  # whose message set each window's max
         self._lag_window = 0
         self._lib = _DropCounter()
         self._logger = logging.getLogger(f"gpuscope.mqtt.sub{id(self)}")
         self._logger.propagate = False
+        self._logger.setLevel(logging.WARNING)  # its own level: cli/logs.py may set "gpuscope" to CRITICAL (a TUI)
         self._logger.addHandler(self._lib)
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -437,6 +555,11 @@ class Subscriber(_LoopThread):
     def stop(self) -> None:
         """End the thread and its loop (it may be waiting for the next message: cancelled) and join."""
         self._end(grace_s=0.0)
+
+    @property
+    def broker_down(self) -> bool:
+        """The broker cannot be reached now (a connection lost or an attempt failed): no host's state is known."""
+        return not self.connected and self.last_error is not None
 
     def snapshot(self) -> list[RemoteHost]:
         with self._lock:
@@ -509,13 +632,20 @@ class Subscriber(_LoopThread):
         w = int(mono // 10)
         if w != self._lag_window:
             self._lag = [0.0, self._lag[0]] if w == self._lag_window + 1 else [0.0, 0.0]
+            self._lag_host = [None, self._lag_host[0]] if w == self._lag_window + 1 else [None, None]
             self._lag_window = w
 
-    def _note_lag(self, data_t: float, now: float) -> None:
+    def _note_lag(self, data_t: float, now: float, host: str | None = None) -> None:
         self._roll_lag(time.monotonic())
         lag = now - data_t
         if lag > self._lag[0]:
-            self._lag[0] = lag
+            self._lag[0], self._lag_host[0] = lag, host
+
+    def _forget_lag(self, host: str) -> None:
+        """``host``'s clock turned out to be off: its earlier messages' "lag" was its clock, not delay."""
+        for k in (0, 1):
+            if self._lag_host[k] == host:
+                self._lag[k], self._lag_host[k] = 0.0, None
 
     # ------------------------------------------------------------------ messages
     def handle(self, topic_name: str, payload: bytes | bytearray | str | None, retained: bool = False) -> bool:
@@ -571,21 +701,24 @@ class Subscriber(_LoopThread):
             try:
                 if kind == "summary":
                     s = summary_from_dict(doc)
-                    if h.summary is not None and h.last_seq is not None and s.seq <= h.last_seq and s.t <= h.summary.t:
+                    if not self._stream(h, s, retained, time.monotonic()):
                         return True  # a duplicate (overlapping subscriptions, a resent retained message)
-                    if not retained and h.last_seq is not None and s.seq > h.last_seq + 1:
-                        self.lost += s.seq - h.last_seq - 1
-                    h.last_seq = s.seq
                     if h.legacy:
                         h.legacy = False
                         self._resync()
                     h.legacy = False
                     h.summary = s
                     h.rank = s.worst()[0]
+                    if h.clash(time.monotonic()):
+                        h.rank = min(h.rank, SEV_RANK["warning"])  # sorted with the warnings: it needs a fix
                     h.data_t = s.t
                     if not retained:
                         h.online = True
-                        self._note_lag(s.t, now)
+                        h.offsets.append(now - s.t)
+                        offset = h.clock_offset()
+                        if offset is not None:  # a skewed clock is not lag
+                            self._forget_lag(host)
+                        self._note_lag(s.t + (offset or 0.0), now, host)
                 elif kind == "inventory":
                     h.inventory = inventory_from_dict(doc)
                     if h.legacy and h.frame is not None:
@@ -640,6 +773,23 @@ class Subscriber(_LoopThread):
                 self.hosts[host] = h
                 self.order_gen += 1
                 self._cond.notify_all()
+        return True
+
+    def _stream(self, h: RemoteHost, s: HostSummary, retained: bool, mono: float) -> bool:
+        """Count ``s`` against its publisher's sequence (lost summaries: gaps in it) and note a clash (two
+        publishers interleaving); False for a duplicate. Under the subscriber's lock."""
+        key = s.stream()
+        st = h.streams.get(key)
+        if st is not None and s.seq <= st[0] and s.t <= st[1]:
+            return False
+        if not retained and st is not None and s.seq > st[0] + 1:
+            self.lost += int(s.seq - st[0] - 1)
+        if st is not None and h.last_stream not in (None, key) and mono - st[2] < CLASH_WINDOW_S:
+            h.clash_until = mono + CLASH_WINDOW_S  # back to a publisher seen a moment ago: two are live
+        h.streams[key] = [s.seq, s.t, mono]
+        h.last_stream = key
+        if len(h.streams) > MAX_STREAMS:
+            del h.streams[min(h.streams, key=lambda k: h.streams[k][2])]
         return True
 
     @staticmethod
@@ -712,10 +862,8 @@ class Subscriber(_LoopThread):
                         syncer.cancel()
             except (aiomqtt.MqttError, OSError) as e:
                 self.last_error = describe_error(e)
-            self.connected = False
-            with self._lock:  # the broker is gone: nobody can be confirmed online
-                for h in self.hosts.values():
-                    h.online = False
+            self.connected = False  # the broker is gone: every host is unknown (the fleet says so), not offline
+            with self._lock:
                 self.order_gen += 1
             await self._pause(backoff, self._astop)
             backoff = min(backoff * 2, 30.0)

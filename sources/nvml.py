@@ -26,6 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypedDict
 
+from gpuscope.core.energy import EnergyMeter
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.health import tally_xid, xid_text
 from gpuscope.core.model import (
@@ -38,6 +39,7 @@ from gpuscope.core.model import (
     ProcessInfo,
     XidCount,
 )
+from gpuscope.core.redact import redact_command
 from gpuscope.core.text import clean_opt
 from gpuscope.core.topology import cpu_list, normalize_bus_id, nvlink_count, topology_label
 from gpuscope.sources.procinfo import COMMAND_MAX, UNKNOWN_USER, ProcTable
@@ -51,16 +53,18 @@ ARCHITECTURES = {2: "kepler", 3: "maxwell", 4: "pascal", 5: "volta", 6: "turing"
                  9: "hopper", 10: "blackwell", 11: "orin"}
 
 # GPM metric ids (nvmlGpmMetricId_t).
-GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW = 2, 3, 5, 10
+GPM_GR_ENGINE, GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW = 1, 2, 3, 5, 10
 GPM_PCIE_TX, GPM_PCIE_RX = 20, 21
 GPM_NVLINK_RX, GPM_NVLINK_TX = 60, 61
-_GPM_METRICS = (GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW, GPM_PCIE_TX, GPM_PCIE_RX, GPM_NVLINK_RX, GPM_NVLINK_TX)
+_GPM_METRICS = (GPM_GR_ENGINE, GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW, GPM_PCIE_TX, GPM_PCIE_RX,
+                GPM_NVLINK_RX, GPM_NVLINK_TX)
 _MIB = 1024 * 1024
-GpmKey = Literal["sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_bw_util_pct", "pcie_tx_bytes_per_s",
-                 "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"]
+GpmKey = Literal["gr_engine_active_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct",
+                 "dram_bw_util_pct", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"]
 _GPM_FIELDS: tuple[tuple[GpmKey, int, float], ...] = (  # (reading, GPM metric id, scale to its unit)
-    ("sm_active_pct", GPM_SM_UTIL, 1.0), ("sm_occupancy_pct", GPM_SM_OCC, 1.0),
-    ("tensor_active_pct", GPM_TENSOR, 1.0), ("dram_bw_util_pct", GPM_DRAM_BW, 1.0),
+    ("gr_engine_active_pct", GPM_GR_ENGINE, 1.0), ("sm_active_pct", GPM_SM_UTIL, 1.0),
+    ("sm_occupancy_pct", GPM_SM_OCC, 1.0), ("tensor_active_pct", GPM_TENSOR, 1.0),
+    ("dram_bw_util_pct", GPM_DRAM_BW, 1.0),
     ("pcie_tx_bytes_per_s", GPM_PCIE_TX, _MIB), ("pcie_rx_bytes_per_s", GPM_PCIE_RX, _MIB),
     ("nvlink_tx_bytes_per_s", GPM_NVLINK_TX, _MIB), ("nvlink_rx_bytes_per_s", GPM_NVLINK_RX, _MIB))
 ENERGY_INTERVAL_S = 30.0
@@ -97,6 +101,7 @@ class ReadingFields(TypedDict, total=False):
     pcie_replay_count: int
     pcie_recovery_count: int
     pcie_error_count: int
+    gr_engine_active_pct: float
     sm_active_pct: float
     sm_occupancy_pct: float
     tensor_active_pct: float
@@ -118,6 +123,7 @@ class _SlowState:
     fields: ReadingFields = field(default_factory=lambda: ReadingFields())
     energy: float | None = None  # mJ, NVML's total energy counter
     energy_t: float = -1e18  # when it was read (the source's clock)
+    meter: EnergyMeter = field(default_factory=EnergyMeter)  # the counter advanced every tick between reads
     procs: tuple[ProcessInfo, ...] | None = None
 # (history key of the throughput call, the reading it fills): the fallback where GPM is not there
 _PCIE_THROUGHPUT: tuple[tuple[str, Literal["pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"]], ...] = (
@@ -718,7 +724,8 @@ class NvmlSource:
             graphics_clock_mhz=c(i, "clk_gfx", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_GRAPHICS),
             power_w=power / 1000.0 if power is not None else None,
             power_limit_w=limit / 1000.0 if limit is not None else None,
-            energy_j=energy / 1000.0 if energy is not None else None,
+            energy_j=kept.meter.step(now, power / 1000.0 if power is not None else None,
+                                     energy / 1000.0 if energy is not None else None),
             temp_gpu_c=_num(c(i, "temp", nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU)),
             fan_pct=_num(c(i, "fan", nv.nvmlDeviceGetFanSpeed, h)),
             pstate=c(i, "pstate", nv.nvmlDeviceGetPerformanceState, h),
@@ -759,7 +766,8 @@ class NvmlSource:
             else:  # the simulated NVML carries its own (simulated) facts
                 user = getattr(p, "user", None) or UNKNOWN_USER
                 name = clean_opt(getattr(p, "name", None), 32)
-                command = clean_opt(getattr(p, "cmdline", None), COMMAND_MAX)
+                cmd = getattr(p, "cmdline", None)
+                command = clean_opt(cmd and redact_command(cmd), COMMAND_MAX)  # as /proc's: secrets redacted
             sm = mem = None
             if util is not None:  # a process without a sample since the last read used 0 %
                 sm, mem = util.get(pid, (0.0, 0.0))

@@ -19,6 +19,7 @@ import pwd
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from gpuscope.core.redact import redact_argv
 from gpuscope.core.text import clean
 from gpuscope.core.units import NONE
 
@@ -70,11 +71,12 @@ def user_name(uid: int, getpwuid: Callable[[int], pwd.struct_passwd] = pwd.getpw
 
 def parse_cmdline(raw: bytes) -> str | None:
     """``/proc/PID/cmdline`` (NUL-separated arguments) as one cleaned line, cut to :data:`COMMAND_MAX`
-    characters; None when empty (a kernel thread, a zombie)."""
+    characters, its secrets redacted (``vllm serve --api-key <redacted>``: recordings and MQTT carry it);
+    None when empty (a kernel thread, a zombie)."""
     args = [a for a in raw.split(b"\0") if a]
     if not args:
         return None
-    return clean(" ".join(a.decode("utf-8", "replace") for a in args), COMMAND_MAX) or None
+    return clean(" ".join(redact_argv([a.decode("utf-8", "replace") for a in args])), COMMAND_MAX) or None
 
 
 def in_container(root: str = "/proc") -> bool:

@@ -3,8 +3,10 @@
 Two groups of series (docs/prometheus.md lists them all):
 
 * **DCGM-compatible** series with dcgm-exporter's names, types, units and labels (``gpu``, ``UUID``,
-  ``pci_bus_id``, ``device``, ``modelName``, ``Hostname``), so dashboards built on dcgm-exporter (Grafana
-  12239) work unchanged on hosts without DCGM. A series is absent, never 0, where the GPU cannot read it.
+  ``pci_bus_id``, ``device``, ``modelName``, ``Hostname``, ``DCGM_FI_DRIVER_VERSION``), so dashboards built on
+  dcgm-exporter (Grafana 12239) work unchanged on hosts without DCGM. A series is absent, never 0, where the GPU
+  cannot read it. ``--dcgm-names`` writes them under the names before dcgm-exporter 4.9, its 4.9 names (in base
+  units: :data:`DCGM_49`, one table) or both.
 * **gpuscope's own** series (``gpuscope_`` prefix, base units in the names): PCIe link against its
   maxima, NVLink capacity, pair paths, clock-event reasons, active findings, endpoint serving metrics and
   the sampler's health.
@@ -21,7 +23,7 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuscope import __version__
 from gpuscope.core import catalogue
@@ -34,6 +36,9 @@ from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s
 from gpuscope.core.vocab import SEVERITIES
 from gpuscope.sources.exporter_http import Server, make_server
 from gpuscope.sources.webconfig import WebConfig
+
+if TYPE_CHECKING:
+    from gpuscope.sources.kubelet import PodLabels
 
 # The Prometheus wiki's default-port list has 9100-9999 fully allocated (9400 is dcgm-exporter's), so
 # gpuscope takes a port outside it: dcgm-exporter's 9400 plus 10000, below Linux's ephemeral range.
@@ -137,6 +142,7 @@ class Family:
     help: str
     members: tuple[Member, ...]
     gpm: bool = False  # only GPUs with GPM (DCGM_FI_PROF_*)
+    v49: bool = False  # a dcgm-exporter 4.9 name: its label set has DCGM_FI_SYSTEM_DRIVER_VERSION
 
 
 def families(scope: str, kind: str) -> list[Family]:
@@ -169,8 +175,19 @@ def _fb_free(r: GpuReading) -> float | None:
     return max(0, r.mem_total_bytes - r.mem_used_bytes - (r.mem_reserved_bytes or 0))
 
 
-# Derived from two fields of a reading, so not a catalogue metric (the catalogue has one metric per field).
-DCGM_DERIVED = (Family("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", ((_fb_free, MIB, True, ""),)),)
+def _nvlink_total(r: GpuReading) -> float | None:
+    """NVLink traffic of all links, both directions (bytes/s), as DCGM's NVLink bandwidth total sums them."""
+    if r.nvlink_tx_bytes_per_s is None and r.nvlink_rx_bytes_per_s is None:
+        return None
+    return (r.nvlink_tx_bytes_per_s or 0.0) + (r.nvlink_rx_bytes_per_s or 0.0)
+
+
+# Derived from two fields of a reading, so not catalogue metrics (the catalogue has one metric per field).
+DCGM_DERIVED = (Family("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", ((_fb_free, MIB, True, ""),)),
+                # dcgm-exporter declares this MB/s figure a counter (etc/default-counters.csv); kept, for its queries
+                Family("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "Total number of NVLink bandwidth counters "
+                       "for all lanes", ((_nvlink_total, 1e6, True, ""),)))
+
 GPU_DERIVED = (Family("gpuscope_pcie_link_capacity_bytes_per_second", "gauge", "Usable bandwidth of the PCIe link "
                       "as it runs now, one direction, after line encoding.",
                       ((lambda r: pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width), 1.0, False, ""),)),
@@ -180,7 +197,98 @@ GPU_DERIVED = (Family("gpuscope_pcie_link_capacity_bytes_per_second", "gauge", "
 
 
 # The Xid series stay for a GPU that fell off the bus: its Xid 79 is what an alert wants to see.
-LOST_TOO = frozenset({"DCGM_FI_DEV_XID_ERRORS", "gpuscope_xid_errors_total"})
+LOST_TOO = frozenset({"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR", "gpuscope_xid_errors_total"})
+
+
+# ---- both DCGM name sets (issue 30) ----
+# dcgm-exporter 4.9.0 writes the fields DCGM 4.7 deprecated under their new names, some in base units. One table:
+# legacy family → (4.9 name, factor: 4.9 value = legacy value × factor, integer, 4.9 type, help). Names read from
+# NVIDIA's own files: DCGM's Python bindings dcgm_fields.py (2025-2026 copyright, its _DEPRECATED_ALIASES table:
+# the same-unit renames, e.g. DCGM_FI_DEV_GPU_TEMP → DCGM_FI_DEV_GPU_TEMP_CELSIUS, DCGM_FI_DRIVER_VERSION →
+# DCGM_FI_SYSTEM_DRIVER_VERSION, DCGM_FI_PROF_SM_ACTIVE → DCGM_FI_PROF_SM_UTIL_RATIO) and go-dcgm's
+# pkg/dcgm/base_unit_fields_test.go (the base-unit fields: DCGM_FI_DEV_SM_CLOCK_HERTZ 1603,
+# DCGM_FI_DEV_MEMORY_CLOCK_HERTZ 1604, DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL 1611). The utilisation-ratio, framebuffer
+# byte and NVLink byte names (fields 1613, 1614, 1626-1628, 1648) come from a DCGM 4.7 field reference that quotes
+# NVIDIA's Field Identifiers page, not from NVIDIA's files: dcgm-exporter 4.9's etc/default-counters.csv itself
+# was not available to read (docs/prometheus.md says so).
+DCGM_49: dict[str, tuple[str, float, bool, str, str]] = {
+    "DCGM_FI_DEV_GPU_UTIL": ("DCGM_FI_DEV_GPU_UTIL_RATIO", 0.01, False, "gauge", "GPU utilization (ratio 0-1)."),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("DCGM_FI_DEV_MEMORY_UTIL_RATIO", 0.01, False, "gauge",
+                                  "Memory utilization (ratio 0-1)."),
+    "DCGM_FI_DEV_FB_USED": ("DCGM_FI_DEV_FB_USED_BYTES", MIB, True, "gauge", "Framebuffer memory used (in bytes)."),
+    "DCGM_FI_DEV_FB_FREE": ("DCGM_FI_DEV_FB_FREE_BYTES", MIB, True, "gauge", "Framebuffer memory free (in bytes)."),
+    "DCGM_FI_DEV_FB_RESERVED": ("DCGM_FI_DEV_FB_RESERVED_BYTES", MIB, True, "gauge",
+                                "Framebuffer memory reserved (in bytes)."),
+    "DCGM_FI_DEV_SM_CLOCK": ("DCGM_FI_DEV_SM_CLOCK_HERTZ", 1e6, True, "gauge", "SM clock frequency (in Hz)."),
+    "DCGM_FI_DEV_MEM_CLOCK": ("DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", 1e6, True, "gauge",
+                              "Memory clock frequency (in Hz)."),
+    "DCGM_FI_DEV_POWER_USAGE": ("DCGM_FI_DEV_BOARD_POWER_WATTS", 1.0, False, "gauge", "Power draw (in W)."),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL", 1e-3, True, "counter",
+                                             "Total energy consumption since boot (in J)."),
+    "DCGM_FI_DEV_GPU_TEMP": ("DCGM_FI_DEV_GPU_TEMP_CELSIUS", 1.0, False, "gauge", "GPU temperature (in C)."),
+    "DCGM_FI_DEV_MEMORY_TEMP": ("DCGM_FI_DEV_MEMORY_TEMP_CELSIUS", 1.0, False, "gauge", "Memory temperature (in C)."),
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", 1.0, True, "gauge",
+                                           "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*)."),
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": ("DCGM_FI_DEV_PCIE_REPLAY_TOTAL", 1.0, True, "counter",
+                                        "Total number of PCIe retries."),
+    "DCGM_FI_DEV_XID_ERRORS": ("DCGM_FI_DEV_XID_ERROR", 1.0, True, "gauge", "Value of the last XID error encountered."),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", 1.0, True, "counter",
+                                                "Number of remapped rows for uncorrectable errors."),
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL", 1.0, True, "counter",
+                                              "Number of remapped rows for correctable errors."),
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("DCGM_FI_DEV_ROW_REMAP_FAILED", 1.0, True, "gauge",
+                                      "Whether remapping of rows has failed."),
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": ("DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND", 1e6, True, "gauge",
+                                           "NVLink throughput of all links, both directions (in bytes per second)."),
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", 1.0, False, "gauge",
+                                      "Ratio of time the graphics engine is active."),
+    "DCGM_FI_PROF_SM_ACTIVE": ("DCGM_FI_PROF_SM_UTIL_RATIO", 1.0, False, "gauge",
+                               "The ratio of cycles an SM has at least 1 warp assigned."),
+    "DCGM_FI_PROF_SM_OCCUPANCY": ("DCGM_FI_PROF_SM_OCCUPANCY_RATIO", 1.0, False, "gauge",
+                                  "The ratio of number of warps resident on an SM."),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("DCGM_FI_PROF_TENSOR_UTIL_RATIO", 1.0, False, "gauge",
+                                        "Ratio of cycles the tensor (HMMA) pipe is active."),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("DCGM_FI_PROF_DRAM_UTIL_RATIO", 1.0, False, "gauge",
+                                 "Ratio of cycles the device memory interface is active sending or receiving data."),
+}
+DRIVER_LABEL = {False: "DCGM_FI_DRIVER_VERSION", True: "DCGM_FI_SYSTEM_DRIVER_VERSION"}  # legacy, 4.9
+# dcgm-exporter 4.0 renamed the clock-event family; the legacy set writes both names, the 4.9 set the new one
+LEGACY_ALIASES = {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
+DCGM_NAME_SETS = ("legacy", "4.9", "both")
+
+
+def renamed(fam: Family, name: str, v49: bool, factor: float = 1.0, integer: bool | None = None,
+            typ: str | None = None, help_: str | None = None) -> Family:
+    """``fam`` under another name (``v49``: with the 4.9 label set), each value × ``factor``, rounded when
+    ``integer`` (None: as ``fam``)."""
+    members = tuple((get, scale / factor, was if integer is None else integer, extra)
+                    for get, scale, was, extra in fam.members)
+    return Family(name, typ or fam.type, help_ or fam.help, members, fam.gpm, v49)
+
+
+def dcgm_families(names: str = "legacy") -> list[Family]:
+    """The DCGM-compatible families in name set ``names`` (:data:`DCGM_NAME_SETS`): ``legacy`` (dcgm-exporter
+    before 4.9, what existing dashboards query; the clock-event family under both of its names), ``4.9`` (the
+    fields of :data:`DCGM_49` renamed, in their units; the others under their own names; the 4.9 driver label)
+    or ``both`` (the legacy set, then each 4.9 family whose name the legacy set does not already write).
+    Raises :class:`PrometheusError` for another ``names``."""
+    if names not in DCGM_NAME_SETS:
+        raise PrometheusError(f"--dcgm-names {names!r}: expected one of {', '.join(DCGM_NAME_SETS)}")
+    legacy = [*families("gpu", "dcgm"), *DCGM_DERIVED]
+    out: list[Family] = []
+    if names != "4.9":
+        for fam in legacy:
+            out.append(fam)
+            if fam.name in LEGACY_ALIASES:
+                out.append(renamed(fam, LEGACY_ALIASES[fam.name], v49=False))
+    if names != "legacy":
+        written = {f.name for f in out}
+        for fam in legacy:
+            row = DCGM_49.get(fam.name)
+            new = renamed(fam, row[0], True, *row[1:]) if row else renamed(fam, fam.name, True)
+            if new.name not in written:
+                out.append(new)
+    return out
 
 
 def _samples(fam: Family, rows: Sequence[tuple[str, Any]]) -> list[str]:
@@ -228,23 +336,32 @@ class _Out:
 class Renderer:
     """Renders frames of one inventory; the per-GPU label sets are built once."""
 
-    def __init__(self, inv: Inventory, *, hostname_label: str = "Hostname", hostname: str | None = None):
+    def __init__(self, inv: Inventory, *, hostname_label: str = "Hostname", hostname: str | None = None,
+                 dcgm_names: str = "legacy", pods: PodLabels | None = None):
         if not _valid_label_name(hostname_label):
             raise PrometheusError(f"--prometheus-hostname-label {hostname_label!r}: not a valid Prometheus label name")
-        if hostname_label in ("gpu", "UUID", "pci_bus_id", "device", "modelName"):
+        if hostname_label in ("gpu", "UUID", "pci_bus_id", "device", "modelName", *DRIVER_LABEL.values()):
             raise PrometheusError(f"--prometheus-hostname-label {hostname_label!r}: that is another DCGM label's key")
         self.inv = inv
         host = hostname if hostname is not None else inv.host
         self.devs: dict[int, DeviceInfo] = {d.index: d for d in inv.devices}
-        # dcgm-exporter's label set, in its order
-        self.dcgm_labels = {d.index: labels([("gpu", d.index), ("UUID", d.uuid), ("pci_bus_id", d.bus_id),
-                                             ("device", f"nvidia{d.index}"), ("modelName", d.name),
-                                             (hostname_label, host)]) for d in inv.devices}
+        # dcgm-exporter's label set, in its order; the driver label's key is 4.9's on 4.9 families (absent when
+        # the driver version is unknown: an empty label is no label to Prometheus)
+        drv = inv.driver_version or ""
+        self.dcgm_labels, self.dcgm49_labels = ({d.index: labels([
+            ("gpu", d.index), ("UUID", d.uuid), ("pci_bus_id", d.bus_id), ("device", f"nvidia{d.index}"),
+            ("modelName", d.name), (hostname_label, host), *([(DRIVER_LABEL[v49], drv)] if drv else [])])
+            for d in inv.devices} for v49 in (False, True))
         self.gpu_labels = {d.index: labels([("gpu", d.index)]) for d in inv.devices}
-        self.dcgm_families = [*families("gpu", "dcgm"), *DCGM_DERIVED]
+        self.dcgm_families = dcgm_families(dcgm_names)
+        # one pass per DCGM label set that some family uses (legacy names use only the pre-4.9 set): the rows
+        # of a pass no family uses were built on every scrape for nothing
+        self.dcgm_passes = [(base, fams) for v49, base in ((False, self.dcgm_labels), (True, self.dcgm49_labels))
+                            if (fams := [f for f in self.dcgm_families if f.v49 == v49])]
         self.gpu_families = [*families("gpu", "prom"), *GPU_DERIVED]
         self.endpoint_families = families("endpoint", "prom")
         self.static = self._static()
+        self.pods = pods  # Kubernetes pod labels on the DCGM series (sources/kubelet.py), or None
 
     def _static(self) -> str:
         """Series that never change for this inventory (info, maxima, topology)."""
@@ -288,12 +405,14 @@ class Renderer:
         o.parts.append(self.static)
         gpus = [r for r in (frame.gpus if frame else ()) if r.index in self.devs]
         live = [r for r in gpus if not r.lost]
-        dcgm_rows = [(self.dcgm_labels[r.index], r) for r in live]
-        gpm_rows = [(lab, r) for lab, r in dcgm_rows if self.devs[r.index].gpm_supported]
-        lost_dcgm = [(self.dcgm_labels[r.index], r) for r in gpus if r.lost and r.xids]
-        for fam in self.dcgm_families:
-            rows = gpm_rows if fam.gpm else dcgm_rows + lost_dcgm if fam.name in LOST_TOO else dcgm_rows
-            o.family(fam.name, fam.type, fam.help, _samples(fam, rows))
+        for base, fams in self.dcgm_passes:
+            labs = base if self.pods is None else self.pods.dcgm_labels(base, self.devs)
+            dcgm_rows = [(labs[r.index], r) for r in live]
+            gpm_rows = [(lab, r) for lab, r in dcgm_rows if self.devs[r.index].gpm_supported]
+            lost_dcgm = [(labs[r.index], r) for r in gpus if r.lost and r.xids]
+            for fam in fams:
+                rows = gpm_rows if fam.gpm else dcgm_rows + lost_dcgm if fam.name in LOST_TOO else dcgm_rows
+                o.family(fam.name, fam.type, fam.help, _samples(fam, rows))
         o.family("gpuscope_gpu_lost", "gauge", "1 when the GPU stopped answering (fell off the bus).",
                  [f"gpuscope_gpu_lost{self.gpu_labels[r.index]} {fmt(r.lost)}\n" for r in gpus])
         gpu_rows = [(self.gpu_labels[r.index], r) for r in live]
@@ -309,6 +428,8 @@ class Renderer:
                 ce.append(f'gpuscope_clock_event_active{{gpu="{r.index}",reason="{reason}"}} {1 if mask & bit else 0}\n')
         o.family("gpuscope_clock_event_active", "gauge", "1 while the clock-event (throttle) reason holds the "
                  "clocks down.", ce)
+        if self.pods is not None:
+            o.parts.append(self.pods.info(self.devs))
         self._findings(o, findings)
         if frame is not None:
             self._endpoints(o, frame.endpoints, self.endpoint_families)
@@ -337,8 +458,9 @@ class Renderer:
         if not eps:
             return
         lab = [labels([("endpoint", e.url), ("model", e.model or ""), ("kind", e.kind or "")]) for e in eps]
-        o.family("gpuscope_endpoint_up", "gauge", "1 when the last poll of the inference server succeeded.",
-                 [f"gpuscope_endpoint_up{lab[k]} {fmt(e.up)}\n" for k, e in enumerate(eps)])
+        o.family("gpuscope_endpoint_up", "gauge", "1 when the last poll of the inference server succeeded "
+                 "(no sample before its first answer).",
+                 [f"gpuscope_endpoint_up{lab[k]} {fmt(e.up)}\n" for k, e in enumerate(eps) if e.up is not None])
         rows = [(lab[k], e) for k, e in enumerate(eps) if e.up]
         for fam in fams:
             o.family(fam.name, fam.type, fam.help, _samples(fam, rows))
@@ -405,10 +527,12 @@ class PrometheusExporter:
     sources/exporter_http.py); a daemon thread per connection."""
 
     def __init__(self, listen: tuple[str, int], inv: Inventory, *, hostname_label: str = "Hostname",
-                 hostname: str | None = None, web: WebConfig | None = None):
+                 hostname: str | None = None, dcgm_names: str = "legacy", pods: PodLabels | None = None,
+                 web: WebConfig | None = None):
         self.listen = listen
         self.web = web
-        self.renderer = Renderer(inv, hostname_label=hostname_label, hostname=hostname)
+        self.renderer = Renderer(inv, hostname_label=hostname_label, hostname=hostname, dcgm_names=dcgm_names,
+                                 pods=pods)
         self._state: tuple[int, Frame | None, tuple[Any, ...], SamplerHealth | None] = (0, None, (), None)
         self._cache: tuple[int, bytes] = (-1, b"")
         self._render_lock = threading.Lock()

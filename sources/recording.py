@@ -10,6 +10,7 @@ decompresses only the member it needs to seek.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import errno
 import json
@@ -22,7 +23,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -38,7 +39,9 @@ from gpuscope.core.codec import (
 )
 from gpuscope.core.errors import SHOWN, GpuscopeError
 from gpuscope.core.model import Event, Frame, Inventory
+from gpuscope.core.redact import redact_argv
 from gpuscope.core.text import clean, count
+from gpuscope.core.units import duration
 from gpuscope.core.validate import Tally, ValidationError, in_range, loads
 from gpuscope.sources.files import not_a_regular_file, not_writable_as_file
 from gpuscope.sources.recording_scan import Prefetch, events_at, threads_for
@@ -112,7 +115,7 @@ class Recorder:
         header = {
             "type": "header", "format": FORMAT, "version": FORMAT_VERSION, "gpuscope": __version__,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": command or [], "simulated": inventory.simulated, "source": inventory.source,
+            "command": redact_argv(command or []), "simulated": inventory.simulated, "source": inventory.source,
             "scenario": inventory.scenario, "interval_s": interval_s, "origin": origin or {},
             "inventory": inventory_to_dict(inventory),
         }
@@ -335,6 +338,69 @@ class _Decoded:
 
 
 @dataclass
+class _PartMark:
+    """Where a header line starts a recording inside the file (the walk's note; :class:`Part` is the result)."""
+
+    frame: int  # index of its first frame
+    event: int  # index of its first event in the file's event list
+    header: dict[str, Any]
+    inventory: Inventory
+    header_line: bytes  # as stored (``split`` writes it out unchanged)
+    complete: bool = False  # its end line was seen
+    end_frames: int | None = None  # the writer's count, from the end line
+    end_line: bytes = b""  # as stored
+    expected: int | None = None  # end_frames, or estimated from its time span (set after the walk)
+    seq: int = 0  # its place among the file's header lines
+    byte: int = 0  # where the gzip member holding its header line starts (damage before it is the part before's)
+    lines_at: int = 0  # damaged lines counted, and unreadable headers said, before it
+    bad_at: int = 0
+
+
+@dataclass(frozen=True)
+class Part:
+    """One machine's stretch of a file that joins several recordings (``cat a.jsonl.gz b.jsonl.gz``):
+    frames ``start`` … ``stop - 1``, read against its own inventory. A recording that continues the one
+    before on the same machine with the same GPUs (resumed) joins its part; one that does not starts a
+    new part, and ``change`` says what differs from the part before ("" for the first). A recording that
+    holds no frames (a ``record`` killed at once) is no part of its own: it is ``folded`` into the part
+    before it (the first part when none is), which keeps its lines for ``split``."""
+
+    number: int  # 1-based, as `--part N` names it
+    start: int
+    stop: int
+    marks: tuple[_PartMark, ...]  # the recordings (header lines) it joins, in file order
+    change: str
+    note: str = ""  # for a part after the first: "a second recording starts at frame N (different machine: …)"
+    folded: tuple[_PartMark, ...] = ()  # recordings with no frames, kept with this part (not read)
+
+    @property
+    def stored(self) -> tuple[_PartMark, ...]:
+        """Every recording whose lines this part holds, in file order (its own and those folded in)."""
+        return tuple(sorted(self.marks + self.folded, key=lambda m: m.seq))
+
+    @property
+    def header(self) -> dict[str, Any]:
+        return self.marks[0].header
+
+    @property
+    def inventory(self) -> Inventory:
+        return self.marks[0].inventory
+
+    @property
+    def n_frames(self) -> int:
+        return self.stop - self.start
+
+    @property
+    def complete(self) -> bool:
+        return all(m.complete for m in self.marks)
+
+    @property
+    def expected_frames(self) -> int | None:
+        known = [m.expected for m in self.marks]
+        return None if any(x is None for x in known) else sum(x for x in known if x is not None)
+
+
+@dataclass
 class Recording:
     """An opened recording: header, inventory, time index; frames are decoded on demand.
 
@@ -354,9 +420,14 @@ class Recording:
     damaged_at: list[int] = field(default_factory=list)
     expected_frames: int | None = None
     tally: Tally = field(default_factory=Tally)
+    parts: list[Part] = field(default_factory=list)  # one per header line (one for a file of one recording)
+    notes: list[str] = field(default_factory=list)  # what the reader says that is not damage (a joined file)
     _cache: dict[int, list[bytes]] = field(default_factory=dict, repr=False)
     _raw: bytes = field(default=b"", repr=False)
     _reach: np.ndarray | None = field(default=None, repr=False)
+    _cut: bool = field(default=False, repr=False)  # what the walk found, for each part's own problems
+    _damaged_lines: int = field(default=0, repr=False)
+    _bad_headers: list[str] = field(default_factory=list, repr=False)
 
     @property
     def n_frames(self) -> int:
@@ -405,10 +476,61 @@ class Recording:
             raise IndexError(i)
         m = _member_of(self.members, i)
         line = self._member_lines(m)[i - self.members[m].first]
+        inv = self.inventory if len(self.parts) < 2 else self.part_of(i).inventory
         try:
-            return frame_from_dict(loads(line, "frame"), self.inventory, self.tally)
+            return frame_from_dict(loads(line, "frame"), inv, self.tally)
         except (ValidationError, CodecError) as e:
             raise RecordingError(f"{self.path}: frame {i} is damaged ({e})") from None
+
+    @property
+    def mixed(self) -> bool:
+        """The file joins recordings of different machines (or GPUs): statistics over it all would mix
+        two inventories, so a reader takes one :meth:`part` at a time."""
+        return len(self.parts) > 1
+
+    def part_of(self, i: int) -> Part:
+        """The part that frame ``i`` belongs to."""
+        return next((p for p in self.parts if p.start <= i < p.stop), self.parts[-1])
+
+    def part(self, number: int) -> Recording:
+        """Part ``number`` (1-based) as a recording of its own: its header, inventory, frames and events
+        (the file is shared, nothing is read again). A number out of range is a RecordingError."""
+        if not 1 <= number <= len(self.parts):
+            raise RecordingError(f"{self.path} has {count(len(self.parts), 'part')}: no part {number}")
+        if len(self.parts) == 1:
+            return self
+        pt = self.parts[number - 1]
+        members = []
+        for mem in self.members:
+            a, b = max(mem.first, pt.start), min(mem.first + mem.count, pt.stop)
+            if a < b:
+                members.append(_Member(mem.offset, mem.end, a - pt.start, b - a,
+                                       mem.keep[a - mem.first:b - mem.first]))
+        ev_start = pt.marks[0].event
+        nxt = self.parts[number] if number < len(self.parts) else None
+        ev_stop = nxt.marks[0].event if nxt is not None else len(self.events)
+        here = Part(1, 0, pt.n_frames, pt.marks, "", folded=pt.folded)
+        first = pt.marks[0] if number > 1 else _PartMark(0, 0, {}, pt.inventory, b"")  # the file's start
+        lo, hi = first.byte, nxt.marks[0].byte if nxt is not None else math.inf
+        rec = Recording(path=self.path, header=pt.header, inventory=pt.inventory, times=self.times[pt.start:pt.stop],
+                        members=members, events=self.events[ev_start:ev_stop], complete=pt.complete,
+                        damaged_at=[d for d in self.damaged_at if lo <= d < hi], expected_frames=pt.expected_frames,
+                        tally=self.tally, parts=[here],
+                        notes=[f"part {number} of {len(self.parts)}: frames {pt.start:,}–{pt.stop - 1:,} of the file"
+                               + (f" ({pt.change})" if pt.change else "")
+                               + (f"; it joins {len(pt.marks)} recordings of this machine (resumed)"
+                                  if len(pt.marks) > 1 else "")], _raw=self._raw,
+                        _cut=self._cut and nxt is None,
+                        _damaged_lines=(nxt.marks[0].lines_at if nxt else self._damaged_lines) - first.lines_at,
+                        _bad_headers=self._bad_headers[first.bad_at:nxt.marks[0].bad_at if nxt else None])
+        rec.problems = _problems(rec)
+        return rec
+
+    def parts_line(self) -> str:
+        """Why a reader must pick a part of a mixed file, and how, in one line."""
+        return "; ".join(p.note for p in self.parts[1:]) + (
+            f"; pick one with --part N (1–{len(self.parts)}), or write each to a file of its own with "
+            f"`gpuscope split {self.path}`")
 
     def raw_line(self, i: int) -> bytes:
         """Frame ``i``'s JSON line as stored (not validated): for fast paths that read a few fields."""
@@ -447,6 +569,51 @@ class Recording:
             where = ", ".join(f"{b:,}" for b in self.damaged_at[:5]) + (", …" if k > 5 else "")
             out += f"; {k} damaged member{'s' if k != 1 else ''} at byte{'s' if k != 1 else ''} {where}"
         return out
+
+
+def part_lines(rec: Recording, part: Part) -> Iterator[bytes]:
+    """The lines of ``part`` as stored in ``rec``'s file (each without its newline): each of its recordings'
+    header line, frames and end line (when it has one), so that a part written out is the recording it was
+    (unknown fields included) and reads the same. Frames lost to damage stay lost."""
+    stops = [m.frame for m in part.stored[1:]] + [part.stop]
+    for mark, stop in zip(part.stored, stops):
+        yield mark.header_line
+        for i in range(mark.frame, stop):
+            yield rec.raw_line(i)
+        if mark.end_line:
+            yield mark.end_line
+
+
+def write_lines(path: str | os.PathLike[str], lines: Iterator[bytes], compress: bool = True) -> int:
+    """Write ``lines`` as a new recording file at ``path`` in the writer's layout (gzip members of about
+    :data:`MEMBER_BYTES` of text, so the file seeks like a recorded one; ``compress=False``: plain JSON
+    lines); never overwrites (an existing path is a FileExistsError, any other failure an OSError, and a
+    file left half-written is removed). Returns the bytes written."""
+    f = open(path, "xb")  # noqa: SIM115 - closed below, and removed when the writing fails
+    size = 0
+    try:
+        z, raw = zlib.compressobj(6, zlib.DEFLATED, 31), 0
+        for ln in lines:
+            if not compress:
+                size += f.write(ln + b"\n") or 0
+                continue
+            data = z.compress(ln + b"\n")
+            raw += len(ln) + 1
+            if raw >= MEMBER_BYTES or ln.startswith(b'{"type":"header"'):  # a header alone, as the writer has it
+                data += z.flush(zlib.Z_FINISH)
+                z, raw = zlib.compressobj(6, zlib.DEFLATED, 31), 0
+            size += f.write(data) or 0
+        if raw:
+            size += f.write(z.flush(zlib.Z_FINISH)) or 0
+        f.flush()
+        os.fsync(f.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):  # closing flushes what is buffered: on a full disk that fails too
+            f.close()
+        os.unlink(path)
+        raise
+    f.close()
+    return size
 
 
 def _member_of(members: list[_Member], i: int) -> int:
@@ -542,6 +709,17 @@ def _frame_time(ln: bytes) -> float | None:
         t = float(ln[5:ln.index(b",", 5)])
     except ValueError:
         return None
+    return _finite_time(t)
+
+
+def _finite_time(t: Any) -> float | None:
+    """``t`` as a frame time (unix seconds), or None when it is not a finite number in range."""
+    if not isinstance(t, (int, float)) or isinstance(t, bool):
+        return None
+    try:
+        t = float(t)
+    except OverflowError:  # an integer beyond a float's range
+        return None
     return t if math.isfinite(t) and abs(t) <= 1e11 else None
 
 
@@ -586,6 +764,7 @@ def read_recording(p: Path, raw: bytes, *, threads: int | None = None, fast: boo
             if ix.header is None and damage and not dec.text.startswith(b'{"type":"header"'):
                 break  # the header's member was damaged: what follows has no header to be read against
             first = len(ix.times)
+            ix.at = dec.start
             if fast and not dec.damaged and not dec.cut:
                 keep = ix.intact(dec.text, events_at(dec.text) if dec.events is None else dec.events)
             else:
@@ -602,25 +781,125 @@ def read_recording(p: Path, raw: bytes, *, threads: int | None = None, fast: boo
             raise RecordingError(f"{p}: damaged at byte {at:,} ({why}) before its first complete second: "
                                  "nothing to read")
         raise RecordingError(f"{p}: not a gpuscope recording (no header line)")
-    expected = ix.end_frames
-    interval = header.get("interval_s")
-    if expected is None and (damage or ix.cut) and len(times) > 1 and interval:
-        expected = int(round((max(times) - min(times)) / interval)) + 1
-    problems: list[str] = []
-    rec = Recording(path=p, header=header, inventory=inv, times=np.asarray(times, dtype=np.float64),
-                    members=ix.members, events=ix.events, complete=ix.complete, problems=problems,
-                    damaged_at=damage, expected_frames=expected, tally=ix.tally)
-    if damage:
-        problems.append(rec.summary())
-    if ix.cut:
-        problems.append("the file ends mid-stream (cut off); the last partial second is lost")
-    if ix.damaged_lines:
-        problems.append(f"{count(ix.damaged_lines, 'damaged line')} skipped")
+    parts = _parts(ix.parts, len(times))
+    for mark, stop in zip(ix.parts, [m.frame for m in ix.parts[1:]] + [len(times)]):
+        span = times[mark.frame:stop]
+        interval = mark.header.get("interval_s")
+        mark.expected = mark.end_frames
+        if mark.expected is None and (damage or ix.cut) and len(span) > 1 and interval:
+            mark.expected = int(round((max(span) - min(span)) / interval)) + 1
+    expected = parts[0].expected_frames if len(parts) == 1 else None
+    if len(parts) > 1 and all(p_.expected_frames is not None for p_ in parts):
+        expected = sum(p_.expected_frames or 0 for p_ in parts)
+    rec = Recording(path=p, header=parts[0].header, inventory=parts[0].inventory,
+                    times=np.asarray(times, dtype=np.float64), members=ix.members, events=ix.events,
+                    complete=all(p_.complete for p_ in parts), damaged_at=damage, expected_frames=expected,
+                    tally=ix.tally, parts=parts, notes=join_notes(ix.parts, parts, times), _cut=ix.cut,
+                    _damaged_lines=ix.damaged_lines, _bad_headers=ix.bad_headers)
+    rec.problems = _problems(rec)
     if plain:
         rec._raw = raw
+    return rec
+
+
+def _problems(rec: Recording) -> list[str]:
+    """What ``rec`` (a file, or one part of it) lost, in lines: the first is :meth:`Recording.summary`
+    when any member was damaged."""
+    problems = [rec.summary()] if rec.damaged_at else []
+    if rec._cut:
+        problems.append("the file ends mid-stream (cut off); the last partial second is lost")
+    if rec._damaged_lines:
+        problems.append(f"{count(rec._damaged_lines, 'damaged line')} skipped")
+    problems.extend(rec._bad_headers)
     if not rec.complete and not problems:
         problems.append("no end marker: the recording did not close cleanly (still running, or killed)")
-    return rec
+    return problems
+
+
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+
+
+def _ordinal(k: int) -> str:
+    """``"a second recording"`` for k = 1 (0-based), … ``"recording 12"`` beyond the tenth."""
+    return f"a {ORDINALS[k]} recording" if k < len(ORDINALS) else f"recording {k + 1}"
+
+
+def gpu_words(inv: Inventory) -> str:
+    """The GPUs of an inventory in a few words: ``"2× L40S"``, ``"1× H100 + 1× A100"``."""
+    seen: dict[str, int] = {}
+    for d in inv.devices:
+        seen[d.name] = seen.get(d.name, 0) + 1
+    return " + ".join(f"{n}× {clean(name, 40)}" for name, n in seen.items())
+
+
+def inventory_change(a: Inventory, b: Inventory) -> str:
+    """What makes inventory ``b`` another machine than ``a``, in words; ``""`` when it is the same machine
+    with the same GPUs (same host, same simulated flag, the same GPUs by name, UUID and bus id): a recording
+    resumed there, whose statistics may join ``a``'s. A driver upgrade alone is not another machine."""
+    ga, gb = gpu_words(a), gpu_words(b)
+    if a.host != b.host:
+        return f"different machine: {clean(a.host, 60)} {ga} → {clean(b.host, 60)} {gb}"
+    if a.simulated != b.simulated:
+        return f"{'simulated' if a.simulated else 'real'} → {'simulated' if b.simulated else 'real'}: {ga} → {gb}"
+    if ga != gb:
+        return f"different GPUs on {clean(a.host, 60)}: {ga} → {gb}"
+    if [(d.uuid, d.bus_id) for d in a.devices] != [(d.uuid, d.bus_id) for d in b.devices]:
+        return f"different GPUs on {clean(a.host, 60)}: same models ({ga}), other UUIDs or bus ids"
+    return ""
+
+
+def _parts(marks: list[_PartMark], n_frames: int) -> list[Part]:
+    """The file's parts: runs of recordings on one machine (see :class:`Part`); a recording with no
+    frames is folded into the part before it (the first part when none is)."""
+    stops = [m.frame for m in marks[1:]] + [n_frames]
+    live = [m for m, stop in zip(marks, stops) if stop > m.frame] or marks[:1]
+    parts: list[Part] = []
+    run: list[_PartMark] = []
+    change = ""
+    for k, mark in enumerate(live):
+        why = inventory_change(run[0].inventory, mark.inventory) if run else ""
+        if run and why:
+            parts.append(Part(len(parts) + 1, run[0].frame, mark.frame, tuple(run), change))
+            run, change = [], why
+        run.append(mark)
+        if k == len(live) - 1:
+            parts.append(Part(len(parts) + 1, run[0].frame, n_frames, tuple(run), change))
+    folded: list[list[_PartMark]] = [[] for _ in parts]
+    at = 0
+    for mark in marks:
+        if any(mark is m for m in live):
+            at = next(k for k, p in enumerate(parts) if any(mark is m for m in p.marks))
+        else:
+            folded[at].append(mark)
+    return [replace(p, folded=tuple(f)) for p, f in zip(parts, folded)]
+
+
+def join_notes(marks: list[_PartMark], parts: list[Part], times: list[float]) -> list[str]:
+    """One line per header after the first: ``a second recording starts at frame 400 (different
+    machine: a 2× L40S → b 2× RTX A6000)``, or, on the same machine, ``… (same machine and GPUs: resumed
+    after 2m10s; joined)`` (the gap between the last frame before and the first after, when both exist).
+    Each part after the first gets its own line as its ``note``. A recording with no frames is said
+    apart: ``a second recording at frame 400 holds no frames (different machine: …): skipped``."""
+    out = []
+    for k, mark in enumerate(marks):
+        part = next(p for p in parts if any(m is mark for m in p.stored))
+        if not any(m is mark for m in part.marks):
+            how = inventory_change(part.inventory, mark.inventory) or "same machine and GPUs"
+            out.append(f"{_ordinal(k) if k else 'the first recording'} at frame {mark.frame:,} holds no frames "
+                       f"({how}{'' if mark.complete else '; it did not close cleanly'}): skipped")
+            continue
+        if part.number == 1 and part.marks[0] is mark:  # the file's first recording that holds frames
+            continue
+        if part.marks[0] is mark:
+            how = part.change
+        else:
+            gap = times[mark.frame] - times[mark.frame - 1] if 0 < mark.frame < len(times) else None
+            how = "same machine and GPUs: resumed" + (f" after {duration(gap)}" if gap is not None and gap > 0 else "")
+            how += "; joined"
+        out.append(f"{_ordinal(k)} starts at frame {mark.frame:,} ({how})")
+        if part.marks[0] is mark:
+            parts[part.number - 1] = replace(part, note=out[-1])
+    return out
 
 
 _ZLIB_WORDS = (  # zlib's complaint -> what it means, in words
@@ -674,6 +953,9 @@ class _Index:
         self.end_frames: int | None = None
         self.damaged_lines = 0
         self.cut = False
+        self.parts: list[_PartMark] = []  # one per header line: where each joined recording starts
+        self.bad_headers: list[str] = []  # a later header line that could not be read: why
+        self.at = 0  # where the member being read starts
 
     def salvage(self, dec: _Decoded) -> list[int]:
         """Read a member line by line (one that is damaged or cut, or any with ``fast=False``); the
@@ -696,8 +978,8 @@ class _Index:
                 self._frame(k, ln, dec.damaged, keep)
             elif ln.startswith(b'{"type":"end"'):
                 self._end(ln)
-            elif not dec.damaged:
-                self.damaged_lines += 1
+            else:
+                self._other(k, ln, dec.damaged, keep)
         return keep
 
     def intact(self, text: bytes, events: list[int]) -> list[int]:
@@ -733,7 +1015,7 @@ class _Index:
                 elif text.startswith(b'{"type":"end"', s):
                     self._end(text[s:e])
                 else:
-                    self.damaged_lines += 1
+                    self._other(k, text[s:e], False, keep)
             k += 1
             s = e + 1
         return keep
@@ -744,13 +1026,50 @@ class _Index:
             self.inv = inventory_from_dict(self.header.get("inventory"), self.tally)
         except CodecError as e:
             raise RecordingError(f"{self.p}: the header's inventory is damaged ({e})") from None
+        self.parts.append(_PartMark(len(self.times), len(self.events), self.header, self.inv, ln, seq=len(self.parts),
+                                    byte=self.at, lines_at=self.damaged_lines, bad_at=len(self.bad_headers)))
 
-    def _frame(self, k: int, ln: bytes, damaged: bool, keep: list[int]) -> None:
-        t = _frame_time(ln)
+    def _other(self, k: int, ln: bytes, damaged: bool, keep: list[int]) -> None:
+        """A line that is neither the writer's frame nor its end line: a second header (recordings joined
+        with ``cat``), or a line a JSON tool rewrote (keys re-ordered, ``jq -S``): parsed in full and
+        taken for what it is; anything else is a damaged line (not counted inside a damaged member, whose
+        garbled text is counted as the member's damage)."""
+        if ln.startswith(b'{"type":"header"'):
+            self._second_header(ln, damaged)
+            return
+        try:
+            d = loads(ln, "line")
+        except ValidationError:
+            d = None
+        kind = d.get("type") if isinstance(d, dict) else None
+        if kind == "header":
+            self._second_header(ln, damaged)
+        elif kind == "end":
+            self._end(ln)
+        elif isinstance(d, dict) and "t" in d:
+            self._frame(k, ln, True, keep, d)
+        elif not damaged:
+            self.damaged_lines += 1
+
+    def _second_header(self, ln: bytes, damaged: bool) -> None:
+        """A header after the first: the recording that follows is another one (``cat a.jsonl.gz
+        b.jsonl.gz``), read against its own inventory. One that cannot be read is said (its frames are
+        then checked against the inventory before it, and those that do not fit are damaged)."""
+        if damaged:  # garbled text can still read as JSON: a damaged member's header is not trusted
+            self.bad_headers.append(f"a header at frame {len(self.times):,} is in a damaged member")
+            return
+        try:
+            self._header(ln)
+        except RecordingError as e:
+            self.bad_headers.append(f"a second header at frame {len(self.times):,} cannot be read "
+                                    f"({str(e).split(': ', 1)[-1]})")
+
+    def _frame(self, k: int, ln: bytes, damaged: bool, keep: list[int], parsed: Any = None) -> None:
+        t = _frame_time(ln) if parsed is None else _finite_time(parsed.get("t"))
         f: Frame | None = None
         if t is not None and (damaged or b'"events":' in ln or len(ln) > MAX_LINE):
-            try:  # a damaged member's lines, and lines with events, are checked in full
-                f = frame_from_dict(loads(ln, "frame"), self.inv, Tally())
+            try:  # a damaged member's lines, lines with events and lines a tool rewrote are checked in full
+                f = frame_from_dict(loads(ln, "frame") if parsed is None else parsed, self.inv, Tally())
             except (ValidationError, CodecError):
                 t = None
         if t is None:
@@ -763,11 +1082,16 @@ class _Index:
 
     def _end(self, ln: bytes) -> None:
         self.complete = True
+        n_end: Any = None
         try:
             n_end = json.loads(ln).get("frames")
-            self.end_frames = n_end if isinstance(n_end, int) and not isinstance(n_end, bool) else None
         except (ValueError, AttributeError, RecursionError):
             pass
+        self.end_frames = n_end if isinstance(n_end, int) and not isinstance(n_end, bool) else None
+        if self.parts:
+            self.parts[-1].complete = True
+            self.parts[-1].end_frames = self.end_frames
+            self.parts[-1].end_line = ln
 
 
 def _header(p: Path, line: bytes) -> dict[str, Any]:

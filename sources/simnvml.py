@@ -124,8 +124,8 @@ class SimNvml:
         x = zlib.crc32(f"{self.scenario.seed}:{i}:{key}:{tick}".encode()) / 0xFFFFFFFF
         return 1.0 + amp * (2 * x - 1)
 
-    def _values(self, h: _Handle) -> dict[str, Any]:
-        t = self.clock()
+    def _values(self, h: _Handle, at: float | None = None) -> dict[str, Any]:
+        t = self.clock() if at is None else at
         phase = self.scenario.phase_at(t)
         idle = self.scenario.idle
         v = phase.for_gpu(h.spec.index, idle) if phase else idle
@@ -136,13 +136,13 @@ class SimNvml:
             return bool(v["load"])
         return v["util_gpu_pct"] >= 10 or v["pcie_tx_gb_per_s"] + v["pcie_rx_gb_per_s"] > 0.1
 
-    def _num(self, h: _Handle, v: dict[str, Any], key: str, default: float) -> float:
+    def _num(self, h: _Handle, v: dict[str, Any], key: str, default: float, at: float | None = None) -> float:
         base = v.get(key)
         if base is None:
             base = default
         if v.get("noise") == 0:
             return float(base)
-        return float(base) * self._noise(h.spec.index, key, self.clock())
+        return float(base) * self._noise(h.spec.index, key, self.clock() if at is None else at)
 
     def _link(self, h: _Handle) -> tuple[int, int]:
         v = self._values(h)
@@ -198,6 +198,9 @@ class SimNvml:
         return self._h(h).spec.name
 
     def nvmlDeviceGetUUID(self, h: Any) -> str:
+        if isinstance(h, SimpleNamespace):  # a MIG device (nvmlDeviceGetMigDeviceHandleByIndex): its own UUID
+            i, k = self._h(h.parent).spec.index, h.mig_index
+            return f"MIG-5100{i:04x}-{k + 1:04x}-4000-8000-{zlib.crc32(self.scenario.name.encode()):08x}{i:04x}"
         i = self._h(h).spec.index
         return f"GPU-5100{i:04x}-0000-4000-8000-{zlib.crc32(self.scenario.name.encode()):08x}{i:04x}"
 
@@ -337,20 +340,24 @@ class SimNvml:
         return int(min(s.sm_clock_max_mhz, base * (1 + 0.3 * (self._noise(s.index, "clk", self.clock()) - 1))))
 
     def nvmlDeviceGetPowerUsage(self, h: Any) -> int:
-        hh = self._h(h)
-        v = self._values(hh)
+        return self._power_mw(self._h(h))
+
+    def _power_mw(self, hh: _Handle, at: float | None = None) -> int:
+        v = self._values(hh, at)
         s = hh.spec
         default = s.power_limit_w * (0.1 + 0.75 * v["util_gpu_pct"] / 100)
-        w = min(s.power_limit_w, self._num(hh, v, "power_w", default))
-        return int(w * 1000)
+        return int(min(s.power_limit_w, self._num(hh, v, "power_w", default, at)) * 1000)
 
     def nvmlDeviceGetTotalEnergyConsumption(self, h: Any) -> int:
+        """The integral of the simulated power since the first call (mJ): the power at 1 s steps over the time
+        since the last call (at most 600 steps), as a real GPU's counter integrates its own power."""
         hh = self._h(h)
         t = self.clock()
-        p_mw = self.nvmlDeviceGetPowerUsage(hh)
         with self._lock:
             if hh.last_t is not None and t > hh.last_t:
-                hh.energy_mj += p_mw * (t - hh.last_t)
+                n = min(600, max(1, round(t - hh.last_t)))
+                dt = (t - hh.last_t) / n
+                hh.energy_mj += sum(self._power_mw(hh, hh.last_t + (k + 0.5) * dt) for k in range(n)) * dt
             hh.last_t = t
             return int(hh.energy_mj)
 

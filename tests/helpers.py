@@ -1,5 +1,5 @@
 """Helpers shared by the tests of every folder: waiting for conditions, the simulated source, hypothesis
-example counts, the real parts (Mosquitto, tmux) and a TUI over a simulated scenario.
+example counts, the real parts (Mosquitto, tmux, gpuscope agents, Prometheus) and a TUI over a simulated scenario.
 
 Import them with ``from helpers import …``: tests/conftest.py puts tests/ on ``sys.path`` (pytest's default
 import mode does it too, for the root conftest), so this works from tests/ and every folder under it.
@@ -8,7 +8,9 @@ conftest.py keeps the fixtures and re-exports these names for older ``from conft
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -16,6 +18,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -84,6 +88,23 @@ def run_frames(src, start: float, end: float, step: float = 1.0):
         frames.append(src.sample())
         t += step
     return frames
+
+
+def record_sim(path, scenario: str, seconds: int, start: float = 0.0, marker: str | None = None):
+    """Record ``seconds`` frames (1 Hz, virtual clock from ``start``) of a scenario to ``path``, as
+    ``gpuscope record --simulate`` writes them, with a marker at the third frame when given."""
+    from gpuscope.core.session import Session
+    from gpuscope.sources.recording import Recorder
+
+    src = sim_source(scenario, at=start)
+    s = Session(src.inventory, interval_s=1.0)
+    s.start_recording(Recorder(str(path), src.inventory, command=["test"], interval_s=1.0, fsync=False))
+    for k, f in enumerate(run_frames(src, start, start + seconds - 1)):
+        if marker and k == 2:
+            s.add_marker(marker, t=f.t)
+        s.ingest(f)
+    s.stop_recording()
+    return path
 
 
 # ------------------------------------------------------------------ hypothesis example counts
@@ -161,6 +182,82 @@ class Broker:
     @property
     def url(self) -> str:
         return f"mqtt://127.0.0.1:{self.port}"
+
+
+# ------------------------------------------------------------------ real parts: gpuscope agents and Prometheus
+needs_prometheus = pytest.mark.skipif(shutil.which("prometheus") is None,
+                                      reason="the prometheus binary is not installed (Debian: apt-get install prometheus)")
+needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
+                                    reason="promtool is not installed (Debian: apt-get install prometheus)")
+
+
+def start_agent(*extra: str, scenario: str = "mixed-4") -> tuple[subprocess.Popen[str], str]:
+    """``gpuscope agent --simulate SCENARIO`` serving /metrics on a free loopback port, with ``extra``
+    arguments; returns the process and the URL it printed."""
+    p = subprocess.Popen([sys.executable, "-m", "gpuscope", "agent", "--simulate", scenario, "--prometheus",
+                          "127.0.0.1:0", *extra], stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None
+    line = p.stderr.readline()
+    m = re.search(r"serving (http://\S+/metrics)", line)
+    if not m:
+        p.kill()
+        raise AssertionError(f"agent did not start: {line}{p.stderr.read()}")
+    return p, m.group(1)
+
+
+def stop_agent(p: subprocess.Popen[str]) -> str:
+    """Stop an agent from :func:`start_agent` (SIGTERM, then SIGKILL after 15 s); returns its stderr."""
+    p.terminate()
+    try:
+        _out, err = p.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _out, err = p.communicate()
+    return err or ""
+
+
+def prom_query(base: str, q: str) -> list[dict]:
+    """The result of an instant query through Prometheus's HTTP API (``/api/v1/query``)."""
+    with urllib.request.urlopen(f"{base}/api/v1/query?{urllib.parse.urlencode({'query': q})}", timeout=5) as r:
+        data = json.load(r)
+    assert data["status"] == "success", data
+    return data["data"]["result"]
+
+
+def _prometheus_ready(prom: subprocess.Popen[bytes], base: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base}/-/ready", timeout=5) as r:
+            return prom.poll() is None and r.status == 200
+    except OSError:
+        return False
+
+
+def start_prometheus(tmp_path: Path, cfg: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A real Prometheus with config ``cfg`` on a free loopback port and a temp data dir; returns it and its
+    base URL once ready (its log: ``tmp_path/prometheus.log``). Stop it with :func:`stop_prometheus`."""
+    for _attempt in range(3):  # a free port can be taken between the probe and the bind
+        port = free_port()
+        with open(tmp_path / "prometheus.log", "w") as log:
+            prom = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
+                                     f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=log)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and prom.poll() is None:
+            if _prometheus_ready(prom, base):
+                return prom, base
+            time.sleep(0.2)
+        prom.kill()
+        prom.wait()
+    raise AssertionError("Prometheus did not start: " + (tmp_path / "prometheus.log").read_text()[-2000:])
+
+
+def stop_prometheus(prom: subprocess.Popen[bytes]) -> None:
+    prom.terminate()
+    try:
+        prom.wait(15)
+    except subprocess.TimeoutExpired:
+        prom.kill()
+        prom.wait()
 
 
 def gpuscope_cmd() -> str:

@@ -58,6 +58,11 @@ class LiveFeeder(Worker):
             self.on_update()
 
         run_ticks(self.source.sample, on_frame, self.interval_s, self._stop, on_error=on_error)
+        if self.session.unrecorded_events:  # a marker dropped just before quitting: one more real sample
+            try:                            # carries it into the recording, which would otherwise lose it
+                self.session.ingest(self.source.sample())
+            except Exception as e:  # noqa: BLE001 - a failing last tick is counted like any other
+                self.session.tick_failed(e)
 
     def _release(self) -> None:
         self.source.close()

@@ -43,9 +43,11 @@ class RemoteFeeder(Worker):
                 except Exception as e:  # noqa: BLE001 - counted and shown; the next frame may be fine
                     self.session.tick_failed(e)
                 self.error = None
+            elif h is not None and self.sub.broker_down:  # nobody can say whether the host is up
+                self.error = f"{self.host}: unknown (broker down" + (f": {self.sub.last_error})" if self.sub.last_error
+                                                                     else ")")
             elif h is not None and not h.online:
-                self.error = f"{self.host} is offline" + (f" (broker: {self.sub.last_error})" if self.sub.last_error
-                                                          else "")
+                self.error = f"{self.host} is offline"
             self.on_update()
 
 
@@ -131,6 +133,8 @@ def _show_host(sub: Subscriber, host: str, interval_s: float, from_fleet: bool =
     when its terminal went away."""
     inv = sub.wait_inventory(host, 5.0)
     if inv is None:
+        if sub.broker_down:
+            raise GpuscopeError(f"cannot read host {host!r}: the broker is down ({sub.last_error})")
         raise GpuscopeError(f"no inventory from host {host!r} on the broker (is its agent running?)")
     session = Session(inv, interval_s=interval_s)
     prime_from_agent(sub, host, session)

@@ -110,7 +110,7 @@ class FleetApp(MonitorApp[str | None]):
             self._status.update(line)
         gen = sub.order_gen  # read before the snapshot: a change in between re-sorts next time
         table = self._table
-        table.show(sub.snapshot() if table.needs_sort(gen) else None, gen)
+        table.show(sub.snapshot() if table.needs_sort(gen) else None, gen, broker_up=not sub.broker_down)
 
     def action_move(self, d: int) -> None:
         self.query_one(FleetTable).move(d)  # re-renders the rows in view only: no re-sort

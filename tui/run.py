@@ -58,22 +58,41 @@ def damage_line(problems: list[str]) -> str:
     return clean(f"damaged or incomplete recording: {problems[0]}{more}", 300)
 
 
+def parts_line(whole: Any) -> str:
+    """The replay's message line for a file that joins recordings of different machines (it plays the
+    first): ``playing part 1 of 2; a second recording starts at frame 31 (different machine: …); gpuscope
+    replay --part 2 FILE plays it``."""
+    n = len(whole.parts)
+    which = "--part 2" if n == 2 else f"--part N (2–{n})"
+    why = "; ".join(p.note for p in whole.parts[1:])
+    return clean(f"playing part 1 of {n}: {why}; `gpuscope replay {which} {whole.path}` plays the other", 400)
+
+
 def run_replay(opts: ReplayOptions) -> int:
     """Replay ``opts.file`` (None: the demo) at ``opts.speed``. The file is opened first (its errors come
     before the terminal check)."""
     from gpuscope.cli.report import open_or_fail  # here: the live screen needs none of the reports' modules
 
     path = opts.file or demo_path()
-    rec = open_or_fail(path)
+    whole = open_or_fail(path, mixed=True)
+    # a file joining recordings of different machines plays its first part (or --part N), and says so on screen
+    rec = whole.part(opts.part or 1)
     check_terminal()
     interval = float(rec.header.get("interval_s") or 1.0)
     session = Session(rec.inventory, interval_s=interval, history_s=3600.0)
     note = "SIMULATED recording" if rec.simulated else "real recording"
     if rec.problems:
         note += " — " + "; ".join(rec.problems)
+    if whole.mixed:
+        note += f" — part {opts.part or 1} of {len(whole.parts)}"
     app = GpuscopeApp(session, None, label="REPLAY", interval_s=interval, compact=True if opts.compact else None,
                       origin_note=f"{Path(path).name} ({note})")
     app.feeder = ReplayFeeder(rec, session, app.notify_update, speed=opts.speed, window_s=lambda: app.window_s)
     app.message_line = damage_line(rec.problems)  # on screen, not only in the header's note (cut when narrow)
+    if whole.mixed and opts.part is None:  # on screen, and on stderr (it stays there after the replay ends)
+        sys.stderr.write(f"gpuscope: note: {parts_line(whole)}\n")
+        app.message_line = parts_line(whole) + (f"  {app.message_line}" if app.message_line else "")
+    elif rec.notes and not app.message_line:
+        app.message_line = clean("; ".join(rec.notes), 300)
     run_app(app)
     return 0

@@ -7,6 +7,7 @@ screenful costs. ``filter`` keeps the hosts whose name contains it.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -24,7 +25,7 @@ from gpuscope.core.units import NONE, duration
 from gpuscope.core.vocab import LINK_LEVEL, SEVERITIES
 from gpuscope.sources.mqtt import RemoteHost
 from gpuscope.widgets.fit import ELLIPSIS, fit_words
-from gpuscope.widgets.style import BAD, DIM, LEVEL_STYLE, OK, SEV_STYLE
+from gpuscope.widgets.style import BAD, DIM, LEVEL_STYLE, OK, SEV_STYLE, WARN
 
 HEADER_GAP = 2  # cells between two columns
 
@@ -54,6 +55,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("finding", "worst finding", 0),
 )
 HOST_MIN = 10  # the host column shrinks to this before anything else is cut
+STALE_S = 60.0  # a skewed host's data older than this (on the viewer's clock) shows its age, not its clock
 
 
 def finding_min(width: int) -> int:
@@ -149,12 +151,39 @@ def _age(now: float, t: float | None) -> str:
     return f"{duration(now - t, short=True)} ago" if now - t >= 0 else "0s ago"
 
 
-def cells(h: RemoteHost, now: float) -> dict[str, Any]:
-    """One host's values, before fitting: ``key → (text, style)``; the finding ``(text, style, since, more)``."""
+def seen_cell(now: float, t: float | None, clock_offset: float | None) -> tuple[str, str]:
+    """The "seen" cell: the age of the host's data, or, while its clock is off (``clock_offset`` s behind the
+    viewer's; negative: ahead) and its data fresh, ``clock 1h behind``: a skewed clock is not old data."""
+    if t is None or clock_offset is None:
+        return (_age(now, t), DIM)
+    if now - (t + clock_offset) < STALE_S:
+        off = re.sub(r"(?<=\D)00[ms]\Z", "", duration(abs(clock_offset), short=True))  # 1h00m → 1h
+        return (f"clock {off} {'behind' if clock_offset > 0 else 'ahead'}", WARN)
+    return (_age(now, t + clock_offset), DIM)  # the age on the viewer's clock
+
+
+def clash_text(agents: int, host: str, width: int) -> str:
+    """What a row says when ``agents`` agents publish under one name: the longest wording that fits ``width``
+    cells (the host column names the host, so the shortest leaves it out)."""
+    for text in (f"{agents} agents publish as {host}: give each agent --name",
+                 f"{agents} agents share this name: give each --name",
+                 f"{agents} agents: give each --name"):
+        if cell_len(text) <= width:
+            return text
+    return text
+
+
+def cells(h: RemoteHost, now: float, broker_up: bool = True, mono: float | None = None) -> dict[str, Any]:
+    """One host's values, before fitting: ``key → (text, style)``; the finding ``(text, style, since, more)``;
+    ``clash``: how many agents publish under its name (0: one). ``broker_up`` False: every host is unknown (the
+    viewer cannot know), not offline; ``mono``: the monotonic time (clashes are timed on it)."""
     s: HostSummary | None = h.summary
     sim_flag = s.simulated if s is not None else bool(h.inventory is not None and h.inventory.simulated)
     out: dict[str, Any] = {"host": (clean(h.host, 128), "bold"), "sim": (" (sim)" if sim_flag else "", "bold")}
+    out["clash"] = h.clash(time.monotonic() if mono is None else mono)
     out["state"] = ("online", OK) if h.online else ("OFFLINE", BAD)
+    if not broker_up:
+        out["state"] = ("unknown", WARN)
     if s is None:
         n = len(h.inventory.devices) if h.inventory else 0
         out["gpus"] = (count(n, "GPU"), DIM)
@@ -172,7 +201,7 @@ def cells(h: RemoteHost, now: float) -> dict[str, Any]:
         else:
             out["link"] = ("ok" if s.link_state else NONE, DIM)
     out["groups"] = groups_cell(s.groups if s is not None else ())
-    out["seen"] = (_age(now, h.data_t), DIM)
+    out["seen"] = seen_cell(now, h.data_t, h.clock_offset())
     rank, msg = h.worst()
     if rank < len(SEVERITIES):
         since = next((f.since for f in s.findings if f.text == msg), None) if s is not None else None
@@ -185,6 +214,9 @@ def cells(h: RemoteHost, now: float) -> dict[str, Any]:
         out["finding"] = ("(no data yet)", DIM, "", 0)
     else:
         out["finding"] = ("", "", "", 0)
+    if not broker_up:
+        msg = out["finding"][0] if rank < len(SEVERITIES) else ""
+        out["finding"] = (f"broker down; last known: {msg}" if msg else "(broker down)", WARN, "", 0)
     return out
 
 
@@ -200,12 +232,12 @@ def groups_cell(groups: Sequence[str]) -> tuple[str, str, str]:
 NUMERIC = frozenset({"gpus", "util", "power", "tok", "seen"})  # never cut: a wider value borrows from the finding
 
 
-def row(h: RemoteHost, now: float, columns: Sequence[Column] | None = None) -> Text:
+def row(h: RemoteHost, now: float, columns: Sequence[Column] | None = None, broker_up: bool = True) -> Text:
     """One host's line in ``columns`` (default: :func:`fit_columns` at 120 cells): state, GPUs (lost), mean
     util, total power, tok/s, serving groups (wide screens only), worst link, age of the data, worst finding and how long it has been active.
     Names are cut with ``…``; numbers are never cut."""
     cols = list(columns) if columns is not None else fit_columns(120)
-    v = cells(h, now)
+    v = cells(h, now, broker_up)
     t = Text()
     debt = 0  # cells a numeric value took beyond its column, taken from the finding
     for k, c in enumerate(cols):
@@ -214,6 +246,8 @@ def row(h: RemoteHost, now: float, columns: Sequence[Column] | None = None) -> T
         if c.key == "finding":
             msg, style, since, more = v["finding"]
             w = max(0, c.width - debt)
+            if v["clash"] and broker_up:  # the row mixes two machines: say so first, and how to fix it
+                msg, style, since, more = clash_text(v["clash"], v["host"][0], w), SEV_STYLE["warning"], "", 0
             used = 0
             for text, part in finding_cell(msg, since, more, w):
                 t.append(text, style=style if part == "msg" else DIM)
@@ -282,6 +316,7 @@ class FleetTable(Widget):
         self._width = 0
         self._cols: list[Column] = []
         self._cols_for = -1  # the width self._cols were fitted for
+        self.broker_up = True  # False: the viewer's broker is down, every host is unknown
 
     @property
     def rows(self) -> int:
@@ -297,10 +332,13 @@ class FleetTable(Widget):
         """Whether :meth:`show` would sort for order generation ``gen`` (the hosts must then be given)."""
         return (gen, self.filter) != self._sorted_for
 
-    def show(self, hosts: Sequence[RemoteHost] | None, gen: int | None = None) -> None:
+    def show(self, hosts: Sequence[RemoteHost] | None, gen: int | None = None, broker_up: bool | None = None) -> None:
         """A refresh: sort and filter ``hosts`` (skipped when ``gen``, the subscriber's order generation, and the
         filter are what the order was last sorted for; ``hosts`` may then be None); keep the selection on its
-        host (or the row where it was, if that host went away); re-render the rows in view."""
+        host (or the row where it was, if that host went away); re-render the rows in view (``broker_up``
+        False: every host unknown, the broker is down; None: as it was)."""
+        if broker_up is not None:
+            self.broker_up = broker_up
         key = (gen, self.filter) if gen is not None else None
         if hosts is not None and (key is None or key != self._sorted_for):
             self._total = len(hosts)
@@ -352,7 +390,7 @@ class FleetTable(Widget):
     def _row(self, name: str) -> Text:
         t = self._row_text.get(name)
         if t is None:
-            t = self._row_text[name] = row(self._hosts[name], self._now or time.time(), self.columns())
+            t = self._row_text[name] = row(self._hosts[name], self._now or time.time(), self.columns(), self.broker_up)
             t.truncate(max(1, self.size.width or 120))  # a safety net: the columns fit the width
         return t
 

@@ -17,7 +17,7 @@ from textual.widgets import Static
 from gpuscope.core.group_paths import group_line, group_traffic, traffic_line
 from gpuscope.core.history import carry_span, resample
 from gpuscope.core.model import EndpointReading, Frame, Inventory, ServingGroup
-from gpuscope.core.text import clean
+from gpuscope.core.text import clean, count
 from gpuscope.core.units import NONE
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import EndpointState
@@ -99,6 +99,11 @@ def endpoint_lines(e: EndpointReading, width: int = 76) -> list[Text]:
     """The lines of one endpoint/model in a panel ``width`` cells wide (76: 80 columns less border and
     padding): the numbers fit 76 for any realistic reading; why an endpoint is down or gives no rate is
     cut to the room left on its line (at least 10 characters), not to a fixed length."""
+    if e.models_dropped and e.model is None:  # the models beyond the per-endpoint cap, together
+        rest = Text(f"{clean(e.kind or '?', 8):<8} {'+' + count(e.models_dropped, 'model'):<28} ", style=DIM)
+        rest.append(f"gen {fmt_num(e.gen_tokens_per_s)} prompt {fmt_num(e.prompt_tokens_per_s)} tok/s", style=DIM)
+        return [rest, Text(INDENT + f"run {fmt_num(e.requests_running)} wait {fmt_num(e.requests_waiting)}  "
+                           "(together: not read one by one)", style=DIM)]
     head = Text(f"{clean(e.kind or '?', 8):<8} {clean(e.model or e.url, 28):<28} ")
     if e.state is UNREACHABLE:
         head.append(clean(e.error or "unreachable", max(10, width - len(head))), style=BAD)
@@ -138,13 +143,23 @@ def endpoint_lines(e: EndpointReading, width: int = 76) -> list[Text]:
     q = fmt_bounds("p50", e.itl_p50_s, e.itl_p50_bounds_s)
     if q:
         itl.append(f" ({q})", style=DIM)
-    if e.models_dropped:
-        itl.append(f"  +{e.models_dropped} models not shown", style=DIM)
     lines.append(itl)
     if e.probe_ttft_s is not None or e.probe_decode_tokens_per_s is not None:
         lines.append(Text(INDENT + f"probe (one request): TTFT {fmt_ms(e.probe_ttft_s)}, decode "
                           f"{fmt_num(e.probe_decode_tokens_per_s)} tok/s", style=DIM))
     return lines
+
+
+def unsummed_models(eps: Sequence[EndpointReading]) -> list[tuple[str, int]]:
+    """(kind, how many) of the models not shown for each endpoint whose readings carry the count on every
+    model's reading but have no reading of their own (recordings made before there was one): said once per
+    endpoint, and the header's total leaves them out."""
+    rest = {e.url for e in eps if e.models_dropped and e.model is None}
+    out: dict[str, tuple[str, int]] = {}
+    for e in eps:
+        if e.models_dropped and e.url not in rest:
+            out.setdefault(e.url, (e.kind or "?", e.models_dropped))
+    return list(out.values())
 
 
 def group_lines(g: ServingGroup, inv: Inventory, frame: Frame | None, width: int = 76) -> list[Text]:
@@ -201,5 +216,7 @@ class InferencePanel(Static):
                 named.add(e.url)
                 el[1:1] = group_lines(g, v.inventory, v.frame, width)
             lines.extend(el)
+        lines.extend(Text(f"{clean(kind, 8):<8} +{count(n, 'model')} not shown", style=DIM)
+                     for kind, n in unsummed_models(eps))
         lines.extend(others)
         set_content(self, Text("\n").join(lines))

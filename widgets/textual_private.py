@@ -14,7 +14,8 @@ inside it (docs/performance.md says what each one saves, measured, and what Text
 * **One write per frame** (:class:`HookedApp`'s ``_display``, :func:`write_update`): Textual writes the
   synchronized-output start, the update and the end as three writes.
 * **A quiet input thread** (:func:`driver_for`, :class:`QuietLinuxDriver`): Textual's ``LinuxDriver``
-  wakes ten times a second to poll; ours sleeps until there is input.
+  wakes ten times a second to poll; ours sleeps until there is input. It also takes bracketed pastes whole
+  before Textual's parser (widgets/paste.py): an ESC inside a paste is text (shown ``␛``), not a key press.
 * **Content rows put together once** (:func:`styled_row`, used by ``widgets/lines.py``): the border and
   padding around a content row, from the widget's style cache.
 * **The App's crash** (:class:`HookedApp`'s ``_handle_exception`` / ``_fatal_error``): an exception in a
@@ -38,7 +39,7 @@ import sys
 import time
 from bisect import bisect_left
 from codecs import getincrementaldecoder
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from threading import Event, Lock
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,12 +47,18 @@ from rich.cells import cell_len
 from rich.color import ColorSystem
 from rich.console import Console
 from rich.segment import Segment
+from textual import events
 from textual.app import App
+from textual.constants import ESCAPE_DELAY
 from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
 from textual.geometry import Region, Size
+from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
+
+from gpuscope.core.text import visible
+from gpuscope.widgets.paste import LONE_ESC_WAIT_S, Pasted, PasteSplitter
 
 WRITTEN_FOR = "8.2.8"  # the Textual these were written against and checked on: pyproject.toml's pin
 SWITCH = "GPUSCOPE_TEXTUAL_PATCHES"  # "0" (or off/false/no): Textual's public paths only
@@ -415,6 +422,64 @@ def read_timeout(deadline: float | None, now: float) -> float | None:
     return max(0.0, deadline - now)
 
 
+class TerminalInput:
+    """Terminal text → Textual events, posted with ``post`` (the driver's ``process_message``): bracketed
+    pastes whole (:class:`~gpuscope.widgets.paste.PasteSplitter`; one ``Paste`` event, control characters
+    made visible), the rest through Textual's own ``XTermParser``. Not thread-safe: one reader feeds it."""
+
+    def __init__(self, post: Callable[[Message], None], debug: bool = False):
+        from textual._xterm_parser import XTermParser
+
+        self._post = post
+        self._parser = XTermParser(debug)
+        self._pastes = PasteSplitter()
+        self._held_until: float | None = None  # when a partial paste marker stops waiting for more input
+
+    def _to_parser(self, data: str) -> None:
+        for event in self._parser.feed(data):
+            self._post(event)
+
+    def feed(self, data: str) -> None:
+        """Text read from the terminal."""
+        from textual._time import get_time
+
+        for piece in self._pastes.feed(data):
+            if isinstance(piece, Pasted):
+                self._post(events.Paste(visible(piece.text)))
+            else:
+                self._to_parser(piece)
+        held = self._pastes.holding
+        if not held:
+            self._held_until = None
+        elif self._held_until is None:
+            self._held_until = get_time() + (LONE_ESC_WAIT_S if held == "\x1b" else ESCAPE_DELAY)
+
+    def deadline(self) -> float | None:
+        """When :meth:`tick` has something to do without more input (a lone Escape, a held ``ESC [``)."""
+        d = [t for t in (self._parser._timeout_time, self._held_until) if t is not None]
+        return min(d) if d else None
+
+    def tick(self) -> None:
+        """Time passed: what waited for more input that did not come is given to the parser, and its keys out."""
+        from textual._time import get_time
+
+        if self._held_until is not None and get_time() >= self._held_until:
+            self._held_until = None
+            self._to_parser(self._pastes.release())
+        for event in self._parser.tick():
+            self._post(event)
+
+    def close(self) -> None:
+        """End of input: the parser is finished (what it still waited for is dropped, as LinuxDriver does)."""
+        from textual._parser import ParseError
+
+        try:
+            for _ in self._parser.feed(""):
+                pass
+        except (EOFError, ParseError):
+            pass
+
+
 class QuietLinuxDriver(LinuxDriver):
     """``LinuxDriver`` with an input thread that wakes only when it has something to do."""
 
@@ -437,24 +502,15 @@ class QuietLinuxDriver(LinuxDriver):
             os.close(wake_w)
 
     def _read_input(self, wake: int) -> None:
-        from textual._parser import ParseError
         from textual._time import get_time
-        from textual._xterm_parser import XTermParser
 
         fileno = self.fileno
         selector = selectors.DefaultSelector()
         selector.register(fileno, selectors.EVENT_READ, "tty")
         selector.register(wake, selectors.EVENT_READ, "wake")
-        parser = XTermParser(self._debug)
+        terminal = TerminalInput(self.process_message, self._debug)
         decode = getincrementaldecoder("utf-8")().decode
-
-        def feed(data: str) -> None:
-            for event in parser.feed(data):
-                self.process_message(event)
-
-        def tick() -> None:
-            for event in parser.tick():
-                self.process_message(event)
+        feed, tick = terminal.feed, terminal.tick
 
         def read_tty(final: bool) -> bool:
             """Feed what the terminal has; False at end of file or a read error (a closed terminal)."""
@@ -469,7 +525,7 @@ class QuietLinuxDriver(LinuxDriver):
 
         try:
             while not self.exit_event.is_set():
-                timeout = read_timeout(parser._timeout_time, get_time())
+                timeout = read_timeout(terminal.deadline(), get_time())
                 ready = selector.select(timeout)
                 for key, _mask in ready:
                     if key.data == "wake":
@@ -483,11 +539,7 @@ class QuietLinuxDriver(LinuxDriver):
             tick()
         finally:
             selector.close()
-            try:
-                for _ in parser.feed(""):
-                    pass
-            except (EOFError, ParseError):
-                pass
+            terminal.close()
 
 
 def _drain(fd: int) -> None:

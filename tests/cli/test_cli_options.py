@@ -22,7 +22,7 @@ def test_every_command_has_one_entry_and_a_parser():
     names = [c.name for c in cli_main.REGISTRY]
     assert len(names) == len(set(names)) and names[0] == ""
     assert cli_main.COMMANDS == ("topo", "scenarios", "record", "replay", "demo", "summary", "export", "compare",
-                                 "agent", "probe")
+                                 "split", "agent", "probe")
     assert cli_main.TUI_COMMANDS == ("", "replay", "demo")
     assert set(cli_main.build_parser()) == {"", *cli_main.COMMANDS}
 

@@ -234,7 +234,8 @@ def test_catalogue_declares_every_reading_field_once():
     assert len(keys) == len(set(keys))
     gpu_fields = [f.name for f in dataclasses.fields(GpuReading) if f.name not in ("index", "lost", "processes")]
     assert [m.name for m in catalogue.metrics("gpu")] == gpu_fields
-    assert catalogue.export_columns() == [*OLD_EXPORT_COLUMNS[:-1], *HEALTH_EXPORT_COLUMNS, OLD_EXPORT_COLUMNS[-1]]
+    assert catalogue.export_columns() == [*OLD_EXPORT_COLUMNS[:-1], *HEALTH_EXPORT_COLUMNS, "gr_engine_active_pct",
+                                          OLD_EXPORT_COLUMNS[-1]]  # GPM's graphics engine (issue 30)
     assert all(m.history for m in catalogue.metrics("gpu", detail=True))
 
 
@@ -308,4 +309,5 @@ def test_exporter_fields_added_to_a_catalogue_metric_reach_the_exporter(monkeypa
     r0 = frames[-1].gpus[0]
     assert value(r0) is not None
     assert {lab["gpu"]: v for lab, v in rows}["0"] == pytest.approx(value(r0))
-    assert set(rows[0][0]) == (labels or {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname"})
+    assert set(rows[0][0]) == (labels or {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname",
+                                          "DCGM_FI_DRIVER_VERSION"})

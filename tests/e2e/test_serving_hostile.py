@@ -92,7 +92,7 @@ def test_a_slow_drip_endpoint_is_cut_off_at_the_whole_response_deadline():
     try:
         deadline = time.time() + 10
         r = p.latest()[0]
-        while time.time() < deadline and r.up:
+        while time.time() < deadline and r.up is not False:
             time.sleep(0.05)
             r = p.latest()[0]
         assert not r.up and "no answer in 0.6 s" in (r.error or "")  # not "waiting for the first scrape" forever
@@ -146,6 +146,6 @@ def test_gpu_frames_keep_their_schedule_beside_hostile_endpoints(tmp_path):
     frames = list(rec.frames())
     assert len(frames) >= 0.95 * duration, f"{len(frames)} frames of {duration}"
     per_frame = [len(f.endpoints) for f in frames]
-    assert max(per_frame) <= 8 + 1  # one reading per served model, capped (8), plus the drip endpoint's one
-    big_r = [e for f in frames for e in f.endpoints if e.url == big.url and e.up and e.models_dropped]
+    assert max(per_frame) <= 8 + 1 + 1  # the 8 busiest served models, one reading for the rest, the drip one
+    big_r = [e for f in frames for e in f.endpoints if e.url == big.url and e.up and e.models_dropped and e.model is None]
     assert big_r and big_r[-1].models_dropped == 5000 - 8

@@ -46,7 +46,7 @@ json_values = st.recursive(scalars, lambda c: st.lists(c, max_size=4) | st.dicti
                            max_leaves=25)
 FIELDS = ["index", "util_gpu_pct", "power_w", "sm_clock_mhz", "pcie_gen", "pcie_width", "pcie_rx_bytes_per_s",
           "temp_gpu_c", "processes", "lost", "mem_used_bytes", "mem_reserved_bytes", "ecc_uncorrected_volatile",
-          "remapped_rows_uncorrectable", "remap_pending", "remap_failure", "xids"]
+          "remapped_rows_uncorrectable", "remap_pending", "remap_failure", "xids", "gr_engine_active_pct"]
 # Xid tallies: lists of objects with the XidCount keys, hostile values included (issue 26)
 xid_lists = st.lists(st.dictionaries(st.sampled_from(["xid", "count", "last_t"]), json_values, max_size=3), max_size=3)
 gpu_dicts = st.dictionaries(st.sampled_from(FIELDS), json_values | xid_lists, max_size=6)
@@ -347,3 +347,97 @@ def test_hostile_health_fields_through_every_command(tmp_path, gpus_per_frame, v
     p = tmp_path / "h.jsonl"
     p.write_text("\n".join(lines) + "\n")
     _through_every_command(p)
+
+
+# ------------------------------------------------------------------ joined recordings, rewritten keys (issue 27)
+def _header_line(host: str, names: list[str], extra: object, spaced: bool) -> bytes:
+    inv = Inventory(host=host, devices=tuple(DeviceInfo(index=i, name=n, uuid=f"{host}-u{i}", bus_id=f"b{i}")
+                                             for i, n in enumerate(names)))
+    h: dict[str, object] = {"type": "header", "format": "gpuscope-recording", "version": 1, "interval_s": 1.0,
+                            "inventory": inventory_to_dict(inv)}
+    if isinstance(extra, dict):
+        h.update({k: v for k, v in extra.items() if k in ("interval_s", "simulated", "origin", "version", "inventory")})
+    return json.dumps(h, sort_keys=spaced, separators=(", ", ": ") if spaced else (",", ":")).encode()
+
+
+recordings_parts = st.lists(st.tuples(
+    st.sampled_from(["a", "b", "\x1b]0;x\x07"]), st.lists(st.sampled_from(["L40S", "RTX A6000", "=x"]), min_size=1,
+                                                         max_size=3),
+    json_values, st.booleans(), st.lists(frame_dicts, max_size=3), st.booleans()), min_size=1, max_size=4)
+
+
+@fuzz(120)
+@given(recordings_parts, st.sampled_from(["members", "one member", "plain"]), st.integers(0, 2**16))
+def test_joined_recordings_through_every_command(tmp_path, parts, how, cut):
+    """Recordings of random machines joined every way `cat` and `zcat` join them, their keys re-ordered or
+    spaced as JSON tools write them, odd second headers and frames included, some cut short: summary
+    (each part), export (each part), split and the split files' summaries give output or one line."""
+    from gpuscope.cli.main import main
+
+    texts = []
+    for host, names, extra, spaced, frames, ended in parts:
+        lines = [_header_line(host, names, extra, spaced)]
+        lines += [json.dumps(f, sort_keys=spaced).encode() for f in frames]
+        if ended:
+            lines.append(b'{"type":"end","frames":%d}' % len(frames))
+        texts.append(b"\n".join(lines) + b"\n")
+    if how == "members":
+        raw = b"".join(gzip.compress(t) for t in texts)
+    else:
+        raw = b"".join(texts)
+        raw = gzip.compress(raw) if how == "one member" else raw
+    raw = raw[:len(raw) - cut % 7] if cut % 3 == 0 else raw  # now and then a file cut short
+    p = tmp_path / ("j.jsonl" if how == "plain" else "j.jsonl.gz")
+    p.write_bytes(raw)
+    try:
+        rec = open_or_fail(p, mixed=True)
+    except GpuscopeError as e:
+        assert "\n" not in str(e)
+        return
+    for part in rec.parts:
+        view = rec.part(part.number)
+        assert view.n_frames == part.n_frames
+        doc = summarize(view)
+        assert "\x1b" not in render_summary(doc)
+        json.loads(dumps_out(doc))
+        list(export_rows(view.frames()))
+    if rec.mixed:
+        with pytest.raises(GpuscopeError) as e:
+            open_or_fail(p)
+        assert "\n" not in str(e.value) and "\x1b" not in str(e.value) and "--part N" in str(e.value)
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    for f in out.iterdir():
+        f.unlink()
+    assert main(["split", str(p), "--dir", str(out)]) == (0 if rec.mixed else 1)
+    for f in sorted(out.iterdir()):
+        assert not recmod.open_recording(f).mixed, "a part written out is one machine's recording"
+
+
+_URL_PARTS = st.sampled_from(["http://", "https://", "HTTP://", "ftp://", "", "h", "127.0.0.1", ":8000", ":99999",
+                              "/metrics", "?x=1", "@", ":", "[::1", "]", "%40", " ", "#frag", "/", "bob"])
+
+
+@fuzz(300)
+@given(st.lists(_URL_PARTS, max_size=8), st.lists(_URL_PARTS, max_size=4))
+def test_endpoint_urls_never_show_their_secrets(head, tail):
+    """Any --endpoint text with ``alice:S3cretPW@`` in it: the check either refuses it in one line or keeps
+    it; where that is user info (any parser would send it as a password), neither the error, the public URL
+    nor the options' repr holds it; the header's value is never in either."""
+    from gpuscope.cli.options import SourceOptions
+    from gpuscope.core.redact import split_endpoint
+
+    url = "".join(head) + "alice:S3cretPW@" + "".join(tail)
+    opts = SourceOptions(simulate=None, interval=1.0, pcie_source="auto", endpoint=(url,), endpoint_kind=None,
+                         endpoint_header=("X-Api-Key: T0k3nV",), endpoint_window=10.0, endpoint_timeout=2.0,
+                         endpoint_insecure=False, probe=None, probe_model=None)
+    try:
+        checked = opts.checked(env={})
+        shown = " ".join(checked.endpoint) + repr(checked)
+    except GpuscopeError as e:
+        shown = str(e)
+        assert "\n" not in shown
+    assert "T0k3nV" not in shown
+    auth = split_endpoint(url).auth
+    if auth is not None and "S3cretPW" in auth[0] + auth[1]:
+        assert "S3cretPW" not in shown, shown

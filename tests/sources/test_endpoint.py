@@ -48,7 +48,7 @@ def test_capture_values():
     s = parse_metrics((FIX / "sglang.txt").read_text())
     assert total(s, ["sglang:num_running_reqs"]) == 162.0
     r = _one("sglang.txt")
-    assert r.gen_tokens_per_s == pytest.approx(86.508, abs=0.01)  # the gauge, with requests running
+    assert r.gen_tokens_per_s is None  # one scrape: the counter has no rate yet (its gauge does not stand in)
     assert r.kv_cache_pct is not None and 0 <= r.kv_cache_pct <= 100
     t = _one("triton_tensorrtllm.txt")
     assert t.kv_cache_pct == pytest.approx(48.75) and t.requests_running == 0 and t.requests_waiting == 1
@@ -325,7 +325,7 @@ def test_hanging_endpoint_times_out_and_says_since_when():
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     p = EndpointPoller([url], interval_s=0.2, timeout_s=0.5).start()
     try:
-        r = _poll_until(p, lambda r: not r.up, what="the hanging endpoint to be marked down")
+        r = _poll_until(p, lambda r: r.up is False, what="the hanging endpoint to be marked down")
         assert not r.up and "unreachable since" in r.error and "no answer in 0.5 s" in r.error
     finally:
         p.stop()
@@ -339,7 +339,7 @@ def test_refused_connection():
     s.close()
     p = EndpointPoller([f"http://127.0.0.1:{port}"], interval_s=0.2).start()
     try:
-        r = _poll_until(p, lambda r: not r.up, what="the refused endpoint to be marked down")
+        r = _poll_until(p, lambda r: r.up is False, what="the refused endpoint to be marked down")
         assert "connection refused" in r.error
     finally:
         p.stop()
@@ -367,7 +367,7 @@ def test_html_and_dropping_endpoints():
     html, drop = _Server(Html), _Server(Drop)
     p = EndpointPoller([html.url, drop.url], interval_s=0.2).start()
     try:
-        wait_for(lambda: p.trackers[0].garbage >= 2 and not p.latest()[1].up, 30,
+        wait_for(lambda: p.trackers[0].garbage >= 2 and p.latest()[1].up is False, 30,
                  "two bad HTML answers and the dropping endpoint down")
         a, b = p.latest()
         assert a.up is True and "bad responses" in (a.error or "") and p.trackers[0].garbage >= 2

@@ -3,11 +3,12 @@ flags, and end to end against a real Prometheus and promtool (skipped, with the 
 
 from __future__ import annotations
 
+import argparse
+import functools
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -19,7 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import run_frames, sim_source
+from helpers import needs_prometheus, needs_promtool, run_frames, sim_source, start_agent, start_prometheus
+from helpers import prom_query as _query
+from helpers import stop_agent as stop
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
@@ -31,11 +34,14 @@ from gpuscope.core.model import EndpointReading, ServingGroup, XidCount
 from gpuscope.core.session import Session
 from gpuscope.core.text import clean
 from gpuscope.sources.prometheus import (
+    DCGM_49,
+    DCGM_NAME_SETS,
     DEFAULT_PORT,
     PrometheusError,
     PrometheusExporter,
     Renderer,
     SamplerHealth,
+    dcgm_families,
     escape_label,
     families,
     fmt,
@@ -46,7 +52,7 @@ from gpuscope.sources.prometheus import (
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "docs" / "prometheus-alerts.yml"
-DCGM_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname"}
+DCGM_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
 
 # dcgm-exporter's etc/default-counters.csv and etc/dcp-metrics-included.csv: name → (type, unit in its help)
 DCGM_SPEC = {
@@ -65,6 +71,13 @@ DCGM_SPEC = {
     "DCGM_FI_PROF_DRAM_ACTIVE": ("gauge", ""),
     "DCGM_FI_PROF_PCIE_TX_BYTES": ("gauge", "bytes per second"),
     "DCGM_FI_PROF_PCIE_RX_BYTES": ("gauge", "bytes per second"),
+    "DCGM_FI_DEV_FB_RESERVED": ("gauge", "MiB"),
+    "DCGM_FI_DEV_XID_ERRORS": ("gauge", "XID"),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("counter", "remapped rows"),
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("counter", "remapped rows"),
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("gauge", "remapping of rows has failed"),
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": ("counter", "NVLink bandwidth"),
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("gauge", "graphics engine"),
 }
 
 
@@ -167,6 +180,7 @@ def test_dcgm_series_names_types_units_and_labels():
             assert set(lab) == DCGM_LABELS
             assert lab["device"] == f"nvidia{lab['gpu']}"
             assert lab["modelName"] == "NVIDIA RTX A6000" and lab["Hostname"] == "sim-mixed-4"
+            assert lab["DCGM_FI_DRIVER_VERSION"] == inv.driver_version
             dev = inv.devices[int(lab["gpu"])]
             assert lab["UUID"] == dev.uuid and lab["pci_bus_id"] == dev.bus_id
     for line in text.splitlines():
@@ -268,10 +282,11 @@ def test_endpoints_per_model_with_latency_stats_and_down_servers():
     eps = (EndpointReading(url="http://a:8000", kind="vllm", model='llama "3"\n8B', gen_tokens_per_s=812.5,
                            prompt_tokens_per_s=2000.0, requests_running=12, requests_waiting=3, kv_cache_pct=42.0,
                            ttft_mean_s=0.2, ttft_p50_s=0.15, ttft_p95_s=0.9, itl_mean_s=0.02),
-           EndpointReading(url="http://b:30000", kind="sglang", up=False, error="unreachable"))
+           EndpointReading(url="http://b:30000", kind="sglang", up=False, error="unreachable"),
+           EndpointReading(url="http://c:8080", up=None))  # not asked yet: up is not known
     got = parse(Renderer(inv).render(replace(session.last_frame, endpoints=eps)))
     up = {lab["endpoint"]: v for lab, v in got["gpuscope_endpoint_up"]}
-    assert up == {"http://a:8000": 1, "http://b:30000": 0}
+    assert up == {"http://a:8000": 1, "http://b:30000": 0}  # no sample for c: neither 1 nor 0 is true
     (lab, v), = got["gpuscope_endpoint_generation_tokens_per_second"]
     assert lab["model"] == 'llama "3" 8B' and v == 812.5  # the newline is gone: one line on any terminal
     assert got["gpuscope_endpoint_kv_cache_usage_ratio"][0][1] == pytest.approx(0.42)
@@ -284,7 +299,8 @@ def test_endpoints_per_model_with_latency_stats_and_down_servers():
 # capacity), facts of the device not of a reading (info, maxima, NVLink, topology), one series per bit or per
 # finding, an endpoint's up/down (written for down servers too), the sampler's own health.
 EXPORTER_OWN = {
-    "DCGM_FI_DEV_FB_FREE", "gpuscope_pcie_link_capacity_bytes_per_second",
+    "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "gpuscope_pcie_link_capacity_bytes_per_second",
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",  # the legacy set's second name of DCGM_FI_DEV_CLOCK_THROTTLE_REASONS
     "gpuscope_info", "gpuscope_gpu_info", "gpuscope_pcie_link_generation_gpu_max",
     "gpuscope_pcie_link_generation_slot_max", "gpuscope_pcie_link_width_gpu_max_lanes",
     "gpuscope_pcie_link_width_slot_max_lanes", "gpuscope_pcie_link_max_capacity_bytes_per_second",
@@ -316,7 +332,7 @@ def test_every_family_comes_from_the_catalogue_or_is_one_of_the_exporters_own():
     declared = {s.name for m in catalogue.METRICS for s in (m.dcgm, m.prom) if s is not None}
     assert declared <= written  # every catalogue family has samples
     assert written - declared == EXPORTER_OWN  # and every other family is on the exporter's own list
-    assert len(declared) == 51, sorted(declared)  # 28 DCGM, 14 gpuscope per-GPU, 9 per-endpoint families
+    assert len(declared) == 52, sorted(declared)  # 29 DCGM, 14 gpuscope per-GPU, 9 per-endpoint families
 
 
 def test_catalogue_families_group_by_name_and_members_must_agree(monkeypatch):
@@ -351,7 +367,7 @@ def test_hostname_label_key_is_configurable(key):
     assert lab[key] == "sim-mixed-4" and set(lab) == (DCGM_LABELS - {"Hostname"}) | {key}
 
 
-@pytest.mark.parametrize("key", ["", "2x", "host-name", "__name", "gpu"])
+@pytest.mark.parametrize("key", ["", "2x", "host-name", "__name", "gpu", "DCGM_FI_DRIVER_VERSION"])
 def test_bad_hostname_label_is_a_clear_error(key):
     inv, _ = frames_of("mixed-4", seconds=0)
     with pytest.raises(PrometheusError):
@@ -457,29 +473,6 @@ def test_agent_bad_flags_are_one_line_errors(args, msg):
     assert len(p.stderr.strip().splitlines()) == 1
 
 
-def start_agent(*extra: str) -> tuple[subprocess.Popen[str], str]:
-    """An agent on a simulated mixed-4 serving /metrics on a free loopback port; returns it and the URL."""
-    p = subprocess.Popen([sys.executable, "-m", "gpuscope", "agent", "--simulate", "mixed-4", "--prometheus",
-                          "127.0.0.1:0", *extra], stderr=subprocess.PIPE, text=True)
-    assert p.stderr is not None
-    line = p.stderr.readline()
-    m = re.search(r"serving (http://\S+/metrics)", line)
-    if not m:
-        p.kill()
-        raise AssertionError(f"agent did not start: {line}{p.stderr.read()}")
-    return p, m.group(1)
-
-
-def stop(p: subprocess.Popen[str]) -> str:
-    p.terminate()
-    try:
-        _out, err = p.communicate(timeout=15)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        _out, err = p.communicate()
-    return err or ""
-
-
 def poll(cond, deadline_s: float, what: str):  # noqa: ANN001, ANN201
     end = time.monotonic() + deadline_s
     last = None
@@ -506,12 +499,18 @@ def test_agent_serves_metrics_alone():
     assert "stopped" in err and "scrapes served" in err and "Traceback" not in err
 
 
-# ---- a real Prometheus and promtool ----
+@pytest.mark.slow
+def test_agent_name_is_the_hostname_label():
+    """``--name`` is what the agent publishes as: on the broker and as the DCGM series' Hostname."""
+    p, url = start_agent("--name", "rack7-node3")
+    try:
+        got = poll(lambda: parse(_get(url)[2].decode()).get("DCGM_FI_DEV_POWER_USAGE"), 20, "a power series")
+        assert {labels["Hostname"] for labels, _ in got} == {"rack7-node3"}
+    finally:
+        stop(p)
 
-needs_prometheus = pytest.mark.skipif(shutil.which("prometheus") is None,
-                                      reason="the prometheus binary is not installed (Debian: apt-get install prometheus)")
-needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
-                                    reason="promtool is not installed (Debian: apt-get install prometheus)")
+
+# ---- a real Prometheus and promtool ----
 
 # The lint messages dcgm-exporter's own names and labels draw (UUID, modelName, counters without _total):
 # kept for compatibility, so they are allowed on DCGM_* series only.
@@ -537,36 +536,6 @@ def test_promtool_check_rules_on_the_alert_rules():
     p = subprocess.run(["promtool", "check", "rules", str(ALERTS)], capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stdout + p.stderr
     assert re.search(r"SUCCESS: [1-9]\d* rules found", p.stdout + p.stderr)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _query(base: str, q: str) -> list[dict]:
-    with urllib.request.urlopen(f"{base}/api/v1/query?{urllib.parse.urlencode({'query': q})}", timeout=5) as r:
-        data = json.load(r)
-    assert data["status"] == "success", data
-    return data["data"]["result"]
-
-
-def start_prometheus(tmp_path: Path, cfg: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Prometheus on a free loopback port with a temp data dir; returns it and its base URL once ready."""
-    for _attempt in range(3):  # a free port can be taken between the probe and the bind
-        port = _free_port()
-        log = open(tmp_path / "prometheus.log", "w")  # noqa: SIM115
-        prom = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
-                                 f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=log)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            poll(lambda p=prom, b=base: p.poll() is None and _get(f"{b}/-/ready")[0] == 200, 30, "Prometheus ready")
-            return prom, base
-        except AssertionError:
-            prom.kill()
-            prom.wait()
-    raise AssertionError("Prometheus did not start: " + (tmp_path / "prometheus.log").read_text()[-2000:])
 
 
 @needs_prometheus
@@ -696,3 +665,186 @@ def test_serving_group_series_for_the_design_story():
                            re.M).group(1))
     assert 50 < tok < 60 and per * tok == pytest.approx(pcie, rel=1e-3)
     assert "gpuscope_serving_group_nvlink_bytes_per_second" not in text  # A6000 without NVLink: absent, not 0
+
+
+# ---- both DCGM name sets (issue 30) ----
+
+# Written out here, apart from sources/prometheus.py's DCGM_49, so a slip in either shows: legacy family → (its
+# dcgm-exporter 4.9 name, 4.9 value / legacy value, a unit word the 4.9 help must carry). The names: DCGM's
+# Python bindings (dcgm_fields.py _DEPRECATED_ALIASES) and go-dcgm's base_unit_fields_test.go; see DCGM_49.
+NAMES_49 = {
+    "DCGM_FI_DEV_GPU_UTIL": ("DCGM_FI_DEV_GPU_UTIL_RATIO", 1 / 100, "ratio"),  # % → 0-1
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("DCGM_FI_DEV_MEMORY_UTIL_RATIO", 1 / 100, "ratio"),
+    "DCGM_FI_DEV_FB_USED": ("DCGM_FI_DEV_FB_USED_BYTES", 2**20, "bytes"),  # MiB → bytes
+    "DCGM_FI_DEV_FB_FREE": ("DCGM_FI_DEV_FB_FREE_BYTES", 2**20, "bytes"),
+    "DCGM_FI_DEV_FB_RESERVED": ("DCGM_FI_DEV_FB_RESERVED_BYTES", 2**20, "bytes"),
+    "DCGM_FI_DEV_SM_CLOCK": ("DCGM_FI_DEV_SM_CLOCK_HERTZ", 1e6, "Hz"),  # MHz → Hz
+    "DCGM_FI_DEV_MEM_CLOCK": ("DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", 1e6, "Hz"),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL", 1e-3, "J"),  # mJ → J
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": ("DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND", 1e6, "bytes per second"),
+    "DCGM_FI_DEV_POWER_USAGE": ("DCGM_FI_DEV_BOARD_POWER_WATTS", 1, "W"),
+    "DCGM_FI_DEV_GPU_TEMP": ("DCGM_FI_DEV_GPU_TEMP_CELSIUS", 1, "C"),
+    "DCGM_FI_DEV_MEMORY_TEMP": ("DCGM_FI_DEV_MEMORY_TEMP_CELSIUS", 1, "C"),
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", 1, "bitmask"),
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": ("DCGM_FI_DEV_PCIE_REPLAY_TOTAL", 1, "retries"),
+    "DCGM_FI_DEV_XID_ERRORS": ("DCGM_FI_DEV_XID_ERROR", 1, "XID"),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", 1, "rows"),
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL", 1, "rows"),
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("DCGM_FI_DEV_ROW_REMAP_FAILED", 1, "rows"),
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", 1, "atio"),
+    "DCGM_FI_PROF_SM_ACTIVE": ("DCGM_FI_PROF_SM_UTIL_RATIO", 1, "atio"),
+    "DCGM_FI_PROF_SM_OCCUPANCY": ("DCGM_FI_PROF_SM_OCCUPANCY_RATIO", 1, "atio"),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("DCGM_FI_PROF_TENSOR_UTIL_RATIO", 1, "atio"),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("DCGM_FI_PROF_DRAM_UTIL_RATIO", 1, "atio"),
+}
+UNCHANGED_49 = {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+                "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES",
+                "DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES"}  # same names in 4.9
+
+
+def _busy_h200_frame():
+    """A frame with every DCGM family present: GPM, HBM sensor, NVLink, a remap failure, ECC and an Xid."""
+    inv, session = frames_of("h200-nvswitch-8", seconds=4)
+    f = session.last_frame
+    g0 = replace(f.gpus[0], xids=(XidCount(xid=79, count=1, last_t=1.0),), remap_failure=True,
+                 clock_event_reasons=0x4, ecc_corrected_volatile=3, ecc_uncorrected_volatile=0,
+                 ecc_corrected_aggregate=5, ecc_uncorrected_aggregate=0)
+    return inv, replace(f, gpus=(g0, *f.gpus[1:]))
+
+
+def _by_gpu(got, name):
+    return {lab["gpu"]: (lab, v) for lab, v in got[name]}
+
+
+def test_the_rename_table_covers_every_legacy_family():
+    legacy = {f.name for f in dcgm_families("legacy")}
+    assert set(NAMES_49) | UNCHANGED_49 | {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS"} == legacy
+    assert {k: v[0] for k, v in DCGM_49.items()} == {k: v[0] for k, v in NAMES_49.items()}
+    assert len(NAMES_49) == 23  # the fields DCGM 4.7 deprecated that gpuscope exports
+
+
+@pytest.mark.parametrize("legacy", sorted(NAMES_49))
+def test_each_4_9_family_is_the_legacy_one_in_its_unit(legacy):
+    new, factor, unit = NAMES_49[legacy]
+    inv, frame = _busy_h200_frame()
+    got_old = parse(Renderer(inv, dcgm_names="legacy").render(frame))
+    types = parse.types  # type: ignore[attr-defined]
+    text = Renderer(inv, dcgm_names="4.9").render(frame)
+    got = parse(text)
+    types = {**types, new: parse.types[new]}  # type: ignore[attr-defined]
+    old_rows, new_rows = _by_gpu(got_old, legacy), _by_gpu(got, new)
+    assert old_rows and set(old_rows) == set(new_rows), (legacy, new)
+    for gpu, (lab, v) in new_rows.items():
+        old_lab, old_v = old_rows[gpu]
+        assert lab["DCGM_FI_SYSTEM_DRIVER_VERSION"] == inv.driver_version and "DCGM_FI_DRIVER_VERSION" not in lab
+        assert {k: x for k, x in lab.items() if k != "DCGM_FI_SYSTEM_DRIVER_VERSION"} == {
+            k: x for k, x in old_lab.items() if k != "DCGM_FI_DRIVER_VERSION"}
+        # the legacy value may be rounded (whole MiB, MHz, mJ); the 4.9 one to whole Hz, bytes, J
+        slack = 0.5 * abs(factor) + 0.5 if factor != 1 else 1e-9
+        assert v == pytest.approx(old_v * factor, abs=slack, rel=1e-9), (gpu, v, old_v)
+    help_49 = re.search(rf"^# HELP {new} (.*)$", text, re.M)
+    assert help_49 and unit in help_49.group(1), (new, help_49)
+    want_type = "gauge" if new.endswith("_BYTES_PER_SECOND") else types[legacy]  # a B/s rate is a gauge
+    assert types[new] == want_type
+
+
+@pytest.mark.parametrize("names", ["legacy", "4.9", "both"])
+def test_name_sets_write_the_names_and_driver_label_they_promise(names):
+    inv, frame = _busy_h200_frame()
+    got = parse(Renderer(inv, dcgm_names=names).render(frame))
+    dcgm = {n for n in got if n.startswith("DCGM_")}
+    new = {v[0] for v in NAMES_49.values()}
+    legacy = set(NAMES_49) | {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
+    assert UNCHANGED_49 <= dcgm
+    if names == "legacy":
+        assert legacy | UNCHANGED_49 == dcgm
+    elif names == "4.9":
+        assert new | UNCHANGED_49 == dcgm
+        assert all("DCGM_FI_SYSTEM_DRIVER_VERSION" in lab for n in dcgm for lab, _v in got[n])
+    else:
+        assert legacy | new | UNCHANGED_49 == dcgm
+    # the clock-event bitmask under each of its names is the same value
+    ce = [v for n in ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS") if n in got
+          for lab, v in got[n] if lab["gpu"] == "0"]
+    assert ce and set(ce) == {4}
+
+
+def test_new_default_fields_read_what_dcgm_exporter_reads():
+    inv, frame = _busy_h200_frame()
+    got = parse(Renderer(inv).render(frame))
+    r = frame.gpus[0]
+    nv = _by_gpu(got, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")["0"][1]
+    assert nv == round((r.nvlink_tx_bytes_per_s + r.nvlink_rx_bytes_per_s) / 1e6)  # MB/s, both directions
+    assert nv > 300_000  # this scenario moves ~200 GB/s each way per GPU: the DeepOps NVLink panel fills
+    assert _by_gpu(got, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")["0"][1] == pytest.approx(r.gr_engine_active_pct / 100)
+    assert _by_gpu(got, "DCGM_FI_DEV_XID_ERRORS")["0"][1] == 79
+    assert _by_gpu(got, "DCGM_FI_DEV_ROW_REMAP_FAILURE")["0"][1] == 1
+    # no NVLink (mixed-4's PCIe-only pairs still have bridges; a GPU without any): absent, not 0
+    gpus = tuple(replace(g, nvlink_tx_bytes_per_s=None, nvlink_rx_bytes_per_s=None) for g in frame.gpus)
+    assert "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL" not in parse(Renderer(inv).render(replace(frame, gpus=gpus)))
+
+
+def test_a_lost_gpu_keeps_its_xid_under_both_names():
+    inv, frame = _busy_h200_frame()
+    gpus = (replace(frame.gpus[0], lost=True), *frame.gpus[1:])
+    got = parse(Renderer(inv, dcgm_names="both").render(replace(frame, gpus=gpus)))
+    for name in ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR"):
+        assert _by_gpu(got, name)["0"][1] == 79
+    assert "0" not in _by_gpu(got, "DCGM_FI_DEV_GPU_TEMP_CELSIUS")
+
+
+def test_unknown_driver_version_leaves_the_label_out():
+    inv, frame = _busy_h200_frame()
+    got = parse(Renderer(replace(inv, driver_version=None), dcgm_names="both").render(frame))
+    labs = got["DCGM_FI_DEV_GPU_TEMP"][0][0], got["DCGM_FI_DEV_GPU_TEMP_CELSIUS"][0][0]
+    assert not {"DCGM_FI_DRIVER_VERSION", "DCGM_FI_SYSTEM_DRIVER_VERSION"} & (set(labs[0]) | set(labs[1]))
+
+
+@given(st.text(max_size=12))
+def test_bad_name_set_is_one_clear_error(names):
+    if names in ("legacy", "4.9", "both"):
+        assert dcgm_families(names)
+        return
+    with pytest.raises(PrometheusError) as e:
+        Renderer(_mixed4_inventory(), dcgm_names=names)
+    assert "--dcgm-names" in str(e.value) and "\n" not in str(e.value)
+
+
+@functools.cache
+def _mixed4_inventory():
+    """One simulated inventory for all the hypothesis examples."""
+    return frames_of("mixed-4", seconds=1)[0]
+
+
+def test_dcgm_names_flag_reaches_the_exporter():
+    from gpuscope.cli.options import AgentOptions
+    p = argparse.ArgumentParser()
+    AgentOptions.add_arguments(p)
+    assert p.get_default("dcgm_names") == "legacy"
+    choices = next(a.choices for a in p._actions if a.dest == "dcgm_names")
+    assert tuple(choices) == DCGM_NAME_SETS
+    opts = AgentOptions.from_namespace(p.parse_args(["--simulate", "mixed-4", "--prometheus", "0",
+                                                     "--dcgm-names", "both"]))
+    assert opts.dcgm_names == "both"
+    p = _gpuscope("agent", "--simulate", "mixed-4", "--prometheus", "0", "--dcgm-names", "5.0")
+    assert p.returncode == 2 and "--dcgm-names" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+@needs_promtool
+@pytest.mark.parametrize("names", ["4.9", "both"])
+def test_promtool_check_metrics_on_each_name_set(names):
+    inv, frame = _busy_h200_frame()
+    text = Renderer(inv, dcgm_names=names).render(frame, (), SamplerHealth(ticks=3))
+    p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    problems = [x for x in (p.stdout + p.stderr).splitlines() if x.strip()]
+    assert p.returncode in (0, 3), problems
+    assert [x for x in problems if not DCGM_LINT.match(x)] == []
+
+
+@pytest.mark.parametrize("names, sets", [("legacy", [False]), ("4.9", [True]), ("both", [False, True])])
+def test_a_scrape_builds_only_the_dcgm_label_sets_its_families_use(names, sets):
+    """The 4.9 label set's rows were built on every scrape under --dcgm-names legacy, where no family uses
+    them (per-scrape waste): one pass per label set in use, each with its families."""
+    r = Renderer(sim_source("h200-nvswitch-8").inventory, dcgm_names=names)
+    assert [{f.v49 for f in fams} for _, fams in r.dcgm_passes] == [{v} for v in sets]
+    assert sum(len(fams) for _, fams in r.dcgm_passes) == len(r.dcgm_families)

@@ -7,6 +7,7 @@ import http.server
 import threading
 import time
 from collections import deque
+from dataclasses import replace
 
 import pytest
 from helpers import FIXTURES
@@ -210,7 +211,9 @@ def test_served_models_are_capped_and_the_rest_counted():
     tr = EndpointTracker(url="http://x")
     tr.feed(1.0, "\n".join(lines) + "\n")
     rs = tr.readings()
-    assert len(rs) == 8 and all(r.models_dropped == 4992 for r in rs)
+    *shown, rest = rs  # the 8 shown (no rate, no requests yet: by name), then one reading for the rest
+    assert [r.model for r in shown] == [f"m{i:04d}" for i in range(8)] and all(r.models_dropped == 0 for r in shown)
+    assert rest.model is None and rest.models_dropped == 4992
 
 
 # ------------------------------------------------------------------ a real server that restarts mid-run
@@ -279,7 +282,7 @@ def test_a_real_server_restarting_mid_run_gives_blank_then_right_rates():
         after = [r for r in seen if r.up and r.resets >= 1]
         assert after and after[-1].gen_tokens_per_s == pytest.approx(250.0, rel=0.10)
         assert all(r.gen_tokens_per_s is None or r.gen_tokens_per_s == pytest.approx(250.0, rel=0.10) for r in after)
-        assert any(not r.up for r in seen) or after[0].gen_tokens_per_s is None  # the outage showed
+        assert any(r.up is False for r in seen) or after[0].gen_tokens_per_s is None  # the outage showed
         assert time.time() - t_back < 5 + 2 * 0.5 + 2  # noticed within the backoff cap
         end = time.time() + 1.5  # and it stays right on the following scrapes
         while time.time() < end:
@@ -332,9 +335,15 @@ def test_panel_lines_fit_80_columns_and_keep_every_number():
     assert all(len(x) <= 76 for x in lines), [(len(x), x) for x in lines]  # 80 columns minus border and padding
     text = "\n".join(lines)
     for number in ("12346", "98765", "5234", "93531", "95%", "1234/min", "256", "1024", "99.9%", "12,345 ms",
-                   "11,234 ms", "1,111 ms", "13.7 ms", "p50 10–25 ms", "rates over 10 s", "probe", "52.0 ms", "49",
-                   "+4992 models"):
+                   "11,234 ms", "1,111 ms", "13.7 ms", "p50 10–25 ms", "rates over 10 s", "probe", "52.0 ms", "49"):
         assert number in text, number
+    # the models beyond the 8 shown: one line, every number kept
+    rest = replace(r, model=None, models_dropped=4992, gen_tokens_per_s=123456.0, prompt_tokens_per_s=987654.0,
+                   requests_running=25600, requests_waiting=102400)
+    lines = [x.plain for x in endpoint_lines(rest)]
+    assert all(len(x) <= 76 for x in lines), [(len(x), x) for x in lines]
+    for number in ("+4992 models", "123456", "987654", "25600", "102400"):
+        assert number in "\n".join(lines), number
 
 
 @pytest.mark.parametrize("eps,expect", [

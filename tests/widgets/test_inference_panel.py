@@ -3,6 +3,7 @@ rate, said within the room its line has."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -106,13 +107,24 @@ def test_record_says_the_whole_reason_headless():
     assert line.endswith(f"({LONG}); recording goes on") and "\n" not in line
 
 
+async def panel_text(session: Session, size: tuple[int, int]) -> tuple[int, str]:
+    """The inference panel of the app on ``session`` in a terminal of ``size``: its room (columns) and
+    its text, plain."""
+    from gpuscope.tui.app import GpuscopeApp
+    from gpuscope.widgets.inference_panel import InferencePanel
+
+    app = GpuscopeApp(session, None, label="SIMULATED", interval_s=1.0, compact=False)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        panel = app.query_one(InferencePanel)
+        text = panel.render()
+        return panel.content_region.width, getattr(text, "plain", str(text))
+
+
 async def test_the_panel_on_a_wide_terminal_shows_the_whole_reason():
     """Why an endpoint is down (or gives no rate) is cut to the room its line has, not to a fixed length: the
     source cut a connection error at 60 characters and the panel cut the reason at 40 however wide the
     terminal (new-user trial); headless output (`record`'s lines) gives it whole. Always one line."""
-    from gpuscope.tui.app import GpuscopeApp
-    from gpuscope.widgets.inference_panel import InferencePanel
-
     tr = EndpointTracker(url="http://gpu2:8000")
     tr.failed(1_800_000_000.0, LONG)
     src = sim_source("healthy-gen4")
@@ -120,13 +132,36 @@ async def test_the_panel_on_a_wide_terminal_shows_the_whole_reason():
     for f in run_frames(src, 0, 5):
         session.ingest(replace(f, endpoints=(tr.reading(),)))
     for size, whole in (((220, 50), True), ((80, 50), False)):
-        app = GpuscopeApp(session, None, label="SIMULATED", interval_s=1.0, compact=False)
-        async with app.run_test(size=size) as pilot:
-            await pilot.pause()
-            panel = app.query_one(InferencePanel)
-            room = panel.content_region.width
-            text = panel.render()
-            plain = getattr(text, "plain", str(text))
+        room, plain = await panel_text(session, size)
         line = next(ln for ln in plain.split("\n") if "http://gpu2:8000" in ln)
         assert len(line) <= room, (room, line)
         assert (f"({LONG})" in line) == whole, (size, room, line)
+
+
+def _many_models(n: int, t: float) -> str:
+    """A vLLM page serving ``n`` models: model k generating 10·k tok/s, running k requests."""
+    lines = ["# TYPE vllm:generation_tokens_total counter"]
+    lines += [f'vllm:generation_tokens_total{{model_name="model-{k:02d}"}} {10.0 * k * t}' for k in range(n)]
+    lines += ["# TYPE vllm:num_requests_running gauge"]
+    lines += [f'vllm:num_requests_running{{model_name="model-{k:02d}"}} {k}' for k in range(n)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)])
+async def test_the_panel_with_more_models_than_it_shows(size):
+    """Eleven served models: the eight busiest shown, "+3 models" once with their summed rate, the header the
+    endpoint's true total (0+10+…+100 = 550 tok/s, not the 8 shown's 520), every line within the panel."""
+    tr = EndpointTracker(url="http://gpu2:8000", window_s=30)
+    src = sim_source("healthy-gen4")
+    session = Session(src.inventory, interval_s=1.0)
+    for f in run_frames(src, 0, 5):
+        tr.feed(f.t, _many_models(11, f.t))
+        session.ingest(replace(f, endpoints=tuple(tr.readings())))
+    room, plain = await panel_text(session, size)
+    lines = plain.split("\n")
+    assert lines[0].startswith("550 tok/s"), lines[0]
+    rest = [ln for ln in lines if "+3 models" in ln]
+    assert len(rest) == 1 and "gen 30 " in rest[0], plain  # models 0, 1 and 2: 0 + 10 + 20 tok/s
+    shown = {m for ln in lines for m in re.findall(r"model-\d\d", ln)}
+    assert shown <= {f"model-{k:02d}" for k in range(3, 11)}  # the busiest; at 80x24 some may be off the panel
+    assert all(len(ln) <= room for ln in lines), [ln for ln in lines if len(ln) > room]

@@ -1,0 +1,263 @@
+"""Issue 27.1, "no secret leaves the process": every output path, walked with a password in the
+``--endpoint`` URL, an ``--endpoint-header`` key and a GPU process started with ``--api-key``.
+
+A real HTTP server answers /metrics only with the right Basic auth and header (so the secrets are used:
+the readings are up and the server counts every request it had to refuse), a real Mosquitto takes the
+agent's frames, and the outputs are read as bytes: the screen (a headless App), the log, the recording
+(frames and header), summary, compare, export (CSV, Parquet, --serving), the Prometheus exporter's text
+and every MQTT payload. None may hold any of :data:`SECRETS`; each must show the endpoint, as
+``http://127.0.0.1:PORT``, where it shows endpoints at all (else the test would pass on an empty file).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import gzip
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+from helpers import FIXTURES, Broker, free_port, needs_mosquitto, until
+
+USER, PASSWORD, API_KEY, PROC_KEY = "alicia7", "S3cretPW", "K3yV4lue", "sk-PR0CSECRET"
+SECRETS = (PASSWORD, API_KEY, PROC_KEY, USER)  # the user name goes with its password: nowhere either
+SCENARIO = Path(__file__).parents[2] / "sources" / "scenarios" / "a6000-tp2-pcie-gen1.toml"
+
+pytestmark = pytest.mark.slow
+
+
+class AuthServer:
+    """vLLM's /metrics (a captured exposition) for requests with Basic auth alicia7:S3cretPW and
+    ``X-Api-Key: K3yV4lue`` only; any other request is a 401, counted in ``refused``."""
+
+    def __init__(self) -> None:
+        body = (FIXTURES / "inference" / "vllm_v1.txt").read_bytes()
+        want = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+        self.served = self.refused = 0
+        srv = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                ok = self.headers.get("Authorization") == want and self.headers.get("X-Api-Key") == API_KEY
+                if ok:
+                    srv.served += 1
+                else:
+                    srv.refused += 1
+                self.send_response(200 if ok else 401)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.end_headers()
+                self.wfile.write(body if ok else b"unauthorized")
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd.daemon_threads = True
+        self.public = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.secret_url = f"http://{USER}:{PASSWORD}@127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    s = AuthServer()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def scenario(tmp_path) -> Path:
+    """The TP=2 vLLM scenario with its (simulated) server started with ``--api-key``."""
+    text = SCENARIO.read_text()
+    assert "api_server --model" in text
+    p = tmp_path / "keyed.toml"
+    p.write_text(text.replace("api_server --model", f"api_server --api-key {PROC_KEY} --model"))
+    return p
+
+
+def secret_args(server: AuthServer) -> list[str]:
+    return ["--endpoint", server.secret_url, "--endpoint-header", f"X-Api-Key: {API_KEY}"]
+
+
+def no_secret(what: str, data: bytes | str) -> str:
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    for s in SECRETS:
+        assert s not in text, f"{s!r} in {what}: …{text[max(0, text.find(s) - 120):text.find(s) + 40]}…"
+    return text
+
+
+def polled(frame: dict, server: AuthServer) -> bool:
+    """True when a frame (as written: defaults left out) holds the server's reading, up and read as vLLM."""
+    return any(e["url"] == server.public and e.get("up", True) and e.get("kind") == "vllm"
+               for e in frame.get("endpoints", ()))
+
+
+def gpuscope(*args: str, env: dict[str, str] | None = None, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpuscope", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "GPUSCOPE_LOG_LEVEL": "DEBUG", **(env or {})})
+
+
+def test_record_log_summary_compare_export_hold_no_secret(tmp_path, server, scenario):
+    rec, log = tmp_path / "r.jsonl.gz", tmp_path / "gpuscope.log"
+    r = gpuscope("--log-file", str(log), "record", "--simulate", str(scenario), *secret_args(server),
+                 "--interval", "0.5", "--duration", "3", "-o", str(rec))
+    assert r.returncode == 0, r.stderr
+    assert server.served >= 2 and server.refused == 0  # the password and the header were sent, every time
+    err = no_secret("record's stderr", r.stderr)
+    assert err.count(f"the password in --endpoint {server.public} is sent to it but never shown") == 1, err
+    no_secret("record's stdout", r.stdout)
+    no_secret("the log", log.read_bytes())
+    raw = no_secret("the recording", gzip.decompress(rec.read_bytes()))
+    lines = [json.loads(ln) for ln in raw.splitlines()]
+    assert "X-Api-Key: <redacted>" in lines[0]["command"] and server.public in lines[0]["command"]
+    assert any(polled(f, server) for f in lines[1:])  # read with the secrets, shown without them
+    assert "--api-key <redacted>" in raw  # the process's command line is kept, its key is not
+
+    for args in (["summary"], ["summary", "--json"], ["summary", "--by-marker"], ["compare"]):
+        out = gpuscope(*args, str(rec), *([str(rec)] if args == ["compare"] else []))
+        assert out.returncode == 0, out.stderr
+        no_secret(" ".join(args), out.stdout + out.stderr)
+    for fmt in ("csv", "parquet"):
+        main, serving = tmp_path / f"gpus.{fmt}", tmp_path / f"serving.{fmt}"
+        out = gpuscope("export", str(rec), f"--{fmt}", str(main), "--serving", str(serving))
+        assert out.returncode == 0, out.stderr
+        no_secret(f"export --{fmt}", main.read_bytes())
+        text = no_secret(f"export --serving ({fmt})", serving.read_bytes())
+        assert server.public in text  # the column is there, with the public URL
+
+
+def test_a_recording_that_holds_secrets_shows_none(tmp_path, server, scenario):
+    """A recording written before redaction (or by hand) with the password in its URLs and the key in a
+    process's command line: summary, compare and export pass it through the validation gate, which
+    removes both."""
+    rec = tmp_path / "r.jsonl.gz"
+    r = gpuscope("record", "--simulate", str(scenario), *secret_args(server), "--interval", "0.5", "--duration", "2",
+                 "-o", str(rec))
+    assert r.returncode == 0, r.stderr
+    raw = gzip.decompress(rec.read_bytes()).decode()
+    old = tmp_path / "old.jsonl.gz"
+    leaky = raw.replace(f'"url":"{server.public}"', f'"url":"{server.secret_url}"') \
+               .replace("--api-key <redacted>", f"--api-key {PROC_KEY}")
+    assert leaky.count(PASSWORD) >= 2 and leaky.count(PROC_KEY) >= 2
+    old.write_bytes(gzip.compress(leaky.encode()))
+    for args in (["summary", str(old)], ["summary", "--json", str(old)], ["compare", str(old), str(rec)]):
+        out = gpuscope(*args)
+        assert out.returncode == 0, out.stderr
+        no_secret(" ".join(args[:-1]), out.stdout + out.stderr)
+    csv = tmp_path / "serving.csv"
+    out = gpuscope("export", str(old), "--csv", str(tmp_path / "g.csv"), "--serving", str(csv))
+    assert out.returncode == 0, out.stderr
+    assert server.public in no_secret("export --serving of the old recording", csv.read_bytes())
+
+
+class MqttTap:
+    """Every payload published under ``gpuscope/#`` on a real broker, collected on a thread (aiomqtt)."""
+
+    def __init__(self, port: int) -> None:
+        self.payloads: list[tuple[str, bytes]] = []
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run(port)), daemon=True)
+        self._thread.start()
+        assert self._ready.wait(20), "the tap did not subscribe"
+
+    async def _run(self, port: int) -> None:
+        import aiomqtt
+
+        async with aiomqtt.Client("127.0.0.1", port) as c:
+            await c.subscribe("gpuscope/#", qos=1)
+            self._ready.set()
+            while not self._stop.is_set():
+                try:
+                    msg = await asyncio.wait_for(anext(aiter(c.messages)), 0.2)
+                except asyncio.TimeoutError:
+                    continue
+                self.payloads.append((str(msg.topic), bytes(msg.payload)))  # type: ignore[arg-type]
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+@needs_mosquitto
+def test_agent_mqtt_and_prometheus_hold_no_secret(tmp_path, server, scenario):
+    broker = Broker(tmp_path)
+    tap = MqttTap(broker.port)
+    prom = free_port()
+    agent = subprocess.Popen([sys.executable, "-m", "gpuscope", "--log-file", str(tmp_path / "agent.log"), "agent",
+                              "--simulate", str(scenario), *secret_args(server), "--interval", "0.5",
+                              "--broker", broker.url, "--prometheus", str(prom)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "GPUSCOPE_LOG_LEVEL": "DEBUG"})
+    metrics = ""
+    try:
+        def scraped() -> bool:
+            nonlocal metrics
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{prom}/metrics", timeout=2) as resp:
+                    metrics = resp.read().decode()
+            except OSError:
+                return False
+            return f'endpoint="{server.public}"' in metrics and any(
+                polled(json.loads(p), server) for t, p in list(tap.payloads) if t.endswith("/frame"))
+        assert until(scraped, 40), metrics[-2000:]
+    finally:
+        agent.terminate()
+        out, err = agent.communicate(timeout=20)
+        tap.stop()
+        broker.stop()
+    assert server.served >= 1 and server.refused == 0
+    no_secret("the Prometheus text", metrics)
+    assert tap.payloads
+    for t, p in tap.payloads:
+        no_secret(f"MQTT {t}", p)
+    no_secret("the agent's stderr", out + err)
+    no_secret("the agent's log", (tmp_path / "agent.log").read_bytes())
+
+
+async def test_screen_shows_the_endpoint_without_its_secrets(server, scenario):
+    """The live view (headless App, the same source `gpuscope --endpoint …` opens): the endpoint up (the
+    panel names it by its model), a second one with a password and nothing listening shown by its URL, and
+    no secret on any row."""
+    from helpers import until as until_sync
+
+    from gpuscope.cli.main import _open
+    from gpuscope.cli.options import SourceOptions
+    from gpuscope.core.session import Session
+    from gpuscope.tui.app import GpuscopeApp
+    from gpuscope.tui.feeders import LiveFeeder
+
+    closed = free_port()  # nothing listens there: the panel shows that endpoint by its URL
+
+    opts = SourceOptions(simulate=str(scenario), interval=0.5, pcie_source="auto",
+                         endpoint=(server.secret_url, f"http://{USER}:{PASSWORD}@127.0.0.1:{closed}"),
+                         endpoint_kind=None,
+                         endpoint_header=(f"X-Api-Key: {API_KEY}",), endpoint_window=10.0, endpoint_timeout=2.0,
+                         endpoint_insecure=False, probe=None, probe_model=None).checked(env={})
+    assert opts.endpoint == (server.public, f"http://127.0.0.1:{closed}") and PASSWORD not in repr(opts)
+    src = _open(opts)
+    session = Session(src.inventory, interval_s=0.5)
+    app = GpuscopeApp(session, None, label="SIMULATED", interval_s=0.5)
+    app.feeder = LiveFeeder(src, session, 0.5, app.notify_update)
+    async with app.run_test(size=(200, 60)) as pilot:
+        assert until_sync(lambda: session.last_frame is not None and any(
+            e.url == server.public and e.up and e.kind == "vllm" for e in session.last_frame.endpoints), 30)
+        await pilot.pause()
+        app.refresh_view(force=True)
+        await pilot.pause()
+        update = app.screen._compositor.render_full_update()
+        text = "\n".join("".join(seg.text for seg in strip) for strip in update.strips)
+    assert server.served >= 1 and server.refused == 0
+    no_secret("the screen", text)
+    assert f"127.0.0.1:{closed}" in text and "facebook/opt-125m" in text, text
