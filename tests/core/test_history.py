@@ -20,8 +20,8 @@ def scan(h: History, metric: str, gpu: int | None, seconds: float, now: float | 
     if n == 0:
         return np.empty(0), np.empty(0, dtype=np.float32)
     idx = np.arange(h.count % h.capacity - n, h.count % h.capacity) % h.capacity
-    t = h.times[idx]
-    v = h.endpoint_data[metric][idx] if gpu is None else h.data[metric][idx, gpu]
+    t = np.asarray(h.times)[idx]  # the rings are stdlib arrays: numpy reads them through the buffer protocol
+    v = np.asarray(h.endpoint_data[metric] if gpu is None else h.data[metric][gpu])[idx]
     last = t[-1] if now is None else now
     keep = t >= last - seconds
     return t[keep], v[keep]
@@ -46,7 +46,7 @@ def test_window_in_order_matches_scan(capacity: int, steps: list[float], seconds
         got, want = h.window("power", gpu, seconds, now), scan(h, "power", gpu, seconds, now)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
-        assert got[0].dtype == want[0].dtype and got[1].dtype == want[1].dtype
+        assert np.asarray(got[0]).dtype == want[0].dtype and np.asarray(got[1]).dtype == want[1].dtype
 
 
 @pytest.mark.parametrize("times", [[5.0, 3.0, 4.0, 6.0], [1.0, 2.0, float("nan"), 4.0], [3.0, 1.0]])
