@@ -7,6 +7,7 @@ import math
 from array import array
 
 import numpy as np
+import pytest
 from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -294,3 +295,28 @@ def test_a_known_zero_is_not_a_gap() -> None:
 
 def test_a_steady_load() -> None:
     assert graph_rows([100.0] * 4 + [None], 2, 100.0) == [BAR_FULL * 4 + " ", BAR_FULL * 4 + " "]
+
+
+# ------------------------------------------------------------------ sparklines from cells, table cases
+# spark_cells / spark_rows (lists of floats from History.cells, NaN = blank) against the plain sparkline.
+
+_N = float("nan")
+_I = float("inf")
+
+
+@pytest.mark.parametrize("row, top", [
+    ([_N, 1.0, 2.0, 3.0, _N], None),  # blanks only at the ends
+    ([0.0, 50.0, 100.0, 150.0], 100.0),  # clipped at the scale
+    ([-5.0, 0.0, 5.0], 10.0),  # below zero: the lowest bar
+    ([_N, _N, _N], 100.0),  # nothing known: blank
+    ([], None),
+    ([0.0, 0.0], None),  # peak 0: the lowest bar
+    ([1.0, _I, 2.0], 100.0),  # an infinite value: full height
+    ([1.0, 2.0, 3.0], _I),  # an infinite scale: the lowest bar
+    ([1e300, 1e308], 1e-3),  # huge over small: full height
+    ([0.5 / 7, 1.5 / 7, 2.5 / 7, 3.5 / 7], 1.0),  # halves: rounded as round() does (to even)
+])
+def test_spark_cells_table(row: list[float], top: float | None) -> None:
+    want = sparkline([None if v != v else v for v in row], top)
+    assert spark_cells(row, top) == want
+    assert spark_rows([row], [top]) == [want]
