@@ -56,55 +56,58 @@ def best_of(rounds: int, fn) -> float:
     return best
 
 
+def measure(scenario: str, rounds_add: int) -> dict:
+    """The row of one scenario."""
+    n_gpus, frames = frames_of(scenario, 200)
+
+    def add() -> float:
+        h = History(n_gpus, 3600)
+        t0 = time.perf_counter()
+        for f in frames:
+            h.add(f)
+        return (time.perf_counter() - t0) / len(frames)
+
+    stream = retimed(frames, 3600 + 300)
+
+    def live() -> float:  # 120 s of history first, then 60 samples each folded into the graphs
+        h = History(n_gpus, 3616)
+        for f in stream[:120]:
+            h.add(f)
+        for m in GRAPHED:
+            h.cells(m, 60.0, 100)
+        t0 = time.perf_counter()
+        for f in stream[120:180]:
+            h.add(f)
+            for m in GRAPHED:
+                h.cells(m, 60.0, 100)
+        return (time.perf_counter() - t0) / 60
+
+    full = History(n_gpus, 3616)
+    for f in stream:
+        full.add(f)
+
+    def resample(seconds: float) -> float:
+        now = stream[-1].t - 0.5  # not the newest sample: no live cells, every window resampled
+        t0 = time.perf_counter()
+        for m in GRAPHED:
+            full.cells(m, seconds, 100, now)
+        dt = time.perf_counter() - t0
+        full._memo.clear()  # the next round computes again
+        return dt
+
+    rounds = max(3, rounds_add // 4)
+    return {"scenario": scenario, "gpus": n_gpus, "add_us": round(best_of(rounds_add, add) * 1e6, 1),
+            "live_us": round(best_of(rounds, live) * 1e6, 1),
+            "resample_60s_ms": round(best_of(rounds, lambda: resample(60.0)) * 1e3, 2),
+            "resample_1h_ms": round(best_of(rounds, lambda: resample(3600.0)) * 1e3, 2)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=60)
     ap.add_argument("--json")
     a = ap.parse_args()
-    rows = []
-    for scenario in ("h200-nvswitch-8", "mixed-4"):
-        n_gpus, frames = frames_of(scenario, 200)
-
-        def add() -> float:
-            h = History(n_gpus, 3600)
-            t0 = time.perf_counter()
-            for f in frames:
-                h.add(f)
-            return (time.perf_counter() - t0) / len(frames)
-
-        stream = retimed(frames, 3600 + 300)
-
-        def live() -> float:  # 120 s of history first, then 60 samples each folded into the graphs
-            h = History(n_gpus, 3616)
-            for f in stream[:120]:
-                h.add(f)
-            for m in GRAPHED:
-                h.cells(m, 60.0, 100)
-            t0 = time.perf_counter()
-            for f in stream[120:180]:
-                h.add(f)
-                for m in GRAPHED:
-                    h.cells(m, 60.0, 100)
-            return (time.perf_counter() - t0) / 60
-
-        full = History(n_gpus, 3616)
-        for f in stream:
-            full.add(f)
-
-        def resample(seconds: float) -> float:
-            now = stream[-1].t - 0.5  # not the newest sample: no live cells, every window resampled
-            t0 = time.perf_counter()
-            for m in GRAPHED:
-                full.cells(m, seconds, 100, now)
-            dt = time.perf_counter() - t0
-            full._memo.clear()  # the next round computes again
-            return dt
-
-        rounds = max(3, a.rounds // 4)
-        rows.append({"scenario": scenario, "gpus": n_gpus, "add_us": round(best_of(a.rounds, add) * 1e6, 1),
-                     "live_us": round(best_of(rounds, live) * 1e6, 1),
-                     "resample_60s_ms": round(best_of(rounds, lambda: resample(60.0)) * 1e3, 2),
-                     "resample_1h_ms": round(best_of(rounds, lambda: resample(3600.0)) * 1e3, 2)})
+    rows = [measure(scenario, a.rounds) for scenario in ("h200-nvswitch-8", "mixed-4")]
     print(f"SIMULATED GPUs; best of {a.rounds} rounds; import core.history {IMPORT_S * 1e3:.0f} ms, "
           f"numpy loaded: {'numpy' in sys.modules}")
     print(f"{'scenario':<18}{'GPUs':>5}{'add µs/frame':>14}{'live µs/sample':>16}{'resample 60 s ms':>18}"

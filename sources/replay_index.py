@@ -18,9 +18,9 @@ that stride, as a graph column of 160 cells needs no more).
 from __future__ import annotations
 
 import json
-from array import array
 import math
 import typing
+from array import array
 from typing import Any
 
 import numpy as np
