@@ -241,32 +241,42 @@ def graph_rows(values: Sequence[float | None], height: int, maximum: float | Non
     """A ``height``-row block graph (top row first), 8 levels per row; a known value draws at least ``▁``
     in the bottom row, a gap (None, NaN) nothing.
 
-    Built column by column, each distinct value's column once (:func:`_graph_rows_cells`)."""
+    A column depends only on its value's height in eighths (whole eighths, and whether exactly so): each
+    column is looked up in a cache of such columns (:func:`_graph_column`), and the rows are the columns
+    read across (``zip``), all in plain Python."""
     if height <= 0:
         return []
-    vals = [None if v is None or v != v else v for v in values]
-    if not vals:
+    known = [v for v in values if v is not None and v == v]
+    if not known and not len(values):
         return [""] * height
-    known = [v for v in vals if v is not None]
     top = maximum if maximum else (max(known) if known else 1.0)
-    return _graph_rows_cells(vals, height, top or 1.0)
-
-
-def _graph_rows_cells(values: list[float | None], height: int, top: float) -> list[str]:
-    """:func:`graph_rows` column by column (each distinct value's column once), for any value and scale."""
+    top = top or 1.0
+    cache = _GRAPH_COLUMNS.get(height)
+    if cache is None:
+        cache = _GRAPH_COLUMNS[height] = {}
     blank = (" ",) * height
-    columns: dict[float, tuple[str, ...]] = {}
     cols: list[tuple[str, ...]] = []
     for v in values:
-        if v is None or math.isnan(v):
+        if v is None or v != v:
             cols.append(blank)
             continue
-        col = columns.get(v)
+        # at least the bottom eighth (as a sparkline does): 0 % reads as a reading, not as a gap in the data
+        scaled = max(max(0.0, min(1.0, v / top)) * height * 8, 0.5)
+        q = int(scaled)
+        key = q + q if scaled == q else q + q + 1  # whole eighths, and whether exactly
+        col = cache.get(key)
         if col is None:
-            scaled = max(0.0, min(1.0, v / top)) * height * 8
-            col = columns[v] = tuple(_block(max(scaled, 0.5) - r * 8) for r in range(height - 1, -1, -1))
+            col = cache[key] = _graph_column(q if scaled == q else q + 0.5, height)
         cols.append(col)
     return ["".join(row) for row in zip(*cols)]
+
+
+_GRAPH_COLUMNS: dict[int, dict[int, tuple[str, ...]]] = {}  # height → key of graph_rows → column, top first
+
+
+def _graph_column(scaled: float, height: int) -> tuple[str, ...]:
+    """One column of :func:`graph_rows`, top row first, for a value ``scaled`` eighths high."""
+    return tuple(_block(scaled - r * 8) for r in range(height - 1, -1, -1))
 
 
 def _block(level: float) -> str:
