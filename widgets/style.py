@@ -155,7 +155,16 @@ def spark_window(times: Sequence[float], values: Sequence[float], t_end: float, 
 
 
 _STEPS = len(SPARK) - 1
+_STEPS_F = float(_STEPS)
 _BIG = 1.7976931348623157e308  # the largest float: an infinite value draws as the largest finite one
+
+
+def _spark_text(row: Sequence[float], top: float) -> str:
+    """One sparkline character per cell of ``row`` (NaN: blank) scaled to ``top`` (positive, finite): the
+    cell's level is ``round(min(max(v / top, 0), 1) * 7)``, the clamps written as comparisons (the
+    built-in min and max cost more than the rest of a cell)."""
+    return "".join([" " if v != v else SPARK[round(((x if x < 1.0 else 1.0) if (x := v / top) > 0.0 else 0.0) * _STEPS_F)]
+                    for v in row])
 
 
 def spark_cells(row: Sequence[float], maximum: float | None = None) -> str:
@@ -176,7 +185,7 @@ def spark_cells(row: Sequence[float], maximum: float | None = None) -> str:
     if top <= 0:
         body = SPARK[0] * (last + 1 - first)
     elif math.isfinite(top) and math.inf not in mid and -math.inf not in mid:
-        body = "".join([SPARK[round(min(max(v / top, 0.0), 1.0) * _STEPS)] for v in mid])
+        body = _spark_text(mid, top)
     else:  # a huge value over a small scale (or an infinite scale): as numpy's nan_to_num, then clipped
         body = "".join([SPARK[round(min(max((0.0 if v != v else max(-_BIG, min(_BIG, v))) / top, 0.0), 1.0)
                                     * _STEPS)] for v in mid])
@@ -193,8 +202,7 @@ def spark_rows(block: Sequence[Sequence[float]], maxima: Sequence[float | None])
             known = [v for v in row if v == v]
             top = max(known) if known else None
         if (top is not None and 0 < top < math.inf and math.inf not in row and -math.inf not in row):
-            out.append("".join([" " if v != v else SPARK[round(min(max(v / top, 0.0), 1.0) * _STEPS)]
-                                for v in row]))
+            out.append(_spark_text(row, top))
         else:
             out.append(spark_cells(row, top))
     return out
@@ -217,9 +225,7 @@ def spark_update(old: Sequence[str], block: Sequence[Sequence[float]], maxima: S
         top = maxima[k]
         if not top or not math.isfinite(top) or top <= 0 or len(old[k]) != columns:
             return None
-        tail = "".join([" " if v != v else SPARK[round(min(max(v / top, 0.0), 1.0) * _STEPS)]
-                        for v in block[k][first:]])
-        out.append(old[k][shift:shift + first] + tail)
+        out.append(old[k][shift:shift + first] + _spark_text(block[k][first:], top))
     return out
 
 
@@ -250,28 +256,37 @@ def graph_rows(values: Sequence[float | None], height: int, maximum: float | Non
     if not known and not len(values):
         return [""] * height
     top = maximum if maximum else (max(known) if known else 1.0)
-    top = top or 1.0
+    top = float(top or 1.0)
     cache = _GRAPH_COLUMNS.get(height)
     if cache is None:
         cache = _GRAPH_COLUMNS[height] = {}
-    blank = (" ",) * height
-    cols: list[tuple[str, ...]] = []
-    for v in values:
-        if v is None or v != v:
-            cols.append(blank)
-            continue
-        # at least the bottom eighth (as a sparkline does): 0 % reads as a reading, not as a gap in the data
-        scaled = max(max(0.0, min(1.0, v / top)) * height * 8, 0.5)
-        q = int(scaled)
-        key = q + q if scaled == q else q + q + 1  # whole eighths, and whether exactly
-        col = cache.get(key)
-        if col is None:
-            col = cache[key] = _graph_column(q if scaled == q else q + 0.5, height)
-        cols.append(col)
+    vals = [NAN if v is None else v for v in values]
+    # eighths high: max(max(0, min(1, v / top)) * height * 8, 0.5), the clamps written as comparisons (the
+    # built-in min and max cost more than the rest); at least the bottom eighth, as a sparkline draws it:
+    # 0 % reads as a reading, not as a gap in the data (a NaN's column is blanked below)
+    h = float(height)
+    keys: list[float] = []
+    for v in vals:
+        x = v / top
+        y = x if x < 1.0 else 1.0  # min(1, x): NaN (inf / inf) is 1
+        e = (y if y > 0.0 else 0.0) * h * 8.0
+        if e < 0.5:
+            e = 0.5
+        q = e // 1.0
+        keys.append(q + q + (e != q))  # 2q: exactly q eighths; 2q + 1: more
+    for key in set(keys).difference(cache):
+        cache[key] = _graph_column(key / 2, height)
+    cols = list(map(cache.__getitem__, keys))
+    if len(known) != len(vals):  # gaps draw nothing
+        blank = (" ",) * height
+        for i, v in enumerate(vals):
+            if v != v:
+                cols[i] = blank
     return ["".join(row) for row in zip(*cols)]
 
 
-_GRAPH_COLUMNS: dict[int, dict[int, tuple[str, ...]]] = {}  # height → key of graph_rows → column, top first
+NAN = math.nan
+_GRAPH_COLUMNS: dict[int, dict[float, tuple[str, ...]]] = {}  # height → key of graph_rows → column, top first
 
 
 def _graph_column(scaled: float, height: int) -> tuple[str, ...]:
