@@ -447,6 +447,23 @@ def resample_rows(times: Sequence[float], series: Sequence[Sequence[float]], t_e
     back = columns - 1 if pinned else 0
     span = columns + back
     gap = columns if pinned else span + 1  # a carry spans a gap shorter than this
+    i0, i1 = runs[0][1], runs[-1][2]
+    if i1 - i0 == len(runs) and all(a[0] < b[0] for a, b in zip(runs, runs[1:])):
+        # the usual case: samples in time order, at most one a cell (cells no wider than the sampling
+        # interval): each known sample is its cell's mean, carried over the gap to the next one
+        cells = [c for c, _i, _j in runs]
+        for r, vals in enumerate(series):
+            row = [NAN] * span
+            prev, mean = -1, NAN
+            for c, v in zip(cells, vals[i0:i1]):
+                if v == v:
+                    if prev >= 0 and 1 < c - prev < gap:
+                        row[prev + 1:c] = [mean] * (c - prev - 1)
+                    mean = row[c] = 0.0 + v  # (0 + v) / 1, as the sums below
+                    prev = c
+            if prev >= 0:
+                out[r] = row[back:]
+        return out
     for r, vals in enumerate(series):
         sums: dict[int, float] = {}
         counts: dict[int, int] = {}
