@@ -1,21 +1,38 @@
-"""Bounded per-metric history in numpy ring buffers (for graphs, windows and statistics)."""
+"""Bounded per-metric history in ring buffers of the stdlib's typed arrays (for graphs, windows and statistics).
+
+No numpy here: the live screen imports this module, and numpy (its C extension, OpenBLAS and gfortran
+pages) cost it about 20 MB of memory at one GPU (issue 26; docs/performance.md, *Memory at one GPU*).
+Values are stored as float32 (``array('f')``, as the numpy rings did: the same numbers reach the graphs)
+and folded with plain Python over slices: the live screen folds each new sample in (:class:`LiveCells`)
+and resamples a whole window only on a resize, a seek or a redraw away from the newest sample."""
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from array import array
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
+from functools import reduce
+from operator import add
 
 from gpuscope.core import catalogue
 from gpuscope.core.model import Frame
 
+NAN = math.nan
+Rows = list[list[float]]  # series × columns, NaN where blank
+
+
+def nans(typecode: str, n: int) -> array:
+    """An ``array`` of ``n`` NaNs."""
+    return array(typecode, [NAN]) * n
+
 
 class History:
-    """Fixed-capacity ring of samples: ``times``, one (capacity × GPUs) float32 array per GPU metric and
-    one (capacity,) array per endpoint metric (summed over endpoints) that the catalogue keeps in history.
+    """Fixed-capacity ring of samples: ``times`` (``array('d')``), per GPU metric the catalogue keeps in
+    history one ``array('f')`` per GPU (``data[metric][gpu][slot]``), and per endpoint metric one
+    ``array('f')`` (summed over endpoints; ``endpoint_data[metric][slot]``).
 
     Missing readings are NaN. Memory is capacity × (8 + 4 × (GPUs × GPU metrics + endpoint metrics)) bytes,
     allocated once.
@@ -24,17 +41,16 @@ class History:
     def __init__(self, n_gpus: int, capacity: int):
         self.n_gpus = n_gpus
         self.capacity = max(2, capacity)
-        self.times = np.full(self.capacity, np.nan, dtype=np.float64)
+        self.times = nans("d", self.capacity)
         self._gpu = [(m.key, m.getter()) for m in catalogue.metrics("gpu", history=True) if m.key is not None]
         self._ep = [(m.key, m.getter()) for m in catalogue.metrics("endpoint", history=True) if m.key is not None]
-        self.data = {key: np.full((self.capacity, n_gpus), np.nan, dtype=np.float32) for key, _ in self._gpu}
-        self.endpoint_data = {key: np.full(self.capacity, np.nan, dtype=np.float32) for key, _ in self._ep}
+        self.data = {key: [nans("f", self.capacity) for _ in range(n_gpus)] for key, _ in self._gpu}
+        self.endpoint_data = {key: nans("f", self.capacity) for key, _ in self._ep}
         self.count = 0  # total samples ever added
-        self._rows = np.arange(n_gpus)
         # how many samples add() has put in, every one at or after the one before (times in order): while
         # it equals count, window() finds the window's start by binary search instead of scanning the ring
         self._ordered = 0
-        self._memo: dict[tuple[float, int, float | None], dict[str, np.ndarray]] = {}  # cells(), this count
+        self._memo: dict[tuple[float, int, float | None], dict[str, Rows]] = {}  # cells(), this count
         self._memo_count = -1
         self._generation = 0  # bumped by clear(): what was computed before it no longer holds
         self._live: dict[tuple[float, int], LiveCells] = {}  # cells() at the newest sample, kept up by folding
@@ -42,14 +58,15 @@ class History:
         self._graphed: dict[tuple[float, int], dict[str, None]] = {}
 
     @property
-    def tok_s(self) -> np.ndarray:
+    def tok_s(self) -> array:
         """Generated tokens/s summed over the endpoints, one per sample."""
         return self.endpoint_data["tok_s"]
 
     def clear(self) -> None:
-        self.times[:] = np.nan
-        for a in (*self.data.values(), *self.endpoint_data.values()):
-            a[:] = np.nan
+        blank_t, blank = nans("d", self.capacity), nans("f", self.capacity)
+        self.times[:] = blank_t
+        for a in (*(g for cols in self.data.values() for g in cols), *self.endpoint_data.values()):
+            a[:] = blank
         self.count = 0
         self._ordered = 0
         self._generation += 1
@@ -60,39 +77,42 @@ class History:
         if self._ordered == self.count and (self.count == 0 or frame.t >= self.times[(k - 1) % self.capacity]):
             self._ordered += 1
         self.times[k] = frame.t
+        rows = [r for r in frame.gpus if r.index < self.n_gpus and not r.lost]
         for key, get in self._gpu:
-            row = self.data[key][k]
-            row[:] = np.nan
-            for r in frame.gpus:
-                if r.index < self.n_gpus and not r.lost:
-                    v = get(r)
-                    if v is not None:
-                        row[r.index] = v
+            cols = self.data[key]
+            for a in cols:
+                a[k] = NAN
+            for r in rows:
+                v = get(r)
+                if v is not None:
+                    cols[r.index][k] = v
         for key, get in self._ep:
             vals = [v for e in frame.endpoints if (v := get(e)) is not None]
-            self.endpoint_data[key][k] = sum(vals) if vals else np.nan
+            self.endpoint_data[key][k] = sum(vals) if vals else NAN
         self.count += 1
 
     def window(self, metric: str, gpu: int | None, seconds: float, now: float | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """(times, values) of the last ``seconds``, oldest first; ``gpu`` None for an endpoint metric
-        (``tok_s``). Raises KeyError for a metric the catalogue does not keep in history."""
-        return self._window(self.endpoint_data[metric] if gpu is None else self.data[metric][:, gpu], seconds, now)
+               ) -> tuple[array, array]:
+        """(times, values) of the last ``seconds``, oldest first (``array('d')``, ``array('f')``); ``gpu`` None
+        for an endpoint metric (``tok_s``). Raises KeyError for a metric the catalogue does not keep in
+        history."""
+        data = self.endpoint_data[metric] if gpu is None else self.data[metric][gpu]
+        times, take = self._window_rows(seconds, now)
+        return times, take(data)
 
-    def cells(self, metric: str, seconds: float, columns: int, now: float | None = None) -> np.ndarray:
-        """Every GPU's last ``seconds`` of ``metric`` as ``columns`` cells (:func:`resample_rows`: GPUs ×
-        columns, NaN where blank), ending at ``now`` (else the newest sample).
+    def cells(self, metric: str, seconds: float, columns: int, now: float | None = None) -> Rows:
+        """Every GPU's last ``seconds`` of ``metric`` as ``columns`` cells (:func:`resample_rows`: one list of
+        floats per GPU, NaN where blank), ending at ``now`` (else the newest sample).
 
         Cells are pinned to the clock (``pinned``: each covers a fixed stretch of time, the last one the stretch
         that holds ``now``), so a graph moves by whole cells and a cell's value does not change once time has
         passed it (cells measured from ``now`` resample every cell at every sample, and the graph shimmers).
 
         Computed once per new sample for every GPU metric asked for so far at this window and width, in one
-        pass: the panels of all GPUs draw the same few metrics over the same window every second, and
-        numpy's cost is per call, not per value. At the newest sample (``now`` None: the live screen) the
-        cells are kept up to date by folding in each new sample (:class:`LiveCells`): a few Python
-        operations per GPU and metric instead of resampling the window (tests/widgets/test_style.py: equal to
-        resampling)."""
+        pass: the panels of all GPUs draw the same few metrics over the same window every second. At the
+        newest sample (``now`` None: the live screen) the cells are kept up to date by folding in each new
+        sample (:class:`LiveCells`): a few Python operations per GPU and metric instead of resampling the
+        window (tests/widgets/test_style.py: equal to resampling)."""
         if self._memo_count != self.count:
             self._memo.clear()
             self._memo_count = self.count
@@ -107,10 +127,10 @@ class History:
             names = list(graphed)
             live = self._live_cells(names, seconds, columns) if now is None else None
             if live is not None:
-                rows = live.out.copy()
+                rows = [row[:] for row in live.out]
             else:
-                times, values, end = self._stacked(names, carry_span(seconds, columns), now)
-                rows = resample_rows(times, values, end, seconds, columns, pinned=True)
+                times, series, end = self._stacked(names, carry_span(seconds, columns), now)
+                rows = resample_rows(times, series, end, seconds, columns, pinned=True)
             g = self.n_gpus
             got = self._memo[key] = {m: rows[i * g:(i + 1) * g] for i, m in enumerate(names)}
         return got[metric]
@@ -134,12 +154,16 @@ class History:
             return None
         return now
 
-    def _stacked(self, names: list[str], seconds: float, now: float | None) -> tuple[np.ndarray, np.ndarray, float]:
-        """The last ``seconds`` of ``names`` side by side (samples × (metrics × GPUs)), their times, and the
-        window's end (``now``, else the newest sample)."""
+    def _columns(self, names: list[str]) -> list[array]:
+        """The ring's arrays of ``names``, metric by metric, GPU by GPU (the rows of :meth:`cells`)."""
+        return [a for m in names for a in self.data[m]]
+
+    def _stacked(self, names: list[str], seconds: float, now: float | None) -> tuple[array, list[array], float]:
+        """The last ``seconds`` of ``names`` (one series per metric × GPU), their times, and the window's end
+        (``now``, else the newest sample)."""
         times, take = self._window_rows(seconds, now)
-        end = now if now is not None else (float(times[-1]) if len(times) else 0.0)
-        return times, np.concatenate([take(self.data[m]) for m in names], axis=1), end
+        end = now if now is not None else (times[-1] if len(times) else 0.0)
+        return times, [take(a) for a in self._columns(names)], end
 
     def _live_cells(self, names: list[str], seconds: float, columns: int) -> LiveCells | None:
         """The live cells of ``names``, brought up to the newest sample: folded in when only a few samples in
@@ -148,8 +172,8 @@ class History:
             return None
         key = (seconds, columns)
         cap = self.capacity
-        if self.count > cap and (last_cell(float(self.times[self.count % cap]), seconds / columns)
-                                 >= last_cell(float(self.times[(self.count - 1) % cap]), seconds / columns)
+        if self.count > cap and (last_cell(self.times[self.count % cap], seconds / columns)
+                                 >= last_cell(self.times[(self.count - 1) % cap], seconds / columns)
                                  - 2 * columns + 2):
             # the ring let samples go that the window, or a carry into it, may need (the 1 h window in an
             # hour's ring): resample what the ring holds each time, and keep no live cells
@@ -159,52 +183,45 @@ class History:
         new = self.count - live.upto if live is not None else 0
         if (live is not None and live.generation == self._generation and live.names == names
                 and self._ordered == self.count and 0 <= new <= min(64, cap)):
-            if new and not live.fold(self.times, [self.data[m] for m in names], range(live.upto, self.count)):
+            if new and not live.fold(self.times, self._columns(names), range(live.upto, self.count)):
                 live = None
             if live is not None:
                 return live
         dt = seconds / columns
-        times, values, end = self._stacked(names, carry_span(seconds, columns), None)
-        out = resample_rows(times, values, end, seconds, columns, pinned=True)
+        times, series, end = self._stacked(names, carry_span(seconds, columns), None)
+        out = resample_rows(times, series, end, seconds, columns, pinned=True)
         self._live.pop(key, None)
         while len(self._live) >= LIVE_KEYS:  # the oldest first (dicts keep their order)
             self._live.pop(next(iter(self._live)))
-        live = self._live[key] = LiveCells.start(names, dt, columns, self._generation, self.count, times, values,
+        live = self._live[key] = LiveCells.start(names, dt, columns, self._generation, self.count, times, series,
                                                  end, out, next(_VERSIONS))
         return live
 
-    def _window(self, data: np.ndarray, seconds: float, now: float | None) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`window` of ``data`` (the ring's rows: one metric, one GPU or all of them)."""
-        times, take = self._window_rows(seconds, now)
-        return times, take(data)
-
-    def _window_rows(self, seconds: float, now: float | None
-                     ) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
+    def _window_rows(self, seconds: float, now: float | None) -> tuple[array, Callable[[array], array]]:
         """The times of the last ``seconds`` (``t >= last - seconds``, oldest first) and a function that
-        takes the same rows, in the same order, from any of the ring's arrays."""
+        takes the same slots, in the same order, from any of the ring's arrays."""
         cap, count = self.capacity, self.count
         n = min(count, cap)
         if n == 0:
-            return np.empty(0), lambda a: np.empty((0, *a.shape[1:]), dtype=a.dtype)
+            return array("d"), lambda a: array(a.typecode)
         end = count % cap
-        last = self.times[(count - 1) % cap] if now is None else now
+        times = self.times
+        last = times[(count - 1) % cap] if now is None else now
         th = last - seconds
         if self._ordered != count:  # times out of order somewhere: gather the ring, keep by time
-            idx = (np.arange(end - n, end)) % cap
-            t = self.times[idx]
-            last = t[-1] if now is None else now
-            keep = idx[t >= last - seconds]
-            return self.times[keep], lambda a: a[keep]
+            idx = [i % cap for i in range(end - n, end)]
+            last = times[idx[-1]] if now is None else now
+            keep = [i for i in idx if times[i] >= last - seconds]
+            return array("d", [times[i] for i in keep]), lambda a: array(a.typecode, [a[i] for i in keep])
         # in order: the kept samples are the newest ones, found by binary search (no gathering the ring)
         if count <= cap or end == 0:  # one run, oldest first: [0, count) or the full ring from 0
-            lo = int(np.searchsorted(self.times[:n], th, side="left"))
-            return self.times[lo:n].copy(), lambda a: a[lo:n].copy()
-        newer = self.times[:end]  # the ring wrapped: [end, cap) holds the older samples, [0, end) the newer
-        if newer[0] >= th:
-            lo = end + int(np.searchsorted(self.times[end:], th, side="left"))
-            return np.concatenate((self.times[lo:], newer)), lambda a: np.concatenate((a[lo:], a[:end]))
-        lo = int(np.searchsorted(newer, th, side="left"))
-        return self.times[lo:end].copy(), lambda a: a[lo:end].copy()
+            lo = bisect_left(times, th, 0, n)
+            return times[lo:n], lambda a: a[lo:n]
+        if times[0] >= th:  # the ring wrapped: [end, cap) holds the older samples, [0, end) the newer
+            lo = bisect_left(times, th, end, cap)
+            return times[lo:] + times[:end], lambda a: a[lo:] + a[:end]
+        lo = bisect_left(times, th, 0, end)
+        return times[lo:end], lambda a: a[lo:end]
 
 
 # versions of live cells (History.cells_change), never reused, not even by another History (a replay's seek
@@ -241,7 +258,7 @@ class LiveCells:
     generation: int
     upto: int  # samples folded in: the history's count when last brought up to date
     cell: int  # the pinned index of the last column
-    out: np.ndarray
+    out: Rows
     last: list[int | None]  # per row: the pinned cell of its newest sample (None: none yet)
     sums: list[float]  # per row: that cell's sum and count of samples
     counts: list[int]
@@ -249,48 +266,54 @@ class LiveCells:
     change: tuple[int, int, int] | None = field(default=None)
 
     @classmethod
-    def start(cls, names: list[str], dt: float, columns: int, generation: int, upto: int, times: np.ndarray,
-              values: np.ndarray, end: float, out: np.ndarray, version: int) -> LiveCells:
-        """From a full resample (``out``) of the window (``times``, ``values``: samples × rows, reaching a window
+    def start(cls, names: list[str], dt: float, columns: int, generation: int, upto: int, times: Sequence[float],
+              series: Sequence[Sequence[float]], end: float, out: Rows, version: int) -> LiveCells:
+        """From a full resample (``out``) of the window (``times``, ``series``: one per row, reaching a window
         further back) ending at ``end``."""
-        rows = out.shape[0]
+        rows = len(out)
         last: list[int | None] = [None] * rows
         sums, counts = [0.0] * rows, [0] * rows
-        if len(times):
-            cells = (np.ceil(times / dt) - 1).astype(np.int64)
-            known = ~np.isnan(values)
-            for r in range(rows):
-                at = np.nonzero(known[:, r])[0]
-                if not len(at):
-                    continue
-                cell = int(cells[at[-1]])
-                last[r] = cell
-                for i in at[cells[at] == cell].tolist():  # in order, as resample_rows adds them
-                    sums[r] += float(values[i, r])
-                    counts[r] += 1
+        cells = [math.ceil(t / dt) - 1 for t in times]
+        at_cell: dict[int, list[int]] = {}  # the samples in a cell, in order
+        for r, vals in enumerate(series):
+            j = len(vals) - 1
+            while j >= 0 and vals[j] != vals[j]:
+                j -= 1
+            if j < 0:
+                continue
+            cell = cells[j]
+            last[r] = cell
+            idx = at_cell.get(cell)
+            if idx is None:
+                idx = at_cell[cell] = [i for i, c in enumerate(cells) if c == cell]
+            s, c = 0.0, 0
+            for i in idx:  # in order, as resample_rows adds them
+                v = vals[i]
+                if v == v:
+                    s += v
+                    c += 1
+            sums[r], counts[r] = s, c
         return cls(names, dt, columns, generation, upto, last_cell(end, dt), out, last, sums, counts, version)
 
-    def fold(self, times: np.ndarray, arrays: list[np.ndarray], indices: range) -> bool:
-        """Fold the samples at ring rows ``indices`` (modulo the ring's length; in time order) of ``times`` and
-        of ``arrays`` (the ring's arrays of :attr:`names`, samples × GPUs) into the cells, and record the change
+    def fold(self, times: Sequence[float], arrays: list[array], indices: range) -> bool:
+        """Fold the samples at ring slots ``indices`` (modulo the ring's length; in time order) of ``times`` and
+        of ``arrays`` (the ring's arrays of the rows: metric × GPU) into the cells, and record the change
         (:meth:`History.cells_change`). False, with nothing changed, when the first sample lies before the
         last column (the caller resamples instead)."""
         cap = len(times)
-        if len(indices) and last_cell(float(times[indices.start % cap]), self.dt) < self.cell:
+        if len(indices) and last_cell(times[indices.start % cap], self.dt) < self.cell:
             return False
         before, first_cell = self.cell, self.cell + 1  # first_cell: the earliest pinned cell written
         for i in indices:
             k = i % cap
-            cell = last_cell(float(times[k]), self.dt)
+            cell = last_cell(times[k], self.dt)
             if cell > self.cell:
                 self._shift(cell - self.cell)
                 self.cell = cell
-            r = 0
-            for a in arrays:
-                for v in a[k].tolist():
-                    if v == v:
-                        first_cell = min(first_cell, self._add(r, v))
-                    r += 1
+            for r, a in enumerate(arrays):
+                v = a[k]
+                if v == v:
+                    first_cell = min(first_cell, self._add(r, v))
         shift, columns = self.cell - before, self.columns
         # the columns the shift brought in are new (blank, or written above), and those written before them
         first = max(0, min(columns - shift, first_cell - (self.cell - columns + 1)))
@@ -301,18 +324,17 @@ class LiveCells:
 
     def _shift(self, n: int) -> None:
         """Move every row left by ``n`` cells; the cells that come in are blank."""
-        out, columns = self.out, self.columns
-        if n >= columns:
-            out[:] = np.nan
-            return
-        out[:, :columns - n] = out[:, n:]
-        out[:, columns - n:] = np.nan
+        n = min(n, self.columns)
+        blank = [NAN] * n
+        for row in self.out:
+            del row[:n]
+            row += blank
 
     def _add(self, r: int, v: float) -> int:
         """Add the value ``v`` of row ``r`` in the last cell; returns the earliest pinned cell it wrote. The
         row's first sample in that cell carries its sample before over the gap between (when the gap is
         shorter than the window), as resampling does."""
-        out, end, cell = self.out, self.columns - 1, self.cell
+        row, end, cell = self.out[r], self.columns - 1, self.cell
         prev = self.last[r]
         touched = cell
         if prev == cell:
@@ -321,15 +343,15 @@ class LiveCells:
         else:
             if prev is not None and 1 < cell - prev < self.columns:
                 lo = max(0, end - (cell - prev) + 1)
-                out[r, lo:end] = self.sums[r] / self.counts[r]
+                row[lo:end] = [self.sums[r] / self.counts[r]] * (end - lo)
                 touched = cell - end + lo
             self.last[r] = cell
-            self.sums[r], self.counts[r] = v, 1
-        out[r, end] = self.sums[r] / self.counts[r]
+            self.sums[r], self.counts[r] = 0.0 + v, 1
+        row[end] = self.sums[r] / self.counts[r]
         return touched
 
 
-def resample(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float, columns: int,
+def resample(times: Sequence[float], values: Sequence[float], t_end: float, seconds: float, columns: int,
              pinned: bool = False) -> list[float | None]:
     """Bucket the window (t_end - seconds, t_end] into ``columns`` cells (the mean of each; None where no
     sample fell); a sample at ``t_end`` lies in the last cell. Cells narrower than the sampling interval get
@@ -338,81 +360,146 @@ def resample(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float
     ``pinned``: the cells are fixed stretches of the clock (:func:`last_cell`), the last one the stretch
     holding ``t_end``; a cell carries the sample before when the gap between the two is shorter than the
     window, even when that sample lies before the window (``times`` should reach a window further back), so
-    the graph's first cells do not blink as samples leave the window."""
+    the graph's first cells do not blink as samples leave the window.
+
+    The plain, sample-by-sample form: the reference that :func:`resample_rows` and the live cells are
+    tested against, and what draws one graph from a window."""
     if columns <= 0:
         return []
     out: list[float | None] = [None] * columns
-    if len(times) == 0:
-        return out
     back = columns - 1 if pinned else 0  # cells before the window a carry may come from
-    cell = cells_of(np.asarray(times, dtype=np.float64), t_end, seconds, columns, pinned).astype(np.int64)
-    ok = (cell >= -back) & (cell < columns) & ~np.isnan(values)
-    if not ok.any():
-        return out
-    cells = cell[ok] + back
-    vals = values[ok].astype(np.float64)
-    sums = np.bincount(cells, weights=vals, minlength=columns + back)
-    counts = np.bincount(cells, minlength=columns + back)
-    sampled = [int(j) for j in np.nonzero(counts)[0]]  # cells with a sample, in order
-    means = {j: float(sums[j] / counts[j]) for j in sampled}
-    k = 0  # sampled[k] is the first sampled cell after the one before ``at``
-    prev = None  # the last sampled cell before ``at``
+    sums: dict[int, float] = {}
+    counts: dict[int, int] = {}
+    for t, v in zip(times, values):
+        c = cell_of(t, t_end, seconds, columns, pinned)
+        if -back <= c < columns and v == v:
+            sums[c] = sums.get(c, 0.0) + v
+            counts[c] = counts.get(c, 0) + 1
+    sampled = sorted(sums)  # cells with a sample, in order
+    k = 0  # sampled[k] is the first sampled cell after the one before ``c``
+    prev = None  # the last sampled cell before ``c``
     for c in range(columns):
-        at = c + back
-        while k < len(sampled) and sampled[k] < at:
+        while k < len(sampled) and sampled[k] < c:
             prev = sampled[k]
             k += 1
-        if k < len(sampled) and sampled[k] == at:
-            out[c] = means[at]
+        if k < len(sampled) and sampled[k] == c:
+            out[c] = sums[c] / counts[c]
             continue
-        nxt = sampled[k] if k < len(sampled) else None  # the first sampled cell after ``at``
+        nxt = sampled[k] if k < len(sampled) else None  # the first sampled cell after ``c``
         if prev is not None and nxt is not None and (not pinned or nxt - prev < columns):
-            out[c] = means[prev]
+            out[c] = sums[prev] / counts[prev]
     return out
 
 
-def cells_of(times: np.ndarray, t_end: float, seconds: float, columns: int, pinned: bool) -> np.ndarray:
-    """The column (as floats) of each time in a window of ``columns`` cells ending at ``t_end``; 0 to
-    ``columns - 1`` inside it. Cells cover (t_end - seconds, t_end], or with ``pinned`` the fixed stretches
-    (b·dt, (b+1)·dt] up to the one holding ``t_end``: either way a sample at ``t_end`` lies in the last cell."""
+def cell_of(t: float, t_end: float, seconds: float, columns: int, pinned: bool) -> int:
+    """The column of time ``t`` in a window of ``columns`` cells ending at ``t_end``; 0 to ``columns - 1``
+    inside it. Cells cover (t_end - seconds, t_end], or with ``pinned`` the fixed stretches (b·dt, (b+1)·dt]
+    up to the one holding ``t_end``: either way a sample at ``t_end`` lies in the last cell."""
     if pinned:
         dt = seconds / columns
-        return np.ceil(times / dt) - 1 - (last_cell(t_end, dt) - columns + 1)
-    return np.ceil((times - (t_end - seconds)) / seconds * columns) - 1
+        return math.ceil(t / dt) - 1 - (last_cell(t_end, dt) - columns + 1)
+    return math.ceil((t - (t_end - seconds)) / seconds * columns) - 1
 
 
-def resample_rows(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float, columns: int,
-                  pinned: bool = False) -> np.ndarray:
-    """:func:`resample` of several series at once: ``values`` is (samples × series); the result is
-    (series × columns) float64, NaN where :func:`resample` gives None (the same numbers: the mean of each
-    cell, a cell with no sample between two samples carrying the one before)."""
-    vals = np.asarray(values, dtype=np.float64)
-    if vals.ndim == 1:
-        vals = vals[:, None]
-    rows = vals.shape[1]
-    out = np.full((rows, max(0, columns)), np.nan)
-    if columns <= 0 or len(times) == 0 or rows == 0:
-        return out
-    back = columns - 1 if pinned else 0  # cells before the window a carry may come from (pinned)
+def cell_runs(times: Sequence[float], t_end: float, seconds: float, columns: int, pinned: bool
+              ) -> list[tuple[int, int, int]]:
+    """The samples of ``times`` that fall in the window's cells (with ``pinned``, also the ``columns - 1``
+    cells before it, where a carry may come from), as runs of consecutive samples in one cell:
+    (cell + the cells before, first sample, sample after the last). Samples in time order make one run
+    per cell; out of order, a cell may have several."""
+    back = columns - 1 if pinned else 0
     span = columns + back
-    cell = cells_of(np.asarray(times, dtype=np.float64), t_end, seconds, columns, pinned) + back
-    inside = (cell >= 0) & (cell < span)
-    if not inside.any():
+    if pinned:
+        dt = seconds / columns
+        base = last_cell(t_end, dt) - columns + 1 - back
+        cells = [math.ceil(t / dt) - 1 - base for t in times]
+    else:
+        start = t_end - seconds
+        cells = [math.ceil((t - start) / seconds * columns) - 1 for t in times]
+    runs = []
+    i, n = 0, len(cells)
+    while i < n:
+        c = cells[i]
+        j = i + 1
+        while j < n and cells[j] == c:
+            j += 1
+        if 0 <= c < span:
+            runs.append((c, i, j))
+        i = j
+    return runs
+
+
+def resample_rows(times: Sequence[float], series: Sequence[Sequence[float]], t_end: float, seconds: float,
+                  columns: int, pinned: bool = False) -> Rows:
+    """:func:`resample` of several series over the same ``times`` at once: one list of ``columns`` floats
+    per series, NaN where :func:`resample` gives None (the same numbers: the mean of each cell, summed in
+    sample order; a cell with no sample between two samples carrying the one before).
+
+    The cells of the times are found once for all series (:func:`cell_runs`); each series is then folded
+    run by run over slices."""
+    columns = max(0, columns)
+    out = [[NAN] * columns for _ in series]
+    if columns == 0 or not len(times) or not series:
         return out
-    vals = vals[inside]
-    ok = ~np.isnan(vals)
-    flat = (np.arange(rows) * span)[None, :] + cell[inside].astype(np.int64)[:, None]
-    sums = np.bincount(flat[ok], weights=vals[ok], minlength=rows * span).reshape(rows, span)
-    counts = np.bincount(flat[ok], minlength=rows * span).reshape(rows, span)
-    has = counts > 0
-    col = np.arange(span)
-    src = np.maximum.accumulate(np.where(has, col, -1), axis=1)  # the last cell with a sample, so far
-    nxt = np.minimum.accumulate(np.where(has, col, span)[:, ::-1], axis=1)[:, ::-1]  # the next one
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = sums / counts
-    carried = (src >= 0) & (nxt < span)
-    if pinned:  # over a gap shorter than the window only
-        carried &= nxt - src < columns
-    keep = has | carried
-    out = np.where(keep, means[np.arange(rows)[:, None], np.maximum(src, 0)], np.nan)
-    return out[:, back:]
+    runs = cell_runs(times, t_end, seconds, columns, pinned)
+    if not runs:
+        return out
+    back = columns - 1 if pinned else 0
+    span = columns + back
+    gap = columns if pinned else span + 1  # a carry spans a gap shorter than this
+    i0, i1 = runs[0][1], runs[-1][2]
+    if i1 - i0 == len(runs) and all(a[0] < b[0] for a, b in zip(runs, runs[1:])):
+        # the usual case: samples in time order, at most one a cell (cells no wider than the sampling
+        # interval): each known sample is its cell's mean, carried over the gap to the next one
+        cells = [c for c, _i, _j in runs]
+        for r, vals in enumerate(series):
+            row = [NAN] * span
+            prev, mean = -1, NAN
+            for c, v in zip(cells, vals[i0:i1]):
+                if v == v:
+                    if prev >= 0 and 1 < c - prev < gap:
+                        row[prev + 1:c] = [mean] * (c - prev - 1)
+                    mean = row[c] = 0.0 + v  # (0 + v) / 1, as the sums below
+                    prev = c
+            if prev >= 0:
+                out[r] = row[back:]
+        return out
+    for r, vals in enumerate(series):
+        sums: dict[int, float] = {}
+        counts: dict[int, int] = {}
+        for c, i, j in runs:
+            if j - i == 1:  # one sample (a cell as wide as the sampling interval or wider)
+                v = vals[i]
+                if v != v:
+                    continue
+                if c in sums:
+                    sums[c] += v
+                    counts[c] += 1
+                else:
+                    sums[c], counts[c] = 0.0 + v, 1
+                continue
+            s0 = sums.get(c, 0.0)
+            chunk = vals[i:j]
+            s = reduce(add, chunk, s0)  # in sample order, as adding one by one (sum() may compensate)
+            if s == s:
+                sums[c], counts[c] = s, counts.get(c, 0) + (j - i)
+                continue
+            s, n = s0, counts.get(c, 0)  # a NaN (a gap) among them: the known ones only
+            for v in chunk:
+                if v == v:
+                    s += v
+                    n += 1
+            if n:
+                sums[c], counts[c] = s, n
+        if not sums:
+            continue
+        row = [NAN] * span
+        prev = -1
+        for c in sorted(sums):
+            m = sums[c] / counts[c]
+            if prev >= 0 and 1 < c - prev < gap:  # carry the cell before over the gap
+                row[prev + 1:c] = [row[prev]] * (c - prev - 1)
+            row[c] = m
+            prev = c
+        out[r] = row[back:]
+    return out

@@ -25,9 +25,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, BinaryIO
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from gpuscope import __version__
 from gpuscope.core.codec import (
@@ -45,6 +43,9 @@ from gpuscope.core.units import duration
 from gpuscope.core.validate import Tally, ValidationError, in_range, loads
 from gpuscope.sources.files import not_a_regular_file, not_writable_as_file
 from gpuscope.sources.recording_scan import Prefetch, events_at, threads_for
+
+if TYPE_CHECKING:  # numpy only where a recording is read: `gpuscope record` and the live screen do not load it
+    import numpy as np
 
 FORMAT = "gpuscope-recording"
 FORMAT_VERSION = 1
@@ -542,6 +543,8 @@ class Recording:
 
         Searching the running maximum of the frame times keeps this well defined when the clock steps
         backwards (an NTP correction): the timeline orders by time, the file keeps its order."""
+        import numpy as np
+
         if self._reach is None or len(self._reach) != self.n_frames:
             self._reach = np.maximum.accumulate(self.times) if self.n_frames else self.times
         i = int(np.searchsorted(self._reach, t, side="right")) - 1
@@ -749,6 +752,8 @@ def read_recording(p: Path, raw: bytes, *, threads: int | None = None, fast: boo
     """:func:`open_recording` on the bytes ``raw`` of the file ``p``. ``threads``: inflating threads
     (None: :func:`~gpuscope.sources.recording_scan.threads_for` the size); ``fast=False`` inflates on
     the calling thread and reads every line one by one (what the fast path must agree with: tests)."""
+    import numpy as np  # reading only (the writer, `gpuscope record`, does without)
+
     if not raw:
         raise RecordingError(f"{p}: empty file, not a recording")
     if len(raw) < len(MAGIC) and MAGIC.startswith(raw):

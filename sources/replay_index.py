@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import typing
+from array import array
 from typing import Any
 
 import numpy as np
@@ -223,14 +224,24 @@ class HistoryIndex:
         if self.ok[r0:r1].all():  # the usual case: a plain slice, contiguous copies
             r0 = max(r0, r1 - history.capacity)
             rows, n = slice(r0, r1), r1 - r0
-            history.times[:n] = self.rec.times[r0 * self.stride:r1 * self.stride:self.stride]
+            times = self.rec.times[r0 * self.stride:r1 * self.stride:self.stride]
         else:
             rows = np.arange(r0, r1)[self.ok[r0:r1]][-history.capacity:]
             n = len(rows)
-            history.times[:n] = self.rec.times[rows * self.stride]
+            times = self.rec.times[rows * self.stride]
+        history.times[:n] = _typed("d", times)  # the History's rings are the stdlib's arrays (core/history.py)
         for k, key in enumerate(self.gpu_keys):
-            history.data[key][:n] = self.data[k, rows]
+            block = self.data[k, rows]
+            for g, ring in enumerate(history.data[key]):
+                ring[:n] = _typed("f", block[:, g])
         for k, key in enumerate(self.ep_keys):
-            history.endpoint_data[key][:n] = self.endpoint[k, rows]
+            history.endpoint_data[key][:n] = _typed("f", self.endpoint[k, rows])
         history.count = n
         return True
+
+
+def _typed(typecode: str, values: np.ndarray) -> array:
+    """``values`` as a stdlib ``array`` of ``typecode`` ('d': float64, 'f': float32), copied as raw bytes."""
+    out = array(typecode)
+    out.frombytes(np.ascontiguousarray(values, dtype=np.float64 if typecode == "d" else np.float32).tobytes())
+    return out

@@ -184,7 +184,8 @@ NOT_LIVE = ("importlib.metadata", "gpuscope.cli.report", "gpuscope.cli.probe", "
             "gpuscope.core.stats", "gpuscope.sources.recording", "gpuscope.sources.replay_index",
             "gpuscope.sources.scenario", "gpuscope.sources.simnvml", "gpuscope.sources.endpoint",
             "gpuscope.sources.mqtt", "gpuscope.sources.prometheus", "gpuscope.sources.exporter_http",
-            "gpuscope.sources.webconfig", "httpx", "aiomqtt", "pyarrow", "yaml", "bcrypt")
+            "gpuscope.sources.webconfig", "httpx", "aiomqtt", "pyarrow", "yaml", "bcrypt",
+            "numpy")  # numpy: ~20 MB of RSS; the history rings and graphs are stdlib arrays (core/history.py)
 
 
 def test_the_live_screen_loads_only_what_it_uses():

@@ -317,12 +317,13 @@ def _history_from_json(history: Any, rec: Recording, i: int) -> None:
     rows = [(g.get("index"), _Row(g)) for g in gpus if isinstance(g, dict) and not g.get("lost")]
     rows = [(i, g) for i, g in rows if isinstance(i, int) and 0 <= i < history.n_gpus]
     for key, get in _GPU_GETTERS:
-        row = history.data[key][k]
-        row[:] = math.nan
+        cols = history.data[key]
+        for a in cols:
+            a[k] = math.nan
         for idx, g in rows:
             v = get(g)
             if isinstance(v, (int, float)):
-                row[idx] = v
+                cols[idx][k] = v
     eps = [_Row(e) for e in d.get("endpoints") or [] if isinstance(e, dict)]
     for key, get in _EP_GETTERS:
         vals = [v for e in eps if isinstance(v := get(e), (int, float))]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from array import array
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -184,15 +185,15 @@ def detail_lines(v: ViewState, index: int, width: int, rows: int) -> list[Text]:
         # two windows: the graph's cells are pinned to the clock (as the panels'), and a carry into its first
         # cells comes from up to a window before; the peak is the window's own
         times, vals = v.history.window(key, index, carry_span(v.window_s, 1), v.now or None)  # any width
-        inside = times >= (v.now or (float(times[-1]) if len(times) else 0.0)) - v.window_s
-        finite = [float(x) / m.scale for x in vals[inside].tolist() if x == x]
+        th = (v.now or (times[-1] if len(times) else 0.0)) - v.window_s
+        finite = [x / m.scale for t, x in zip(times, vals) if t >= th and x == x]
         if not finite:
             continue
         raw = m.value(r) if r is not None else None
         cur = None if raw is None else raw / m.scale
         peak = max(finite + ([cur] if cur is not None else []))  # the readings' peak (cells are means)
         top = detail_top(key, dev, r, peak)
-        graphs.append((m, times, vals / m.scale, cur, peak, top))
+        graphs.append((m, times, array("f", [x / m.scale for x in vals]), cur, peak, top))  # float32, as stored
     heights = graph_heights(rows - len(head), len(graphs))
     fold = min(heights, default=3) < 3  # some graphs have two rows: all label alike, the scale by the title
     labels = [graph_labels(m.label, detail_number(cur, m.unit), detail_number(peak, m.unit),

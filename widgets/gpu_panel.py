@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 from rich.text import Text
 from textual.message import Message
 
@@ -273,7 +272,7 @@ class GpuPanel(LineWidget):
         are drawn (:func:`live_sparks`)."""
         cache = self._graph_cache
         if v.graphs or any(len(cache.get(m, "")) != cols for m, _ in wanted):
-            block = np.stack([v.history.cells(m, v.window_s, cols, v.now or None)[self.index] for m, _ in wanted])
+            block = [v.history.cells(m, v.window_s, cols, v.now or None)[self.index] for m, _ in wanted]
             tops = [c for _, c in wanted]
             drawn = ((self._graph_drawn[0], tops, [cache[m] for m, _ in wanted])
                      if self._graph_drawn[1] == wanted else None)  # the same graphs drawn last time
@@ -310,15 +309,16 @@ class GpuPanel(LineWidget):
         if not v.graphs and self._panel_cache[0] == (rows, cols, same) and self._panel_cache[1]:
             return self._panel_cache[1]
         # the panel metrics with a value in the window, in priority order, each with its cells and peak
-        shown: list[tuple[Metric, np.ndarray, float]] = []
+        shown: list[tuple[Metric, list[float], float]] = []
         for m in catalogue.panel_metrics():
             try:  # every GPU's window of this metric, resampled once per sample (History.cells)
-                row = v.history.cells(m.key or m.name, v.window_s, cols, v.now or None)[self.index] / m.scale
+                cells = v.history.cells(m.key or m.name, v.window_s, cols, v.now or None)[self.index]
             except KeyError:
                 continue
-            known = row[~np.isnan(row)]
-            if len(known):
-                shown.append((m, row, float(known.max())))
+            row = [x / m.scale for x in cells]
+            known = [x for x in row if x == x]
+            if known:
+                shown.append((m, row, max(known)))
         out: list[tuple[Metric, int, list[str], float | None, float]] = []
         for (m, cells, peak), h in zip(shown, graph_heights(rows, len(shown), metrics_rows=same)):
             top = catalogue.full_scale(m, dev, r, peak)

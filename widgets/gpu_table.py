@@ -147,7 +147,8 @@ class GpuTable(LineWidget):
         devs = v.inventory.devices
         drawn = self._graph_cache.get(tag + metric)
         if v.graphs or drawn is None or drawn[1] != tops or len(drawn[2]) != len(devs) or len(drawn[2][0]) != cols:
-            rows = v.history.cells(metric, v.window_s, cols, v.now or None)[[d.index for d in devs]]
+            cells = v.history.cells(metric, v.window_s, cols, v.now or None)
+            rows = [cells[d.index] for d in devs]
             version, sparks = live_sparks(v.history, v.window_s, cols, v.now or None, rows, tops, drawn)
             drawn = self._graph_cache[tag + metric] = (version, tops, sparks)
         return drawn[2]

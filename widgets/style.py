@@ -6,7 +6,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 from rich.text import Span, Text
 
 from gpuscope.core.history import History, resample_rows
@@ -146,92 +145,91 @@ def sparkline(values: Sequence[float | None], maximum: float | None = None) -> s
     return "".join(out)
 
 
-_SPARK_CHARS = np.array(list(SPARK))
-
-
-def spark_window(times: np.ndarray, values: np.ndarray, t_end: float, seconds: float, columns: int,
+def spark_window(times: Sequence[float], values: Sequence[float], t_end: float, seconds: float, columns: int,
                  maximum: float | None = None) -> str:
-    """``sparkline(resample(times, values, t_end, seconds, columns), maximum)`` in a few array operations
-    (the panels draw several graphs a second; this is the same picture, character for character)."""
+    """``sparkline(resample(times, values, t_end, seconds, columns), maximum)`` through the panels' fast path
+    (:func:`resample_rows`, :func:`spark_cells`): the same picture, character for character."""
     if columns <= 0:
         return ""
-    return spark_cells(resample_rows(times, values, t_end, seconds, columns)[0], maximum)
+    return spark_cells(resample_rows(times, [values], t_end, seconds, columns)[0], maximum)
 
 
-def spark_cells(row: np.ndarray, maximum: float | None = None) -> str:
+_STEPS = len(SPARK) - 1
+_STEPS_F = float(_STEPS)
+_BIG = 1.7976931348623157e308  # the largest float: an infinite value draws as the largest finite one
+
+
+def _spark_text(row: Sequence[float], top: float) -> str:
+    """One sparkline character per cell of ``row`` (NaN: blank) scaled to ``top`` (positive, finite): the
+    cell's level is ``round(min(max(v / top, 0), 1) * 7)``, the clamps written as comparisons (the
+    built-in min and max cost more than the rest of a cell)."""
+    return "".join([" " if v != v else SPARK[round(((x if x < 1.0 else 1.0) if (x := v / top) > 0.0 else 0.0) * _STEPS_F)]
+                    for v in row])
+
+
+def spark_cells(row: Sequence[float], maximum: float | None = None) -> str:
     """A sparkline of one row of :func:`gpuscope.core.history.resample_rows` (NaN = blank; the cells between
     the first and the last known one are all known), scaled to ``maximum`` or the row's largest value:
     ``sparkline`` of the same cells, character for character."""
-    known = np.nonzero(~np.isnan(row))[0]
     columns = len(row)
-    if not len(known):
+    first = 0
+    while first < columns and row[first] != row[first]:
+        first += 1
+    if first == columns:
         return " " * columns
-    first, last = int(known[0]), int(known[-1])
+    last = columns - 1
+    while row[last] != row[last]:
+        last -= 1
     mid = row[first:last + 1]
-    top = maximum if maximum else float(mid.max())
+    top = maximum if maximum else max(mid)
     if top <= 0:
         body = SPARK[0] * (last + 1 - first)
-    elif not math.isfinite(top) or not np.isfinite(mid).all():
-        with np.errstate(over="ignore"):  # a huge value over a small scale: full height
-            levels = np.rint(np.clip(np.nan_to_num(mid) / top, 0.0, 1.0) * (len(SPARK) - 1)).astype(np.int64)
-        body = "".join(_SPARK_CHARS[levels].tolist())
-    else:
-        levels = np.rint(np.minimum(np.maximum(mid / top, 0.0), 1.0) * (len(SPARK) - 1)).astype(np.int64)
-        body = "".join(_SPARK_CHARS[levels].tolist())
+    elif math.isfinite(top) and math.inf not in mid and -math.inf not in mid:
+        body = _spark_text(mid, top)
+    else:  # a huge value over a small scale (or an infinite scale): as numpy's nan_to_num, then clipped
+        body = "".join([SPARK[round(min(max((0.0 if v != v else max(-_BIG, min(_BIG, v))) / top, 0.0), 1.0)
+                                    * _STEPS)] for v in mid])
     return " " * first + body + " " * (columns - 1 - last)
 
 
-_SPARK_OR_BLANK = str.maketrans({i: ch for i, ch in enumerate([*SPARK, " "])})  # level 8: no value (blank)
+def spark_rows(block: Sequence[Sequence[float]], maxima: Sequence[float | None]) -> list[str]:
+    """:func:`spark_cells` of each row of ``block`` (rows of columns, NaN = blank) with its own maximum (the
+    same strings: a row whose values and scale are finite in one comprehension, blanks included; the others
+    through :func:`spark_cells`)."""
+    out = []
+    for row, top in zip(block, maxima):
+        if not top:
+            known = [v for v in row if v == v]
+            top = max(known) if known else None
+        if (top is not None and 0 < top < math.inf and math.inf not in row and -math.inf not in row):
+            out.append(_spark_text(row, top))
+        else:
+            out.append(spark_cells(row, top))
+    return out
 
 
-def spark_rows(block: np.ndarray, maxima: Sequence[float | None]) -> list[str]:
-    """:func:`spark_cells` of each row of ``block`` (rows × columns, NaN = blank) with its own maximum, in
-    one pass over the block (the same strings; rows with a non-finite value or scale go one by one)."""
-    rows, columns = block.shape
-    if rows == 0:
-        return []
-    blank = np.isnan(block)
-    tops = np.array([m if m else np.nan for m in maxima], dtype=np.float64)
-    auto = np.isnan(tops)
-    if auto.any():
-        with np.errstate(invalid="ignore"):
-            tops[auto] = np.max(np.where(blank[auto], -np.inf, block[auto]), axis=1)
-    fast = (np.isfinite(block) | blank).all(axis=1) & np.isfinite(tops) & (tops > 0)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # rows not fast are drawn one by one
-        levels = np.rint(np.minimum(np.maximum(block / tops[:, None], 0.0), 1.0) * (len(SPARK) - 1))
-        levels[blank] = len(SPARK)
-        codes = levels.astype(np.uint8)
-    # one string for the whole block: each level a byte, then a character (str.translate), then cut in rows
-    text = codes.tobytes().decode("latin-1").translate(_SPARK_OR_BLANK)
-    return [text[k * columns:(k + 1) * columns] if fast[k] else spark_cells(block[k], maxima[k])
-            for k in range(rows)]
-
-
-def spark_update(old: Sequence[str], block: np.ndarray, maxima: Sequence[float | None],
+def spark_update(old: Sequence[str], block: Sequence[Sequence[float]], maxima: Sequence[float | None],
                  change: tuple[int, int]) -> list[str] | None:
     """:func:`spark_rows` of ``block`` from the sparklines drawn before (``old``), when ``block`` is the block
     they were drawn from moved left by ``shift`` columns with only the columns from ``first`` on changed
     (``change``: (shift, first), :meth:`gpuscope.core.history.History.cells_change`): the old characters are
-    kept and only the new columns drawn, in plain Python (a few cells: cheaper than any array operation).
-    None when a row's scale is not a positive finite number (its scale is then the window's own peak,
-    which moves: redraw it all)."""
+    kept and only the new columns drawn. None when a row's scale is not a positive finite number (its scale
+    is then the window's own peak, which moves: redraw it all)."""
     shift, first = change
-    rows, columns = block.shape
+    rows = len(block)
+    columns = len(block[0]) if rows else 0
     if len(old) != rows or shift < 0 or not 0 <= first <= columns - shift:
         return None
     out = []
-    steps = len(SPARK) - 1
     for k in range(rows):
         top = maxima[k]
         if not top or not math.isfinite(top) or top <= 0 or len(old[k]) != columns:
             return None
-        tail = "".join([" " if v != v else SPARK[round(min(max(v / top, 0.0), 1.0) * steps)]
-                        for v in block[k, first:].tolist()])
-        out.append(old[k][shift:shift + first] + tail)
+        out.append(old[k][shift:shift + first] + _spark_text(block[k][first:], top))
     return out
 
 
-def live_sparks(history: History, seconds: float, cols: int, now: float | None, block: np.ndarray,
+def live_sparks(history: History, seconds: float, cols: int, now: float | None, block: Sequence[Sequence[float]],
                 tops: Sequence[float | None], drawn: tuple[int, Sequence[float | None], Sequence[str]] | None
                 ) -> tuple[int, list[str]]:
     """:func:`spark_rows` of ``block`` (rows of ``history.cells(…, seconds, cols, now)``) and the cells' version
@@ -245,53 +243,55 @@ def live_sparks(history: History, seconds: float, cols: int, now: float | None, 
     return version, sparks or spark_rows(block, tops)
 
 
-_BLOCK_CODES = str.maketrans({**{i: ch for i, ch in enumerate(SPARK)}, 8: BAR_FULL, 9: " "})
-
-
-def graph_rows(values: Sequence[float | None] | np.ndarray, height: int, maximum: float | None = None) -> list[str]:
+def graph_rows(values: Sequence[float | None], height: int, maximum: float | None = None) -> list[str]:
     """A ``height``-row block graph (top row first), 8 levels per row; a known value draws at least ``▁``
     in the bottom row, a gap (None, NaN) nothing.
 
-    Every cell in a few array operations (one byte per cell, then characters with ``str.translate``);
-    a window holding an infinite value or scale goes cell by cell (:func:`_graph_rows_cells`)."""
+    A column depends only on its value's height in eighths (whole eighths, and whether exactly so): each
+    column is looked up in a cache of such columns (:func:`_graph_column`), and the rows are the columns
+    read across (``zip``), all in plain Python."""
     if height <= 0:
         return []
-    arr = np.array([np.nan if v is None else v for v in values], dtype=np.float64) \
-        if not isinstance(values, np.ndarray) else values.astype(np.float64)
-    n = len(arr)
-    if n == 0:
+    known = [v for v in values if v is not None and v == v]
+    if not known and not len(values):
         return [""] * height
-    known = ~np.isnan(arr)
-    top = maximum if maximum else (float(arr[known].max()) if known.any() else 1.0)
-    top = top or 1.0
-    if not math.isfinite(top) or not np.isfinite(arr[known]).all():
-        return _graph_rows_cells([None if math.isnan(v) else float(v) for v in arr.tolist()], height, top)
-    with np.errstate(invalid="ignore"):
-        # a known value draws at least the bottom eighth (as a sparkline does): 0 % reads as a reading,
-        # not as a gap in the data
-        scaled = np.maximum(np.minimum(np.maximum(arr / top, 0.0), 1.0) * height * 8, 0.5)
-        level = scaled[None, :] - (np.arange(height - 1, -1, -1) * 8.0)[:, None]  # row 0 is the top
-        codes = np.where(level <= 0, 9, np.where(level >= 8, 8, np.maximum(0, level.astype(np.int64) - 1)))
-    codes[:, ~known] = 9
-    text = codes.astype(np.uint8).tobytes().decode("latin-1").translate(_BLOCK_CODES)
-    return [text[k * n:(k + 1) * n] for k in range(height)]
-
-
-def _graph_rows_cells(values: list[float | None], height: int, top: float) -> list[str]:
-    """:func:`graph_rows` column by column (each distinct value's column once), for any value and scale."""
-    blank = (" ",) * height
-    columns: dict[float, tuple[str, ...]] = {}
-    cols: list[tuple[str, ...]] = []
-    for v in values:
-        if v is None or math.isnan(v):
-            cols.append(blank)
-            continue
-        col = columns.get(v)
-        if col is None:
-            scaled = max(0.0, min(1.0, v / top)) * height * 8
-            col = columns[v] = tuple(_block(max(scaled, 0.5) - r * 8) for r in range(height - 1, -1, -1))
-        cols.append(col)
+    top = maximum if maximum else (max(known) if known else 1.0)
+    top = float(top or 1.0)
+    cache = _GRAPH_COLUMNS.get(height)
+    if cache is None:
+        cache = _GRAPH_COLUMNS[height] = {}
+    vals = [NAN if v is None else v for v in values]
+    # eighths high: max(max(0, min(1, v / top)) * height * 8, 0.5), the clamps written as comparisons (the
+    # built-in min and max cost more than the rest); at least the bottom eighth, as a sparkline draws it:
+    # 0 % reads as a reading, not as a gap in the data (a NaN's column is blanked below)
+    h = float(height)
+    keys: list[float] = []
+    for v in vals:
+        x = v / top
+        y = x if x < 1.0 else 1.0  # min(1, x): NaN (inf / inf) is 1
+        e = (y if y > 0.0 else 0.0) * h * 8.0
+        if e < 0.5:
+            e = 0.5
+        q = e // 1.0
+        keys.append(q + q + (e != q))  # 2q: exactly q eighths; 2q + 1: more
+    for key in set(keys).difference(cache):
+        cache[key] = _graph_column(key / 2, height)
+    cols = list(map(cache.__getitem__, keys))
+    if len(known) != len(vals):  # gaps draw nothing
+        blank = (" ",) * height
+        for i, v in enumerate(vals):
+            if v != v:
+                cols[i] = blank
     return ["".join(row) for row in zip(*cols)]
+
+
+NAN = math.nan
+_GRAPH_COLUMNS: dict[int, dict[float, tuple[str, ...]]] = {}  # height → key of graph_rows → column, top first
+
+
+def _graph_column(scaled: float, height: int) -> tuple[str, ...]:
+    """One column of :func:`graph_rows`, top row first, for a value ``scaled`` eighths high."""
+    return tuple(_block(scaled - r * 8) for r in range(height - 1, -1, -1))
 
 
 def _block(level: float) -> str:

@@ -4,8 +4,10 @@ sparkline(resample(...)) draws (the reference), for windows with gaps, NaNs, zer
 from __future__ import annotations
 
 import math
+from array import array
 
 import numpy as np
+import pytest
 from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -30,17 +32,17 @@ values = st.one_of(st.none(), st.floats(min_value=0, max_value=1e12, allow_nan=F
        st.floats(min_value=1, max_value=120), st.floats(min_value=0, max_value=130))
 def test_same_as_the_reference(samples, columns, top, seconds, t_end):
     samples.sort(key=lambda s: s[0])
-    times = np.array([t for t, _ in samples], dtype=np.float64)
-    vals = np.array([np.nan if v is None else v for _, v in samples], dtype=np.float32)
+    times = array("d", [t for t, _ in samples])  # as History.window gives them
+    vals = array("f", [math.nan if v is None else v for _, v in samples])
     want = sparkline(resample(times, vals, t_end, seconds, columns), top)
     assert spark_window(times, vals, t_end, seconds, columns, top) == want
 
 
 def test_idle_link_and_empty_window():
-    t = np.arange(100.0)
-    v = np.full(100, 4e5, dtype=np.float32)
+    t = array("d", [float(k) for k in range(100)])
+    v = array("f", [4e5] * 100)
     assert spark_window(t, v, 99.0, 60.0, 20, 63e9) == "▁" * 20
-    assert spark_window(np.empty(0), np.empty(0, dtype=np.float32), 10.0, 60.0, 5) == " " * 5
+    assert spark_window(array("d"), array("f"), 10.0, 60.0, 5) == " " * 5
 
 
 @settings(max_examples=examples(300), deadline=None)
@@ -56,7 +58,8 @@ def test_spark_rows_is_spark_cells_of_each_row(rows, maxima):
         if len(known):
             block[k, known[0]:known[-1] + 1] = np.nan_to_num(block[k, known[0]:known[-1] + 1], nan=1.0)
     tops = maxima[:len(block)]
-    assert spark_rows(block, tops) == [spark_cells(block[k], tops[k]) for k in range(len(block))]
+    rows_ = block.tolist()  # History.cells gives lists of floats
+    assert spark_rows(rows_, tops) == [spark_cells(rows_[k], tops[k]) for k in range(len(rows_))]
 
 
 @settings(max_examples=examples(200), deadline=None)
@@ -66,13 +69,13 @@ def test_spark_rows_is_spark_cells_of_each_row(rows, maxima):
        st.floats(min_value=0, max_value=130), st.booleans())
 def test_resample_rows_is_resample_of_each_series(samples, columns, seconds, t_end, pinned):
     samples.sort(key=lambda s: s[0])
-    times = np.array([s[0] for s in samples], dtype=np.float64)
-    vals = np.array([[np.nan if v is None else v for v in s[1:]] for s in samples],
-                    dtype=np.float32).reshape(len(samples), 3)
-    got = resample_rows(times, vals, t_end, seconds, columns, pinned=pinned)
+    times = array("d", [s[0] for s in samples])
+    series = [array("f", [math.nan if s[k] is None else s[k] for s in samples]) for k in (1, 2, 3)]
+    got = resample_rows(times, series, t_end, seconds, columns, pinned=pinned)
+    assert len(got) == 3
     for k in range(3):
-        want = resample(times, vals[:, k], t_end, seconds, columns, pinned=pinned)
-        assert [None if np.isnan(x) else x for x in got[k].tolist()] == want
+        want = resample(times, series[k], t_end, seconds, columns, pinned=pinned)
+        assert [None if np.isnan(x) else x for x in got[k]] == want
 
 
 @settings(max_examples=examples(100), deadline=None)
@@ -99,7 +102,7 @@ def test_history_cells_is_each_gpus_window_resampled(steps, capacity, columns, s
                 times, vals = h.window(metric, g, 2 * seconds + seconds / columns)
                 end = float(times[-1]) if len(times) else 0.0
                 want = resample(times, vals, end, seconds, columns, pinned=True)
-                assert [None if np.isnan(x) else x for x in got[g].tolist()] == want
+                assert [None if np.isnan(x) else x for x in got[g]] == want
 
 
 gaps = st.one_of(st.floats(min_value=0.0, max_value=3.0, allow_nan=False), st.sampled_from([0.0, 1.0, 0.5, 40.0]))
@@ -120,7 +123,7 @@ def test_live_cells_fold_equals_resampling(samples, columns, seconds, t0, capaci
 
     h = History(2, capacity)
     t = t0
-    shown: dict[str, np.ndarray] = {}
+    shown: dict[str, list[list[float]]] = {}
     version = -1
     for k, (gap, a, b, c, redraw) in enumerate(samples):
         t += gap
@@ -133,12 +136,13 @@ def test_live_cells_fold_equals_resampling(samples, columns, seconds, t0, capaci
             for g in (0, 1):
                 times, vals = h.window(m, g, carry_span(seconds, columns))
                 want = resample(times, vals, newest, seconds, columns, pinned=True)
-                assert [None if np.isnan(x) else x for x in got[m][g].tolist()] == want, (m, g)
+                assert [None if np.isnan(x) else x for x in got[m][g]] == want, (m, g)
         new_version, change = h.cells_change(seconds, columns)
         if change is not None and change[0] == version:
             _, shift, first = change
             for m in ("util", "power"):
-                assert np.array_equal(got[m][:, :first], shown[m][:, shift:shift + first], equal_nan=True)
+                assert np.array_equal(np.array(got[m])[:, :first], np.array(shown[m])[:, shift:shift + first],
+                                      equal_nan=True)
         shown, version = got, new_version
 
 
@@ -173,7 +177,7 @@ def test_the_hour_window_in_an_hours_ring_resamples_and_keeps_no_live_cells():
     assert h.cells_change(3600.0, 80) == (-1, None) and not h._live
     times, vals = h.window("util", 0, carry_span(3600.0, 80))
     want = resample(times, vals, float(times[-1]), 3600.0, 80, pinned=True)
-    assert [None if np.isnan(x) else x for x in got[0].tolist()] == want
+    assert [None if np.isnan(x) else x for x in got[0]] == want
 
 
 finite_or_inf = st.one_of(st.floats(min_value=-1, max_value=1e12, allow_nan=False), st.just(float("inf")))
@@ -197,9 +201,9 @@ def test_spark_update_draws_what_spark_rows_draws(rows, shift, data, maxima):
     after = fresh.copy()
     after[:, :first] = before[:, shift:shift + first]
     tops = maxima[:len(before)]
-    got = spark_update(spark_rows(before, tops), after, tops, (shift, first))
+    got = spark_update(spark_rows(before.tolist(), tops), after.tolist(), tops, (shift, first))
     if all(t is not None and 0 < t < float("inf") for t in tops):
-        assert got == spark_rows(after, tops)
+        assert got == spark_rows(after.tolist(), tops)
     else:
         assert got is None
 
@@ -291,3 +295,28 @@ def test_a_known_zero_is_not_a_gap() -> None:
 
 def test_a_steady_load() -> None:
     assert graph_rows([100.0] * 4 + [None], 2, 100.0) == [BAR_FULL * 4 + " ", BAR_FULL * 4 + " "]
+
+
+# ------------------------------------------------------------------ sparklines from cells, table cases
+# spark_cells / spark_rows (lists of floats from History.cells, NaN = blank) against the plain sparkline.
+
+_N = float("nan")
+_I = float("inf")
+
+
+@pytest.mark.parametrize("row, top", [
+    ([_N, 1.0, 2.0, 3.0, _N], None),  # blanks only at the ends
+    ([0.0, 50.0, 100.0, 150.0], 100.0),  # clipped at the scale
+    ([-5.0, 0.0, 5.0], 10.0),  # below zero: the lowest bar
+    ([_N, _N, _N], 100.0),  # nothing known: blank
+    ([], None),
+    ([0.0, 0.0], None),  # peak 0: the lowest bar
+    ([1.0, _I, 2.0], 100.0),  # an infinite value: full height
+    ([1.0, 2.0, 3.0], _I),  # an infinite scale: the lowest bar
+    ([1e300, 1e308], 1e-3),  # huge over small: full height
+    ([0.5 / 7, 1.5 / 7, 2.5 / 7, 3.5 / 7], 1.0),  # halves: rounded as round() does (to even)
+])
+def test_spark_cells_table(row: list[float], top: float | None) -> None:
+    want = sparkline([None if v != v else v for v in row], top)
+    assert spark_cells(row, top) == want
+    assert spark_rows([row], [top]) == [want]
