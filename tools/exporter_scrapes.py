@@ -21,8 +21,10 @@ WANT = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_RESERVED"
 def values(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     out: dict[str, list[tuple[dict[str, str], float]]] = {}
     for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
+        for s in fam.samples:  # a counter's sample is named with _total by the parser: keep the family's name too
             out.setdefault(s.name, []).append((s.labels, s.value))
+            if s.name != fam.name and s.name == fam.name + "_total":
+                out.setdefault(fam.name, []).append((s.labels, s.value))
     return out
 
 
