@@ -45,6 +45,8 @@ class WebConfigError(GpuscopeError):
     """A ``--web-config`` file that cannot be used; the message names the file and the problem."""
 
 
+MAX_FILE = 1 << 20  # a web config, a certificate or a key is a few KB: anything larger is refused whole
+
 TLS_VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
                 "TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
 CLIENT_AUTH = {"NoClientCert": ssl.CERT_NONE, "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
@@ -268,13 +270,15 @@ def _read_pem(path: str, what: str, kind: str) -> str:
     shown = repr(clean(path, 200))
     try:
         with open(path, "rb") as f:
-            data = f.read(1 << 20)
+            data = f.read(MAX_FILE + 1)
     except FileNotFoundError:
         raise ValueError(f"{what} {shown}: no such file") from None
     except IsADirectoryError:
         raise ValueError(f"{what} {shown}: is a folder") from None
     except OSError as e:
         raise ValueError(f"{what} {shown}: cannot read ({clean(e.strerror or e, 60)})") from None
+    if len(data) > MAX_FILE:
+        raise ValueError(f"{what} {shown}: larger than {MAX_FILE >> 20} MiB (not a PEM file)")
     text = data.decode("ascii", "replace")
     if not re.search(rf"-----BEGIN [A-Z0-9 ]*{kind}-----", text):
         raise ValueError(f"{what} {shown}: not a PEM {kind.lower()} (no '-----BEGIN …{kind}-----' line)")
@@ -328,11 +332,13 @@ def load_web_config(path: str) -> WebConfig:
     shown = clean(path, 120)
     try:
         with open(path, "rb") as f:
-            raw = f.read(1 << 20)
+            raw = f.read(MAX_FILE + 1)
     except FileNotFoundError:
         raise WebConfigError(f"--web-config {shown}: no such file") from None
     except OSError as e:
         raise WebConfigError(f"--web-config {shown}: cannot read ({clean(e.strerror or e, 60)})") from None
+    if len(raw) > MAX_FILE:  # never a prefix: a cut file could lose its TLS or auth section and serve in the open
+        raise WebConfigError(f"--web-config {shown}: larger than {MAX_FILE >> 20} MiB (not a web config)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -264,6 +264,18 @@ def test_load_refuses_bad_files_in_one_line(pki, setup, msg):
     assert line.startswith(f"--web-config {path}: ") and msg in line and "\n" not in line, line
 
 
+def test_a_config_padded_past_the_limit_is_refused_not_cut(pki):
+    """A config is never read in part: 1 MiB of comments before the TLS and auth sections would have left a
+    prefix with neither (the exporter then served in the open, exit 0)."""
+    good = _tls_yml(pki) + f"basic_auth_users:\n  prom: '{_hash(PASSWORD)}'\n"
+    padded = _write(pki, ("# " + "x" * 98 + "\n") * 10500 + good, "padded.yml")
+    with pytest.raises(WebConfigError, match=r"padded\.yml: larger than 1 MiB"):
+        load_web_config(padded)
+    (pki / "huge.crt").write_bytes(b"-----BEGIN CERTIFICATE-----\n" + b"A" * (1 << 20))
+    with pytest.raises(WebConfigError, match=r"larger than 1 MiB \(not a PEM file\)"):
+        load_web_config(_write(pki, _tls_yml(pki, cert="huge.crt"), "hugecert.yml"))
+
+
 def test_load_missing_and_unreadable_config(tmp_path):
     with pytest.raises(WebConfigError, match=r"no such file"):
         load_web_config(str(tmp_path / "nope.yml"))
