@@ -261,6 +261,8 @@ class GpuscopeApp(MonitorApp[int]):
                 layout.relayout()
             if has_eps:
                 inference.show(v)
+                if inference.wanted != layout.inference_want:  # its lines came or went: share the rows again
+                    layout.relayout()
             procs = self._part(ProcessesPanel)
             if procs.display:
                 procs.show(v)

@@ -15,6 +15,7 @@ from textual.containers import Grid
 from gpuscope.core.view import ViewState
 from gpuscope.tui.layout import Plan, plan_layout
 from gpuscope.widgets.findings_panel import FindingsPanel
+from gpuscope.widgets.inference_panel import InferencePanel
 from gpuscope.widgets.processes_panel import ProcessesPanel, lines_wanted
 from gpuscope.widgets.topology_panel import TopologyPanel, legend_lines, matrix_columns, topology_lines
 
@@ -35,6 +36,7 @@ class LayoutController:
         self.plan: Plan | None = None
         self.n_findings = -1  # findings at the last layout
         self.procs_want = 0  # lines the processes panel wanted at the last layout
+        self.inference_want = 0  # lines the inference panel wanted at the last layout (0: no endpoint)
         self.important = False  # the note line (a message or an error) was shown at the last layout
         self.redraw_queued = False  # a redraw at the panels' new sizes is queued (relayout)
 
@@ -52,7 +54,9 @@ class LayoutController:
         need = tuple(len(topology_lines(v, cw, form=f)) if (f == "pairs" or matrix_columns(n, cw) is not None)
                      and n >= 2 else 0 for f in TOPOLOGY_FORMS) if n else (0, 0)
         has_eps = bool(v.frame and v.frame.endpoints)
-        chrome = 2 + (1 if app.replay else 0) + ((len(v.frame.endpoints) + 3) if has_eps and v.frame else 0)
+        inference = app.query_one(InferencePanel)
+        self.inference_want = inference.lines_wanted(v, w - 4) if has_eps else 0  # inside border and padding
+        chrome = 2 + (1 if app.replay else 0)
         important = bool(app.message_line or getattr(app.feeder, "error", None))  # a message or an error
         chrome += 1 if important else 0  # the note line
         self.important = important
@@ -62,7 +66,8 @@ class LayoutController:
         plan = plan_layout(w, h, n, len(v.findings), topo_lines=need, chrome=chrome, compact=app.compact,
                            panel_rows=11 if any_nvlink else 9, findings_focused=findings.has_focus,
                            topo_focused=topo.has_focus, legend_lines=len(legend_lines(cw)),
-                           procs_lines=self.procs_want)
+                           procs_lines=self.procs_want, inference_lines=self.inference_want)
+        inference.budget = plan.inference_lines or None
         procs = app.query_one(ProcessesPanel)
         procs.display = plan.procs_lines > 0
         procs.budget = plan.procs_lines

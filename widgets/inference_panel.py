@@ -184,18 +184,24 @@ class InferencePanel(Static):
     def __init__(self, **kw: Any):
         super().__init__(**kw)
         self.border_title = "Inference"
+        self.budget: int | None = None  # lines the layout gave it (None: as many as it wants)
+        self.wanted = 0  # lines it wanted at the last show(): the layout compares it with its plan
+
+    def lines_wanted(self, v: ViewState, width: int) -> int:
+        """Lines the panel would show for ``v`` at ``width`` (the layout's question, before it is drawn)."""
+        return 1 + len(body_lines(v, max(40, width)))
 
     def show(self, v: ViewState) -> None:
         eps = v.frame.endpoints if v.frame else ()
         width = max(40, self.size.width or 76)  # the content area (inside border and padding)
-        groups = v.frame.groups if v.frame else ()
-        others = [ln for g in groups if not g.endpoint for ln in group_lines(g, v.inventory, v.frame, width)]
         if not eps:
+            groups = v.frame.groups if v.frame else ()
+            others = [ln for g in groups if not g.endpoint for ln in group_lines(g, v.inventory, v.frame, width)]
             set_content(self, Text("\n").join([Text("no inference endpoint: add one with --endpoint URL (vLLM, SGLang, "
                                                     "TGI, llama.cpp, TRT-LLM, LMDeploy, Ollama)", style=DIM), *others]))
             return
         prefix = 36  # the graph starts where the GPU panels' graphs start: one time axis
-        lines = []
+        lines: list[tuple[int, Text]] = []
         num, what = header_line(eps)
         t = Text()
         t.append(num, style=f"bold {ACCENT}")
@@ -207,16 +213,49 @@ class InferencePanel(Static):
         # further back for the carry into the first cells
         times, vals = v.history.window("tok_s", None, carry_span(v.window_s, cols), v.now or None)
         t.append(sparkline(resample(times, vals, v.now or 0, v.window_s, cols, pinned=True)), style=ACCENT)
-        lines.append(t)
-        named: set[str] = set()
-        for e in eps:
-            el = endpoint_lines(e, width)
-            g = next((g for g in groups if g.endpoint == e.url), None)
-            if g is not None and e.url not in named:  # a server with several models: its group once
-                named.add(e.url)
-                el[1:1] = group_lines(g, v.inventory, v.frame, width)
-            lines.extend(el)
-        lines.extend(Text(f"{clean(kind, 8):<8} +{count(n, 'model')} not shown", style=DIM)
-                     for kind, n in unsummed_models(eps))
-        lines.extend(others)
-        set_content(self, Text("\n").join(lines))
+        lines.append((0, t))
+        lines.extend(body_lines(v, width))
+        self.wanted = len(lines)
+        set_content(self, Text("\n").join(fit_budget(lines, self.budget)))
+
+
+def _ranked(lines: list[Text]) -> list[tuple[int, Text]]:
+    """A block's first line (an endpoint's model and rates, a group's GPUs and path) ranks 1, its details 2."""
+    return [(1 if k == 0 else 2, ln) for k, ln in enumerate(lines)]
+
+
+def body_lines(v: ViewState, width: int) -> list[tuple[int, Text]]:
+    """The panel's lines under its tok/s line, each with its rank (:func:`fit_budget` keeps rank 1 first):
+    each endpoint's (its serving group's after its first line), the models not shown, then the groups no
+    endpoint claims."""
+    eps = v.frame.endpoints if v.frame else ()
+    groups = v.frame.groups if v.frame else ()
+    lines: list[tuple[int, Text]] = []
+    named: set[str] = set()
+    for e in eps:
+        el = _ranked(endpoint_lines(e, width))
+        g = next((g for g in groups if g.endpoint == e.url), None)
+        if g is not None and e.url not in named:  # a server with several models: its group once
+            named.add(e.url)
+            el[1:1] = _ranked(group_lines(g, v.inventory, v.frame, width))
+        lines.extend(el)
+    lines.extend((1, Text(f"{clean(kind, 8):<8} +{count(n, 'model')} not shown", style=DIM))
+                 for kind, n in unsummed_models(eps))
+    for g in groups:
+        if not g.endpoint:
+            lines.extend(_ranked(group_lines(g, v.inventory, v.frame, width)))
+    return lines
+
+
+def fit_budget(lines: list[tuple[int, Text]], budget: int | None) -> list[Text]:
+    """``lines`` (rank, text) cut to ``budget`` (the rows the layout gave the panel): the lines of the best
+    rank first (each endpoint's and group's first line before their details), in their order, and a last line
+    saying how many more a taller terminal shows; all of them when they fit or no budget is set."""
+    if budget is None or len(lines) <= budget:
+        return [t for _, t in lines]
+    if budget <= 1:
+        return [lines[0][1]]
+    keep = sorted(sorted(range(len(lines)), key=lambda k: (lines[k][0], k))[:budget - 1])
+    hidden = len(lines) - len(keep)
+    return [*(lines[k][1] for k in keep),
+            Text(f"… {count(hidden, 'more line')}: a taller terminal shows them", style=DIM)]

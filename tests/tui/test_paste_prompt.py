@@ -93,7 +93,8 @@ def test_a_pasted_esc_in_a_real_terminal(tmp_path):
         assert "SIMULATED" in screen and "Inference" in screen  # not cleared
         assert "pwned" not in t.run("display-message", "-p", "-t", t.name, "#{pane_title}").stdout
         t.keys("Enter")
-        wait_for(lambda: "lbl␛" not in t.screen(), 20, "Enter to close the prompt")
+        wait_for(lambda: "marker label" not in t.screen() and "marker dropped" in t.screen(), 20,
+                 "Enter to close the prompt (the note line says the marker was dropped)")
         closed = t.screen()
         wait_for(lambda: t.screen() != closed, 20, "the next frame (the marker travels with it)")
         t.keys("q")

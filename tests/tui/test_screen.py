@@ -263,3 +263,45 @@ async def test_c_says_when_the_panels_do_not_fit():
         await pilot.pause()
         assert app.query_one("#table").display
         assert "no room for GPU panels" in app.message_line
+
+
+@pytest.mark.parametrize("size,n,want,topo", [((80, 24), 2, 7, (5, 2)), ((80, 24), 4, 16, (7, 2)),
+                                              ((80, 24), 8, 16, (11, 2)), ((100, 24), 4, 16, (7, 2)),
+                                              ((120, 40), 2, 7, (5, 2)), ((200, 60), 8, 30, (11, 2)),
+                                              ((80, 14), 8, 16, (11, 2)), ((80, 50), 4, 16, (7, 2))])
+def test_plan_gives_the_inference_panel_rows_never_at_the_gpus_cost(size, n, want, topo) -> None:
+    """The inference panel (the lines it wants: ``want``) takes at most a third of the rows left after the
+    GPUs' rows and the first findings line, and more only from rows left at the end: every GPU row stays
+    (it once took all it wanted and pushed them off at 80×24)."""
+    w, h = size
+    p = plan_layout(w, h, n, 3, topo_lines=topo, inference_lines=want)
+    used = 2 + n + 1 + p.findings_rows + (p.inference_lines + 2 if p.inference_lines else 0) + \
+        (topo[p.topology] + 2 if p.topology >= 0 else 0)
+    assert used <= h
+    assert p.inference_lines <= want
+    if h - 2 - (n + 1) - 3 >= 3:
+        assert p.inference_lines >= 1 and p.findings_lines >= 1  # its tok/s line, and the first findings line
+    if h >= 40 and want <= 16:
+        assert p.inference_lines == want  # a tall terminal shows a usual server whole
+    assert plan_layout(w, h, n, 3, topo_lines=topo).inference_lines == 0
+
+
+def _t(s):
+    from rich.text import Text
+
+    return Text(s)
+
+
+@pytest.mark.parametrize("ranks,budget,want", [
+    ([0, 1, 2, 2, 1, 2], None, ["0", "1", "2", "3", "4", "5"]),
+    ([0, 1, 2, 2, 1, 2], 6, ["0", "1", "2", "3", "4", "5"]),
+    ([0, 1, 2, 2, 1, 2], 4, ["0", "1", "4", "… 3 more lines"]),  # each block's first line before details
+    ([0, 1, 2, 2, 1, 2], 5, ["0", "1", "2", "4", "… 2 more lines"]),
+    ([0, 1, 2, 2, 1, 2], 2, ["0", "… 5 more lines"]),
+    ([0, 1, 2], 1, ["0"]),
+])
+def test_fit_budget_keeps_the_best_ranked_lines_in_order(ranks, budget, want) -> None:
+    from gpuscope.widgets.inference_panel import fit_budget
+
+    got = [t.plain.split(":")[0] for t in fit_budget([(r, _t(str(k))) for k, r in enumerate(ranks)], budget)]
+    assert got == want

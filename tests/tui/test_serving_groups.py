@@ -32,15 +32,31 @@ async def test_inference_panel_names_the_group_its_path_and_traffic():
         assert "GPU0↔GPU1 path SYS" not in findings  # the group's line replaces the machine-wide one
 
 
-async def test_mixed_4_two_groups_and_the_notebook_at_80x24():
+async def test_mixed_4_two_groups_and_the_notebook_at_80_columns():
+    """Tall enough, every group's lines; at 80×24 the panel keeps to its share of the rows (the GPUs' rows are
+    never pushed off): each server's first line before any detail, and how many lines a taller terminal adds."""
+    from gpuscope.widgets.gpu_table import GpuTable
+
     app = _app("mixed-4", 0, 20)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(80, 50)) as pilot:
         await pilot.pause()
         text = app.query_one(InferencePanel)._gs_last.plain
         assert "group    SIMULATED vLLM :8000 · TP=2 on GPU0+GPU1 · NV4, Gen4×16" in text
         assert "group    SIMULATED vLLM :8001 · TP=2 on GPU2+GPU3 · NV4, Gen4×16" in text
         assert "python3 -m ipykernel_launcher: GPU3" in text
         assert all(len(line) <= 80 for line in text.splitlines())
+    app = _app("mixed-4", 0, 20)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        text = app.query_one(InferencePanel)._gs_last.plain
+        lines = text.splitlines()
+        assert lines[1].startswith("vllm     Qwen/Qwen2.5-32B-Instruct")
+        assert "group    SIMULATED vLLM :8000 · TP=2 on GPU0+GPU1 · NV4, Gen4×16" in text
+        assert lines[3].startswith("vllm     mistralai/Mistral-Small")  # the second server before any detail
+        assert lines[-1].startswith("… ") and "more lines: a taller terminal shows them" in lines[-1]
+        table = app.query_one(GpuTable)
+        assert table.display and table.size.height >= 5  # its header and every GPU's row
 
 
 async def test_topology_panel_marks_the_groups_pairs():

@@ -161,7 +161,10 @@ async def test_the_panel_with_more_models_than_it_shows(size):
     lines = plain.split("\n")
     assert lines[0].startswith("550 tok/s"), lines[0]
     rest = [ln for ln in lines if "+3 models" in ln]
-    assert len(rest) == 1 and "gen 30 " in rest[0], plain  # models 0, 1 and 2: 0 + 10 + 20 tok/s
+    if size[1] >= 50:
+        assert len(rest) == 1 and "gen 30 " in rest[0], plain  # models 0, 1 and 2: 0 + 10 + 20 tok/s
+    else:  # at 80×24 the panel keeps to its share of the rows (GPUs first): it says how many lines it left out
+        assert len(rest) <= 1 and lines[-1].startswith("… ") and "more lines" in lines[-1], plain
     shown = {m for ln in lines for m in re.findall(r"model-\d\d", ln)}
     assert shown <= {f"model-{k:02d}" for k in range(3, 11)}  # the busiest; at 80x24 some may be off the panel
     assert all(len(ln) <= room for ln in lines), [ln for ln in lines if len(ln) > room]
