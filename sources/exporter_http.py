@@ -180,6 +180,7 @@ class Handler(BaseHTTPRequestHandler):
     web: WebConfig | None = None
     gzip_cache: GzipCache
     server_version = f"gpuscope/{__version__}"
+    sys_version = ""  # the Server header names gpuscope only, not the Python it runs on (to anyone, 401s included)
     protocol_version = "HTTP/1.1"
     timeout = 10
 

@@ -251,6 +251,15 @@ def auth_refused(e: BaseException) -> bool:
     return isinstance(rc, int) and rc in AUTH_REFUSED
 
 
+def _quiet_loop_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """What asyncio would print on stderr from a client's loop (a future aiomqtt left with an exception nobody
+    retrieved, as when the broker and the agent stop together: "Future exception was never retrieved …
+    Unexpected disconnection"): logged, never printed over a terminal or into a systemd journal as a traceback."""
+    exc = context.get("exception")
+    logging.getLogger("gpuscope.mqtt").debug("MQTT client loop: %s%s", context.get("message", ""),
+                                             f" ({type(exc).__name__}: {exc})" if exc else "")
+
+
 class _LoopThread:
     """One daemon thread running one asyncio loop for :meth:`_main`; :meth:`_end` ends it and joins.
 
@@ -272,6 +281,7 @@ class _LoopThread:
 
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
+        loop.set_exception_handler(_quiet_loop_errors)
         try:
             self._astop, self._nudge = asyncio.Event(), asyncio.Event()
             self._task = loop.create_task(self._main())

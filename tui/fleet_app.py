@@ -22,13 +22,13 @@ def status_line(sub: Subscriber, cfg: BrokerConfig, hosts: int, width: int | Non
     """The fleet status line: broker, connection, hosts, bad messages and, when any, what was dropped; in
     ``width`` cells when given (long forms shortened, then the least useful parts dropped whole: a number is
     never cut)."""
-    state = "connected" if sub.connected else f"connecting… {sub.last_error or ''}".rstrip()
+    state = "connected" if sub.connected else "connecting…"
     h = sub.health()
     behind = h.line()
     parts: list[tuple[str, str, int]] = [  # (long form, short form, priority: 0 never dropped, higher first)
         ("gpuscope  FLEET", "FLEET", 0),
         (f"{'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port}", f"{cfg.host}:{cfg.port}", 3),
-        (state, state if sub.connected else "connecting…", 0),
+        (state, state, 0),
         (f"{hosts:,} hosts", f"{hosts:,} hosts", 0),
         (f"{h.bad:,} bad messages dropped", f"{h.bad:,} bad", 1 if h.bad else 5),
     ]
@@ -39,6 +39,8 @@ def status_line(sub: Subscriber, cfg: BrokerConfig, hosts: int, width: int | Non
                       f"{sub.tally.readings} unknown readings", 2))
     if sub.removed:
         parts.append((f"{sub.removed} retired", f"{sub.removed} retired", 4))
+    if not sub.connected and sub.last_error:  # why it cannot connect: last, kept (cut at the end if need be)
+        parts.append((sub.last_error, sub.last_error, 0))
     return fit_status(parts, width)
 
 

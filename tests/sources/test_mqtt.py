@@ -313,3 +313,24 @@ def test_stop_ends_the_threads_promptly(broker):
         t0 = time.monotonic()
         w.stop()
         assert not w._thread.is_alive() and time.monotonic() - t0 < 3.0
+
+
+def test_an_unretrieved_client_future_error_is_logged_not_printed(capfd, caplog):
+    """The broker and the agent stopping together left aiomqtt futures holding MqttCodeError that nobody read:
+    asyncio printed "Future exception was never retrieved" and a traceback on stderr. The clients' loops log it."""
+    import asyncio
+    import gc
+    import logging
+
+    from gpuscope.sources.mqtt import _quiet_loop_errors
+
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(_quiet_loop_errors)
+    fut = loop.create_future()
+    fut.set_exception(RuntimeError("Unexpected disconnection"))
+    with caplog.at_level(logging.DEBUG, logger="gpuscope.mqtt"):
+        del fut
+        gc.collect()
+    loop.close()
+    assert capfd.readouterr().err == ""
+    assert "Future exception was never retrieved (RuntimeError: Unexpected disconnection)" in caplog.text

@@ -329,6 +329,7 @@ def test_https_basic_auth_and_gzip(pki):
         with httpx.Client(verify=_client_ctx(pki), timeout=10) as c:
             r = c.get(ex.url)  # no credentials
             assert r.status_code == 401 and r.headers["WWW-Authenticate"].startswith("Basic")
+            assert r.headers["Server"].startswith("gpuscope/") and "Python" not in r.headers["Server"]
             assert "DCGM" not in r.text
             r = c.get(ex.url, auth=("prom", "wrong"))
             assert r.status_code == 401 and r.headers["WWW-Authenticate"].startswith("Basic")

@@ -228,3 +228,23 @@ def test_finding_hints_round_trip_through_the_wire():
     assert finding_hints(old)[0].data == {"id": "x", "severity": "warning", "variant": "", "started_s": 10.0,
                                           "since_s": 10.0}
     _ = time, publish  # shared helpers (kept imported for the real-broker tests)
+
+
+@pytest.mark.parametrize("width,want", [
+    (200, " gpuscope  FLEET  mqtt://127.0.0.1:1  connecting…  0 hosts  0 bad messages dropped  [Errno 111] Connection "
+          "refused"),
+    (100, " FLEET  127.0.0.1:1  connecting…  0 hosts  0 bad  [Errno 111] Connection refused"),
+    (60, " FLEET  connecting…  0 hosts  [Errno 111] Connection refused"),
+    (40, " FLEET  connecting…  0 hosts  [Errno 11…"),
+])
+def test_the_status_line_says_why_it_cannot_connect_at_any_width(width, want):
+    """The short forms once dropped the broker's error: at 100 columns a refused connection read "connecting…"
+    for ever; the error now comes last and is cut, never dropped."""
+    from gpuscope.sources.mqtt import Subscriber, parse_broker
+    from gpuscope.tui.fleet_app import status_line
+
+    cfg = parse_broker("mqtt://127.0.0.1:1", env={})
+    sub = Subscriber(cfg)  # never started: its state set as a refused connection leaves it
+    sub.last_error = "[Errno 111] Connection refused"
+    got = status_line(sub, cfg, 0, width)
+    assert got == want and cell_len(got) <= width
