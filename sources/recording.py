@@ -316,6 +316,8 @@ def _dumps(obj: Any) -> bytes:
 
 MAGIC = b"\x1f\x8b\x08"  # a gzip member (deflate) starts with these bytes: where the reader resynchronises
 MAX_MEMBER_TEXT = 64 * 1024 * 1024  # a member inflating beyond this is refused (the writer's hold ~256 KB)
+OVERSIZED_MEMBER = (f"one gzip member inflates beyond {MAX_MEMBER_TEXT >> 20} MiB (gpuscope writes ~256 KB members; "
+                    "a recording recompressed in one piece reads uncompressed: zcat FILE > FILE.jsonl)")
 MAX_LINE = 16 * 1024 * 1024
 
 
@@ -922,6 +924,11 @@ def damage_at(raw: bytes, pos: int, limit: int = 1 << 18) -> tuple[int, str]:
     member's own offset is given, with "corrupt compressed data")."""
     if raw[pos:pos + 3] != MAGIC:
         return pos, "not gzip data"
+    try:  # a whole member past the cap (a recording recompressed in one piece): say that, not "corrupt"
+        if len(zlib.decompressobj(31).decompress(raw[pos:], MAX_MEMBER_TEXT + 1)) > MAX_MEMBER_TEXT:
+            return pos, OVERSIZED_MEMBER
+    except zlib.error:
+        pass  # damaged: found byte by byte below
     d = zlib.decompressobj(31)
     size = 0
     for i in range(pos, min(len(raw), pos + limit)):
@@ -932,7 +939,7 @@ def damage_at(raw: bytes, pos: int, limit: int = 1 << 18) -> tuple[int, str]:
             words = next((words for key, words in _ZLIB_WORDS if key in msg), "corrupt compressed data")
             return (i - 3 if "check failed" in words else i), words  # zlib fails on the field's last byte
         if size > MAX_MEMBER_TEXT:
-            return i, f"inflates beyond {MAX_MEMBER_TEXT >> 20} MiB"
+            return i, OVERSIZED_MEMBER
         if d.eof:
             return i, "no damage found: the member is intact"
     return pos, "corrupt compressed data"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import examples, run_frames, sim_source
+from helpers import examples, record_sim, run_frames, sim_source
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -350,3 +350,23 @@ def test_any_one_flipped_byte_is_a_recording_or_a_one_line_error(tmp_path, six_f
         return
     for _ in rec.frames():  # every frame it kept decodes
         pass
+
+
+def test_a_recording_recompressed_in_one_member_past_the_cap_says_so(tmp_path, monkeypatch):
+    """``zcat … | gzip`` of a long recording makes one member holding more text than a reader inflates at once:
+    the error said "corrupt compressed data" (gzip -t passes); it says what the file is and how to read it."""
+    import gzip as _gzip
+
+    from gpuscope.sources import recording
+
+    src = tmp_path / "a.jsonl.gz"
+    record_sim(src, "healthy-gen4", 3)
+    text = _gzip.open(src).read()
+    whole = tmp_path / "whole.jsonl.gz"
+    whole.write_bytes(_gzip.compress(text))  # one member, as gzip makes it
+    assert recording.open_recording(whole).n_frames >= 3  # under the cap: read
+    monkeypatch.setattr(recording, "MAX_MEMBER_TEXT", len(text) // 2)  # the cap, scaled to this small file
+    with pytest.raises(recording.RecordingError) as e:
+        recording.open_recording(whole)
+    assert "one gzip member inflates beyond" in str(e.value) and "zcat FILE > FILE.jsonl" in str(e.value)
+    assert "corrupt" not in str(e.value)
