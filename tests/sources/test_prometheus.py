@@ -20,7 +20,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import needs_prometheus, needs_promtool, run_frames, sim_source, start_agent, start_prometheus
+from helpers import (
+    needs_prometheus,
+    needs_promtool,
+    run_frames,
+    sim_source,
+    start_agent,
+    start_prometheus,
+    stop_prometheus,
+)
 from helpers import prom_query as _query
 from helpers import stop_agent as stop
 from hypothesis import given
@@ -575,11 +583,7 @@ def test_a_real_prometheus_scrapes_the_agent(tmp_path):
         assert rules[0]["state"] == "inactive"
     finally:
         if prom is not None:
-            prom.terminate()
-            try:
-                prom.wait(15)
-            except subprocess.TimeoutExpired:
-                prom.kill()
+            stop_prometheus(prom)
         stop(agent)
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import bcrypt
 import httpx
 import pytest
-from helpers import run_frames, sim_source, wait_for
+from helpers import run_frames, sim_source, stop_prometheus, wait_for
 
 from gpuscope.core.session import Session
 from gpuscope.sources.exporter_http import GzipCache, san_allowed, wants_gzip
@@ -599,11 +599,7 @@ def test_a_real_prometheus_scrapes_over_tls_with_basic_auth(pki, tmp_path):
         assert _query(base, 'DCGM_FI_DEV_POWER_USAGE{job="wrongpw"}') == []
     finally:
         if prom is not None:
-            prom.terminate()
-            try:
-                prom.wait(15)
-            except subprocess.TimeoutExpired:
-                prom.kill()
+            stop_prometheus(prom)
         err = agent.stop()
     assert "Traceback" not in err
 
