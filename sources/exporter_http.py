@@ -208,7 +208,10 @@ class Handler(BaseHTTPRequestHandler):
         auth = self.web.auth if self.web is not None else None
         if auth is None or auth.check(self.headers.get("Authorization")):
             return True
-        self._send(401, b"Unauthorized\n", extra={"WWW-Authenticate": 'Basic realm="gpuscope"'}, head=head)
+        extra = {"WWW-Authenticate": 'Basic realm="gpuscope"'}
+        if self.close_connection:  # the client must not send its next request on a connection about to close
+            extra["Connection"] = "close"
+        self._send(401, b"Unauthorized\n", extra=extra, head=head)
         return False
 
     def _get(self, head: bool) -> None:

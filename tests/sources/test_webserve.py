@@ -334,7 +334,9 @@ def test_https_basic_auth_and_gzip(pki):
             r = c.get(ex.url, auth=("prom", "wrong"))
             assert r.status_code == 401 and r.headers["WWW-Authenticate"].startswith("Basic")
             assert c.get(ex.url, auth=("other", PASSWORD)).status_code == 401
-            assert c.head(ex.url).status_code == 401 and c.post(ex.url).status_code == 401
+            assert c.head(ex.url).status_code == 401
+            r = c.post(ex.url)  # the server closes after any other method: its 401 says so, or the client reuses a
+            assert r.status_code == 401 and r.headers.get("Connection") == "close"  # dead connection (CI, under load)
             assert c.get(ex.url.replace("/metrics", "/x")).status_code == 401  # auth before anything else
             r = c.get(ex.url, auth=("prom", PASSWORD), headers={"Accept-Encoding": "gzip"})
             assert r.status_code == 200 and r.headers["Content-Encoding"] == "gzip"
