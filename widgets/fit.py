@@ -55,18 +55,25 @@ def fit_words(text: Text, width: int) -> Text:
 
 def fit_segments(segments: list[tuple[Text, int]], width: int, sep: str = "  ") -> Text:
     """Join ``(text, priority)`` segments with ``sep``, dropping the lowest priority (then the
-    rightmost of equal priority) until they fit in ``width`` cells. Priority 0 is never dropped."""
+    rightmost of equal priority) until they fit in ``width`` cells. Priority 0 is never dropped. A dropped
+    segment that fits in the room left once the line fits is put back (best priority first): a long one
+    (a file name) dropped must not take a short one of its priority (the host) with it."""
     keep = list(range(len(segments)))
 
     def total(ix: list[int]) -> int:
         return sum(cell_len(segments[i][0].plain) for i in ix) + cell_len(sep) * max(0, len(ix) - 1)
 
+    dropped: list[int] = []
     while total(keep) > width:
         droppable = [i for i in keep if segments[i][1] > 0]
         if not droppable:
             break
         worst = max(droppable, key=lambda i: (segments[i][1], i))
         keep.remove(worst)
+        dropped.append(worst)
+    for i in sorted(dropped, key=lambda i: (segments[i][1], i)):
+        if total(sorted([*keep, i])) <= width:
+            keep = sorted([*keep, i])
     out = Text()
     for k, i in enumerate(keep):
         if k:

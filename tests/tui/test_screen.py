@@ -163,8 +163,21 @@ def test_key_names_are_readable(keys: str, want: str) -> None:
 def test_header_keeps_mode_window_clock_when_narrow() -> None:
     segs = [(Text("gpuscope"), 6), (Text("REPLAY"), 0), (Text("a-long-file-name.jsonl.gz (real recording)"), 3),
             (Text("window 1h00m"), 0), (Text("12:00:00"), 0)]
-    assert fit_segments(segs, 40).plain == "REPLAY  window 1h00m  12:00:00"
+    assert fit_segments(segs, 38).plain == "REPLAY  window 1h00m  12:00:00"
+    assert fit_segments(segs, 40).plain == "gpuscope  REPLAY  window 1h00m  12:00:00"  # the room left, filled
     assert fit_segments(segs, 200).plain.startswith("gpuscope  REPLAY  a-long")
+
+
+@pytest.mark.parametrize("width,want", [
+    (80, "gpuscope  REPLAY  h200-demo  2 GPU  window 1m00s  20:24:42"),  # the file dropped, not the host with it
+    (40, "REPLAY  2 GPU  window 1m00s  20:24:42"),
+    (200, "gpuscope  REPLAY  demo.jsonl.gz (a real recording of 2x H200, bundled)  h200-demo  2 GPU  window 1m00s  "
+          "20:24:42"),
+])
+def test_a_dropped_long_segment_leaves_room_for_shorter_ones(width, want) -> None:
+    segs = [(Text("gpuscope"), 6), (Text("REPLAY"), 0), (Text("demo.jsonl.gz (a real recording of 2x H200, bundled)"), 3),
+            (Text("h200-demo"), 3), (Text("2 GPU"), 4), (Text("window 1m00s"), 0), (Text("20:24:42"), 0)]
+    assert fit_segments(segs, width).plain == want
 
 
 @pytest.mark.parametrize("width", [30, 60, 80, 200])
