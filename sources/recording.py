@@ -930,16 +930,13 @@ def damage_at(raw: bytes, pos: int, limit: int = 1 << 18) -> tuple[int, str]:
     except zlib.error:
         pass  # damaged: found byte by byte below
     d = zlib.decompressobj(31)
-    size = 0
     for i in range(pos, min(len(raw), pos + limit)):
         try:
-            size += len(d.decompress(raw[i:i + 1]))
+            d.decompress(raw[i:i + 1])
         except zlib.error as e:
             msg = str(e)
             words = next((words for key, words in _ZLIB_WORDS if key in msg), "corrupt compressed data")
             return (i - 3 if "check failed" in words else i), words  # zlib fails on the field's last byte
-        if size > MAX_MEMBER_TEXT:
-            return i, OVERSIZED_MEMBER
         if d.eof:
             return i, "no damage found: the member is intact"
     return pos, "corrupt compressed data"

@@ -265,21 +265,28 @@ class WebConfig:
         return ", ".join(on) or "no TLS, no auth"
 
 
-def _read_pem(path: str, what: str, kind: str) -> str:
-    """``path``'s text when it holds a PEM block of ``kind`` (CERTIFICATE, PRIVATE KEY); one line otherwise."""
-    shown = repr(clean(path, 200))
+def read_capped(path: str, label: str, kind: str) -> bytes:
+    """``path``'s bytes, whole or not at all (never a prefix: a cut config could lose its TLS or auth section
+    and serve in the open); ValueError ``"LABEL: no such file"`` (is a folder, cannot read, larger than
+    :data:`MAX_FILE`: not KIND) otherwise."""
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_FILE + 1)
     except FileNotFoundError:
-        raise ValueError(f"{what} {shown}: no such file") from None
+        raise ValueError(f"{label}: no such file") from None
     except IsADirectoryError:
-        raise ValueError(f"{what} {shown}: is a folder") from None
+        raise ValueError(f"{label}: is a folder") from None
     except OSError as e:
-        raise ValueError(f"{what} {shown}: cannot read ({clean(e.strerror or e, 60)})") from None
+        raise ValueError(f"{label}: cannot read ({clean(e.strerror or e, 60)})") from None
     if len(data) > MAX_FILE:
-        raise ValueError(f"{what} {shown}: larger than {MAX_FILE >> 20} MiB (not a PEM file)")
-    text = data.decode("ascii", "replace")
+        raise ValueError(f"{label}: larger than {MAX_FILE >> 20} MiB (not {kind})")
+    return data
+
+
+def _read_pem(path: str, what: str, kind: str) -> str:
+    """``path``'s text when it holds a PEM block of ``kind`` (CERTIFICATE, PRIVATE KEY); one line otherwise."""
+    shown = repr(clean(path, 200))
+    text = read_capped(path, f"{what} {shown}", "a PEM file").decode("ascii", "replace")
     if not re.search(rf"-----BEGIN [A-Z0-9 ]*{kind}-----", text):
         raise ValueError(f"{what} {shown}: not a PEM {kind.lower()} (no '-----BEGIN …{kind}-----' line)")
     return text
@@ -331,14 +338,9 @@ def load_web_config(path: str) -> WebConfig:
     """Read, check and load ``path``; raises :class:`WebConfigError` (``--web-config PATH: problem``)."""
     shown = clean(path, 120)
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_FILE + 1)
-    except FileNotFoundError:
-        raise WebConfigError(f"--web-config {shown}: no such file") from None
-    except OSError as e:
-        raise WebConfigError(f"--web-config {shown}: cannot read ({clean(e.strerror or e, 60)})") from None
-    if len(raw) > MAX_FILE:  # never a prefix: a cut file could lose its TLS or auth section and serve in the open
-        raise WebConfigError(f"--web-config {shown}: larger than {MAX_FILE >> 20} MiB (not a web config)")
+        raw = read_capped(path, f"--web-config {shown}", "a web config")
+    except ValueError as e:
+        raise WebConfigError(str(e)) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -8,6 +8,7 @@ conftest.py keeps the fixtures and re-exports these names for older ``from conft
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -368,3 +370,19 @@ def publish(port: int, msgs: list[tuple[str, bytes, bool]], qos: int = 1) -> Non
                 await c.publish(t, p, qos=qos, retain=r)
 
     asyncio.run(go())
+
+
+class HttpServer:
+    """A real HTTP server on a loopback port (``port``; 0: any free one) serving ``handler`` on a daemon thread;
+    ``url`` reaches it, ``close()`` stops it. The tests' inference servers and endpoints are built on it."""
+
+    def __init__(self, handler: type[http.server.BaseHTTPRequestHandler], port: int = 0):
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from helpers import HttpServer
 
 from gpuscope.core.model import EndpointReading, Frame, GpuReading
 from gpuscope.core.stats import compare_phases, export_serving_rows, marker_spans, span_stats
@@ -92,7 +93,7 @@ def test_compare_phases_lines_up_by_label():
 
 
 # ------------------------------------------------------------------ end to end, real server, real record
-class PhasedServer:
+class PhasedServer(HttpServer):
     """A vLLM-looking /metrics whose generation counter runs at the rate last set by GET /phase/RATE."""
 
     def __init__(self):
@@ -119,14 +120,7 @@ class PhasedServer:
             def log_message(self, *a):
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        HttpServer.__init__(self, H)
 
 
 def gs(*args):

@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, Broker, free_port, needs_mosquitto, until
+from helpers import FIXTURES, Broker, HttpServer, free_port, needs_mosquitto, until
 
 USER, PASSWORD, API_KEY, PROC_KEY = "alicia7", "S3cretPW", "K3yV4lue", "sk-PR0CSECRET"
 SECRETS = (PASSWORD, API_KEY, PROC_KEY, USER)  # the user name goes with its password: nowhere either
@@ -33,7 +33,7 @@ SCENARIO = Path(__file__).parents[2] / "sources" / "scenarios" / "a6000-tp2-pcie
 pytestmark = pytest.mark.slow
 
 
-class AuthServer:
+class AuthServer(HttpServer):
     """vLLM's /metrics (a captured exposition) for requests with Basic auth alicia7:S3cretPW and
     ``X-Api-Key: K3yV4lue`` only; any other request is a 401, counted in ``refused``."""
 
@@ -58,15 +58,9 @@ class AuthServer:
             def log_message(self, *a: object) -> None:
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.httpd.daemon_threads = True
-        self.public = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.secret_url = f"http://{USER}:{PASSWORD}@127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        HttpServer.__init__(self, H)
+        self.public = self.url
+        self.secret_url = f"http://{USER}:{PASSWORD}@127.0.0.1:{self.port}"
 
 
 @pytest.fixture

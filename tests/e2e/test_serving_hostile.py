@@ -11,28 +11,25 @@ import threading
 import time
 
 import pytest
+from helpers import HttpServer
 
 from gpuscope.sources.endpoint import EndpointPoller
 
 pytestmark = pytest.mark.slow  # real servers and real seconds: .ci/run runs these on one Python
 
 
-class Server:
+class Server(HttpServer):
     """A real ThreadingHTTPServer on a free port with the given GET handler body."""
 
     def __init__(self, do_get):
         handler = type("H", (http.server.BaseHTTPRequestHandler,),
                        {"do_GET": do_get, "log_message": lambda self, *a: None, "protocol_version": "HTTP/1.0"})
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.stop = threading.Event()
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        HttpServer.__init__(self, handler)
 
     def close(self):
         self.stop.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        HttpServer.close(self)
 
 
 def many_series_server(n: int = 5000) -> Server:

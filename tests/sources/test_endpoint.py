@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from helpers import FIXTURES, examples, wait_for
+from helpers import FIXTURES, HttpServer, examples, wait_for
 
 from gpuscope.sources.endpoint import (
     EXCERPT,
@@ -178,16 +178,7 @@ def test_headers_from_flags_and_environment():
 
 
 # ------------------------------------------------------------------ real HTTP servers
-class _Server:
-    def __init__(self, handler):
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+_Server = HttpServer
 
 
 def _exposition_server(kind: str, rate: float, t0: float):

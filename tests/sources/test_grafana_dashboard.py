@@ -9,7 +9,6 @@ from __future__ import annotations
 import http.server
 import json
 import re
-import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import (
+    HttpServer,
     needs_prometheus,
     prom_query,
     run_frames,
@@ -165,7 +165,7 @@ def vllm_metrics(t: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-class VllmServer:
+class VllmServer(HttpServer):
     """A real HTTP server answering /metrics as vLLM would, its counters advancing with the wall clock."""
 
     def __init__(self) -> None:
@@ -183,14 +183,7 @@ class VllmServer:
             def log_message(self, *a: object) -> None:
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        HttpServer.__init__(self, H)
 
 
 @needs_prometheus

@@ -4,13 +4,12 @@ the issue's reproduction, the real vLLM 0.32 capture, and a real HTTP server tha
 from __future__ import annotations
 
 import http.server
-import threading
 import time
 from collections import deque
 from dataclasses import replace
 
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, HttpServer
 
 from gpuscope.sources.endpoint import (
     EndpointPoller,
@@ -217,7 +216,7 @@ def test_served_models_are_capped_and_the_rest_counted():
 
 
 # ------------------------------------------------------------------ a real server that restarts mid-run
-class RestartingVllm:
+class RestartingVllm(HttpServer):
     """A real http.server on a free port serving the vLLM 0.32 capture whose token counters advance
     at ``rate`` tok/s since the process "started"; :meth:`restart` closes the socket for ``down_s``
     and comes back on the same port with counters from zero and a new process start time."""
@@ -243,15 +242,7 @@ class RestartingVllm:
             def log_message(self, *a):
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), H)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        HttpServer.__init__(self, H, self.port)
 
     def restart(self, down_s: float) -> None:
         self.close()
