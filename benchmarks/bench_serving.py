@@ -24,6 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))  # helpers.py, which the hostile servers use
 from common import write_json  # noqa: E402
 from test_serving_hostile import drip_server, huge_body_server, many_series_server  # noqa: E402
 
