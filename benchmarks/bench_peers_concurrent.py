@@ -10,11 +10,17 @@ bytes/s to the terminal), then a bf16 matmul load on every GPU. Prints CPU secon
 core, peak RSS, bytes/s to the terminal and the ratio to nvitop at the same size. ``--warmup`` seconds
 pass before each phase's measurement starts (every tool alike): 70 s measures the steady state, after
 gpuscope's 1 min history graphs have filled (until then they change every second).
+
+``--threads`` runs each gpuscope under benchmarks/thread_cpu.py and adds its threads' CPU (ms of CPU per
+second, from the threads' own nanosecond clocks) under the table: which part of the process costs what.
+``--variant NAME=DIR`` also runs the TUIs of another checkout (DIR), labelled NAME, in the same minute: a
+before/after on the same GPUs under the same load.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -25,46 +31,80 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_peers import LOAD  # noqa: E402 - the same bf16 matmul load as the one-at-a-time comparison
+from bench_tui_cost import package_tree  # noqa: E402
 from common import write_json  # noqa: E402
 from ptyrun import RunCost, run_under_pty  # noqa: E402
 
+THREAD_CPU = os.path.join(os.path.dirname(os.path.abspath(__file__)), "thread_cpu.py")
+# a case: (name, command, columns, rows, a TUI?, extra environment)
+Case = tuple[str, list[str], int, int, bool, dict[str, str]]
 
-def _cases(out: str) -> list[tuple[str, list[str], int, int, bool]]:
-    gs = [sys.executable, "-m", "gpuscope"]
-    cases = [("gpuscope TUI 120x40", gs + ["--interval", "1"], 120, 40, True),
-             ("gpuscope TUI 80x24", gs + ["--interval", "1"], 80, 24, True),
-             ("gpuscope record", gs + ["record", "-o", os.path.join(out, f"r{time.time_ns()}.jsonl.gz"),
-                                       "--interval", "1"], 120, 40, False)]
+
+def _gpuscope(args: list[str], name: str, out: str, warmup_s: float, seconds: float, threads: bool) -> list[str]:
+    """The command that runs gpuscope with ``args``: under thread_cpu.py (its JSON in ``out``) with ``threads``."""
+    if not threads:
+        return [sys.executable, "-m", "gpuscope", *args]
+    path = os.path.join(out, "threads-" + name.replace(" ", "_") + ".json")
+    return [sys.executable, THREAD_CPU, "--after", str(warmup_s + 0.2), "--for", str(seconds - 0.4),
+            "--json", path, "--", *args]
+
+
+def _cases(out: str, warmup_s: float = 6.0, seconds: float = 30.0, threads: bool = False,
+           variants: list[tuple[str, str]] | None = None, simulate: str | None = None) -> list[Case]:
+    def gs(args: list[str], name: str) -> list[str]:
+        return _gpuscope(args + (["--simulate", simulate] if simulate else []), name, out, warmup_s, seconds, threads)
+
+    cases: list[Case] = [
+        ("gpuscope TUI 120x40", gs(["--interval", "1"], "gpuscope TUI 120x40"), 120, 40, True, {}),
+        ("gpuscope TUI 80x24", gs(["--interval", "1"], "gpuscope TUI 80x24"), 80, 24, True, {}),
+        ("gpuscope record", gs(["record", "-o", os.path.join(out, f"r{time.time_ns()}.jsonl.gz"), "--interval", "1"],
+                               "gpuscope record"), 120, 40, False, {})]
+    for vname, path in variants or []:
+        env = {"PYTHONPATH": os.pathsep.join(p for p in (path, os.environ.get("PYTHONPATH", "")) if p)}
+        for cols, rows in ((120, 40), (80, 24)):
+            name = f"gpuscope {vname} TUI {cols}x{rows}"
+            cases.append((name, gs(["--interval", "1"], name), cols, rows, True, env))
     import importlib.util
 
     if importlib.util.find_spec("nvitop") is not None:
         nv = [sys.executable, "-m", "nvitop", "--interval", "1"]
-        cases += [("nvitop 120x40", nv, 120, 40, True), ("nvitop 80x24", nv, 80, 24, True)]
+        cases += [("nvitop 120x40", nv, 120, 40, True, {}), ("nvitop 80x24", nv, 80, 24, True, {})]
     if shutil.which("nvidia-smi"):
-        cases.append(("nvidia-smi dmon -s puct -d 1", ["nvidia-smi", "dmon", "-s", "puct", "-d", "1"], 120, 40, False))
+        cases.append(("nvidia-smi dmon -s puct -d 1", ["nvidia-smi", "dmon", "-s", "puct", "-d", "1"], 120, 40, False,
+                      {}))
     return cases
 
 
-def run_phase(seconds: float, out: str, warmup_s: float = 6.0) -> list[dict[str, object]]:
-    """Start every monitor at once, measure each for the same ``seconds``, return one row each."""
+def run_phase(seconds: float, out: str, warmup_s: float = 6.0, threads: bool = False,
+              variants: list[tuple[str, str]] | None = None, simulate: str | None = None) -> list[dict[str, object]]:
+    """Start every monitor at once, measure each for the same ``seconds``, return one row each (with its
+    threads' ms of CPU per second under ``threads``, for gpuscope's rows)."""
     results: dict[str, RunCost] = {}
-    threads = []
-    for name, cmd, cols, rows, tui in _cases(out):
-        def one(name: str = name, cmd: list[str] = cmd, cols: int = cols, rows: int = rows, tui: bool = tui) -> None:
+    runners = []
+    for name, cmd, cols, rows, tui, env in _cases(out, warmup_s, seconds, threads, variants, simulate):
+        def one(name: str = name, cmd: list[str] = cmd, cols: int = cols, rows: int = rows, tui: bool = tui,
+                env: dict[str, str] = env) -> None:
             results[name] = run_under_pty(cmd, seconds, cols=cols, rows=rows, quit_keys=b"q" if tui else b"",
-                                          warmup_s=warmup_s)
+                                          warmup_s=warmup_s, env=env)
         t = threading.Thread(target=one, name=name)
         t.start()
-        threads.append((name, t))
-    for _name, t in threads:
+        runners.append((name, t))
+    for _name, t in runners:
         t.join()
     table = []
-    for name, _t in threads:
+    for name, _t in runners:
         c = results.get(name)
         if c is None:
             continue
-        table.append({"tool": name, "cpu_s_per_min": round(c.cpu_s * 60 / c.seconds, 3), "cpu_pct": round(c.cpu_pct, 2),
-                      "peak_rss_mb": round(c.peak_rss_mb, 1), "bytes_per_s": round(c.bytes_per_s)})
+        row: dict[str, object] = {"tool": name, "cpu_s_per_min": round(c.cpu_s * 60 / c.seconds, 3),
+                                  "cpu_pct": round(c.cpu_pct, 2), "peak_rss_mb": round(c.peak_rss_mb, 1),
+                                  "bytes_per_s": round(c.bytes_per_s)}
+        path = os.path.join(out, "threads-" + name.replace(" ", "_") + ".json")
+        if threads and os.path.exists(path):
+            with open(path) as f:
+                row["threads_ms_per_s"] = json.load(f)["ms_per_s"]
+            os.unlink(path)
+        table.append(row)
     return table
 
 
@@ -79,6 +119,11 @@ def _print(title: str, rows: list[dict[str, object]]) -> None:
         r["cpu_ratio_to_nvitop_same_size"] = ratio
         print(f"{r['tool']:<32} {r['cpu_s_per_min']:>10} {r['cpu_pct']:>7} {r['peak_rss_mb']:>12} "
               f"{r['bytes_per_s']:>9} {ratio:>10}")
+    for r in rows:
+        th = r.get("threads_ms_per_s")
+        if isinstance(th, dict):
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(th.items(), key=lambda kv: -kv[1]) if v >= 0.005)
+            print(f"  {r['tool']}: ms of CPU a second by thread: {parts}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,17 +132,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--load", type=float, default=60)
     ap.add_argument("--warmup", type=float, default=6.0)
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--threads", action="store_true", help="also each gpuscope thread's CPU (thread_cpu.py)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=DIR",
+                    help="also run the TUIs of the gpuscope checkout DIR, labelled NAME")
+    ap.add_argument("--simulate", metavar="SCENARIO",
+                    help="gpuscope on a simulated machine (to try this script without GPUs; compares nothing)")
     a = ap.parse_args(argv)
     out = tempfile.mkdtemp()
+    variants = [(name, package_tree(d, os.path.join(out, f"pkg-{name}")))
+                for name, d in (v.split("=", 1) for v in a.variant)]
     doc: dict[str, object] = {}
     if a.idle > 0:
-        doc["idle"] = run_phase(a.idle, out, a.warmup)
+        doc["idle"] = run_phase(a.idle, out, a.warmup, a.threads, variants, a.simulate)
         _print(f"idle, {a.idle:g} s after {a.warmup:g} s, all monitors at once", doc["idle"])  # type: ignore[arg-type]
     if a.load > 0:
         load = subprocess.Popen([sys.executable, "-c", LOAD])
         try:
             time.sleep(8)
-            doc["load"] = run_phase(a.load, out, a.warmup)
+            doc["load"] = run_phase(a.load, out, a.warmup, a.threads, variants, a.simulate)
         finally:
             load.terminate()
             load.wait()
