@@ -14,7 +14,7 @@ python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | tail -1
 { date -u; nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1; nproc
   python3 -c 'import pynvml, textual, sys; print("python", sys.version.split()[0], "textual", textual.__version__)'; } \
   2>&1 | tee "$OUT/r/machine.txt"
-( sleep $(( ${WARMUP:-70} * 2 + ${IDLE:-60} + 20 )); \
+( sleep $(( ${WARMUP:-70} + ${IDLE:-60} + 40 )); \
   python3 -m cProfile -o "$OUT/r/record-load.prof" -m gpuscope record -o /tmp/prof-rec.jsonl.gz --interval 1 \
     --duration "${LOAD:-60}" > "$OUT/r/record-prof.txt" 2>&1 ) &
 prof=$!
