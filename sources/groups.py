@@ -114,6 +114,20 @@ class ProcReader:
                 out[pid] = pp
         return out
 
+    def ancestry(self, pids: Iterable[int]) -> dict[int, int]:
+        """pid → parent pid for ``pids`` and their ancestors only (what :func:`ancestors` follows): a few
+        reads instead of one per process on the machine (3.6 ms of CPU a build on the H200 host)."""
+        out: dict[int, int] = {}
+        for pid in pids:
+            p: int | None = pid
+            while p is not None and p > 1 and p not in out and len(out) < 4096:
+                pp = self.ppid(p)
+                if pp is None:
+                    break
+                out[p] = pp
+                p = pp
+        return out
+
     def nspid(self, pid: int) -> tuple[int, ...]:
         text = _text(os.path.join(self.root, str(pid), "status"), 16384)
         return parse_nspid(text) if text is not None else ()
@@ -226,7 +240,8 @@ class GroupFinder:
 
     def build(self, eps: Sequence[EndpointReading], held: dict[int, set[int]]) -> tuple[ServingGroup, ...]:
         r = self.reader
-        ppids = r.ppids() if held or eps else {}
+        # the whole tree when an endpoint's listener needs its descendants; else the GPU processes' ancestry
+        ppids = r.ppids() if eps else r.ancestry(held) if held else {}
         listening = r.listeners() if eps else {}
         claims = []
         socks: dict[int, set[int] | None] = {}  # pid → its socket inodes, read once per build for all endpoints

@@ -56,8 +56,11 @@ ARCHITECTURES = {2: "kepler", 3: "maxwell", 4: "pascal", 5: "volta", 6: "turing"
 GPM_GR_ENGINE, GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW = 1, 2, 3, 5, 10
 GPM_PCIE_TX, GPM_PCIE_RX = 20, 21
 GPM_NVLINK_RX, GPM_NVLINK_TX = 60, 61
-_GPM_METRICS = (GPM_GR_ENGINE, GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW, GPM_PCIE_TX, GPM_PCIE_RX,
-                GPM_NVLINK_RX, GPM_NVLINK_TX)
+_GPM_METRICS = (GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW, GPM_PCIE_TX, GPM_PCIE_RX, GPM_NVLINK_RX,
+                GPM_NVLINK_TX)  # every tick
+# on slow ticks only, over the slow interval: the graphics engine's activity costs 1.4-1.9 ms of CPU a read on
+# H200 (driver 580), the eight above 0.01 ms together (tools/gpm_costs.py, docs/performance.md)
+GPM_SLOW = (GPM_GR_ENGINE,)
 _MIB = 1024 * 1024
 GpmKey = Literal["gr_engine_active_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct",
                  "dram_bw_util_pct", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"]
@@ -67,6 +70,7 @@ _GPM_FIELDS: tuple[tuple[GpmKey, int, float], ...] = (  # (reading, GPM metric i
     ("dram_bw_util_pct", GPM_DRAM_BW, 1.0),
     ("pcie_tx_bytes_per_s", GPM_PCIE_TX, _MIB), ("pcie_rx_bytes_per_s", GPM_PCIE_RX, _MIB),
     ("nvlink_tx_bytes_per_s", GPM_NVLINK_TX, _MIB), ("nvlink_rx_bytes_per_s", GPM_NVLINK_RX, _MIB))
+_GPM_SLOW_FIELDS = tuple(f for f in _GPM_FIELDS if f[1] in GPM_SLOW)
 ENERGY_INTERVAL_S = 30.0
 # PCIe health counters (replays, recoveries, AER errors): ~1.6 ms of CPU a GPU per read on H200 (measured,
 # docs/measurements/nvml_call_costs.txt), most of a tick's cost when read every 5 s; they move rarely and the
@@ -203,6 +207,7 @@ class NvmlSource:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._gpm_prev: dict[int, Any] = {}
+        self._gpm_slow: dict[int, Any] = {}  # the GPM sample of the last slow tick (GPM_SLOW's metrics start there)
         self._gpm_ok: dict[int, bool] = {}
         self._nvlink_links: dict[int, list[int]] = {}
         self._nvlink_prev: dict[int, tuple[float, float, float]] = {}
@@ -623,7 +628,7 @@ class NvmlSource:
                         extra[hk] = hv
             if self._gpm_ok.get(i):
                 try:
-                    extra.update(self._gpm(i, self._handles[i]))
+                    extra.update(self._gpm(i, self._handles[i], slow))
                 except _Lost:
                     lost = True
             if lost:
@@ -861,7 +866,10 @@ class NvmlSource:
                 out["nvlink_rx_bytes_per_s"] = (rx - prev[2]) * 1024 / dt
         return out
 
-    def _gpm(self, i: int, h: Any) -> ReadingFields:
+    def _gpm(self, i: int, h: Any, slow: bool = True) -> ReadingFields:
+        """GPU ``i``'s GPM metrics since the last tick; on slow ticks also the graphics engine's activity since
+        the last slow tick (:data:`GPM_SLOW`: that one metric costs 1.4–1.9 ms of CPU a read on H200, the
+        other eight 0.01 ms together, tools/gpm_costs.py), carried between its reads."""
         nv = self.nvml
         if (i, "gpm") in self._unsupported:
             return {}
@@ -876,25 +884,42 @@ class NvmlSource:
             return {}
         prev = self._gpm_prev.get(i)
         self._gpm_prev[i] = sample
-        if prev is None:
-            return {}
+        old_slow = self._gpm_slow.get(i) if slow else None
+        if slow:
+            self._gpm_slow[i] = sample
+        try:
+            both = old_slow is not None and old_slow is prev  # every tick is a slow one (--interval ≥ 5 s)
+            out = self._gpm_metrics(i, prev, sample, _GPM_METRICS + GPM_SLOW if both else _GPM_METRICS
+                                    ) if prev is not None else {}
+            if old_slow is not None:
+                got = out if both else self._gpm_metrics(i, old_slow, sample, GPM_SLOW)
+                kept = self._slow.setdefault(i, _SlowState()).fields
+                for key, _mid, _scale in _GPM_SLOW_FIELDS:
+                    if key in got:
+                        kept[key] = out[key] = got[key]
+                    else:
+                        kept.pop(key, None)
+        finally:
+            self._gpm_release(i, prev)
+            if old_slow is not prev:
+                self._gpm_release(i, old_slow)
+        return out
+
+    def _gpm_metrics(self, i: int, sample1: Any, sample2: Any, metrics: tuple[int, ...]) -> ReadingFields:
+        """``metrics`` between two GPM samples of GPU ``i`` ({} when NVML refuses)."""
+        nv = self.nvml
         try:
             mg = self._gpm_struct()
             mg.version = nv.NVML_GPM_METRICS_GET_VERSION
-            mg.numMetrics = len(_GPM_METRICS)
-            mg.sample1 = prev
-            mg.sample2 = sample
-            for k, m in enumerate(_GPM_METRICS):
+            mg.numMetrics = len(metrics)
+            mg.sample1 = sample1
+            mg.sample2 = sample2
+            for k, m in enumerate(metrics):
                 mg.metrics[k].metricId = m
             nv.nvmlGpmMetricsGet(mg)
         except self._base_error:
             return {}
-        finally:
-            try:
-                nv.nvmlGpmSampleFree(prev)
-            except self._base_error:
-                pass
-        vals = {mg.metrics[k].metricId: mg.metrics[k].value for k in range(len(_GPM_METRICS))
+        vals = {mg.metrics[k].metricId: mg.metrics[k].value for k in range(len(metrics))
                 if mg.metrics[k].nvmlReturn == 0}
         out: ReadingFields = {}
         for key, mid, scale in _GPM_FIELDS:
@@ -905,6 +930,15 @@ class NvmlSource:
             out.pop("nvlink_tx_bytes_per_s", None)
             out.pop("nvlink_rx_bytes_per_s", None)
         return out
+
+    def _gpm_release(self, i: int, sample: Any) -> None:
+        """Free a GPM sample that neither the next tick nor the next slow tick will use."""
+        if sample is None or sample is self._gpm_prev.get(i) or sample is self._gpm_slow.get(i):
+            return
+        try:
+            self.nvml.nvmlGpmSampleFree(sample)
+        except self._base_error:
+            pass
 
     def _gpm_struct(self) -> Any:
         """A metrics-get struct with room for :data:`_GPM_SLOTS` metrics.
@@ -950,12 +984,13 @@ class NvmlSource:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
-        for s in self._gpm_prev.values():
+        for s in {id(s): s for s in (*self._gpm_prev.values(), *self._gpm_slow.values())}.values():
             try:
                 self.nvml.nvmlGpmSampleFree(s)
             except Exception:  # noqa: BLE001 - best effort at shutdown
                 pass
         self._gpm_prev.clear()
+        self._gpm_slow.clear()
         try:
             self.nvml.nvmlShutdown()
         except Exception:  # noqa: BLE001

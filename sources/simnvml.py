@@ -90,6 +90,8 @@ class SimNvml:
     def __init__(self, scenario: Scenario, clock: Callable[[], float] | None = None, pcie_block_s: float = 0.020):
         self.scenario = scenario
         self.pcie_block_s = pcie_block_s
+        self.gpm_live: dict[int, Any] = {}  # GPM samples allocated and not freed (id → sample)
+        self.gpm_metrics_asked: list[tuple[int, ...]] = []  # the metric ids of each nvmlGpmMetricsGet (tests)
         if clock is None:
             start = time.monotonic()
 
@@ -636,10 +638,15 @@ class SimNvml:
 
     # ------------------------------------------------------------------ GPM
     def nvmlGpmSampleAlloc(self) -> Any:
-        return SimpleNamespace(t=None, h=None)
+        sample = SimpleNamespace(t=None, h=None)
+        self.gpm_live[id(sample)] = sample
+        return sample
 
     def nvmlGpmSampleFree(self, sample: Any) -> None:
-        return None
+        """Real NVML frees the sample's memory: a second free or a use after it corrupts the heap, so the
+        simulation refuses both loudly (not an NVMLError: nothing may catch it as a GPU's answer)."""
+        if self.gpm_live.pop(id(sample), None) is None:
+            raise RuntimeError("simulated NVML: a GPM sample freed twice, or never allocated")
 
     def nvmlGpmSampleGet(self, h: Any, sample: Any) -> Any:
         hh = self._h(h)
@@ -650,6 +657,10 @@ class SimNvml:
         return sample
 
     def nvmlGpmMetricsGet(self, mg: Any) -> Any:
+        if id(mg.sample1) not in self.gpm_live or id(mg.sample2) not in self.gpm_live:
+            raise RuntimeError("simulated NVML: a GPM sample used after it was freed")
+        self.gpm_metrics_asked.append(tuple(mg.metrics[k].metricId for k in range(mg.numMetrics)))
+        del self.gpm_metrics_asked[:-64]
         hh = mg.sample2.h
         self._h(hh)
         v = self._values(hh)

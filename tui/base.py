@@ -16,11 +16,10 @@ import asyncio
 import os
 import signal
 import sys
-import threading
 from typing import Any, ClassVar
 
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.tui.hangup import exit_soon, terminal_gone, watch
+from gpuscope.tui.hangup import Watch, exit_soon, terminal_gone, watch
 from gpuscope.widgets.textual_private import HookedApp, R
 
 
@@ -36,14 +35,15 @@ class MonitorApp(HookedApp[R]):
         self.hung_up = False  # the terminal went away: callers must not start another app
         self._ppid = os.getppid()
         self._ui_loop: asyncio.AbstractEventLoop | None = None  # the loop the app runs on (watch_hang_up)
-        self._watch_stop: threading.Event | None = None
+        self._watch_stop: Watch | None = None
 
     def watch_hang_up(self) -> None:
         """Start watching for the terminal going away (call on mount, on the event loop): the watchdog on its
-        own thread, twice a second (two tcgetattr calls; a timer on the loop would never fire while the loop
-        is stuck writing to a dead terminal), and SIGHUP where a handler can be set (the main thread)."""
+        own thread, woken by the parent's end or the terminal's hang-up (tui/hangup.py ``watch``; a timer on the
+        loop would never fire while the loop is stuck writing to a dead terminal), and SIGHUP where a handler
+        can be set (the main thread)."""
         self._ui_loop = asyncio.get_running_loop()
-        self._watch_stop = watch(self._watchdog)
+        self._watch_stop = watch(self._watchdog, ppid=self._ppid)
         try:
             signal.signal(signal.SIGHUP, lambda *_: self._hang_up())
         except (ValueError, OSError):  # not the main thread (tests)

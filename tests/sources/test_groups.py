@@ -287,6 +287,31 @@ def test_finder_fake_proc(tmp_path):
     assert f.groups(frame) is g  # cached while nothing changes
 
 
+def test_finder_without_endpoints_reads_only_the_gpu_processes_ancestry(tmp_path):
+    """No endpoint: the groups need the GPU processes' ancestors only, not a read of every process (3.6 ms of
+    CPU a build on the H200 host); the groups are the ones the whole tree gives."""
+    _proc(tmp_path, 1, 0, ["/sbin/init"])
+    _proc(tmp_path, 50, 1, ["torchrun", "--nproc-per-node", "2", "train.py"])
+    _proc(tmp_path, 51, 50, ["python3", "train.py"])
+    _proc(tmp_path, 52, 50, ["python3", "train.py"])
+    _proc(tmp_path, 300, 1, ["python3", "other.py"])
+    for pid in range(400, 440):  # the rest of the machine
+        _proc(tmp_path, pid, 1, ["sleep", "1000"])
+    f = GroupFinder(str(tmp_path), resolve=lambda h: [])
+    held = {51: {0}, 52: {1}, 300: {2}}
+    read: list[int] = []
+    real_ppid = f.reader.ppid
+    f.reader.ppid = lambda pid: read.append(pid) or real_ppid(pid)  # type: ignore[method-assign]
+    g = f.groups(_frame({0: [51], 1: [52], 2: [300]}))
+    assert sorted(set(read)) == [50, 51, 52, 300]
+    assert f.reader.ancestry(held) == {51: 50, 52: 50, 50: 1, 300: 1}
+    assert [(x.server, x.pids, x.gpus) for x in g] == [
+        ("python3 train.py", (51, 52), (0, 1)), ("python3 other.py", (300,), (2,))]
+    full = GroupFinder(str(tmp_path), resolve=lambda h: [])
+    full.reader.ancestry = lambda pids: full.reader.ppids()  # type: ignore[method-assign]
+    assert full.groups(_frame({0: [51], 1: [52], 2: [300]})) == g
+
+
 def test_finder_listener_unreadable_says_so(tmp_path):
     (tmp_path / "net").mkdir()
     (tmp_path / "net" / "tcp").write_text(TCP)
