@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuscope.cli.agent_id import machine_id, run_id, state_file
+from gpuscope.cli.gc_tune import settle_gc
 from gpuscope.cli.options import AgentOptions, RecordOptions, SourceOptions
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session, run_ticks
@@ -109,6 +110,7 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
                             tick.end(mqtt_dropped=pub.dropped if pub is not None else None))
 
     try:
+        settle_gc()  # started: the collector set for a long run
         run_ticks(sample, on_frame, interval, stop, on_error=session.tick_failed)
     finally:
         if pub is not None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from gpuscope.cli.gc_tune import settle_gc
 from gpuscope.cli.options import RecordOptions, SourceOptions
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session, run_ticks
@@ -105,6 +106,7 @@ def run_record(opts: RecordOptions, open_source: Callable[[SourceOptions], Any])
                 # the shell's statuses: 127 not found, 126 found but not runnable
                 raise GpuscopeError(f"cannot run {clean(cmd[0])}: {e.strerror or e}",
                                     exit_status=127 if isinstance(e, FileNotFoundError) else 126) from None
+        settle_gc()  # started: the collector set for a long run
         run_ticks(src.sample, on_frame, opts.source.interval, stop, on_error=session.tick_failed,
                   until=t_start + opts.duration if opts.duration is not None else None)
         if proc is not None:

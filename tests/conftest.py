@@ -27,6 +27,18 @@ def sim():
     return sim_source
 
 
+@pytest.fixture(autouse=True)
+def _collector_as_it_was():
+    """A command run in this process (``record``, ``agent``) sets the collector for a long run
+    (cli/gc_tune.py: frozen survivors, higher thresholds); the next test gets it back as it was."""
+    import gc
+
+    before = gc.get_threshold()
+    yield
+    gc.set_threshold(*before)
+    gc.unfreeze()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if not 0 < FUZZ_SCALE <= 1:
         raise pytest.UsageError(f"GPUSCOPE_FUZZ_SCALE={os.environ.get('GPUSCOPE_FUZZ_SCALE')!r}: "

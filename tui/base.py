@@ -18,6 +18,7 @@ import signal
 import sys
 from typing import Any, ClassVar
 
+from gpuscope.cli.gc_tune import settle_gc
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.tui.hangup import Watch, exit_soon, terminal_gone, watch
 from gpuscope.widgets.textual_private import HookedApp, R
@@ -85,6 +86,7 @@ def check_terminal() -> None:
 def run_app(app: HookedApp[Any]) -> Any:
     """Run the App and return its result; an exception that escaped one of its handlers is raised again
     once it has closed."""
+    settle_gc()  # started: the collector set for a long run (cli/gc_tune.py)
     result = app.run()
     if app.crash is not None:
         raise app.crash

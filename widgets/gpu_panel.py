@@ -32,8 +32,8 @@ from gpuscope.widgets.style import (
     bar_key,
     fmt_num,
     fmt_rate,
-    graph_rows,
     level_style,
+    live_block,
     live_sparks,
     short_name,
 )
@@ -100,6 +100,7 @@ class GpuPanel(LineWidget):
         # the spare-row graphs: (metric, height, rows, peak, top) each, and what they were drawn for
         self._panel_cache: tuple[tuple[int, int, int], list[tuple[Metric, int, list[str], float | None, float]]] = (
             (0, 0, 0), [])
+        self._block_drawn: dict[str, tuple[int, int, float | None, list[str]]] = {}  # metric → live_block's
 
     class Opened(Message):
         """The user clicked the panel: open this GPU's detail view."""
@@ -322,6 +323,9 @@ class GpuPanel(LineWidget):
         out: list[tuple[Metric, int, list[str], float | None, float]] = []
         for (m, cells, peak), h in zip(shown, graph_heights(rows, len(shown), metrics_rows=same)):
             top = catalogue.full_scale(m, dev, r, peak)
-            out.append((m, h, graph_rows(cells, h, top), peak, top))
+            # live, only the columns that changed since the last redraw are drawn (widgets/style.py live_block)
+            drawn = self._block_drawn[m.name] = live_block(v.history, v.window_s, v.now or None, cells, h, top,
+                                                           self._block_drawn.get(m.name))
+            out.append((m, h, drawn[3], peak, top))
         self._panel_cache = ((rows, cols, same), out)
         return out

@@ -24,8 +24,8 @@ from gpuscope.widgets.style import (
     Run,
     bar_runs,
     fmt_gb,
-    graph_rows,
     level_style,
+    live_block,
     live_sparks,
     runs_text,
     short_name,
@@ -137,7 +137,8 @@ class GpuTable(LineWidget):
         super().__init__(**kw)
         # tag + metric → the cells' version (History.cells_change), the scales, every GPU's sparkline
         self._graph_cache: dict[str, tuple[int, list[float | None], list[str]]] = {}
-        self._block_cache: dict[tuple[str, int], list[str]] = {}  # (height:metric, GPU) → block graph rows
+        # (height:metric, GPU) → its block graph (live_block's: cells' version, height, top, rows)
+        self._block_cache: dict[tuple[str, int], tuple[int, int, float | None, list[str]]] = {}
 
     def _graphs(self, v: ViewState, metric: str, cols: int, tops: list[float | None], tag: str = "") -> list[str]:
         """Every GPU's sparkline of ``metric`` over the window (in the inventory's order, each scaled to its
@@ -192,11 +193,12 @@ class GpuTable(LineWidget):
                ) -> list[str]:
         """A GPU's ``height``-row block graph over the window, redrawn with the other graphs."""
         key = (f"block{height}:" + metric, index)
-        rows = self._block_cache.get(key)
-        if v.graphs or rows is None or len(rows[0]) != cols:
+        drawn = self._block_cache.get(key)
+        if v.graphs or drawn is None or len(drawn[3][0]) != cols:
             row = v.history.cells(metric, v.window_s, cols, v.now or None)[index]
-            rows = self._block_cache[key] = graph_rows(row, height, top)
-        return rows
+            # live, only the columns that changed since the last redraw are drawn (widgets/style.py live_block)
+            drawn = self._block_cache[key] = live_block(v.history, v.window_s, v.now or None, row, height, top, drawn)
+        return drawn[3]
 
     def _spare_graphs(self, v: ViewState, width: int, plan: list[tuple[TableMetric, int]]) -> list[Text]:
         """The graphs of :func:`spare_plan` under the table: a header row, then each metric's graphs, one

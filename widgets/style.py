@@ -285,6 +285,35 @@ def graph_rows(values: Sequence[float | None], height: int, maximum: float | Non
     return ["".join(row) for row in zip(*cols)]
 
 
+def block_update(old: Sequence[str], values: Sequence[float], height: int, top: float | None,
+                 change: tuple[int, int]) -> list[str] | None:
+    """:func:`graph_rows` of ``values`` at full height ``top`` from the rows drawn before (``old``), when
+    ``values`` are the ones they were drawn from moved left by ``shift`` columns with only the columns from
+    ``first`` on changed (``change``: (shift, first), as :func:`spark_update`): a column depends only on its
+    own value at a fixed scale, so the old columns are kept and only the new ones drawn. None when ``top`` is
+    not a positive finite number (the window's own peak, which moves: redraw it all)."""
+    shift, first = change
+    columns = len(values)
+    if (not top or not math.isfinite(top) or top <= 0 or len(old) != height or shift < 0
+            or not 0 <= first <= columns - shift or any(len(row) != columns for row in old)):
+        return None
+    new = graph_rows(values[first:], height, top)
+    return [row[shift:shift + first] + fresh for row, fresh in zip(old, new)]
+
+
+def live_block(history: History, seconds: float, now: float | None, values: Sequence[float], height: int,
+               top: float | None, drawn: tuple[int, int, float | None, list[str]] | None
+               ) -> tuple[int, int, float | None, list[str]]:
+    """:func:`graph_rows` of one GPU's ``values`` (a row of ``history.cells(…, seconds, len(values), now)``),
+    kept as (cells' version, height, top, rows): from ``drawn`` when that was drawn from the version just before
+    at the same height and scale, only the changed columns drawn (:func:`block_update`); else all of them."""
+    version, change = history.cells_change(seconds, len(values), now)
+    rows = None
+    if drawn is not None and change is not None and change[0] == drawn[0] and drawn[1:3] == (height, top):
+        rows = block_update(drawn[3], values, height, top, change[1:])
+    return version, height, top, rows if rows is not None else graph_rows(values, height, top)
+
+
 NAN = math.nan
 _GRAPH_COLUMNS: dict[int, dict[float, tuple[str, ...]]] = {}  # height → key of graph_rows → column, top first
 

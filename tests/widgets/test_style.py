@@ -234,6 +234,53 @@ def test_spark_update_of_a_live_window_is_spark_rows():
         assert updated > 590  # the update path is the one taken
 
 
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(st.one_of(finite_or_inf, st.just(float("nan"))), min_size=12, max_size=12),
+       st.integers(min_value=0, max_value=6), st.integers(min_value=1, max_value=5), st.data(),
+       st.sampled_from([None, 0.0, 100.0, 63e9, float("inf"), 1e-3]))
+def test_block_update_draws_what_graph_rows_draws(row, shift, height, data, top):
+    """Block graphs updated from the rows drawn before (old columns moved left by ``shift``, only the columns
+    from ``first`` on drawn) are exactly what drawing the whole row gives, gaps (NaN) included; a scale that is
+    not a positive finite number declines (the caller redraws it all)."""
+    from gpuscope.widgets.style import block_update, graph_rows
+
+    first = data.draw(st.integers(min_value=0, max_value=len(row) - shift))
+    fresh = data.draw(st.lists(st.one_of(finite_or_inf, st.just(float("nan"))), min_size=len(row), max_size=len(row)))
+    after = row[shift:shift + first] + fresh[first:]
+    got = block_update(graph_rows(row, height, top), after, height, top, (shift, first))
+    if top is not None and 0 < top < float("inf"):
+        assert got == graph_rows(after, height, top)
+    else:
+        assert got is None
+
+
+def test_live_block_of_a_live_window_is_graph_rows(monkeypatch):
+    """On the live path, block graphs drawn column by column (live_block) equal the whole row drawn each time,
+    over 10 minutes of a 1 s sampler at several widths and heights; a new scale redraws it all."""
+    from gpuscope.core.history import History
+    from gpuscope.core.model import Frame, GpuReading
+    from gpuscope.widgets import style
+    from gpuscope.widgets.style import graph_rows, live_block
+
+    updates = []
+    real = style.block_update
+    monkeypatch.setattr(style, "block_update", lambda *a: updates.append(real(*a)) or updates[-1])
+    rng = np.random.default_rng(11)
+    for columns, height in ((7, 1), (52, 2), (84, 4)):
+        h = History(1, 200)
+        drawn = None
+        updates.clear()
+        for k in range(600):
+            t = 1_800_000_000.0 + k + rng.uniform(-0.05, 0.05)
+            power = None if k % 89 == 3 else float(rng.uniform(50, 700))
+            h.add(Frame(t=t, gpus=(GpuReading(index=0, power_w=power),)))
+            row = h.cells("power", 60.0, columns)[0]
+            top = 700.0 if k < 400 else 650.0  # the power limit changed: everything is redrawn once
+            drawn = live_block(h, 60.0, None, row, height, top, drawn)
+            assert drawn[3] == graph_rows(row, height, top), (columns, height, k)
+        assert sum(u is not None for u in updates) > 590  # the update path is the one taken
+
+
 def test_tok_s_graph_shares_the_gpu_graphs_time_axis():
     """The inference panel's tok/s sparkline and the GPU panels' graphs (widgets at one time axis) put
     each sample in the same column: both use cells pinned to the clock (a graph measured back from the
