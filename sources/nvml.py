@@ -58,8 +58,8 @@ GPM_PCIE_TX, GPM_PCIE_RX = 20, 21
 GPM_NVLINK_RX, GPM_NVLINK_TX = 60, 61
 _GPM_METRICS = (GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW, GPM_PCIE_TX, GPM_PCIE_RX, GPM_NVLINK_RX,
                 GPM_NVLINK_TX)  # every tick
-# on slow ticks only, over the slow interval: the graphics engine's activity costs 1.4-1.9 ms of CPU a read on
-# H200 (driver 580), the eight above 0.01 ms together (tools/gpm_costs.py, docs/performance.md)
+# on the health ticks only (every 15 s), over the time since the last one: the graphics engine's activity costs
+# 1.4-1.9 ms of CPU a read on H200 (driver 580), the eight above 0.01 ms together (tools/gpm_costs.py)
 GPM_SLOW = (GPM_GR_ENGINE,)
 _MIB = 1024 * 1024
 GpmKey = Literal["gr_engine_active_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct",
@@ -71,6 +71,7 @@ _GPM_FIELDS: tuple[tuple[GpmKey, int, float], ...] = (  # (reading, GPM metric i
     ("pcie_tx_bytes_per_s", GPM_PCIE_TX, _MIB), ("pcie_rx_bytes_per_s", GPM_PCIE_RX, _MIB),
     ("nvlink_tx_bytes_per_s", GPM_NVLINK_TX, _MIB), ("nvlink_rx_bytes_per_s", GPM_NVLINK_RX, _MIB))
 _GPM_SLOW_FIELDS = tuple(f for f in _GPM_FIELDS if f[1] in GPM_SLOW)
+_GPM_SLOW_KEYS = tuple(f[0] for f in _GPM_SLOW_FIELDS)
 ENERGY_INTERVAL_S = 30.0
 # PCIe health counters (replays, recoveries, AER errors): ~1.6 ms of CPU a GPU per read on H200 (measured,
 # docs/measurements/nvml_call_costs.txt), most of a tick's cost when read every 5 s; they move rarely and the
@@ -207,7 +208,8 @@ class NvmlSource:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._gpm_prev: dict[int, Any] = {}
-        self._gpm_slow: dict[int, Any] = {}  # the GPM sample of the last slow tick (GPM_SLOW's metrics start there)
+        self._util_kept: dict[int, dict[int, tuple[float, float]] | None] = {}  # per-process utilisation read last
+        self._gpm_slow: dict[int, Any] = {}  # the GPM sample of the last health tick (GPM_SLOW's metrics start there)
         self._gpm_ok: dict[int, bool] = {}
         self._nvlink_links: dict[int, list[int]] = {}
         self._nvlink_prev: dict[int, tuple[float, float, float]] = {}
@@ -571,7 +573,7 @@ class NvmlSource:
                 readings.append(GpuReading(index=i, lost=True))
                 continue
             try:
-                readings.append(self._basic(i, h, slow))
+                readings.append(self._basic(i, h, slow, health))
             except _Lost:
                 self._mark_lost(i)
                 readings.append(GpuReading(index=i, lost=True))
@@ -623,12 +625,12 @@ class NvmlSource:
             if not slow:
                 extra.update(kept)
             else:  # the health counters not read this tick (not due, or the read failed): the last ones read
-                for hk in (*HEALTH_KEYS, *ECC_KEYS):
+                for hk in (*HEALTH_KEYS, *ECC_KEYS, *_GPM_SLOW_KEYS):
                     if hk not in extra and (hv := kept.get(hk)) is not None:
                         extra[hk] = hv
             if self._gpm_ok.get(i):
                 try:
-                    extra.update(self._gpm(i, self._handles[i], slow))
+                    extra.update(self._gpm(i, self._handles[i], health))
                 except _Lost:
                     lost = True
             if lost:
@@ -698,7 +700,7 @@ class NvmlSource:
             self._pending_events.append(Event(t=self.clock(), kind="gpu_lost", text=f"GPU{i} {name} fell off the bus",
                                               data={"gpu": i}))
 
-    def _basic(self, i: int, h: Any, slow: bool = True) -> GpuReading:
+    def _basic(self, i: int, h: Any, slow: bool = True, health: bool = True) -> GpuReading:
         nv = self.nvml
         c = self._call
         util = c(i, "util", nv.nvmlDeviceGetUtilizationRates, h)
@@ -713,7 +715,7 @@ class NvmlSource:
         energy = kept.energy
         reasons = c(i, "clock_events", nv.nvmlDeviceGetCurrentClocksEventReasons, h)
         if slow:
-            procs = self._processes(i, h)
+            procs = self._processes(i, h, util_due=health)
             kept.procs = procs
         else:
             procs = kept.procs
@@ -740,10 +742,14 @@ class NvmlSource:
             processes=procs,
         )
 
-    def _processes(self, i: int, h: Any) -> tuple[ProcessInfo, ...] | None:
+    def _processes(self, i: int, h: Any, util_due: bool = True) -> tuple[ProcessInfo, ...] | None:
         """GPU ``i``'s processes (slow path only): compute and graphics lists merged by pid (kind C, G or
         C+G), each with its user and command, and its SM % where NVML reports per-process utilisation.
-        None when neither list is reported (NotSupported: never asked again)."""
+        None when neither list is reported (NotSupported: never asked again).
+
+        The per-process utilisation is read when ``util_due`` (the health ticks, every 15 s: 1.5 ms of CPU a
+        read on H200 with one process, docs/performance.md) and carried between reads; a process that
+        appeared since has no figure until the next read."""
         nv = self.nvml
         compute = self._call(i, "procs", nv.nvmlDeviceGetComputeRunningProcesses, h)
         graphics = None
@@ -762,7 +768,11 @@ class NvmlSource:
                     merged[pid] = ("C+G" if k0 != kind else k0, u0 if used is None else max(u0 or 0, used), p0)
                 else:
                     merged[pid] = (kind, used, p)
-        util = self._process_util(i, h) if merged else None
+        fresh = util_due or i not in self._util_kept
+        if fresh:
+            util = self._util_kept[i] = self._process_util(i, h) if merged else None
+        else:
+            util = self._util_kept[i]
         out = []
         for pid, (kind, used, p) in merged.items():
             if self.read_sysfs:
@@ -773,8 +783,9 @@ class NvmlSource:
                 name = clean_opt(getattr(p, "name", None), 32)
                 cmd = getattr(p, "cmdline", None)
                 command = clean_opt(cmd and redact_command(cmd), COMMAND_MAX)  # as /proc's: secrets redacted
-            sm = mem = None
-            if util is not None:  # a process without a sample since the last read used 0 %
+            sm: float | None = None
+            mem: float | None = None
+            if util is not None and (fresh or pid in util):  # without a sample since the last read: 0 %
                 sm, mem = util.get(pid, (0.0, 0.0))
             gi = getattr(p, "gpuInstanceId", None)  # 0xFFFFFFFF (or absent): not in MIG mode
             out.append(ProcessInfo(pid=pid, used_memory_bytes=used, name=name, user=user, command=command,
@@ -867,9 +878,9 @@ class NvmlSource:
         return out
 
     def _gpm(self, i: int, h: Any, slow: bool = True) -> ReadingFields:
-        """GPU ``i``'s GPM metrics since the last tick; on slow ticks also the graphics engine's activity since
-        the last slow tick (:data:`GPM_SLOW`: that one metric costs 1.4–1.9 ms of CPU a read on H200, the
-        other eight 0.01 ms together, tools/gpm_costs.py), carried between its reads."""
+        """GPU ``i``'s GPM metrics since the last tick; when ``slow`` (the health ticks, every 15 s) also the
+        graphics engine's activity since the last of those (:data:`GPM_SLOW`: that one metric costs 1.4–1.9 ms
+        of CPU a read on H200, the other eight 0.01 ms together, tools/gpm_costs.py), carried between reads."""
         nv = self.nvml
         if (i, "gpm") in self._unsupported:
             return {}
@@ -888,7 +899,7 @@ class NvmlSource:
         if slow:
             self._gpm_slow[i] = sample
         try:
-            both = old_slow is not None and old_slow is prev  # every tick is a slow one (--interval ≥ 5 s)
+            both = old_slow is not None and old_slow is prev  # every tick a health tick (--interval ≥ 15 s)
             out = self._gpm_metrics(i, prev, sample, _GPM_METRICS + GPM_SLOW if both else _GPM_METRICS
                                     ) if prev is not None else {}
             if old_slow is not None:

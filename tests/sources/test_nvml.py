@@ -75,15 +75,16 @@ def test_gpm_path_gives_activity_and_nvlink():
 
 
 @pytest.mark.parametrize("step, ticks, first_at", [
-    (1.0, 16, 5),   # every second: graphics-engine activity from the second slow tick (5 s), then carried
-    (0.5, 30, 10),  # faster ticks: the same 5 s slow interval
-    (5.0, 5, 1),    # every tick a slow one: one GPM call a tick with all nine metrics
-    (10.0, 4, 1),
+    (1.0, 20, 15),  # every second: graphics-engine activity from the second health tick (15 s), then carried
+    (0.5, 34, 30),  # faster ticks: the same 15 s
+    (5.0, 6, 3),    # every tick a slow one (5 s), every third a health tick
+    (10.0, 4, 2),   # slow ticks 10 s apart: health at 0, 20, 40 s
+    (20.0, 4, 1),   # every tick a health tick: one GPM call a tick with all nine metrics
 ])
-def test_gpm_graphics_engine_is_read_on_slow_ticks_and_samples_are_freed_once(step, ticks, first_at):
+def test_gpm_graphics_engine_is_read_on_health_ticks_and_samples_are_freed_once(step, ticks, first_at):
     """GR_ENGINE costs 1.4-1.9 ms of CPU a read on H200 (tools/gpm_costs.py), the other metrics 0.01 ms: it is
-    read over the slow interval and carried; every GPM sample is freed exactly once (the simulated NVML raises
-    on a double free or a use after free), and at most two stay allocated per GPU."""
+    read on the health ticks (15 s) and carried; every GPM sample is freed exactly once (the simulated NVML
+    raises on a double free or a use after free), and at most two stay allocated per GPU."""
     src = sim_source("h200-nvswitch-8", at=30)
     sim = src.nvml
     frames = run_frames(src, 30, 30 + step * (ticks - 1), step)
@@ -91,11 +92,31 @@ def test_gpm_graphics_engine_is_read_on_slow_ticks_and_samples_are_freed_once(st
     assert all(v is None for v in gr[:first_at]) and all(v is not None and 0 <= v <= 100 for v in gr[first_at:])
     assert [f.gpus[0].sm_active_pct is not None for f in frames] == [False] + [True] * (ticks - 1)
     asked = sim.gpm_metrics_asked[-8 * 4:]  # 8 GPUs: the last ticks' calls
-    every_tick = step >= src.slow_interval_s
+    every_tick = step >= nvml_mod.HEALTH_INTERVAL_S
     assert all((nvml_mod.GPM_GR_ENGINE in m) == (every_tick or m == nvml_mod.GPM_SLOW) for m in asked)
     assert len(sim.gpm_live) <= 2 * 8
     src.close()
     assert sim.gpm_live == {}
+
+
+def test_per_process_utilisation_is_read_on_health_ticks_and_carried():
+    """nvmlDeviceGetProcessUtilization costs 1.5 ms of CPU a read on H200 with one process: read every 15 s
+    (the health ticks), the process list itself every 5 s; between reads a process keeps its last figure and
+    one that appeared since has none (never a made-up 0 %)."""
+    src = sim_source("h200-nvswitch-8", at=30)
+    sim = src.nvml
+    calls: list[float] = []
+    real = sim.nvmlDeviceGetProcessUtilization
+    sim.nvmlDeviceGetProcessUtilization = lambda *a: calls.append(sim.clock.now) or real(*a)
+    frames = run_frames(src, 30, 61)
+    assert sorted(set(calls)) == [30, 45, 60]
+    procs = [{p.pid: p.sm_pct for g in f.gpus for p in g.processes or ()} for f in frames]
+    assert procs[0] and all(v is not None for v in procs[0].values())
+    assert procs[5] == {pid: procs[0][pid] for pid in procs[5]}  # a slow tick between: the figures read at 30 s
+    src._util_kept = {i: {} for i in src._util_kept}  # as if every process had appeared since the last read
+    src.nvml.clock.now = 65
+    assert all(p.sm_pct is None for g in src.sample().gpus for p in g.processes or ())
+    src.close()
 
 
 def test_nvlink_from_per_link_counters_without_gpm():
