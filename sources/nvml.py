@@ -209,6 +209,7 @@ class NvmlSource:
         self._pool: ThreadPoolExecutor | None = None
         self._gpm_prev: dict[int, Any] = {}
         self._util_kept: dict[int, dict[int, tuple[float, float]] | None] = {}  # per-process utilisation read last
+        self._gpm_mg: Any = None  # the metrics-get struct every GPM read fills (the sampler's thread only)
         self._gpm_slow: dict[int, Any] = {}  # the GPM sample of the last health tick (GPM_SLOW's metrics start there)
         self._gpm_ok: dict[int, bool] = {}
         self._nvlink_links: dict[int, list[int]] = {}
@@ -768,9 +769,9 @@ class NvmlSource:
                     merged[pid] = ("C+G" if k0 != kind else k0, u0 if used is None else max(u0 or 0, used), p0)
                 else:
                     merged[pid] = (kind, used, p)
-        fresh = util_due or i not in self._util_kept
-        if fresh:
-            util = self._util_kept[i] = self._process_util(i, h) if merged else None
+        if util_due or i not in self._util_kept:  # a process without a sample since the last read used 0 %
+            got = self._process_util(i, h) if merged else None
+            util = self._util_kept[i] = None if got is None else {pid: got.get(pid, (0.0, 0.0)) for pid in merged}
         else:
             util = self._util_kept[i]
         out = []
@@ -785,8 +786,8 @@ class NvmlSource:
                 command = clean_opt(cmd and redact_command(cmd), COMMAND_MAX)  # as /proc's: secrets redacted
             sm: float | None = None
             mem: float | None = None
-            if util is not None and (fresh or pid in util):  # without a sample since the last read: 0 %
-                sm, mem = util.get(pid, (0.0, 0.0))
+            if util is not None and pid in util:  # else new since the read: no figure yet
+                sm, mem = util[pid]
             gi = getattr(p, "gpuInstanceId", None)  # 0xFFFFFFFF (or absent): not in MIG mode
             out.append(ProcessInfo(pid=pid, used_memory_bytes=used, name=name, user=user, command=command,
                                    sm_pct=sm, mem_pct=mem, kind=kind,
@@ -920,7 +921,9 @@ class NvmlSource:
         """``metrics`` between two GPM samples of GPU ``i`` ({} when NVML refuses)."""
         nv = self.nvml
         try:
-            mg = self._gpm_struct()
+            mg = self._gpm_mg
+            if mg is None:  # one struct, filled again at every read (1024 slots: allocated once, not per tick)
+                mg = self._gpm_mg = self._gpm_struct()
             mg.version = nv.NVML_GPM_METRICS_GET_VERSION
             mg.numMetrics = len(metrics)
             mg.sample1 = sample1

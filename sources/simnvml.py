@@ -63,7 +63,7 @@ class c_nvmlGpmMetricsGet_t:  # noqa: N801 - the name nvidia-ml-py uses
         self.numMetrics = 0
         self.sample1: Any = None
         self.sample2: Any = None
-        self.metrics = [SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(210)]
+        self.metrics = [SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(32)]
 
 
 class SimNvml:

@@ -316,10 +316,10 @@ class GpuPanel(LineWidget):
                 cells = v.history.cells(m.key or m.name, v.window_s, cols, v.now or None)[self.index]
             except KeyError:
                 continue
-            row = [x / m.scale for x in cells]
-            known = [x for x in row if x == x]
-            if known:
-                shown.append((m, row, max(known)))
+            row = cells if m.scale == 1 else [x / m.scale for x in cells]
+            peak = max([x for x in row if x == x], default=None)  # NaN: a blank cell
+            if peak is not None:
+                shown.append((m, row, peak))
         out: list[tuple[Metric, int, list[str], float | None, float]] = []
         for (m, cells, peak), h in zip(shown, graph_heights(rows, len(shown), metrics_rows=same)):
             top = catalogue.full_scale(m, dev, r, peak)

@@ -285,8 +285,8 @@ def test_process_util_answers(tmp_path, answer: str, want_sm: float | None) -> N
 
     path = _scenario(tmp_path, '[[processes]]\ngpu = 0\npid = 10\nname = "w"\n')
     src, fake, clock = _source(path, util)
-    f1, f2 = _run(src, clock, [0, 6])
-    assert f1.gpus[0].processes[0].sm_pct == want_sm and f2.gpus[0].processes[0].sm_pct == want_sm
+    f1, f2, f3 = _run(src, clock, [0, 6, 15])  # read at 0, carried at 6, read again at 15 (the health ticks)
+    assert [f.gpus[0].processes[0].sm_pct for f in (f1, f2, f3)] == [want_sm] * 3
     assert fake.calls["nvmlDeviceGetProcessUtilization"] == 2  # none of these stops the asking
     if answer == "two_samples":
         assert src._util_seen[0] == 10  # the next read asks from the newest sample seen (5, then 10)
