@@ -181,7 +181,11 @@ def run_remote_record(opts: RecordOptions) -> int:
     assert cfg is not None, "record --broker without a broker"
     host = safe_host(opts.host or "")
     sub = Subscriber(cfg, only_host=host).start()
-    inv = sub.wait_inventory(host, 10.0)
+    inv = sub.wait_inventory(host, 1.0)
+    if inv is None:  # not at once: say what it waits for, not 10 s of silence
+        sys.stderr.write(f"gpuscope: waiting up to 10 s for the inventory of host {host!r} on {opts.broker}…\n")
+        sys.stderr.flush()
+        inv = sub.wait_inventory(host, 9.0)
     if inv is None:
         sub.stop()
         if sub.broker_down:  # the broker, not the agent: say what is wrong (a refused login, TLS, unreachable)

@@ -119,13 +119,15 @@ class SourceOptions:
         """These options with ``headers`` parsed (from ``--endpoint-header`` and ``env``, by default the
         process environment) and each endpoint URL split into its public form (``endpoint``, all the rest
         of the program sees) and its credentials (``targets``, for the HTTP requests only); a GpuscopeError
-        for ``--probe`` without ``--endpoint``, a malformed header or an endpoint URL that is not
+        for ``--probe`` or ``--endpoint-header`` without ``--endpoint``, a malformed header or an endpoint URL that is not
         http(s)://HOST[:PORT]."""
         from gpuscope.cli.endpoint_url import endpoint_url_problem
         from gpuscope.sources.live import parse_headers
 
         if self.probe is not None and not self.endpoint:
             raise GpuscopeError("--probe needs --endpoint URL")
+        if self.endpoint_header and not self.endpoint:  # a header for no server: a forgotten --endpoint
+            raise GpuscopeError("--endpoint-header needs --endpoint URL (the header goes with its requests)")
         if not self.endpoint:
             return self
         try:

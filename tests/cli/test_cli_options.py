@@ -41,6 +41,8 @@ def test_options_are_frozen(argv):
     (["topo", "--at", "5"], "--at needs --simulate"),
     (["record", "-o", "x", "--broker", "mqtt://h"], "record --broker needs --host HOST"),
     (["record", "-o", "x", "--probe", "5"], "--probe needs --endpoint URL"),
+    (["record", "-o", "x", "--endpoint-header", "NoColon"], "--endpoint-header needs --endpoint URL"),
+    (["record", "-o", "x", "--endpoint-header", "X-Key: k"], "--endpoint-header needs --endpoint URL"),
     (["record", "-o", "x", "--endpoint", "ftp://x"], "--endpoint 'ftp://x': expected"),
     (["record", "-o", "x", "--endpoint", "http://h:1", "--endpoint-header", "bad"], "bad header 'bad'"),
     (["agent"], "agent needs --broker URL, --prometheus [HOST:]PORT, or both"),
