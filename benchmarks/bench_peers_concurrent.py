@@ -40,11 +40,16 @@ THREAD_CPU = os.path.join(os.path.dirname(os.path.abspath(__file__)), "thread_cp
 Case = tuple[str, list[str], int, int, bool, dict[str, str]]
 
 
+def _threads_json(out: str, name: str) -> str:
+    """Where thread_cpu.py writes the case ``name``'s figures."""
+    return os.path.join(out, "threads-" + name.replace(" ", "_") + ".json")
+
+
 def _gpuscope(args: list[str], name: str, out: str, warmup_s: float, seconds: float, threads: bool) -> list[str]:
     """The command that runs gpuscope with ``args``: under thread_cpu.py (its JSON in ``out``) with ``threads``."""
     if not threads:
         return [sys.executable, "-m", "gpuscope", *args]
-    path = os.path.join(out, "threads-" + name.replace(" ", "_") + ".json")
+    path = _threads_json(out, name)
     return [sys.executable, THREAD_CPU, "--after", str(warmup_s + 0.2), "--for", str(seconds - 0.4),
             "--json", path, "--", *args]
 
@@ -99,7 +104,7 @@ def run_phase(seconds: float, out: str, warmup_s: float = 6.0, threads: bool = F
         row: dict[str, object] = {"tool": name, "cpu_s_per_min": round(c.cpu_s * 60 / c.seconds, 3),
                                   "cpu_pct": round(c.cpu_pct, 2), "peak_rss_mb": round(c.peak_rss_mb, 1),
                                   "bytes_per_s": round(c.bytes_per_s)}
-        path = os.path.join(out, "threads-" + name.replace(" ", "_") + ".json")
+        path = _threads_json(out, name)
         if threads and os.path.exists(path):
             with open(path) as f:
                 row["threads_ms_per_s"] = json.load(f)["ms_per_s"]

@@ -173,6 +173,22 @@ class _TickClock:
                              mqtt_dropped=mqtt_dropped)
 
 
+def _wait_inventory(sub: Subscriber, host: str, broker: str, timeout_s: float) -> Any:
+    """``host``'s inventory from the broker, or None: after ``timeout_s``, or at once when the broker cannot be
+    reached (the caller says why). After the first second it says on stderr what it waits for."""
+    t0 = time.monotonic()
+    said = False
+    while (left := timeout_s - (time.monotonic() - t0)) > 0:
+        inv = sub.wait_inventory(host, min(0.25, left))
+        if inv is not None or sub.broker_down:
+            return inv
+        if not said and time.monotonic() - t0 >= 1.0:  # not 10 s of silence
+            sys.stderr.write(f"gpuscope: waiting up to {timeout_s:.0f} s for the inventory of host {host!r} on {broker}…\n")
+            sys.stderr.flush()
+            said = True
+    return None
+
+
 def run_remote_record(opts: RecordOptions) -> int:
     """``record --broker URL --host HOST``: record what that host's agent publishes to ``opts.output``."""
     from gpuscope.core.units import human_bytes
@@ -181,11 +197,7 @@ def run_remote_record(opts: RecordOptions) -> int:
     assert cfg is not None, "record --broker without a broker"
     host = safe_host(opts.host or "")
     sub = Subscriber(cfg, only_host=host).start()
-    inv = sub.wait_inventory(host, 1.0)
-    if inv is None:  # not at once: say what it waits for, not 10 s of silence
-        sys.stderr.write(f"gpuscope: waiting up to 10 s for the inventory of host {host!r} on {opts.broker}…\n")
-        sys.stderr.flush()
-        inv = sub.wait_inventory(host, 9.0)
+    inv = _wait_inventory(sub, host, opts.broker or "", 10.0)
     if inv is None:
         sub.stop()
         if sub.broker_down:  # the broker, not the agent: say what is wrong (a refused login, TLS, unreachable)

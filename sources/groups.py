@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuscope.core.groups import (
+    MAX_DEPTH,
     Claim,
     ProcView,
     ancestors,
@@ -120,7 +121,9 @@ class ProcReader:
         out: dict[int, int] = {}
         for pid in pids:
             p: int | None = pid
-            while p is not None and p > 1 and p not in out and len(out) < 4096:
+            for _ in range(MAX_DEPTH + 1):  # the chain ancestors() follows, and no further
+                if p is None or p <= 1 or p in out:
+                    break
                 pp = self.ppid(p)
                 if pp is None:
                     break

@@ -15,6 +15,7 @@ Units are converted here, once: mW → W, mJ → J, KB/s → bytes/s, MiB/s → 
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import math
 import os
@@ -70,8 +71,7 @@ _GPM_FIELDS: tuple[tuple[GpmKey, int, float], ...] = (  # (reading, GPM metric i
     ("dram_bw_util_pct", GPM_DRAM_BW, 1.0),
     ("pcie_tx_bytes_per_s", GPM_PCIE_TX, _MIB), ("pcie_rx_bytes_per_s", GPM_PCIE_RX, _MIB),
     ("nvlink_tx_bytes_per_s", GPM_NVLINK_TX, _MIB), ("nvlink_rx_bytes_per_s", GPM_NVLINK_RX, _MIB))
-_GPM_SLOW_FIELDS = tuple(f for f in _GPM_FIELDS if f[1] in GPM_SLOW)
-_GPM_SLOW_KEYS = tuple(f[0] for f in _GPM_SLOW_FIELDS)
+_GPM_SLOW_KEYS = tuple(key for key, mid, _scale in _GPM_FIELDS if mid in GPM_SLOW)
 ENERGY_INTERVAL_S = 30.0
 # PCIe health counters (replays, recoveries, AER errors): ~1.6 ms of CPU a GPU per read on H200 (measured,
 # docs/measurements/nvml_call_costs.txt), most of a tick's cost when read every 5 s; they move rarely and the
@@ -210,6 +210,7 @@ class NvmlSource:
         self._gpm_prev: dict[int, Any] = {}
         self._util_kept: dict[int, dict[int, tuple[float, float]] | None] = {}  # per-process utilisation read last
         self._gpm_mg: Any = None  # the metrics-get struct every GPM read fills (the sampler's thread only)
+        self._gr_read: set[int] = set()  # GPUs whose graphics-engine activity has been read at least once
         self._gpm_slow: dict[int, Any] = {}  # the GPM sample of the last health tick (GPM_SLOW's metrics start there)
         self._gpm_ok: dict[int, bool] = {}
         self._nvlink_links: dict[int, list[int]] = {}
@@ -626,7 +627,8 @@ class NvmlSource:
             if not slow:
                 extra.update(kept)
             else:  # the health counters not read this tick (not due, or the read failed): the last ones read
-                for hk in (*HEALTH_KEYS, *ECC_KEYS, *_GPM_SLOW_KEYS):
+                # (graphics-engine activity is read again on a health tick: a failed read leaves it out)
+                for hk in (*HEALTH_KEYS, *ECC_KEYS, *(() if health else _GPM_SLOW_KEYS)):
                     if hk not in extra and (hv := kept.get(hk)) is not None:
                         extra[hk] = hv
             if self._gpm_ok.get(i):
@@ -634,6 +636,9 @@ class NvmlSource:
                     extra.update(self._gpm(i, self._handles[i], health))
                 except _Lost:
                     lost = True
+                if not self._gpm_ok.get(i):  # GPM stopped answering this tick: none of its readings carried
+                    for key in _GPM_SLOW_KEYS:
+                        extra.pop(key, None)
             if lost:
                 self._mark_lost(i)
                 out.append(GpuReading(index=i, lost=True))
@@ -881,18 +886,22 @@ class NvmlSource:
     def _gpm(self, i: int, h: Any, slow: bool = True) -> ReadingFields:
         """GPU ``i``'s GPM metrics since the last tick; when ``slow`` (the health ticks, every 15 s) also the
         graphics engine's activity since the last of those (:data:`GPM_SLOW`: that one metric costs 1.4–1.9 ms
-        of CPU a read on H200, the other eight 0.01 ms together, tools/gpm_costs.py), carried between reads."""
+        of CPU a read on H200, the other eight 0.01 ms together, tools/gpm_costs.py), and once at the start
+        over the first tick (so that it shows from the second sample), carried between reads."""
         nv = self.nvml
         if (i, "gpm") in self._unsupported:
             return {}
+        sample = None
         try:
             sample = nv.nvmlGpmSampleAlloc()
             nv.nvmlGpmSampleGet(h, sample)
         except self._base_error as e:
+            if sample is not None:
+                self._gpm_free(sample)
             if self._lost_error is not None and isinstance(e, self._lost_error):
                 raise _Lost() from None
             self._unsupported.add((i, "gpm"))
-            self._gpm_ok[i] = False
+            self._gpm_off(i)
             return {}
         prev = self._gpm_prev.get(i)
         self._gpm_prev[i] = sample
@@ -900,13 +909,20 @@ class NvmlSource:
         if slow:
             self._gpm_slow[i] = sample
         try:
-            both = old_slow is not None and old_slow is prev  # every tick a health tick (--interval ≥ 15 s)
-            out = self._gpm_metrics(i, prev, sample, _GPM_METRICS + GPM_SLOW if both else _GPM_METRICS
-                                    ) if prev is not None else {}
-            if old_slow is not None:
-                got = out if both else self._gpm_metrics(i, old_slow, sample, GPM_SLOW)
+            got: ReadingFields | None = None  # the graphics engine's activity, when read this tick
+            if prev is None:
+                out: ReadingFields = {}
+            elif (old_slow is not None and old_slow is prev) or i not in self._gr_read:
+                # one call for all nine: every tick is a health tick (--interval ≥ 15 s), or the first read
+                out = got = self._gpm_metrics(i, prev, sample, _GPM_METRICS + GPM_SLOW)
+            else:
+                out = self._gpm_metrics(i, prev, sample, _GPM_METRICS)
+            if got is None and old_slow is not None:
+                got = self._gpm_metrics(i, old_slow, sample, GPM_SLOW)
+            if got is not None:
+                self._gr_read.add(i)
                 kept = self._slow.setdefault(i, _SlowState()).fields
-                for key, _mid, _scale in _GPM_SLOW_FIELDS:
+                for key in _GPM_SLOW_KEYS:
                     if key in got:
                         kept[key] = out[key] = got[key]
                     else:
@@ -917,6 +933,23 @@ class NvmlSource:
                 self._gpm_release(i, old_slow)
         return out
 
+    def _gpm_off(self, i: int) -> None:
+        """GPM stopped answering on GPU ``i``: no reading of it is carried any more, its samples are freed."""
+        self._gpm_ok[i] = False
+        self._gr_read.discard(i)
+        kept = self._slow.setdefault(i, _SlowState()).fields
+        for key in _GPM_SLOW_KEYS:
+            kept.pop(key, None)
+        held = {id(x): x for x in (self._gpm_prev.pop(i, None), self._gpm_slow.pop(i, None)) if x is not None}
+        for x in held.values():
+            self._gpm_free(x)
+
+    def _gpm_free(self, sample: Any) -> None:
+        try:
+            self.nvml.nvmlGpmSampleFree(sample)
+        except self._base_error:
+            pass
+
     def _gpm_metrics(self, i: int, sample1: Any, sample2: Any, metrics: tuple[int, ...]) -> ReadingFields:
         """``metrics`` between two GPM samples of GPU ``i`` ({} when NVML refuses)."""
         nv = self.nvml
@@ -924,6 +957,8 @@ class NvmlSource:
             mg = self._gpm_mg
             if mg is None:  # one struct, filled again at every read (1024 slots: allocated once, not per tick)
                 mg = self._gpm_mg = self._gpm_struct()
+            elif isinstance(mg, ctypes.Structure):  # zeroed as a new one is: nothing of the last read is left
+                ctypes.memset(ctypes.addressof(mg), 0, ctypes.sizeof(mg))
             mg.version = nv.NVML_GPM_METRICS_GET_VERSION
             mg.numMetrics = len(metrics)
             mg.sample1 = sample1
@@ -946,13 +981,10 @@ class NvmlSource:
         return out
 
     def _gpm_release(self, i: int, sample: Any) -> None:
-        """Free a GPM sample that neither the next tick nor the next slow tick will use."""
+        """Free a GPM sample that neither the next tick nor the next health tick will use."""
         if sample is None or sample is self._gpm_prev.get(i) or sample is self._gpm_slow.get(i):
             return
-        try:
-            self.nvml.nvmlGpmSampleFree(sample)
-        except self._base_error:
-            pass
+        self._gpm_free(sample)
 
     def _gpm_struct(self) -> Any:
         """A metrics-get struct with room for :data:`_GPM_SLOTS` metrics.
@@ -971,8 +1003,6 @@ class NvmlSource:
             if metric_t is None or sample_t is None:  # the simulated NVML: its own plain object
                 cls = nv.c_nvmlGpmMetricsGet_t
             else:
-                import ctypes
-
                 class MetricsGet(ctypes.Structure):
                     _fields_ = [("version", ctypes.c_uint), ("numMetrics", ctypes.c_uint), ("sample1", sample_t),
                                 ("sample2", sample_t), ("metrics", metric_t * _GPM_SLOTS)]

@@ -32,7 +32,7 @@ def main() -> int:
     names = {gn.GPM_GR_ENGINE: "gr_engine", gn.GPM_SM_UTIL: "sm_util", gn.GPM_SM_OCC: "sm_occ",
              gn.GPM_TENSOR: "tensor", gn.GPM_DRAM_BW: "dram_bw", gn.GPM_PCIE_TX: "pcie_tx", gn.GPM_PCIE_RX: "pcie_rx",
              gn.GPM_NVLINK_RX: "nvlink_rx", gn.GPM_NVLINK_TX: "nvlink_tx"}
-    allm = list(gn._GPM_METRICS)
+    allm = [*gn._GPM_METRICS, *gn.GPM_SLOW]  # every tick's eight and the health ticks' graphics engine
     sets = [("all nine", allm), ("without NVLink", [m for m in allm if m not in (gn.GPM_NVLINK_RX, gn.GPM_NVLINK_TX)]),
             ("without PCIe", [m for m in allm if m not in (gn.GPM_PCIE_RX, gn.GPM_PCIE_TX)]),
             ("without NVLink and PCIe", [m for m in allm if m not in (gn.GPM_NVLINK_RX, gn.GPM_NVLINK_TX,

@@ -18,7 +18,7 @@ import signal
 import sys
 from typing import Any, ClassVar
 
-from gpuscope.cli.gc_tune import settle_gc
+from gpuscope.cli.gc_tune import settle_gc, unsettle_gc
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.tui.hangup import Watch, exit_soon, terminal_gone, watch
 from gpuscope.widgets.textual_private import HookedApp, R
@@ -36,7 +36,7 @@ class MonitorApp(HookedApp[R]):
         self.hung_up = False  # the terminal went away: callers must not start another app
         self._ppid = os.getppid()
         self._ui_loop: asyncio.AbstractEventLoop | None = None  # the loop the app runs on (watch_hang_up)
-        self._watch_stop: Watch | None = None
+        self._watch: Watch | None = None
 
     def watch_hang_up(self) -> None:
         """Start watching for the terminal going away (call on mount, on the event loop): the watchdog on its
@@ -44,7 +44,7 @@ class MonitorApp(HookedApp[R]):
         loop would never fire while the loop is stuck writing to a dead terminal), and SIGHUP where a handler
         can be set (the main thread)."""
         self._ui_loop = asyncio.get_running_loop()
-        self._watch_stop = watch(self._watchdog, ppid=self._ppid)
+        self._watch = watch(self._watchdog, ppid=self._ppid)
         try:
             signal.signal(signal.SIGHUP, lambda *_: self._hang_up())
         except (ValueError, OSError):  # not the main thread (tests)
@@ -52,8 +52,8 @@ class MonitorApp(HookedApp[R]):
 
     def stop_hang_up_watch(self) -> None:
         """Stop the watchdog thread (call on unmount)."""
-        if self._watch_stop is not None:
-            self._watch_stop.set()
+        if self._watch is not None:
+            self._watch.set()
 
     def _watchdog(self) -> None:
         """Exit when the terminal went away (SSH drop): the parent died or stdin is gone."""
@@ -87,7 +87,10 @@ def run_app(app: HookedApp[Any]) -> Any:
     """Run the App and return its result; an exception that escaped one of its handlers is raised again
     once it has closed."""
     settle_gc()  # started: the collector set for a long run (cli/gc_tune.py)
-    result = app.run()
+    try:
+        result = app.run()
+    finally:  # this App is over: what it held may be collected (the fleet opens one App per visit)
+        unsettle_gc()
     if app.crash is not None:
         raise app.crash
     if app.return_code:  # Textual's own handling (no hooks: textual_private.ACTIVE is off) printed the traceback

@@ -39,7 +39,7 @@ def terminal_gone(ppid: int, fds: tuple[int, ...] | None = None) -> bool:
     return False
 
 
-GRACE_S = 0.5  # the watchdog runs every second: detection plus grace stays under the 3 s the tests demand
+GRACE_S = 0.5  # the watchdog wakes at the hang-up itself (or every 0.5 s without pidfds): under the tests' 3 s
 
 
 def exit_soon(grace_s: float = GRACE_S, code: int = 0) -> threading.Thread:
@@ -62,16 +62,20 @@ SAFETY_S = 5.0  # with the blocking wait, the check still runs this often (a han
 
 
 class Watch:
-    """A running watchdog: :meth:`set` stops it (and wakes its thread at once)."""
+    """A running watchdog and the pipe that wakes its thread: :meth:`set` stops it."""
 
     def __init__(self) -> None:
         self.stopped = threading.Event()
-        self._wake_w: int | None = None
+        self.wake_r, wake_w = os.pipe()  # the thread polls (and closes) the read end
+        self._wake_w: int | None = wake_w
+        self._lock = threading.Lock()
 
     def set(self) -> None:
+        """Stop the watchdog and wake its thread at once (from any thread, any number of times)."""
         self.stopped.set()
-        fd, self._wake_w = self._wake_w, None
-        if fd is not None:  # the thread closes the read end, this the write end
+        with self._lock:
+            fd, self._wake_w = self._wake_w, None
+        if fd is not None:
             try:
                 os.write(fd, b"x")
             except OSError:
@@ -105,17 +109,16 @@ def watch(check: Callable[[], None], every_s: float = 0.5, name: str = "gpuscope
           ppid: int | None = None, fds: tuple[int, ...] | None = None) -> Watch:
     """Call ``check`` on a daemon thread until the returned :class:`Watch` is set: when the parent ``ppid``
     ends or a terminal descriptor (``fds``, else the startup terminals) hangs up, and every :data:`SAFETY_S`
-    seconds; where the system cannot wait on the parent (no pidfd), every ``every_s`` seconds.
+    seconds; where the system cannot wait on the parent (no pidfd, or no ``ppid``), every ``every_s`` seconds
+    instead (``every_s`` is that fallback's period only).
 
     Blocking in ``poll`` costs nothing between events: the timer it replaces woke the process twice a
     second, 0.2–0.3 ms of CPU a second (docs/performance.md, one H200). The watchdog runs off the event
     loop on purpose: after an SSH drop Textual's loop can be stuck writing to the dead terminal, and a
     timer on that loop would never fire."""
     w = Watch()
-    wake_r, wake_w = os.pipe()
-    w._wake_w = wake_w
-    ttys = STARTUP_TTYS if fds is None else fds
-    got = _hang_up_poller(ppid, ttys, wake_r)
+    wake_r = w.wake_r
+    got = _hang_up_poller(ppid, STARTUP_TTYS if fds is None else fds, wake_r)
 
     def run_check() -> None:
         try:

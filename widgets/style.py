@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from rich.text import Span, Text
 
@@ -208,6 +209,13 @@ def spark_rows(block: Sequence[Sequence[float]], maxima: Sequence[float | None])
     return out
 
 
+def fixed_scale(top: float | None) -> TypeGuard[float]:
+    """Whether a graph drawn at full height ``top`` is column by column (a positive finite scale), so that its
+    old columns can be kept when it moves (:func:`spark_update`, :func:`block_update`); else its scale is the
+    window's own peak, which moves with it."""
+    return top is not None and top > 0 and math.isfinite(top)
+
+
 def spark_update(old: Sequence[str], block: Sequence[Sequence[float]], maxima: Sequence[float | None],
                  change: tuple[int, int]) -> list[str] | None:
     """:func:`spark_rows` of ``block`` from the sparklines drawn before (``old``), when ``block`` is the block
@@ -223,7 +231,7 @@ def spark_update(old: Sequence[str], block: Sequence[Sequence[float]], maxima: S
     out = []
     for k in range(rows):
         top = maxima[k]
-        if not top or not math.isfinite(top) or top <= 0 or len(old[k]) != columns:
+        if not fixed_scale(top) or len(old[k]) != columns:
             return None
         out.append(old[k][shift:shift + first] + _spark_text(block[k][first:], top))
     return out
@@ -294,8 +302,8 @@ def block_update(old: Sequence[str], values: Sequence[float], height: int, top: 
     not a positive finite number (the window's own peak, which moves: redraw it all)."""
     shift, first = change
     columns = len(values)
-    if (not top or not math.isfinite(top) or top <= 0 or len(old) != height or shift < 0
-            or not 0 <= first <= columns - shift or any(len(row) != columns for row in old)):
+    if (not fixed_scale(top) or len(old) != height or shift < 0 or not 0 <= first <= columns - shift
+            or any(len(row) != columns for row in old)):
         return None
     new = graph_rows(values[first:], height, top)
     return [row[shift:shift + first] + fresh for row, fresh in zip(old, new)]

@@ -308,3 +308,28 @@ def test_settle_gc_freezes_the_survivors_and_raises_the_thresholds():
     cycle.append(cycle)
     del cycle
     assert gc.collect() >= 1  # what becomes garbage after the freeze is still collected
+
+
+def test_what_was_frozen_goes_once_the_screen_is_over(monkeypatch):
+    """Frozen objects are never collected: run_app unfreezes when its App ends, so the fleet's next visit (a new
+    App each time) can collect the one before (an App and its feeder hold each other: a cycle)."""
+    import gc
+    import weakref
+
+    from gpuscope.tui import base
+
+    class App:
+        crash = None
+        return_code = 0
+
+        def run(self):
+            assert gc.get_freeze_count() > 0  # frozen while it runs
+            return "done"
+
+    app = App()
+    app.me = app  # the cycle
+    ref = weakref.ref(app)
+    assert base.run_app(app) == "done" and gc.get_freeze_count() == 0
+    del app
+    gc.collect()
+    assert ref() is None

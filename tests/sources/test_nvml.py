@@ -74,29 +74,52 @@ def test_gpm_path_gives_activity_and_nvlink():
     assert r.nvlink_tx_bytes_per_s == pytest.approx(210e9, rel=0.1)
 
 
-@pytest.mark.parametrize("step, ticks, first_at", [
-    (1.0, 20, 15),  # every second: graphics-engine activity from the second health tick (15 s), then carried
-    (0.5, 34, 30),  # faster ticks: the same 15 s
-    (5.0, 6, 3),    # every tick a slow one (5 s), every third a health tick
-    (10.0, 4, 2),   # slow ticks 10 s apart: health at 0, 20, 40 s
-    (20.0, 4, 1),   # every tick a health tick: one GPM call a tick with all nine metrics
+@pytest.mark.parametrize("step, ticks, reads", [
+    (1.0, 20, 2),   # every second: at the first tick with a sample before it, then over 30-45 s
+    (0.5, 34, 2),   # faster ticks: the same 15 s
+    (5.0, 6, 2),    # every tick a slow one (5 s), every third a health tick
+    (10.0, 4, 2),   # slow ticks 10 s apart: health at 30 and 50 s
+    (20.0, 4, 3),   # every tick a health tick: one GPM call a tick with all nine metrics
 ])
-def test_gpm_graphics_engine_is_read_on_health_ticks_and_samples_are_freed_once(step, ticks, first_at):
+def test_gpm_graphics_engine_is_read_on_health_ticks_and_samples_are_freed_once(step, ticks, reads):
     """GR_ENGINE costs 1.4-1.9 ms of CPU a read on H200 (tools/gpm_costs.py), the other metrics 0.01 ms: it is
-    read on the health ticks (15 s) and carried; every GPM sample is freed exactly once (the simulated NVML
-    raises on a double free or a use after free), and at most two stay allocated per GPU."""
+    read once at the start (from the second sample on, as the others), then on the health ticks (15 s), and
+    carried; every GPM sample is freed exactly once (the simulated NVML raises on a double free or a use after
+    free), and at most two stay allocated per GPU."""
     src = sim_source("h200-nvswitch-8", at=30)
     sim = src.nvml
+    asked: list[tuple[int, ...]] = []
+    real = sim.nvmlGpmMetricsGet
+    sim.nvmlGpmMetricsGet = lambda mg: asked.append(tuple(mg.metrics[k].metricId for k in range(mg.numMetrics))) \
+        or real(mg)
     frames = run_frames(src, 30, 30 + step * (ticks - 1), step)
     gr = [f.gpus[0].gr_engine_active_pct for f in frames]
-    assert all(v is None for v in gr[:first_at]) and all(v is not None and 0 <= v <= 100 for v in gr[first_at:])
+    assert gr[0] is None and all(v is not None and 0 <= v <= 100 for v in gr[1:])
     assert [f.gpus[0].sm_active_pct is not None for f in frames] == [False] + [True] * (ticks - 1)
-    asked = sim.gpm_metrics_asked[-8 * 4:]  # 8 GPUs: the last ticks' calls
-    every_tick = step >= nvml_mod.HEALTH_INTERVAL_S
-    assert all((nvml_mod.GPM_GR_ENGINE in m) == (every_tick or m == nvml_mod.GPM_SLOW) for m in asked)
+    assert sum(nvml_mod.GPM_GR_ENGINE in m for m in asked) == reads * 8  # 8 GPUs
+    assert all(m in (nvml_mod._GPM_METRICS, nvml_mod._GPM_METRICS + nvml_mod.GPM_SLOW, nvml_mod.GPM_SLOW)
+               for m in asked)
     assert len(sim.gpm_live) <= 2 * 8
     src.close()
     assert sim.gpm_live == {}
+
+
+def test_gpm_that_stops_answering_carries_nothing_and_frees_its_samples():
+    """GPM refused mid-run (NotSupported after a driver change): the graphics-engine activity read before is not
+    repeated for the rest of the run, and the samples kept for the next reads are freed."""
+    src = sim_source("h200-nvswitch-8", at=30)
+    sim = src.nvml
+    before = run_frames(src, 30, 33)
+    assert before[-1].gpus[0].gr_engine_active_pct is not None and sim.gpm_live
+
+    def refuse(h, sample):
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    sim.nvmlGpmSampleGet = refuse  # type: ignore[method-assign]
+    after = run_frames(src, 34, 50)  # slow ticks (35, 40, …) and a health tick (45) among them
+    assert all(f.gpus[0].gr_engine_active_pct is None and f.gpus[0].sm_active_pct is None for f in after)
+    assert sim.gpm_live == {}
+    src.close()
 
 
 def test_per_process_utilisation_is_read_on_health_ticks_and_carried():

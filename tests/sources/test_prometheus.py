@@ -326,7 +326,7 @@ EXPORTER_OWN = {
 def test_every_family_comes_from_the_catalogue_or_is_one_of_the_exporters_own():
     written: set[str] = set()
     for scenario in ("h200-nvswitch-8", "mixed-4"):  # GPM and an HBM sensor; findings, slot maxima
-        inv, session = frames_of(scenario, seconds=16)  # GR_ENGINE: from the 2nd health tick (15 s)
+        inv, session = frames_of(scenario, seconds=4)
         ep = EndpointReading(url="http://a:8000", kind="vllm", model="m", **{
             m.name: 1.0 for m in catalogue.metrics("endpoint") if m.prom is not None})
         inv = replace(inv, devices=tuple(replace(d, pcie_width_gpu_max=16) for d in inv.devices))
@@ -708,7 +708,7 @@ UNCHANGED_49 = {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
 
 def _busy_h200_frame():
     """A frame with every DCGM family present: GPM, HBM sensor, NVLink, a remap failure, ECC and an Xid."""
-    inv, session = frames_of("h200-nvswitch-8", seconds=16)  # GR_ENGINE: from the 2nd health tick (15 s)
+    inv, session = frames_of("h200-nvswitch-8", seconds=4)
     f = session.last_frame
     g0 = replace(f.gpus[0], xids=(XidCount(xid=79, count=1, last_t=1.0),), remap_failure=True,
                  clock_event_reasons=0x4, ecc_corrected_volatile=3, ecc_uncorrected_volatile=0,

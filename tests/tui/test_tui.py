@@ -262,7 +262,8 @@ _NO_SIGHUP = ("import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, 
 @needs_tmux
 def test_watchdog_exits_when_the_terminal_hangs_up_without_sighup():
     """The terminal-hang-up watchdog (tui/base.py ``MonitorApp._watchdog``): with SIGHUP never delivered, killing
-    the tmux session running the live TUI still ends gpuscope within 3 s (the watchdog runs every second)."""
+    the tmux session running the live TUI still ends gpuscope within 3 s (the watchdog wakes at the terminal's
+    hang-up or its parent's end: tui/hangup.py ``watch``)."""
     with Tmux(f"{shlex.quote(sys.executable)} -c {shlex.quote(_NO_SIGHUP)}", size=(100, 30), keep=False) as t:
         t.wait_screen("SIMULATED", "GPU3")
         pid = t.pane_pid()
