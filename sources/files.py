@@ -6,6 +6,8 @@ import os
 import stat
 from pathlib import Path
 
+from gpuscope.core.text import clean
+
 
 def not_a_regular_file(path: str | os.PathLike[str]) -> str | None:
     """Why ``path`` cannot be read as a file (a FIFO, a device, a socket: reading ``/dev/zero`` whole never
@@ -43,3 +45,13 @@ def not_writable_as_file(path: str | os.PathLike[str]) -> str | None:
     if stat.S_ISSOCK(mode):
         return "is a socket, not a file"
     return None
+
+
+def read_error(e: OSError, folder: str = "is a folder") -> str:
+    """Why reading a file the user named failed, in a few words: "no such file", ``folder`` for a directory,
+    else "cannot read (the system's reason)"."""
+    if isinstance(e, FileNotFoundError):
+        return "no such file"
+    if isinstance(e, IsADirectoryError):
+        return folder
+    return f"cannot read ({clean(e.strerror or str(e), 60)})"

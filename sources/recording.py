@@ -41,7 +41,7 @@ from gpuscope.core.redact import redact_argv
 from gpuscope.core.text import clean, count
 from gpuscope.core.units import duration
 from gpuscope.core.validate import Tally, ValidationError, in_range, loads
-from gpuscope.sources.files import not_a_regular_file, not_writable_as_file
+from gpuscope.sources.files import not_a_regular_file, not_writable_as_file, read_error
 from gpuscope.sources.recording_scan import Prefetch, events_at, threads_for
 
 if TYPE_CHECKING:  # numpy only where a recording is read: `gpuscope record` and the live screen do not load it
@@ -741,12 +741,8 @@ def open_recording(path: str | os.PathLike[str]) -> Recording:
         raise RecordingError(f"{p}: {why}")
     try:
         raw = p.read_bytes()
-    except FileNotFoundError:
-        raise RecordingError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise RecordingError(f"{p}: is a directory, not a recording") from None
     except OSError as e:
-        raise RecordingError(f"{p}: cannot read ({e.strerror or e})") from None
+        raise RecordingError(f"{p}: {read_error(e, folder='is a directory, not a recording')}") from None
     return read_recording(p, raw)
 
 

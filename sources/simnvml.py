@@ -91,7 +91,6 @@ class SimNvml:
         self.scenario = scenario
         self.pcie_block_s = pcie_block_s
         self.gpm_live: dict[int, Any] = {}  # GPM samples allocated and not freed (id → sample)
-        self.gpm_metrics_asked: list[tuple[int, ...]] = []  # the metric ids of each nvmlGpmMetricsGet (tests)
         if clock is None:
             start = time.monotonic()
 
@@ -659,8 +658,6 @@ class SimNvml:
     def nvmlGpmMetricsGet(self, mg: Any) -> Any:
         if id(mg.sample1) not in self.gpm_live or id(mg.sample2) not in self.gpm_live:
             raise RuntimeError("simulated NVML: a GPM sample used after it was freed")
-        self.gpm_metrics_asked.append(tuple(mg.metrics[k].metricId for k in range(mg.numMetrics)))
-        del self.gpm_metrics_asked[:-64]
         hh = mg.sample2.h
         self._h(hh)
         v = self._values(hh)

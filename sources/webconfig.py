@@ -39,6 +39,7 @@ from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.text import clean
+from gpuscope.sources.files import read_error
 
 
 class WebConfigError(GpuscopeError):
@@ -272,12 +273,8 @@ def read_capped(path: str, label: str, kind: str) -> bytes:
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_FILE + 1)
-    except FileNotFoundError:
-        raise ValueError(f"{label}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"{label}: is a folder") from None
     except OSError as e:
-        raise ValueError(f"{label}: cannot read ({clean(e.strerror or e, 60)})") from None
+        raise ValueError(f"{label}: {read_error(e)}") from None
     if len(data) > MAX_FILE:
         raise ValueError(f"{label}: larger than {MAX_FILE >> 20} MiB (not {kind})")
     return data
