@@ -39,7 +39,7 @@ from typing import Any
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.text import clean
-from gpuscope.sources.files import read_error
+from gpuscope.sources.files import not_a_regular_file, read_error
 
 
 class WebConfigError(GpuscopeError):
@@ -268,8 +268,10 @@ class WebConfig:
 
 def read_capped(path: str, label: str, kind: str) -> bytes:
     """``path``'s bytes, whole or not at all (never a prefix: a cut config could lose its TLS or auth section
-    and serve in the open); ValueError ``"LABEL: no such file"`` (is a folder, cannot read, larger than
-    :data:`MAX_FILE`: not KIND) otherwise."""
+    and serve in the open); ValueError ``"LABEL: no such file"`` (is a folder, a named pipe or a device, cannot
+    read, larger than :data:`MAX_FILE`: not KIND) otherwise."""
+    if (why := not_a_regular_file(path)) is not None:  # a named pipe would block the start forever
+        raise ValueError(f"{label}: {why}")
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_FILE + 1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import os
 import re
 import shutil
 import socket
@@ -279,6 +280,9 @@ def test_a_config_padded_past_the_limit_is_refused_not_cut(pki):
 def test_load_missing_and_unreadable_config(tmp_path):
     with pytest.raises(WebConfigError, match=r"no such file"):
         load_web_config(str(tmp_path / "nope.yml"))
+    os.mkfifo(tmp_path / "fifo.yml")  # opening it would wait for a writer: the exporter never started
+    with pytest.raises(WebConfigError, match=r"fifo\.yml: is a named pipe \(FIFO\), not a file"):
+        load_web_config(str(tmp_path / "fifo.yml"))
     (tmp_path / "bin.yml").write_bytes(b"\xff\xfe\x00")
     with pytest.raises(WebConfigError, match=r"not UTF-8"):
         load_web_config(str(tmp_path / "bin.yml"))
