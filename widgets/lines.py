@@ -112,6 +112,9 @@ def line_strip(text: Text, width: int, base: Style,
     return Strip(segments, width)
 
 
+_UNUSED = Strip([], 0)  # a row of a partial update that the compositor does not use
+
+
 class LineWidget(Widget):
     """A widget whose content is a list of one-row ``Text`` lines, set with :meth:`set_lines`.
 
@@ -190,13 +193,23 @@ class LineWidget(Widget):
             self._style_memo[key] = got
         return got
 
+    def render_rows(self, crop: Region, rows: list[int]) -> list[Strip]:
+        """:meth:`render_lines` for a partial update that uses only ``rows`` (in ``crop``): the other rows of
+        ``crop`` are given as an empty strip, which the compositor never reads (widgets/textual_private.py
+        ``get_renders``)."""
+        return self._render(crop, None if len(rows) == crop.height else set(rows))
+
     def render_lines(self, crop: Region) -> list[Strip]:
+        return self._render(crop, None)
+
+    def _render(self, crop: Region, wanted: set[int] | None) -> list[Strip]:
         """The widget's rows in ``crop``, as Textual's ``Widget.render_lines`` gives them. The content rows are
         put together here (the border and padding segments Textual draws around a content row, taken once
         from Textual itself, then the line filters and the crop, as its style cache does): Textual's per-row
         path re-reads a dozen style rules for every changed row of every panel, a third of the screen's
         update time. Border rows (titles), and any widget with effects this does not copy (tint, opacity,
-        hatch, outline), are Textual's own (tests/widgets/test_lines.py compares the two, row for row)."""
+        hatch, outline), are Textual's own (tests/widgets/test_lines.py compares the two, row for row). Only the
+        rows in ``wanted`` when given (:meth:`render_rows`)."""
         frame = self._frame()
         if frame is None:
             return super().render_lines(crop)
@@ -208,6 +221,10 @@ class LineWidget(Widget):
         rows = self._rows
         y, end = crop.y, crop.bottom
         while y < end:
+            if wanted is not None and y not in wanted:
+                out.append(_UNUSED)
+                y += 1
+                continue
             if top <= y < bottom:
                 content = self.render_line(y - top)
                 done = rows.get(y)
@@ -220,7 +237,7 @@ class LineWidget(Widget):
                 y += 1
                 continue
             z = y + 1
-            while z < end and not top <= z < bottom:
+            while z < end and not top <= z < bottom and (wanted is None or z in wanted):
                 z += 1
             out += super().render_lines(Region(crop.x, y, crop.width, z - y))
             y = z

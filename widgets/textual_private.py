@@ -125,6 +125,7 @@ if MATCHES or TYPE_CHECKING:  # as they are in WRITTEN_FOR; never imported on an
     TEXTUAL_RENDER_PARTIAL_UPDATE = Compositor.render_partial_update
 
 WINDOWS = sys.platform == "win32"  # Textual writes in chunks there: its own _display is kept
+SKIP_HIDDEN = True  # get_renders leaves out the rows hidden by the widgets in front (False: the tests' reference)
 R = TypeVar("R")
 
 
@@ -221,45 +222,63 @@ def render_partial_update(self: Any) -> ChopsUpdate | None:
     return ChopsUpdate(chops, spans, [cut_set[1:] for cut_set in self.cuts])
 
 
-def row_runs(rows: list[int], y0: int, y1: int) -> list[tuple[int, int]]:
-    """The runs ``[start, end)`` of consecutive rows of ``rows`` (sorted) that lie in ``[y0, y1)``."""
-    lo, hi = bisect_left(rows, y0), bisect_left(rows, y1)
-    runs: list[tuple[int, int]] = []
-    for y in rows[lo:hi]:
-        if runs and runs[-1][1] == y:
-            runs[-1] = (runs[-1][0], y + 1)
-        else:
-            runs.append((y, y + 1))
-    return runs
+def uncovered(rows: list[int], x: int, x1: int, above: list[tuple[int, int, int, int]]) -> list[int]:
+    """The rows of ``rows`` where the cells ``[x, x1)`` are not all covered by ``above``: the visible
+    rectangles ``(x0, y0, x1, y1)`` of the widgets drawn over this one (their intervals on a row joined,
+    so two panels side by side cover the container behind both)."""
+    out = []
+    for y in rows:
+        spans = sorted((a, b) for a, y0, b, y1 in above if y0 <= y < y1 and b > x and a < x1)
+        reach = x
+        for a, b in spans:
+            if a > reach:
+                break
+            reach = max(reach, b)
+        if reach < x1:
+            out.append(y)
+    return out
 
 
 def get_renders(self: Any, crop: Region | None = None) -> Any:
     """``Compositor._get_renders`` that, for a partial update, renders each widget from its first to its last
-    changed row only. Textual renders every row of every widget that overlaps the changed area (the
-    bounding box of every change: from the status line at the top to a graph at the bottom is most of the
-    screen) and then uses the changed rows: the screen's, the containers' and the panels' other rows went
-    through the style cache and the line filters for nothing (profiled: 94 rows a refresh for 12 changed
-    ones). One call per widget: each call has a fixed cost (its colours, filters, title)."""
+    changed row only, and not at all in the rows where the widgets above it hide it. Textual renders every
+    row of every widget that overlaps the changed area (the bounding box of every change: from the status
+    line at the top to a graph at the bottom is most of the screen) and then uses the changed rows: the
+    screen's, the containers' and the panels' other rows went through the style cache and the line filters
+    for nothing (profiled: 94 rows a refresh for 12 changed ones); and the containers behind a panel
+    (its grid, the scroll view, the screen) were rendered for every changed row of it, three times the
+    panel's rows, to be thrown away: the compositor paints front to back and keeps, for each cut of a row,
+    the first strip given, so a row hidden by the widgets in front gives nothing
+    (tests/widgets/test_partial_writes.py: the same chops with and without this). One call per widget: each
+    call has a fixed cost (its colours, filters, title)."""
     if crop is None:
         yield from TEXTUAL_GET_RENDERS(self, None)
         return
     rows = getattr(self, "_gs_rows", None)
     top, bottom = crop.y, crop.bottom
     crop_overlaps = crop.overlaps
-    for widget, (region, clip) in self.visible_widgets.items():
+    above: list[tuple[int, int, int, int]] = []  # the visible rectangles of the widgets rendered so far
+    for widget, (region, clip) in self.visible_widgets.items():  # front to back
         if not crop_overlaps(clip):
             continue
         x, y, width, height = region.intersection(clip)
         y0, y1 = max(y, top), min(y + height, bottom)
         if not width or y1 <= y0:
             continue
-        if rows is not None:  # from the first to the last changed row of this widget
-            runs = row_runs(rows, y0, y1)
-            if not runs:
+        if rows is not None:  # from the first to the last changed row of this widget that shows
+            lo, hi = bisect_left(rows, y0), bisect_left(rows, y1)
+            mine = uncovered(rows[lo:hi], x, x + width, above) if SKIP_HIDDEN and above else rows[lo:hi]
+            above.append((x, y, x + width, y + height))
+            if not mine:
                 continue
-            y0, y1 = runs[0][0], runs[-1][1]
+            y0, y1 = mine[0], mine[-1] + 1
         shown = Region(x, y0, width, y1 - y0)  # the clip the chops are cut with: these rows only
-        yield region, shown, widget.render_lines(Region(x - region.x, y0 - region.y, width, y1 - y0))
+        part = Region(x - region.x, y0 - region.y, width, y1 - y0)
+        only = getattr(widget, "render_rows", None) if rows is not None else None
+        if only is not None:  # a LineWidget: the rows between its changed ones are not drawn (never used)
+            yield region, shown, only(part, [y - region.y for y in mine])
+        else:
+            yield region, shown, widget.render_lines(part)
 
 
 def install() -> bool:

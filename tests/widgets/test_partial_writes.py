@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
+from textual.geometry import Region
 from textual.strip import Strip
 
 from gpuscope.widgets import textual_private as partial_writes
@@ -209,11 +210,59 @@ def test_span_text_is_crop_skip_render(parts, x, x1_off, right):
     assert partial_writes.span_text(strip, x, x1, right, console) == (start, Strip(segments).render(console))
 
 
-@pytest.mark.parametrize("rows, y0, y1, want", [
-    ([], 0, 10, []),
-    ([3], 0, 10, [(3, 4)]),
-    ([1, 2, 3, 7, 9, 10], 2, 10, [(2, 4), (7, 8), (9, 10)]),
-    ([1, 2, 3], 5, 9, []),
+@pytest.mark.parametrize("rows, x, x1, above, want", [
+    ([], 0, 10, [], []),
+    ([1, 2, 3], 0, 10, [], [1, 2, 3]),  # nothing in front
+    ([1, 2, 3], 0, 10, [(0, 0, 10, 3)], [3]),  # hidden in rows 0-2
+    ([1, 2, 3], 0, 10, [(0, 0, 9, 5)], [1, 2, 3]),  # one column still shows
+    ([1, 2, 3], 2, 8, [(0, 0, 9, 5)], []),  # a narrower widget, hidden
+    ([1, 2, 3], 0, 10, [(0, 0, 5, 5), (5, 2, 10, 5)], [1]),  # two side by side, joined where both are
+    ([1, 2, 3], 0, 10, [(0, 0, 4, 5), (5, 0, 10, 5)], [1, 2, 3]),  # a gap of one column between them
+    ([1, 2, 3], 0, 10, [(6, 0, 10, 5), (0, 0, 7, 5)], []),  # overlapping, given right to left
+    ([4], 0, 10, [(0, 0, 10, 4)], [4]),  # the row below a widget
 ])
-def test_row_runs(rows: list[int], y0: int, y1: int, want: list[tuple[int, int]]) -> None:
-    assert partial_writes.row_runs(rows, y0, y1) == want
+def test_uncovered(rows: list[int], x: int, x1: int, above: list[tuple[int, int, int, int]], want: list[int]) -> None:
+    assert partial_writes.uncovered(rows, x, x1, above) == want
+
+
+def _chops(comp, rows: list[int], ours: bool, skip: bool) -> list[dict[int, object]]:
+    """The chops of a partial update of ``rows`` (every row's whole width): Textual's own renders or ours
+    (with or without leaving hidden rows out), each chop as the text and styles of its segments."""
+    crop = Region(0, rows[0], comp.size.width, rows[-1] + 1 - rows[0])
+    saved = partial_writes.SKIP_HIDDEN
+    partial_writes.SKIP_HIDDEN = skip
+    comp._gs_rows = rows if ours else None
+    get = partial_writes.get_renders if ours else partial_writes.TEXTUAL_GET_RENDERS
+    original = type(comp)._get_renders
+    type(comp)._get_renders = get
+    try:
+        chops = comp._render_chops(crop, set(rows).__contains__)
+    finally:
+        type(comp)._get_renders = original
+        partial_writes.SKIP_HIDDEN = saved
+        comp._gs_rows = None
+    return [{cut: (None if strip is None else list(strip)) for cut, strip in chops[y].items()} for y in rows]
+
+
+@pytest.mark.parametrize("scenario, size", [("h200-nvswitch-8", (120, 40)), ("h200-nvswitch-8", (80, 24)),
+                                            ("power-capped", (120, 40)), ("mixed-4", (200, 60))])
+async def test_hidden_rows_left_out_give_textuals_chops(scenario: str, size: tuple[int, int]) -> None:
+    """For any set of changed rows, the chops are Textual's own: rows hidden by the widgets in front (the
+    containers behind the panels) and the rows between a panel's changed ones are not drawn, and nothing
+    drawn changes (with a notification on top, and the panels side by side at 2 GPUs)."""
+    from helpers import make_app
+
+    app = make_app(scenario, 0, 30)
+    async with app.run_test(size=size) as pilot:
+        for _ in range(6):
+            await pilot.pause()
+        app.notify("a toast over the panels", timeout=30)
+        for _ in range(3):
+            await pilot.pause()
+        comp = app.screen._compositor
+        rnd = random.Random(size[0] * 7 + len(scenario))
+        cases = [list(range(size[1]))] + [sorted(rnd.sample(range(size[1]), rnd.randint(1, 12))) for _ in range(20)]
+        for rows in cases:
+            theirs = _chops(comp, rows, ours=False, skip=False)
+            assert _chops(comp, rows, ours=True, skip=True) == theirs
+            assert _chops(comp, rows, ours=True, skip=False) == theirs
