@@ -197,12 +197,12 @@ class LineWidget(Widget):
         """:meth:`render_lines` for a partial update that uses only ``rows`` (in ``crop``): the other rows of
         ``crop`` are given as an empty strip, which the compositor never reads (widgets/textual_private.py
         ``get_renders``)."""
-        return self._render(crop, None if len(rows) == crop.height else set(rows))
+        return self._draw_rows(crop, None if len(rows) == crop.height else set(rows))
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        return self._render(crop, None)
+        return self._draw_rows(crop, None)
 
-    def _render(self, crop: Region, wanted: set[int] | None) -> list[Strip]:
+    def _draw_rows(self, crop: Region, wanted: set[int] | None) -> list[Strip]:
         """The widget's rows in ``crop``, as Textual's ``Widget.render_lines`` gives them. The content rows are
         put together here (the border and padding segments Textual draws around a content row, taken once
         from Textual itself, then the line filters and the crop, as its style cache does): Textual's per-row
