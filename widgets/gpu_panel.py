@@ -32,6 +32,7 @@ from gpuscope.widgets.style import (
     bar_key,
     fmt_num,
     fmt_rate,
+    label_and_graph,
     level_style,
     live_block,
     live_sparks,
@@ -295,10 +296,7 @@ class GpuPanel(LineWidget):
             labels = graph_labels(m, now, peak, top, h, over if k == 0 else "")
             for j, (label, row) in enumerate(zip(labels, rows)):
                 def build_row(label: str = label, row: str = row, first: bool = j == 0) -> Text:
-                    t = Text(label, style="" if first else DIM)
-                    t.pad_right(prefix - t.cell_len)
-                    t.append(row, style=OK)
-                    return t
+                    return label_and_graph(label, "" if first else DIM, row, prefix)
                 out.append(self._line(f"g{m.key}{j}", (label, row), build_row, width))
         return out
 

@@ -77,6 +77,31 @@ def changed_cells(old: Strip, new: Strip) -> tuple[int, int] | None:
     return (pos + k, pos + m)
 
 
+def text_cells(a: Text, b: Text, width: int) -> tuple[int, int] | None:
+    """The cells ``[start, end)`` where two lines differ when both are drawn by :func:`line_strip` with the same
+    style layout (equal spans and base style, the same length, one cell a character): there the styles of
+    every cell are the same, so the texts decide, compared in C. ``None`` when that does not hold (compare
+    the strips: :func:`changed_cells`) or when they draw the same."""
+    pa, pb = a.plain, b.plain
+    n = len(pa)
+    if (len(pb) != n or n > width or a.spans != b.spans or a.style != b.style or pa == pb
+            or not (pa.isascii() or cell_len(pa) == n) or not (pb.isascii() or cell_len(pb) == n)
+            or "\n" in pa or "\n" in pb or not spans_in_order(a)):
+        return None
+    return (_first_diff(pa, pb), n - _first_diff(pa[::-1], pb[::-1]))
+
+
+def spans_in_order(text: Text) -> bool:
+    """Whether ``text``'s spans follow one another without overlapping (what :func:`line_strip` draws)."""
+    pos, n = 0, len(text.plain)
+    for start, end, _ in text.spans:
+        if start < pos or end > n:
+            return False
+        if end > start:
+            pos = end
+    return True
+
+
 def same_line(a: Text, b: Text) -> bool:
     """Whether two lines draw the same cells (text, spans and base style)."""
     return a is b or a.plain == b.plain and a.spans == b.spans and a.style == b.style
@@ -219,6 +244,7 @@ class LineWidget(Widget):
         whole = (x1, x2) == (0, width)
         out: list[Strip] = []
         rows = self._rows
+        content_width = self.size.width
         y, end = crop.y, crop.bottom
         while y < end:
             if wanted is not None and y not in wanted:
@@ -226,13 +252,13 @@ class LineWidget(Widget):
                 y += 1
                 continue
             if top <= y < bottom:
-                content = self.render_line(y - top)
+                content = self._row(y - top, content_width)
                 done = rows.get(y)
                 if done is None or done[0] is not content or done[1] != filters:
-                    strip = Strip([*prefix, *content, *suffix], width)
-                    for f in filters:
-                        strip = strip.apply_filter(f, background)
-                    done = rows[y] = (content, filters, strip)
+                    segments = [*prefix, *content, *suffix]
+                    for f in filters:  # Strip.apply_filter's work, without a Strip (seven caches) for each step
+                        segments = f.apply(segments, background)
+                    done = rows[y] = (content, filters, Strip(segments, width))
                 out.append(done[2] if whole else done[2].crop(x1, x2))
                 y += 1
                 continue
@@ -275,7 +301,10 @@ class LineWidget(Widget):
         return frame
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        return self._row(y, self.size.width)
+
+    def _row(self, y: int, width: int) -> Strip:
+        """Content row ``y`` as a strip ``width`` cells wide (the content's width: ``self.size.width``)."""
         if not 0 <= y < len(self._lines):
             return Strip.blank(width, self._style())
         strip = self._strips[y]
@@ -309,7 +338,7 @@ class LineWidget(Widget):
                 continue
             # only the cells that changed go to the terminal: "400 KB/s" → "410 KB/s" is 1 cell, not the line
             new = self._strips[y] = self._strip(b, width)
-            cells = changed_cells(prev, new)
+            cells = text_cells(a, b, width) or changed_cells(prev, new)
             if cells is not None:
                 dirty.append(Region(cells[0], y, cells[1] - cells[0], 1))
         if dirty:

@@ -234,3 +234,55 @@ def test_examples() -> None:
     assert changed_cells(s, Strip([Segment("PWR 640 W!", None)])) == (0, 10)
     wide = Strip([Segment("PWR 6漢 W", None)])
     assert changed_cells(wide, wide) == (0, 9)
+
+
+# ------------------------------------------------------------------ text_cells
+# widgets/lines.py text_cells: for two lines of one style layout, the plain texts' difference is the cells
+# that changed (what changed_cells finds comparing the strips), or None where it cannot say.
+
+
+def _line(parts: list[tuple[str, str | Style]], text_style: str | Style) -> Text:
+    t = Text(style=text_style)
+    for s, style in parts:
+        t.append(s, style=style)
+    return t
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(pieces, st.sampled_from(["", "dim", Style(bold=True)]), st.integers(1, 60),
+       st.lists(st.tuples(st.integers(0, 60), st.sampled_from("ab 9▁█日\n")), max_size=4), st.booleans())
+def test_text_cells_are_the_changed_cells(parts, text_style, width, edits, restyle):
+    from gpuscope.widgets.lines import text_cells
+
+    a = _line(parts, text_style)
+    plain = list(a.plain)
+    for pos, ch in edits:  # new characters in place: the same spans, a new text
+        if plain:
+            plain[pos % len(plain)] = ch
+    b = a.copy()
+    b.plain = "".join(plain)
+    if restyle and b.spans:  # or another layout: text_cells must not answer from the texts
+        b.spans = [b.spans[0]._replace(style="reverse"), *b.spans[1:]]
+    got = text_cells(a, b, width)
+    sa, sb = line_strip(a, width, BASE, styled), line_strip(b, width, BASE, styled)
+    if got is None:  # it cannot say (or nothing changed): changed_cells decides
+        if sa is not None and sb is not None and a.spans == b.spans and a.style == b.style and "日" not in \
+                a.plain + b.plain and "\n" not in a.plain + b.plain and len(a.plain) <= width:
+            assert changed_cells(sa, sb) is None  # the texts are equal
+        return
+    assert sa is not None and sb is not None
+    assert got == changed_cells(sa, sb)
+
+
+@pytest.mark.parametrize("a, b, want", [
+    (Text("PWR 640 W"), Text("PWR 641 W"), (6, 7)),
+    (Text("PWR 640 W"), Text("PWR 640 W"), None),  # the same: nothing to say
+    (Text("PWR 640 W"), Text("PWR 64 W"), None),  # lengths differ: the padding's style is the widget's
+    (Text.assemble(("a", "bold"), "bc"), Text.assemble("a", ("bc", "bold")), None),  # another layout
+    (Text("GPU 日本"), Text("GPU 日日"), None),  # double-width characters
+    (Text("x" * 30), Text("y" * 30), None),  # wider than the widget
+])
+def test_text_cells_examples(a: Text, b: Text, want: tuple[int, int] | None) -> None:
+    from gpuscope.widgets.lines import text_cells
+
+    assert text_cells(a, b, 20) == want

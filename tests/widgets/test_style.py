@@ -367,3 +367,24 @@ def test_spark_cells_table(row: list[float], top: float | None) -> None:
     want = sparkline([None if v != v else v for v in row], top)
     assert spark_cells(row, top) == want
     assert spark_rows([row], [top]) == [want]
+
+
+@pytest.mark.parametrize("label, style, graph, column", [
+    ("util 100% over 1 min", "", "▁▂▃█", 36),
+    ("scale 0–700 W", "bright_black", "████", 36),
+    ("", "bright_black", "▅▅▅", 36),
+    ("peak 678 W", "", "", 36),  # no graph yet
+    ("a label longer than the column it should end at", "", "▁▁", 36),
+    ("GPU 日本", "", "▁", 12),  # double-width characters: padded by cells
+    ("bell\x07 in it", "bright_black", "▁\x1b▂", 20),  # control characters dropped, as Text does
+])
+def test_label_and_graph_is_the_appended_text(label: str, style: str, graph: str, column: int) -> None:
+    from rich.text import Text
+
+    from gpuscope.widgets.style import label_and_graph
+
+    want = Text(label, style=style)
+    want.pad_right(column - want.cell_len)
+    want.append(graph, style="green")
+    got = label_and_graph(label, style, graph, column)
+    assert (got.plain, got.spans, got.style) == (want.plain, want.spans, want.style)
