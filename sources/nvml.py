@@ -130,6 +130,8 @@ class _SlowState:
     energy_t: float = -1e18  # when it was read (the source's clock)
     meter: EnergyMeter = field(default_factory=EnergyMeter)  # the counter advanced every tick between reads
     procs: tuple[ProcessInfo, ...] | None = None
+    power_limit: float | None = None  # mW: changes when an administrator sets it (slow path)
+    pcie_width: int | None = None  # lanes: changes with link training, not with load as the generation does
 # (history key of the throughput call, the reading it fills): the fallback where GPM is not there
 _PCIE_THROUGHPUT: tuple[tuple[str, Literal["pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"]], ...] = (
     ("pcie_tx", "pcie_tx_bytes_per_s"), ("pcie_rx", "pcie_rx_bytes_per_s"))
@@ -712,8 +714,12 @@ class NvmlSource:
         util = c(i, "util", nv.nvmlDeviceGetUtilizationRates, h)
         mem = c(i, "mem", self._memory, i, h)
         power = c(i, "power", nv.nvmlDeviceGetPowerUsage, h)
-        limit = c(i, "power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
         kept = self._slow.setdefault(i, _SlowState())
+        if slow:  # the power limit and the link width on the slow path (5 s), carried: 0.03 and 0.1 ms of CPU a
+            # read on H200 (docs/performance.md); the generation drops at idle and is read every tick
+            kept.power_limit = c(i, "power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
+            kept.pcie_width = c(i, "pcie_width", nv.nvmlDeviceGetCurrPcieLinkWidth, h)
+        limit = kept.power_limit
         now = self.clock()
         if slow and now - kept.energy_t >= ENERGY_INTERVAL_S:
             # ~4 ms of CPU per call on H200 (measured): the energy counter is read every 30 s
@@ -744,7 +750,7 @@ class NvmlSource:
             pstate=c(i, "pstate", nv.nvmlDeviceGetPerformanceState, h),
             clock_event_reasons=int(reasons) if reasons is not None else None,
             pcie_gen=c(i, "pcie_gen", nv.nvmlDeviceGetCurrPcieLinkGeneration, h),
-            pcie_width=c(i, "pcie_width", nv.nvmlDeviceGetCurrPcieLinkWidth, h),
+            pcie_width=kept.pcie_width,
             processes=procs,
         )
 

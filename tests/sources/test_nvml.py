@@ -142,6 +142,24 @@ def test_per_process_utilisation_is_read_on_health_ticks_and_carried():
     src.close()
 
 
+def test_power_limit_and_link_width_on_the_slow_ticks_and_carried():
+    """The enforced power limit and the link width change with an administrator or a link retraining, not
+    with load (0.03 and 0.1 ms of CPU a read on H200): read every 5 s, carried in every frame between; the
+    link generation, which drops at idle, every tick."""
+    src = sim_source("idle-downshift", at=0)
+    sim = src.nvml
+    asked: dict[str, list[float]] = {"limit": [], "width": [], "gen": []}
+    for key, name in (("limit", "nvmlDeviceGetEnforcedPowerLimit"), ("width", "nvmlDeviceGetCurrPcieLinkWidth"),
+                      ("gen", "nvmlDeviceGetCurrPcieLinkGeneration")):
+        real = getattr(sim, name)
+        setattr(sim, name, lambda *a, real=real, key=key: asked[key].append(sim.clock.now) or real(*a))
+    frames = run_frames(src, 0, 12)
+    assert asked["limit"] == asked["width"] == [0, 5, 10]
+    assert asked["gen"] == list(range(13))  # run_frames: 0 to 12 s
+    assert all(g.power_limit_w and g.pcie_width for f in frames for g in f.gpus)
+    src.close()
+
+
 def test_nvlink_from_per_link_counters_without_gpm():
     src = sim_source("mixed-4", at=20)
     frames = run_frames(src, 20, 27)
