@@ -226,9 +226,13 @@ def uncovered(rows: list[int], x: int, x1: int, above: list[tuple[int, int, int,
     """The rows of ``rows`` where the cells ``[x, x1)`` are not all covered by ``above``: the visible
     rectangles ``(x0, y0, x1, y1)`` of the widgets drawn over this one (their intervals on a row joined,
     so two panels side by side cover the container behind both)."""
+    if not rows:
+        return []
+    lo, hi = rows[0], rows[-1]
+    near = sorted((a, y0, b, y1) for a, y0, b, y1 in above if b > x and a < x1 and y0 <= hi and y1 > lo)
     out = []
     for y in rows:
-        spans = sorted((a, b) for a, y0, b, y1 in above if y0 <= y < y1 and b > x and a < x1)
+        spans = [(a, b) for a, y0, b, y1 in near if y0 <= y < y1]  # sorted by their left edge
         reach = x
         for a, b in spans:
             if a > reach:
