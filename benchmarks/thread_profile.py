@@ -6,7 +6,8 @@ Run under a terminal (benchmarks/ptyrun.py, tmux). Each thread gets its own ``cP
 ``time.thread_time`` (CPU, not wall time: a wait in NVML or in the event loop costs nothing), switched on in that
 thread ``--after`` seconds in and off ``--for`` seconds later. Writes ``DIR/main.prof`` and ``DIR/sampler.prof``
 and, for each, ``.txt`` with the functions by own and by cumulative CPU; the ms of CPU per second of each thread
-is measured without a profiler by thread_cpu.py.
+is measured without a profiler by thread_cpu.py. Python ≤ 3.11 only: from 3.12 ``cProfile`` runs on
+``sys.monitoring``, which sees every thread's calls in one profile, and a second profiler is refused.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ def main() -> None:
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     args = a.args[1:] if a.args[:1] == ["--"] else a.args
+    if sys.version_info >= (3, 12):  # cProfile moved to sys.monitoring: one profiler sees every thread's calls
+        raise SystemExit("thread_profile: needs Python ≤ 3.11 (from 3.12 cProfile cannot profile one thread); "
+                         "use py-spy there")
     os.makedirs(a.out, exist_ok=True)
     start, stop = time.monotonic() + a.after, time.monotonic() + a.after + a.for_s
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where the live TUI's CPU goes on a real GPU, function by function: the main and sampler threads profiled by CPU
-# time (benchmarks/thread_profile.py) at SIZE (default 120x40), idle then under the bf16 matmul of
+# time (benchmarks/thread_profile.py, Python ≤ 3.11: the lent machines have 3.12, so this needs an older python3 there) at SIZE (default 120x40), idle then under the bf16 matmul of
 # bench_peers.py. Results in $OUT/profile.tgz. Usage: OUT=dir AFTER=65 FOR=45 SIZE=120x40 tools/device_profile.sh
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT/p"
