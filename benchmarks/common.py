@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -10,6 +11,19 @@ import subprocess
 import tempfile
 import time
 from typing import Any
+
+
+def measured_run_args(out_flag: str, out_help: str) -> tuple[argparse.Namespace, list[str]]:
+    """The command line of a script that runs gpuscope in its own process and measures a stretch of it
+    (thread_cpu.py, thread_profile.py): ``--after S --for S OUT_FLAG PATH -- [gpuscope's arguments]``; returns
+    the options and gpuscope's arguments."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--after", type=float, required=True, help="seconds before measuring")
+    ap.add_argument("--for", dest="for_s", type=float, required=True, help="seconds measured")
+    ap.add_argument(out_flag, required=True, help=out_help)
+    ap.add_argument("args", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    return a, a.args[1:] if a.args[:1] == ["--"] else a.args
 
 
 def write_json(path: str | None, data: Any) -> None:

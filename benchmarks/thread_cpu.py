@@ -12,12 +12,15 @@ process figure alone.
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import runpy
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import measured_run_args  # noqa: E402
 
 
 def _clocks() -> dict[str, float]:
@@ -51,13 +54,7 @@ def measure(after_s: float, for_s: float, path: str) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--after", type=float, required=True)
-    ap.add_argument("--for", dest="for_s", type=float, required=True)
-    ap.add_argument("--json", required=True)
-    ap.add_argument("args", nargs=argparse.REMAINDER)
-    a = ap.parse_args()
-    args = a.args[1:] if a.args[:1] == ["--"] else a.args
+    a, args = measured_run_args("--json", "where to write the ms of CPU a second of each thread")
     threading.Thread(target=measure, args=(a.after, a.for_s, a.json), name="thread_cpu", daemon=True).start()
     sys.argv = ["gpuscope", *args]
     runpy.run_module("gpuscope", run_name="__main__", alter_sys=True)

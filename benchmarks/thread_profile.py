@@ -12,12 +12,14 @@ is measured without a profiler by thread_cpu.py. Python ≤ 3.11 only: from 3.12
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import os
 import pstats
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import measured_run_args  # noqa: E402
 
 
 def _write(prof: cProfile.Profile, path: str, seconds: float) -> None:
@@ -30,13 +32,7 @@ def _write(prof: cProfile.Profile, path: str, seconds: float) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--after", type=float, required=True)
-    ap.add_argument("--for", dest="for_s", type=float, required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("args", nargs=argparse.REMAINDER)
-    a = ap.parse_args()
-    args = a.args[1:] if a.args[:1] == ["--"] else a.args
+    a, args = measured_run_args("--out", "the folder for the profiles")
     if sys.version_info >= (3, 12):  # cProfile moved to sys.monitoring: one profiler sees every thread's calls
         raise SystemExit("thread_profile: needs Python ≤ 3.11 (from 3.12 cProfile cannot profile one thread); "
                          "use py-spy there")

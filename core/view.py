@@ -37,6 +37,7 @@ class StatusInfo:
     recording: RecordingStatus | None = None
     record_error: str | None = None  # why the last recording stopped early
     origin_note: str = ""  # replay: the file and whether it is simulated
+    origin_name: str = ""  # replay: the file's name alone (what a narrow header shows of origin_note)
     tick_errors: TickErrors = field(default_factory=TickErrors)
 
 

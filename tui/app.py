@@ -100,7 +100,8 @@ class GpuscopeApp(MonitorApp[int]):
     show_processes: var[bool] = var(False, init=False)  # the processes panel (P)
 
     def __init__(self, session: Session, feeder: Worker | None, *, label: str, interval_s: float, window: str = "1m",
-                 compact: bool | None = None, record_path: str | None = None, origin_note: str = ""):
+                 compact: bool | None = None, record_path: str | None = None, origin_note: str = "",
+                 origin_name: str = ""):
         super().__init__()
         self.session = session
         self.feeder = feeder
@@ -109,6 +110,7 @@ class GpuscopeApp(MonitorApp[int]):
         self.set_reactive(GpuscopeApp.window_s, WINDOWS.get(window, 60.0))
         self.set_reactive(GpuscopeApp.compact, compact)
         self.origin_note = origin_note
+        self.origin_name = origin_name or origin_note
         self.message_line = ""
         self.layout_control = LayoutController(self)
         self.redraw = RedrawScheduler()
@@ -217,6 +219,7 @@ class GpuscopeApp(MonitorApp[int]):
                                             frames=rec.frames, dropped=rec.dropped)
             status = StatusInfo(interval_s=self.interval_s, paused=self.paused, recording=recording,
                                 record_error=s.record_error, origin_note=self.origin_note,
+                                origin_name=self.origin_name,
                                 tick_errors=s.tick_errors)
             replay = self.feeder.status() if isinstance(self.feeder, ReplayFeeder) else None
             findings = s.findings.active

@@ -86,7 +86,7 @@ def run_replay(opts: ReplayOptions) -> int:
     if whole.mixed:
         note += f" — part {opts.part or 1} of {len(whole.parts)}"
     app = GpuscopeApp(session, None, label="REPLAY", interval_s=interval, compact=True if opts.compact else None,
-                      origin_note=f"{Path(path).name} ({note})")
+                      origin_note=f"{Path(path).name} ({note})", origin_name=Path(path).name)
     app.feeder = ReplayFeeder(rec, session, app.notify_update, speed=opts.speed, window_s=lambda: app.window_s)
     app.message_line = damage_line(rec.problems)  # on screen, not only in the header's note (cut when narrow)
     if whole.mixed and opts.part is None:  # on screen, and on stderr (it stays there after the replay ends)

@@ -53,32 +53,76 @@ def fit_words(text: Text, width: int) -> Text:
     return out
 
 
-def fit_segments(segments: list[tuple[Text, int]], width: int, sep: str = "  ") -> Text:
+def middle_cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells, cut in the middle with ``…`` when longer: a file name's start and
+    its end (the extension) say most. Characters are kept whole (a wide one that does not fit goes)."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:max(0, width)]
+    room = width - 1
+    head_room = (room + 1) // 2
+    head = ""
+    for ch in text:
+        if cell_len(head + ch) > head_room:
+            break
+        head += ch
+    tail = ""
+    for ch in reversed(text[len(head):]):
+        if cell_len(head) + cell_len(ch + tail) > room:
+            break
+        tail = ch + tail
+    return head + ELLIPSIS + tail
+
+
+SHORT_MIN = 8  # a short form cut in the middle to fewer cells than this says nothing: left out
+
+
+def fit_segments(segments: list[tuple[Text, int]] | list[tuple[Text, int, str | None]], width: int,
+                 sep: str = "  ") -> Text:
     """Join ``(text, priority)`` segments with ``sep``, dropping the lowest priority (then the
     rightmost of equal priority) until they fit in ``width`` cells. Priority 0 is never dropped. A dropped
     segment that fits in the room left once the line fits is put back (best priority first): a long one
-    (a file name) dropped must not take a short one of its priority (the host) with it."""
+    (a file name) dropped must not take a short one of its priority (the host) with it. A segment may carry
+    a short form (``(text, priority, short)``: a file name without its note): when the whole does not fit back,
+    the short form does, cut in the middle (:func:`middle_cut`) to the room left, if that leaves
+    :data:`SHORT_MIN` cells or more."""
+    texts = [seg[0] for seg in segments]
+    prios = [seg[1] for seg in segments]
+    shorts = [seg[2] if len(seg) > 2 else None for seg in segments]
     keep = list(range(len(segments)))
 
     def total(ix: list[int]) -> int:
-        return sum(cell_len(segments[i][0].plain) for i in ix) + cell_len(sep) * max(0, len(ix) - 1)
+        return sum(cell_len(texts[i].plain) for i in ix) + cell_len(sep) * max(0, len(ix) - 1)
 
     dropped: list[int] = []
     while total(keep) > width:
-        droppable = [i for i in keep if segments[i][1] > 0]
+        droppable = [i for i in keep if prios[i] > 0]
         if not droppable:
             break
-        worst = max(droppable, key=lambda i: (segments[i][1], i))
+        worst = max(droppable, key=lambda i: (prios[i], i))
         keep.remove(worst)
         dropped.append(worst)
-    for i in sorted(dropped, key=lambda i: (segments[i][1], i)):
-        if total(sorted([*keep, i])) <= width:
+    # best priority first; within a priority the whole segments before any short form (the host before a cut name)
+    attempts = sorted([(prios[i], 0, i) for i in dropped] + [(prios[i], 1, i) for i in dropped if shorts[i]])
+    for _prio, short_form, i in attempts:
+        if i in keep:
+            continue
+        if not short_form:
+            if total(sorted([*keep, i])) <= width:
+                keep = sorted([*keep, i])
+            continue
+        short = shorts[i] or ""
+        room = width - total(keep) - (cell_len(sep) if keep else 0)
+        cut = middle_cut(short, room)
+        if cut and cell_len(cut) >= min(SHORT_MIN, cell_len(short)):
+            texts[i] = Text(cut, style=texts[i].style)
             keep = sorted([*keep, i])
     out = Text()
     for k, i in enumerate(keep):
         if k:
             out.append(sep)
-        out.append_text(segments[i][0])
+        out.append_text(texts[i])
     return out
 
 

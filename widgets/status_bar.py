@@ -75,10 +75,11 @@ class StatusBar(Static):
             self._now, self._seen_at = v.now, time.monotonic()
         stale = stale_text(self.sample_age(), st.interval_s) if self.watch_stale and not st.paused and v.now else ""
         self._stale = stale
-        segs: list[tuple[str, str, int]] = []  # (text, style, priority): 0 always shown, higher dropped first
+        # (text, style, priority, short form): priority 0 always shown, higher dropped first (widgets/fit.py)
+        segs: list[tuple[str, str, int, str | None]] = []
 
-        def seg(text: str, style: str = "", prio: int = 0) -> None:
-            segs.append((text, style, prio))
+        def seg(text: str, style: str = "", prio: int = 0, short: str | None = None) -> None:
+            segs.append((text, style, prio, short))
 
         p = self.palette
         bad = f"bold {p.bad}"
@@ -91,7 +92,7 @@ class StatusBar(Static):
         if st.tick_errors.count:  # a high priority: a narrow terminal must still show it
             seg(st.tick_errors.text(), bad, 1)
         if st.origin_note:
-            seg(clean(st.origin_note, 300), p.accent, 3)
+            seg(clean(st.origin_note, 300), p.accent, 3, clean(st.origin_name, 300))  # narrow: the file's name
         seg(clean(v.inventory.host, 60), "", 3)
         seg(f"{len(v.inventory.devices)} GPU", "", 4)
         mig = [d for d in v.inventory.devices if d.mig_instances is not None]
@@ -119,4 +120,4 @@ class StatusBar(Static):
         if key == self._key:  # the same words at the same width: nothing to fit or compare again
             return
         self._key = key
-        set_content(self, fit_segments([(Text(t, style=style), prio) for t, style, prio in segs], key[1]))
+        set_content(self, fit_segments([(Text(t, style=style), prio, short) for t, style, prio, short in segs], key[1]))

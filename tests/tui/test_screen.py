@@ -180,6 +180,42 @@ def test_a_dropped_long_segment_leaves_room_for_shorter_ones(width, want) -> Non
     assert fit_segments(segs, width).plain == want
 
 
+@pytest.mark.parametrize("width,want", [
+    (200, "gpuscope  REPLAY  demo.jsonl.gz (a real recording of 2x H200, bundled)  h200-demo  2 GPU  window 1m00s  "
+          "20:24:42"),
+    (80, "gpuscope  REPLAY  demo.jsonl.gz  h200-demo  2 GPU  window 1m00s  20:24:42"),  # the name without its note
+    (60, "REPLAY  demo.jsonl.gz  h200-demo  window 1m00s  20:24:42"),
+    (55, "REPLAY  demo.j…nl.gz  h200-demo  window 1m00s  20:24:42"),  # cut in the middle to fit
+    (50, "REPLAY  h200-demo  2 GPU  window 1m00s  20:24:42"),  # 7 cells left for it: too few to say anything
+])
+def test_a_file_name_comes_back_without_its_note_when_narrow(width: int, want: str) -> None:
+    segs = [(Text("gpuscope"), 6, None), (Text("REPLAY"), 0, None),
+            (Text("demo.jsonl.gz (a real recording of 2x H200, bundled)"), 3, "demo.jsonl.gz"),
+            (Text("h200-demo"), 3, None), (Text("2 GPU"), 4, None), (Text("window 1m00s"), 0, None),
+            (Text("20:24:42"), 0, None)]
+    got = fit_segments(segs, width).plain
+    assert got == want
+    assert len(got) <= width
+
+
+@pytest.mark.parametrize("text,width,want", [
+    ("h200-2gpu-load-phases.jsonl.gz", 40, "h200-2gpu-load-phases.jsonl.gz"),
+    ("h200-2gpu-load-phases.jsonl.gz", 9, "h200…l.gz"),
+    ("abc", 1, "…"),
+    ("abc", 0, ""),
+    ("h200-2gpu-load-phases.jsonl.gz", 20, "h200-2gpu-….jsonl.gz"),
+    ("日本語のファイル.gz", 10, "日本…ル.gz"),  # wide characters kept whole
+])
+def test_middle_cut(text: str, width: int, want: str) -> None:
+    from rich.cells import cell_len
+
+    from gpuscope.widgets.fit import middle_cut
+
+    got = middle_cut(text, width)
+    assert got == want
+    assert cell_len(got) <= width
+
+
 @pytest.mark.parametrize("width", [30, 60, 80, 200])
 def test_key_hints_fit_and_keep_help(width: int) -> None:
     t = key_hints([("?", "help"), ("q", "quit"), ("p", "pause"), ("f", "findings"), ("d", "detail")], width)

@@ -386,7 +386,7 @@ async def test_a_textual_theme_recolours_the_chrome_and_the_default_keeps_the_te
         bar = app.query_one(StatusBar)
 
         def header_styles() -> set[str]:
-            return {style for _text, style, _prio in bar._key[0]} if bar._key else set()  # the words it drew
+            return {style for _text, style, _prio, _short in bar._key[0]} if bar._key else set()  # the words it drew
 
         assert app.chrome_palette == ANSI_PALETTE and "bold black on yellow" in header_styles()
         app.theme = "nord"
