@@ -716,9 +716,14 @@ class NvmlSource:
         power = c(i, "power", nv.nvmlDeviceGetPowerUsage, h)
         kept = self._slow.setdefault(i, _SlowState())
         if slow:  # the power limit and the link width on the slow path (5 s), carried: 0.03 and 0.1 ms of CPU a
-            # read on H200 (docs/performance.md); the generation drops at idle and is read every tick
-            kept.power_limit = c(i, "power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
-            kept.pcie_width = c(i, "pcie_width", nv.nvmlDeviceGetCurrPcieLinkWidth, h)
+            # read on H200 (docs/performance.md); the generation drops at idle and is read every tick. A read that
+            # failed once keeps the last value (a NotSupported one is never read again: None)
+            limit_now = c(i, "power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
+            width_now = c(i, "pcie_width", nv.nvmlDeviceGetCurrPcieLinkWidth, h)
+            if limit_now is not None or not self.supported(i, "power_limit"):
+                kept.power_limit = limit_now
+            if width_now is not None or not self.supported(i, "pcie_width"):
+                kept.pcie_width = width_now
         limit = kept.power_limit
         now = self.clock()
         if slow and now - kept.energy_t >= ENERGY_INTERVAL_S:

@@ -110,7 +110,7 @@ class GpuscopeApp(MonitorApp[int]):
         self.set_reactive(GpuscopeApp.window_s, WINDOWS.get(window, 60.0))
         self.set_reactive(GpuscopeApp.compact, compact)
         self.origin_note = origin_note
-        self.origin_name = origin_name or origin_note
+        self.origin_name = origin_name
         self.message_line = ""
         self.layout_control = LayoutController(self)
         self.redraw = RedrawScheduler()

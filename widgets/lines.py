@@ -95,10 +95,11 @@ def spans_in_order(text: Text) -> bool:
     """Whether ``text``'s spans follow one another without overlapping (what :func:`line_strip` draws)."""
     pos, n = 0, len(text.plain)
     for start, end, _ in text.spans:
+        if end <= start:
+            continue
         if start < pos or end > n:
             return False
-        if end > start:
-            pos = end
+        pos = end
     return True
 
 
@@ -123,13 +124,14 @@ def line_strip(text: Text, width: int, base: Style,
     segments: list[Segment] = []
     pos = 0
     for start, end, span_style in text.spans:
+        if end <= start:
+            continue  # an empty span draws nothing (Text.append_text of an empty styled text makes one)
         if start < pos or end > n:
             return None  # overlapping or out of order: Rich's stack of styles decides
         if start > pos:
             segments.append(Segment(plain[pos:start], styled(tstyle, None)))
-        if end > start:
-            segments.append(Segment(plain[start:end], styled(tstyle, span_style)))
-            pos = end
+        segments.append(Segment(plain[start:end], styled(tstyle, span_style)))
+        pos = end
     if pos < n:
         segments.append(Segment(plain[pos:], styled(tstyle, None)))
     if n < width:

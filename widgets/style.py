@@ -109,7 +109,7 @@ def label_and_graph(label: str, label_style: str, graph: str, column: int) -> Te
     panel has up to 29 of them, rebuilt every second while the graphs move)."""
     if not label.isprintable():  # control characters: Text drops them before measuring
         label = Text(label).plain
-    width = len(label) if label.isascii() else cell_len(label)
+    width = len(label) if label.isascii() and label.isprintable() else cell_len(label)  # Text keeps tab and ESC
     head = label + " " * max(0, column - width)
     if not graph.isprintable():
         graph = Text(graph).plain

@@ -253,7 +253,9 @@ def get_renders(self: Any, crop: Region | None = None) -> Any:
     (its grid, the scroll view, the screen) were rendered for every changed row of it, three times the
     panel's rows, to be thrown away: the compositor paints front to back and keeps, for each cut of a row,
     the first strip given, so a row hidden by the widgets in front gives nothing
-    (tests/widgets/test_partial_writes.py: the same chops with and without this). One call per widget: each
+    (tests/widgets/test_partial_writes.py: the same chops with and without this). That holds while every widget
+    draws rows as wide as itself, as Textual's style cache and LineWidget do: a shorter strip would leave cuts
+    for the widget behind to fill. One call per widget: each
     call has a fixed cost (its colours, filters, title)."""
     if crop is None:
         yield from TEXTUAL_GET_RENDERS(self, None)

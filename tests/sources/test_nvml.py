@@ -144,19 +144,39 @@ def test_per_process_utilisation_is_read_on_health_ticks_and_carried():
 
 def test_power_limit_and_link_width_on_the_slow_ticks_and_carried():
     """The enforced power limit and the link width change with an administrator or a link retraining, not
-    with load (0.03 and 0.1 ms of CPU a read on H200): read every 5 s, carried in every frame between; the
-    link generation, which drops at idle, every tick."""
+    with load (0.03 and 0.1 ms of CPU a read on H200): read every 5 s, the last value read carried in every
+    frame between (a limit set at 7 s shows from 10 s); a read that fails keeps the last value; the link
+    generation, which drops at idle, is read every tick."""
+    import pynvml
+
     src = sim_source("idle-downshift", at=0)
     sim = src.nvml
     asked: dict[str, list[float]] = {"limit": [], "width": [], "gen": []}
-    for key, name in (("limit", "nvmlDeviceGetEnforcedPowerLimit"), ("width", "nvmlDeviceGetCurrPcieLinkWidth"),
-                      ("gen", "nvmlDeviceGetCurrPcieLinkGeneration")):
-        real = getattr(sim, name)
-        setattr(sim, name, lambda *a, real=real, key=key: asked[key].append(sim.clock.now) or real(*a))
+    real_limit, real_width, real_gen = (sim.nvmlDeviceGetEnforcedPowerLimit, sim.nvmlDeviceGetCurrPcieLinkWidth,
+                                        sim.nvmlDeviceGetCurrPcieLinkGeneration)
+
+    def limit(h: Any) -> int:
+        asked["limit"].append(sim.clock.now)
+        return 200_000 if sim.clock.now >= 7 else real_limit(h)  # an administrator sets 200 W at 7 s
+
+    def width(h: Any) -> int:
+        asked["width"].append(sim.clock.now)
+        if sim.clock.now == 5:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)  # a transient failure
+        return 8 if sim.clock.now >= 10 else real_width(h)  # retrained to ×8 at 10 s
+
+    def gen(h: Any) -> int:
+        asked["gen"].append(sim.clock.now)
+        return real_gen(h)
+    sim.nvmlDeviceGetEnforcedPowerLimit, sim.nvmlDeviceGetCurrPcieLinkWidth = limit, width
+    sim.nvmlDeviceGetCurrPcieLinkGeneration = gen
     frames = run_frames(src, 0, 12)
     assert asked["limit"] == asked["width"] == [0, 5, 10]
     assert asked["gen"] == list(range(13))  # run_frames: 0 to 12 s
-    assert all(g.power_limit_w and g.pcie_width for f in frames for g in f.gpus)
+    first_limit, first_width = frames[0].gpus[0].power_limit_w, frames[0].gpus[0].pcie_width
+    assert first_limit and first_limit != 200 and first_width and first_width != 8
+    assert [f.gpus[0].power_limit_w for f in frames] == [first_limit] * 10 + [200.0] * 3
+    assert [f.gpus[0].pcie_width for f in frames] == [first_width] * 10 + [8] * 3  # the failed read at 5 s kept it
     src.close()
 
 

@@ -10,6 +10,7 @@ matrix row, or a header that lost its clock fails here. Marked ``screen`` (about
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -269,8 +270,9 @@ async def test_the_layout_follows_a_resize(first: tuple[int, int], then: tuple[i
     async with app.run_test(size=first) as pilot:
         await pilot.pause()
         await pilot.resize_terminal(*then)
-        for _ in range(50):
-            await pilot.pause()
+        deadline = time.monotonic() + 15  # a condition with a deadline, not a count of pauses (a busy machine)
+        while time.monotonic() < deadline:
+            await pilot.pause(0.02)
             lines = screen_lines(app)
             if app.layout_control.plan is not None and not problems(app, lines, *then, "SIMULATED"):
                 break

@@ -76,6 +76,19 @@ def test_when_the_shortcut_applies(text, width, shortcut):
     assert (line_strip(text, width, BASE, styled) is not None) is shortcut
 
 
+@pytest.mark.parametrize("text", [
+    Text.from_markup("ab[b][/b]cd"),  # an empty span after plain text: drawn once, not twice
+    Text.assemble("ab", Text("", style="bold"), ("cd", "red")),
+    Text.from_markup("[b][/b]abcd"),
+])
+def test_empty_spans_draw_nothing(text: Text) -> None:
+    from gpuscope.widgets.lines import spans_in_order
+
+    fast = line_strip(text, 10, BASE, styled)
+    assert fast is not None and spans_in_order(text)
+    assert same_cells(fast, rich_path(text, 10))
+
+
 def test_overlapping_spans_fall_back_to_rich():
     t = Text("abcdef")
     t.stylize("bold", 0, 4)
@@ -249,8 +262,9 @@ def _line(parts: list[tuple[str, str | Style]], text_style: str | Style) -> Text
 
 
 @settings(max_examples=examples(400), deadline=None)
-@given(pieces, st.sampled_from(["", "dim", Style(bold=True)]), st.integers(1, 60),
-       st.lists(st.tuples(st.integers(0, 60), st.sampled_from("ab 9▁█日\n")), max_size=4), st.booleans())
+@given(pieces, st.sampled_from(["", "dim", Style(bold=True)]), st.sampled_from([60, 60, 60, 20, 8]),
+       st.lists(st.tuples(st.integers(0, 60), st.sampled_from("ab 9▁█" * 3 + "日\n")), max_size=4),
+       st.sampled_from([False] * 3 + [True]))
 def test_text_cells_are_the_changed_cells(parts, text_style, width, edits, restyle):
     from gpuscope.widgets.lines import text_cells
 

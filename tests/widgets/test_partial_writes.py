@@ -249,17 +249,15 @@ def _chops(comp, rows: list[int], ours: bool, skip: bool) -> list[dict[int, obje
 async def test_hidden_rows_left_out_give_textuals_chops(scenario: str, size: tuple[int, int]) -> None:
     """For any set of changed rows, the chops are Textual's own: rows hidden by the widgets in front (the
     containers behind the panels) and the rows between a panel's changed ones are not drawn, and nothing
-    drawn changes (with a notification on top, and the panels side by side at 2 GPUs)."""
-    from helpers import make_app
+    drawn changes (with a notification on top of the panels; 4 GPUs' panels side by side at 200×60)."""
+    from helpers import make_app, pilot_until
 
     app = make_app(scenario, 0, 30)
-    async with app.run_test(size=size) as pilot:
-        for _ in range(6):
-            await pilot.pause()
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await pilot_until(pilot, lambda: app.query("GpuPanel, GpuTable"))
         app.notify("a toast over the panels", timeout=30)
-        for _ in range(3):
-            await pilot.pause()
         comp = app.screen._compositor
+        await pilot_until(pilot, lambda: any(type(w).__name__ == "Toast" for w in comp.visible_widgets))
         rnd = random.Random(size[0] * 7 + len(scenario))
         cases = [list(range(size[1]))] + [sorted(rnd.sample(range(size[1]), rnd.randint(1, 12))) for _ in range(20)]
         for rows in cases:

@@ -377,6 +377,8 @@ def test_spark_cells_table(row: list[float], top: float | None) -> None:
     ("a label longer than the column it should end at", "", "▁▁", 36),
     ("GPU 日本", "", "▁", 12),  # double-width characters: padded by cells
     ("bell\x07 in it", "bright_black", "▁\x1b▂", 20),  # control characters dropped, as Text does
+    ("a\ttab", "", "▁", 12),  # kept by Text, and measured as it measures them
+    ("esc\x1b", "", "▁", 12),
 ])
 def test_label_and_graph_is_the_appended_text(label: str, style: str, graph: str, column: int) -> None:
     from rich.text import Text
