@@ -244,7 +244,7 @@ class GroupFinder:
     def build(self, eps: Sequence[EndpointReading], held: dict[int, set[int]]) -> tuple[ServingGroup, ...]:
         r = self.reader
         # the whole tree when an endpoint's listener needs its descendants; else the GPU processes' ancestry
-        ppids = r.ppids() if eps else r.ancestry(held) if held else {}
+        ppids = r.ppids() if eps else r.ancestry(held)
         listening = r.listeners() if eps else {}
         claims = []
         socks: dict[int, set[int] | None] = {}  # pid → its socket inodes, read once per build for all endpoints

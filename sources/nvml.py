@@ -212,7 +212,7 @@ class NvmlSource:
         self._gpm_prev: dict[int, Any] = {}
         self._util_kept: dict[int, dict[int, tuple[float, float]] | None] = {}  # per-process utilisation read last
         self._gpm_mg: Any = None  # the metrics-get struct every GPM read fills (the sampler's thread only)
-        self._gr_read: set[int] = set()  # GPUs whose graphics-engine activity has been read at least once
+        self._gr_kept: dict[int, ReadingFields] = {}  # graphics-engine activity last read (GPM_SLOW), carried
         self._gpm_slow: dict[int, Any] = {}  # the GPM sample of the last health tick (GPM_SLOW's metrics start there)
         self._gpm_ok: dict[int, bool] = {}
         self._nvlink_links: dict[int, list[int]] = {}
@@ -538,6 +538,11 @@ class NvmlSource:
                 raise _Lost() from None
             return None  # a transient failure: not supported *now*
 
+    def _read_kept(self, i: int, key: str, last: Any, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call ``key`` (:meth:`_call`); a read that failed this once keeps ``last``, a NotSupported one gives None."""
+        got = self._call(i, key, fn, *args)
+        return got if got is not None or not self.supported(i, key) else last
+
     def supported(self, i: int, key: str) -> bool:
         """False once call ``key`` answered NotSupported on GPU ``i``."""
         return (i, key) not in self._unsupported
@@ -629,8 +634,7 @@ class NvmlSource:
             if not slow:
                 extra.update(kept)
             else:  # the health counters not read this tick (not due, or the read failed): the last ones read
-                # (graphics-engine activity is read again on a health tick: a failed read leaves it out)
-                for hk in (*HEALTH_KEYS, *ECC_KEYS, *(() if health else _GPM_SLOW_KEYS)):
+                for hk in (*HEALTH_KEYS, *ECC_KEYS):
                     if hk not in extra and (hv := kept.get(hk)) is not None:
                         extra[hk] = hv
             if self._gpm_ok.get(i):
@@ -638,9 +642,6 @@ class NvmlSource:
                     extra.update(self._gpm(i, self._handles[i], health))
                 except _Lost:
                     lost = True
-                if not self._gpm_ok.get(i):  # GPM stopped answering this tick: none of its readings carried
-                    for key in _GPM_SLOW_KEYS:
-                        extra.pop(key, None)
             if lost:
                 self._mark_lost(i)
                 out.append(GpuReading(index=i, lost=True))
@@ -716,14 +717,9 @@ class NvmlSource:
         power = c(i, "power", nv.nvmlDeviceGetPowerUsage, h)
         kept = self._slow.setdefault(i, _SlowState())
         if slow:  # the power limit and the link width on the slow path (5 s), carried: 0.03 and 0.1 ms of CPU a
-            # read on H200 (docs/performance.md); the generation drops at idle and is read every tick. A read that
-            # failed once keeps the last value (a NotSupported one is never read again: None)
-            limit_now = c(i, "power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, h)
-            width_now = c(i, "pcie_width", nv.nvmlDeviceGetCurrPcieLinkWidth, h)
-            if limit_now is not None or not self.supported(i, "power_limit"):
-                kept.power_limit = limit_now
-            if width_now is not None or not self.supported(i, "pcie_width"):
-                kept.pcie_width = width_now
+            # read on H200 (docs/performance.md); the generation drops at idle and is read every tick
+            kept.power_limit = self._read_kept(i, "power_limit", kept.power_limit, nv.nvmlDeviceGetEnforcedPowerLimit, h)
+            kept.pcie_width = self._read_kept(i, "pcie_width", kept.pcie_width, nv.nvmlDeviceGetCurrPcieLinkWidth, h)
         limit = kept.power_limit
         now = self.clock()
         if slow and now - kept.energy_t >= ENERGY_INTERVAL_S:
@@ -759,7 +755,7 @@ class NvmlSource:
             processes=procs,
         )
 
-    def _processes(self, i: int, h: Any, util_due: bool = True) -> tuple[ProcessInfo, ...] | None:
+    def _processes(self, i: int, h: Any, util_due: bool) -> tuple[ProcessInfo, ...] | None:
         """GPU ``i``'s processes (slow path only): compute and graphics lists merged by pid (kind C, G or
         C+G), each with its user and command, and its SM % where NVML reports per-process utilisation.
         None when neither list is reported (NotSupported: never asked again).
@@ -894,11 +890,12 @@ class NvmlSource:
                 out["nvlink_rx_bytes_per_s"] = (rx - prev[2]) * 1024 / dt
         return out
 
-    def _gpm(self, i: int, h: Any, slow: bool = True) -> ReadingFields:
-        """GPU ``i``'s GPM metrics since the last tick; when ``slow`` (the health ticks, every 15 s) also the
-        graphics engine's activity since the last of those (:data:`GPM_SLOW`: that one metric costs 1.4–1.9 ms
-        of CPU a read on H200, the other eight 0.01 ms together, tools/gpm_costs.py), and once at the start
-        over the first tick (so that it shows from the second sample), carried between reads."""
+    def _gpm(self, i: int, h: Any, health: bool) -> ReadingFields:
+        """GPU ``i``'s GPM metrics since the last tick; on a ``health`` tick (every 15 s) also the graphics
+        engine's activity since the last of those (:data:`GPM_SLOW`: that one metric costs 1.4–1.9 ms of CPU a
+        read on H200, the other eight 0.01 ms together, tools/gpm_costs.py), and once at the start over the
+        first tick (so that it shows from the second sample), carried between reads (a failed read on a
+        health tick leaves it out until the next)."""
         nv = self.nvml
         if (i, "gpm") in self._unsupported:
             return {}
@@ -916,14 +913,14 @@ class NvmlSource:
             return {}
         prev = self._gpm_prev.get(i)
         self._gpm_prev[i] = sample
-        old_slow = self._gpm_slow.get(i) if slow else None
-        if slow:
+        old_slow = self._gpm_slow.get(i) if health else None
+        if health:
             self._gpm_slow[i] = sample
         try:
             got: ReadingFields | None = None  # the graphics engine's activity, when read this tick
             if prev is None:
                 out: ReadingFields = {}
-            elif (old_slow is not None and old_slow is prev) or i not in self._gr_read:
+            elif (old_slow is not None and old_slow is prev) or i not in self._gr_kept:
                 # one call for all nine: every tick is a health tick (--interval ≥ 15 s), or the first read
                 out = got = self._gpm_metrics(i, prev, sample, _GPM_METRICS + GPM_SLOW)
             else:
@@ -931,13 +928,12 @@ class NvmlSource:
             if got is None and old_slow is not None:
                 got = self._gpm_metrics(i, old_slow, sample, GPM_SLOW)
             if got is not None:
-                self._gr_read.add(i)
-                kept = self._slow.setdefault(i, _SlowState()).fields
+                gr: ReadingFields = {}
                 for key in _GPM_SLOW_KEYS:
                     if key in got:
-                        kept[key] = out[key] = got[key]
-                    else:
-                        kept.pop(key, None)
+                        gr[key] = got[key]
+                self._gr_kept[i] = gr
+            out.update(self._gr_kept.get(i, {}))
         finally:
             self._gpm_release(i, prev)
             if old_slow is not prev:
@@ -947,13 +943,14 @@ class NvmlSource:
     def _gpm_off(self, i: int) -> None:
         """GPM stopped answering on GPU ``i``: no reading of it is carried any more, its samples are freed."""
         self._gpm_ok[i] = False
-        self._gr_read.discard(i)
-        kept = self._slow.setdefault(i, _SlowState()).fields
-        for key in _GPM_SLOW_KEYS:
-            kept.pop(key, None)
-        held = {id(x): x for x in (self._gpm_prev.pop(i, None), self._gpm_slow.pop(i, None)) if x is not None}
-        for x in held.values():
+        self._gr_kept.pop(i, None)
+        for x in self._gpm_take(i):
             self._gpm_free(x)
+
+    def _gpm_take(self, i: int) -> list[Any]:
+        """GPU ``i``'s GPM samples (the last tick's and the last health tick's, often one), no longer held."""
+        held = {id(x): x for x in (self._gpm_prev.pop(i, None), self._gpm_slow.pop(i, None)) if x is not None}
+        return list(held.values())
 
     def _gpm_free(self, sample: Any) -> None:
         try:
@@ -1039,13 +1036,12 @@ class NvmlSource:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
-        for s in {id(s): s for s in (*self._gpm_prev.values(), *self._gpm_slow.values())}.values():
-            try:
-                self.nvml.nvmlGpmSampleFree(s)
-            except Exception:  # noqa: BLE001 - best effort at shutdown
-                pass
-        self._gpm_prev.clear()
-        self._gpm_slow.clear()
+        for i in {*self._gpm_prev, *self._gpm_slow}:
+            for sample in self._gpm_take(i):
+                try:
+                    self.nvml.nvmlGpmSampleFree(sample)
+                except Exception:  # noqa: BLE001 - best effort at shutdown
+                    pass
         try:
             self.nvml.nvmlShutdown()
         except Exception:  # noqa: BLE001

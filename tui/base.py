@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 
 from gpuscope.cli.gc_tune import settle_gc, unsettle_gc
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.tui.hangup import Watch, exit_soon, terminal_gone, watch
-from gpuscope.widgets.textual_private import HookedApp, R
+from gpuscope.tui.hangup import exit_soon, terminal_gone, watch
+from gpuscope.widgets.textual_private import HookedApp, R, WakingEvent
 
 
 class MonitorApp(HookedApp[R]):
@@ -36,7 +36,7 @@ class MonitorApp(HookedApp[R]):
         self.hung_up = False  # the terminal went away: callers must not start another app
         self._ppid = os.getppid()
         self._ui_loop: asyncio.AbstractEventLoop | None = None  # the loop the app runs on (watch_hang_up)
-        self._watch: Watch | None = None
+        self._watch: WakingEvent | None = None
 
     def watch_hang_up(self) -> None:
         """Start watching for the terminal going away (call on mount, on the event loop): the watchdog on its

@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpuscope.widgets.textual_private import WakingEvent
+
 
 def _ttys() -> tuple[int, ...]:
     out = []
@@ -61,28 +63,6 @@ def exit_soon(grace_s: float = GRACE_S, code: int = 0) -> threading.Thread:
 SAFETY_S = 5.0  # with the blocking wait, the check still runs this often (a hang-up no descriptor reports)
 
 
-class Watch:
-    """A running watchdog and the pipe that wakes its thread: :meth:`set` stops it."""
-
-    def __init__(self) -> None:
-        self.stopped = threading.Event()
-        self.wake_r, wake_w = os.pipe()  # the thread polls (and closes) the read end
-        self._wake_w: int | None = wake_w
-        self._lock = threading.Lock()
-
-    def set(self) -> None:
-        """Stop the watchdog and wake its thread at once (from any thread, any number of times)."""
-        self.stopped.set()
-        with self._lock:
-            fd, self._wake_w = self._wake_w, None
-        if fd is not None:
-            try:
-                os.write(fd, b"x")
-            except OSError:
-                pass
-            os.close(fd)
-
-
 def _hang_up_poller(ppid: int | None, fds: tuple[int, ...], wake_r: int) -> tuple[Any, int] | None:
     """A ``select.poll`` that wakes when the parent ``ppid`` ends (its pidfd), a terminal in ``fds`` hangs up
     (POLLHUP, POLLERR: asked for with no events, so input is never taken from it) or ``wake_r`` is written;
@@ -106,8 +86,8 @@ def _hang_up_poller(ppid: int | None, fds: tuple[int, ...], wake_r: int) -> tupl
 
 
 def watch(check: Callable[[], None], every_s: float = 0.5, name: str = "gpuscope-watchdog",
-          ppid: int | None = None, fds: tuple[int, ...] | None = None) -> Watch:
-    """Call ``check`` on a daemon thread until the returned :class:`Watch` is set: when the parent ``ppid``
+          ppid: int | None = None, fds: tuple[int, ...] | None = None) -> WakingEvent:
+    """Call ``check`` on a daemon thread until the returned event is set: when the parent ``ppid``
     ends or a terminal descriptor (``fds``, else the startup terminals) hangs up, and every :data:`SAFETY_S`
     seconds; where the system cannot wait on the parent (no pidfd, or no ``ppid``), every ``every_s`` seconds
     instead (``every_s`` is that fallback's period only).
@@ -116,9 +96,14 @@ def watch(check: Callable[[], None], every_s: float = 0.5, name: str = "gpuscope
     second, 0.2–0.3 ms of CPU a second (docs/performance.md, one H200). The watchdog runs off the event
     loop on purpose: after an SSH drop Textual's loop can be stuck writing to the dead terminal, and a
     timer on that loop would never fire."""
-    w = Watch()
-    wake_r = w.wake_r
+    w = WakingEvent()  # set() stops the watchdog and, through the pipe, wakes its poll at once
+    wake_r, wake_w = os.pipe()
     got = _hang_up_poller(ppid, STARTUP_TTYS if fds is None else fds, wake_r)
+    if got is None:  # the timer's wait wakes on set() itself
+        os.close(wake_r)
+        os.close(wake_w)
+    else:
+        w.attach(wake_w)
 
     def run_check() -> None:
         try:
@@ -127,24 +112,24 @@ def watch(check: Callable[[], None], every_s: float = 0.5, name: str = "gpuscope
             pass
 
     def loop() -> None:
+        if got is None:
+            while not w.wait(every_s):
+                run_check()
+            return
+        poller, pidfd = got
         try:
-            if got is None:
-                while not w.stopped.wait(every_s):
-                    run_check()
-                return
-            poller = got[0]
-            while not w.stopped.is_set():
+            while not w.is_set():
                 events = poller.poll(SAFETY_S * 1000)
-                if w.stopped.is_set():
+                if w.is_set():
                     return
                 run_check()
                 for fd, _ev in events:  # still here after a descriptor's event: stop asking it (no spin)
                     if fd != wake_r:
                         poller.unregister(fd)
         finally:
-            os.close(wake_r)
-            if got is not None:
-                os.close(got[1])
+            w.detach()
+            for fd in (wake_r, wake_w, pidfd):
+                os.close(fd)
 
     threading.Thread(target=loop, name=name, daemon=True).start()
     return w

@@ -112,7 +112,8 @@ def fit_segments(segments: list[tuple[Text, int]] | list[tuple[Text, int, str | 
             if total(sorted([*keep, i])) <= width:
                 keep = sorted([*keep, i])
             continue
-        short = shorts[i] or ""
+        short = shorts[i]
+        assert short  # only segments with a short form have a second attempt
         room = width - total(keep) - (cell_len(sep) if keep else 0)
         cut = middle_cut(short, room)
         if cut and cell_len(cut) >= min(SHORT_MIN, cell_len(short)):

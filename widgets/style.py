@@ -231,6 +231,14 @@ def fixed_scale(top: float | None) -> TypeGuard[float]:
     return top is not None and top > 0 and math.isfinite(top)
 
 
+def _moves(change: tuple[int, int], columns: int) -> bool:
+    """Whether ``change`` ((shift, first): the old columns moved left by ``shift``, the columns from ``first`` on
+    new) fits graphs ``columns`` wide, so that their old columns can be kept (:func:`spark_update`,
+    :func:`block_update`)."""
+    shift, first = change
+    return shift >= 0 and 0 <= first <= columns - shift
+
+
 def spark_update(old: Sequence[str], block: Sequence[Sequence[float]], maxima: Sequence[float | None],
                  change: tuple[int, int]) -> list[str] | None:
     """:func:`spark_rows` of ``block`` from the sparklines drawn before (``old``), when ``block`` is the block
@@ -241,7 +249,7 @@ def spark_update(old: Sequence[str], block: Sequence[Sequence[float]], maxima: S
     shift, first = change
     rows = len(block)
     columns = len(block[0]) if rows else 0
-    if len(old) != rows or shift < 0 or not 0 <= first <= columns - shift:
+    if len(old) != rows or not _moves(change, columns):
         return None
     out = []
     for k in range(rows):
@@ -317,8 +325,7 @@ def block_update(old: Sequence[str], values: Sequence[float], height: int, top: 
     not a positive finite number (the window's own peak, which moves: redraw it all)."""
     shift, first = change
     columns = len(values)
-    if (not fixed_scale(top) or len(old) != height or shift < 0 or not 0 <= first <= columns - shift
-            or any(len(row) != columns for row in old)):
+    if not fixed_scale(top) or len(old) != height or not _moves(change, columns) or any(len(r) != columns for r in old):
         return None
     new = graph_rows(values[first:], height, top)
     return [row[shift:shift + first] + fresh for row, fresh in zip(old, new)]
