@@ -51,8 +51,10 @@ def _status_kb(pid: int, key: str) -> float:
 
 
 def run_under_pty(cmd: list[str], seconds: float, cols: int = 120, rows: int = 40, quit_keys: bytes = b"q",
-                  warmup_s: float = 3.0, env: dict[str, str] | None = None, use_pty: bool = True) -> RunCost:
-    """Start ``cmd`` on a pty of ``cols``×``rows``, let it warm up, then measure for ``seconds``."""
+                  warmup_s: float = 3.0, env: dict[str, str] | None = None, use_pty: bool = True,
+                  pid_file: str | None = None) -> RunCost:
+    """Start ``cmd`` on a pty of ``cols``×``rows``, let it warm up, then measure for ``seconds``. ``pid_file``: where
+    to write its pid once started (for a profiler to attach)."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     e = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows), **(env or {})}
@@ -63,6 +65,9 @@ def run_under_pty(cmd: list[str], seconds: float, cols: int = 120, rows: int = 4
         p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=e,
                              start_new_session=True)
     os.close(slave)
+    if pid_file:
+        with open(pid_file, "w") as f:
+            f.write(f"{p.pid}\n")
     total = 0
 
     def drain(until: float) -> int:
@@ -105,3 +110,24 @@ def run_under_pty(cmd: list[str], seconds: float, cols: int = 120, rows: int = 4
     os.close(master)
     return RunCost(seconds=dt, cpu_s=cpu1 - cpu0, peak_rss_mb=peak, bytes_out=total, rss_start_mb=rss0,
                    rss_end_mb=rss1)
+
+
+def main() -> None:
+    """``python benchmarks/ptyrun.py --size 120x40 --seconds 150 [--pid-file F] -- CMD...``: run CMD under a pty,
+    drained like a terminal, and print what it cost (tools/device_pyspy.sh profiles it meanwhile)."""
+    import argparse
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--size", default="120x40")
+    ap.add_argument("--seconds", type=float, required=True)
+    ap.add_argument("--pid-file")
+    ap.add_argument("cmd", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    cols, rows = (int(x) for x in a.size.split("x"))
+    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+    c = run_under_pty(cmd, a.seconds, cols, rows, pid_file=a.pid_file)
+    print(f"{a.size}: {c.cpu_s:.2f} CPU s over {c.seconds:.0f} s, peak RSS {c.peak_rss_mb:.1f} MB, "
+          f"{c.bytes_per_s:.0f} B/s")
+
+
+if __name__ == "__main__":
+    main()

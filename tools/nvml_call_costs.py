@@ -35,6 +35,12 @@ def main() -> int:
             mg.metrics[k].metricId = m
         nv.nvmlGpmMetricsGet(mg)
 
+    def not_found_ok(fn, *args):  # "no process ran in the window" still costs the call
+        try:
+            return fn(*args)
+        except nv.NVMLError_NotFound:
+            return None
+
     calls = {
         "UtilizationRates": lambda: nv.nvmlDeviceGetUtilizationRates(h),
         "MemoryInfo": lambda: nv.nvmlDeviceGetMemoryInfo(h),
@@ -51,6 +57,11 @@ def main() -> int:
         "FieldValues (10 health fields)": lambda: nv.nvmlDeviceGetFieldValues(h, fields),
         "FieldValues (memory temp only)": lambda: nv.nvmlDeviceGetFieldValues(h, [82]),
         "FieldValues (PCIe replay only)": lambda: nv.nvmlDeviceGetFieldValues(h, [94]),
+        "FieldValues (energy only)": lambda: nv.nvmlDeviceGetFieldValues(h, [83]),
+        "FieldValues (memory temp + energy)": lambda: nv.nvmlDeviceGetFieldValues(h, [82, 83]),
+        "GraphicsRunningProcesses": lambda: nv.nvmlDeviceGetGraphicsRunningProcesses(h),
+        "ProcessUtilization (NotFound counts)": lambda: not_found_ok(nv.nvmlDeviceGetProcessUtilization, h, 0),
+        "GPM SampleGet only": lambda: nv.nvmlGpmSampleGet(h, s2),
         "GPM SampleGet + MetricsGet (8)": gpm_metrics,
         "PcieThroughput (RX)": lambda: nv.nvmlDeviceGetPcieThroughput(h, 1),
     }

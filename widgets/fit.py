@@ -12,6 +12,25 @@ from gpuscope.core.units import NONE
 
 ELLIPSIS = "…"
 
+# The characters Rich measures one cell wide, among those the screen draws: printable ASCII and Latin, punctuation
+# (the en dash of "0–100%", "…"), arrows, box drawing and blocks (bars, graphs), dingbats ("✔"). Measured by Rich
+# itself at import, so :func:`narrow` never disagrees with it.
+_NARROW = frozenset(c for lo, hi in ((0x20, 0x7E), (0xA0, 0x2FF), (0x2010, 0x2027), (0x2030, 0x205E),
+                                     (0x2190, 0x21FF), (0x2500, 0x25FF), (0x2700, 0x27BF))
+                    for c in map(chr, range(lo, hi + 1)) if cell_len(c) == 1)
+
+
+def narrow(text: str) -> bool:
+    """Whether every character of ``text`` is one cell wide (as Rich measures it): then its cells are its
+    characters, one for one. Rich's own check knows fewer characters (not the en dash of every graph's scale
+    line), and measured those lines character by character, every second."""
+    return text.isascii() and text.isprintable() or _NARROW.issuperset(text)
+
+
+def cells(text: str) -> int:
+    """``cell_len(text)``, without measuring character by character when :func:`narrow` says each is one cell."""
+    return len(text) if narrow(text) else cell_len(text)
+
 KEY_NAMES = {
     "question_mark": "?", "plus": "+", "equals_sign": "=", "minus": "-", "space": "space", "enter": "enter",
     "escape": "esc", "left": "←", "right": "→", "up": "↑", "down": "↓", "home": "home", "end": "end",

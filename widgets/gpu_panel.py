@@ -17,7 +17,7 @@ from gpuscope.core.text import clean
 from gpuscope.core.topology import best_link, pcie_capacity_bytes_per_s
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import CLOCK_EVENT_BY_NAME, LINK_LEVEL, link_label, link_state, reading_busy
-from gpuscope.widgets.fit import fit_words
+from gpuscope.widgets.fit import cells, fit_words
 from gpuscope.widgets.lines import LineWidget
 from gpuscope.widgets.panel_graphs import (
     current,
@@ -262,7 +262,7 @@ class GpuPanel(LineWidget):
         if old is not None and old[0] == key:
             return old[1]
         t = build()
-        if t.cell_len > width:
+        if cells(t.plain) > width:
             t = fit_words(t, width)
         self._line_cache[slot] = (key, t)
         return t

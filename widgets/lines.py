@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -20,6 +19,7 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gpuscope.widgets.fit import narrow
 from gpuscope.widgets.textual_private import styled_row
 
 
@@ -85,8 +85,7 @@ def text_cells(a: Text, b: Text, width: int) -> tuple[int, int] | None:
     pa, pb = a.plain, b.plain
     n = len(pa)
     if (len(pb) != n or n > width or a.spans != b.spans or a.style != b.style or pa == pb
-            or not (pa.isascii() or cell_len(pa) == n) or not (pb.isascii() or cell_len(pb) == n)
-            or "\n" in pa or "\n" in pb or not spans_in_order(a)):
+            or not narrow(pa) or not narrow(pb) or not spans_in_order(a)):
         return None
     return (_first_diff(pa, pb), n - _first_diff(pa[::-1], pb[::-1]))
 
@@ -118,7 +117,7 @@ def line_strip(text: Text, width: int, base: Style,
     """
     plain = text.plain
     n = len(plain)
-    if n > width or not (plain.isascii() or cell_len(plain) == n) or "\n" in plain:
+    if n > width or not narrow(plain):
         return None
     tstyle = text.style
     segments: list[Segment] = []

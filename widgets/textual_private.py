@@ -43,10 +43,8 @@ from collections.abc import Callable, Mapping
 from threading import Event, Lock
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from rich.cells import cell_len
 from rich.color import ColorSystem
 from rich.console import Console
-from rich.segment import Segment
 from textual import events
 from textual.app import App
 from textual.constants import ESCAPE_DELAY
@@ -58,6 +56,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gpuscope.core.text import visible
+from gpuscope.widgets.fit import cells
 from gpuscope.widgets.paste import LONE_ESC_WAIT_S, Pasted, PasteSplitter
 
 WRITTEN_FOR = "8.2.8"  # the Textual these were written against and checked on: pyproject.toml's pin
@@ -167,41 +166,45 @@ def span_text(strip: Strip, x: int, x1: int, right: int, console: Console) -> tu
     strip, from the segment that reaches column ``x1`` (whole segments left of it are skipped, never half
     a character): what ``strip.crop(0, right)``, those segments dropped and the rest rendered give,
     character for character (tests/widgets/test_partial_writes.py), without building two Strips for it (each makes
-    seven caches, and a partial update did it for every changed span of every frame)."""
-    segments = strip._segments
-    if right >= strip.cell_length:
-        pass  # crop(0, right) is the strip itself
-    elif right <= 0:
-        segments = []
-    else:  # Strip.crop(0, right), on the segments
-        cut: list[Segment] = []
-        it = iter(segments)
-        segment: Segment | None = None
-        for segment in it:  # the first segment with a cell (empty ones before it are dropped)
-            if cell_len(segment.text) > 0:
-                break
-        else:
-            segment = None
-        pos = 0
-        while segment is not None:
-            end_pos = pos + cell_len(segment.text)
-            if end_pos < right:
-                cut.append(segment)
-            else:
-                cut.append(segment.split_cells(right - pos)[0])
-                break
-            pos = end_pos
-            segment = next(it, None)
-        segments = cut
-    k = 0
-    if x < x1:  # skip whole segments left of the span
-        while k < len(segments) and x + cell_len(segments[k].text) <= x1:
-            x += cell_len(segments[k].text)
-            k += 1
+    seven caches, and a partial update did it for every changed span of every frame). One pass over the segments,
+    each measured once."""
+    crop = right < strip.cell_length  # else crop(0, right) is the strip itself
+    if crop and right <= 0:
+        return x, ""
     color_system = console._color_system or ColorSystem.TRUECOLOR
     render = Strip.render_style
-    return x, "".join([text if style is None else render(style, text, color_system=color_system)
-                       for text, style, _ in segments[k:]])
+    widths = _WIDTHS
+    if len(widths) > 4096:
+        widths.clear()
+    out: list[str] = []
+    started = not crop  # crop(0, right) drops the empty segments before the first cell
+    skipping = x < x1
+    pos = 0  # cells of the strip passed
+    for segment in strip._segments:
+        text, style = segment.text, segment.style
+        n = widths.get(text)
+        if n is None:
+            n = widths[text] = cells(text)
+        if not started:
+            if not n:
+                continue
+            started = True
+        last = crop and pos + n >= right
+        if last and pos + n > right:  # the segment the cut falls in: its cells up to it (a wide character padded)
+            text = text[:right - pos] if n == len(text) else segment.split_cells(right - pos)[0].text
+            n = right - pos
+        pos += n
+        if skipping and x + n <= x1:
+            x += n
+        else:
+            skipping = False
+            out.append(text if style is None else render(style, text, color_system=color_system))
+        if last:
+            break
+    return x, "".join(out)
+
+
+_WIDTHS: dict[str, int] = {}  # span_text's cell widths of segment texts (cleared past 4,096)
 
 
 def render_partial_update(self: Any) -> ChopsUpdate | None:

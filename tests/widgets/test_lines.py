@@ -71,6 +71,9 @@ def test_same_cells_as_rich(parts, text_style, width):
     (Text("x" * 21), 20, False),                   # wider than the widget: Rich crops
     (Text("GPU 日本"), 20, False),                  # double-width characters: cells and characters differ
     (Text.assemble(("ab", "bold"), ("cd", "red")), 4, True),
+    (Text("scale 0–100%  ▁▂█"), 20, True),         # en dash and blocks: one cell each (the graphs' scale rows)
+    (Text("a\tb"), 20, False),                     # a tab: Rich measures it 0 cells
+    (Text("a\u200bb"), 20, False),                 # a zero-width space
 ])
 def test_when_the_shortcut_applies(text, width, shortcut):
     assert (line_strip(text, width, BASE, styled) is not None) is shortcut
@@ -300,3 +303,26 @@ def test_text_cells_examples(a: Text, b: Text, want: tuple[int, int] | None) -> 
     from gpuscope.widgets.lines import text_cells
 
     assert text_cells(a, b, 20) == want
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.one_of(st.sampled_from("ab –…✔▁█·°×日\t\x1b\u200b\u0301"), st.characters()), max_size=12))
+def test_narrow_and_cells_agree_with_rich(text: str) -> None:
+    """widgets/fit.py: ``cells`` is Rich's ``cell_len``; ``narrow`` only where every character is one cell."""
+    from rich.cells import cell_len
+
+    from gpuscope.widgets.fit import cells, narrow
+
+    assert cells(text) == cell_len(text)
+    if narrow(text):
+        assert all(cell_len(c) == 1 for c in text)
+
+
+@pytest.mark.parametrize("text, want", [
+    ("util 100%", True), ("scale 0–100%", True), ("✔ nothing", True), ("…", True), ("", True),
+    ("日本", False), ("a\tb", False), ("e\u0301", False), ("\x1b[31m", False),
+])
+def test_narrow_examples(text: str, want: bool) -> None:
+    from gpuscope.widgets.fit import narrow
+
+    assert narrow(text) is want
