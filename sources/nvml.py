@@ -92,9 +92,35 @@ SlowKey = Literal["temp_mem_c", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"
 _SLOW_EVERY: tuple[SlowKey, ...] = ("temp_mem_c", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")
 
 
+class BasicFields(TypedDict):
+    """What :meth:`NvmlSource._basic` reads for one GPU every tick (and carries from the slow path), as
+    :class:`GpuReading`'s fields: the reading is built once from these and :class:`ReadingFields` (two
+    TypedDicts, so mypy checks every name and type against GpuReading)."""
+
+    index: int
+    util_gpu_pct: float | None
+    util_mem_pct: float | None
+    mem_used_bytes: int | None
+    mem_total_bytes: int | None
+    mem_reserved_bytes: int | None
+    sm_clock_mhz: int | None
+    mem_clock_mhz: int | None
+    graphics_clock_mhz: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    energy_j: float | None
+    temp_gpu_c: float | None
+    fan_pct: float | None
+    pstate: int | None
+    clock_event_reasons: int | None
+    pcie_gen: int | None
+    pcie_width: int | None
+    processes: tuple[ProcessInfo, ...] | None
+
+
 class ReadingFields(TypedDict, total=False):
     """What a tick reads for one GPU beside :meth:`NvmlSource._basic` (the PCIe throughput calls, field
-    values, GPM, ECC and the row remapper), applied to its :class:`GpuReading` with ``dataclasses.replace``:
+    values, GPM, ECC and the row remapper), given to :class:`GpuReading` with :class:`BasicFields`:
     each key is a GpuReading field, so mypy checks the names and their types (a typo is a type error, not a
     TypeError on a real GPU). A key absent: not read this tick."""
 
@@ -576,22 +602,21 @@ class NvmlSource:
                     futures[(i, key)] = self._pool.submit(self._call_safe, i, key, nv.nvmlDeviceGetFieldValues, h, ids)
             if slow:  # ECC and row remapper: five calls a GPU every slow tick (5 s), ~0.003 ms CPU each on H200
                 futures[(i, "ecc")] = self._pool.submit(self._ecc_safe, i, h)
-        readings = []
+        readings: list[tuple[int, BasicFields | None]] = []  # each GPU's basic fields (None: lost)
         for i, h in enumerate(self._handles):
             if i in self._lost:
-                readings.append(GpuReading(index=i, lost=True))
+                readings.append((i, None))
                 continue
             try:
-                readings.append(self._basic(i, h, slow, health))
+                readings.append((i, self._basic(i, h, slow, health)))
             except _Lost:
                 self._mark_lost(i)
-                readings.append(GpuReading(index=i, lost=True))
+                readings.append((i, None))
         t = self.clock()
         out = []
-        for r in readings:
-            i = r.index
-            if r.lost:
-                out.append(r)
+        for i, basic in readings:
+            if basic is None:
+                out.append(GpuReading(index=i, lost=True))
                 continue
             extra: ReadingFields = {}
             lost = False
@@ -646,7 +671,7 @@ class NvmlSource:
                 self._mark_lost(i)
                 out.append(GpuReading(index=i, lost=True))
                 continue
-            out.append(replace(r, **extra))
+            out.append(GpuReading(**basic, **extra))  # built once (was built, then replaced: two of its 40 fields' inits)
         if slow and self.read_sysfs:
             self._procs.keep(p.pid for g in out for p in g.processes or ())
         if self._event_set is not None and self._xid_thread is None:
@@ -709,7 +734,8 @@ class NvmlSource:
             self._pending_events.append(Event(t=self.clock(), kind="gpu_lost", text=f"GPU{i} {name} fell off the bus",
                                               data={"gpu": i}))
 
-    def _basic(self, i: int, h: Any, slow: bool = True, health: bool = True) -> GpuReading:
+    def _basic(self, i: int, h: Any, slow: bool = True, health: bool = True) -> BasicFields:
+        """GPU ``i``'s basic readings, as :class:`GpuReading`'s fields."""
         nv = self.nvml
         c = self._call
         util = c(i, "util", nv.nvmlDeviceGetUtilizationRates, h)
@@ -732,7 +758,7 @@ class NvmlSource:
             kept.procs = procs
         else:
             procs = kept.procs
-        return GpuReading(
+        return BasicFields(
             index=i,
             util_gpu_pct=float(util.gpu) if util is not None else None,
             util_mem_pct=float(util.memory) if util is not None else None,
