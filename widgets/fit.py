@@ -24,7 +24,17 @@ def narrow(text: str) -> bool:
     """Whether every character of ``text`` is one cell wide (as Rich measures it): then its cells are its
     characters, one for one. Rich's own check knows fewer characters (not the en dash of every graph's scale
     line), and measured those lines character by character, every second."""
-    return text.isascii() and text.isprintable() or _NARROW.issuperset(text)
+    got = _NARROW_SEEN.get(text)
+    if got is None:
+        got = text.isascii() and text.isprintable() or _NARROW.issuperset(text)
+        if len(_NARROW_SEEN) >= 2048:
+            _NARROW_SEEN.clear()
+        _NARROW_SEEN[text] = got
+    return got
+
+
+# narrow()'s answers: a changed line is asked about 4 times (fitted, drawn, and compared now and a second later)
+_NARROW_SEEN: dict[str, bool] = {}
 
 
 def cells(text: str) -> int:

@@ -115,6 +115,14 @@ def line_strip(text: Text, width: int, base: Style,
     combines ``base``, the text's style and a span's style. ``None`` when this shortcut does not apply
     (overlapping spans, a line wider than ``width``, a character that is not one cell wide): use Rich.
     """
+    segments = line_segments(text, width, base, styled)
+    return None if segments is None else Strip(segments, width)
+
+
+def line_segments(text: Text, width: int, base: Style,
+                  styled: Callable[[str | Style, str | Style | None], Style]) -> list[Segment] | None:
+    """:func:`line_strip`'s segments, without the ``Strip`` (each makes seven caches): what a
+    :class:`LineWidget` keeps for a content row."""
     plain = text.plain
     n = len(plain)
     if n > width or not narrow(plain):
@@ -135,7 +143,7 @@ def line_strip(text: Text, width: int, base: Style,
         segments.append(Segment(plain[pos:], styled(tstyle, None)))
     if n < width:
         segments.append(Segment(" " * (width - n), base))
-    return Strip(segments, width)
+    return segments
 
 
 _UNUSED = Strip([], 0)  # a row of a partial update that the compositor does not use
@@ -151,7 +159,7 @@ class LineWidget(Widget):
     def __init__(self, *args: Any, **kw: Any):
         super().__init__(*args, **kw)
         self._lines: list[Text] = []
-        self._strips: list[Strip | None] = []
+        self._strips: list[tuple[list[Segment], int] | None] = []  # each content row's segments and width
         self._base_style: Style | None = None  # self.rich_style, cached: it walks the ancestors' CSS
         self._style_memo: dict[tuple[str | Style, str | Style | None], Style] = {}
         self._joined: Text | None = None  # _gs_last, once asked for
@@ -159,7 +167,7 @@ class LineWidget(Widget):
         # by a style change or a resize). _rows: each content row as drawn, with the content strip it came from
         self._frame_key: tuple[object, ...] | None = None
         self._frame_parts: tuple[list[Segment], list[Segment], int, int, int, Any] | None = None
-        self._rows: dict[int, tuple[Strip, object, Strip]] = {}
+        self._rows: dict[int, tuple[list[Segment], object, Strip]] = {}
 
     @property
     def _gs_last(self) -> Text | None:
@@ -192,17 +200,17 @@ class LineWidget(Widget):
             style = self._base_style = self.rich_style
         return style
 
-    def _strip(self, text: Text, width: int) -> Strip:
-        """One line as a strip of exactly ``width`` cells, in the widget's style."""
+    def _strip(self, text: Text, width: int) -> list[Segment]:
+        """One line as the segments of exactly ``width`` cells, in the widget's style."""
         style = self._style()
-        fast = line_strip(text, width, style, self._styled)
+        fast = line_segments(text, width, style, self._styled)
         if fast is not None:
             return fast
         console = self.app.console
         segments = list(text.render(console))
         if text.style and not text.spans:  # Rich applies a span-less text's own style only in __rich_console__
             segments = list(Segment.apply_style(segments, console.get_style(text.style)))
-        return Strip(segments).crop_extend(0, width, style).apply_style(style)
+        return list(Strip(segments).crop_extend(0, width, style).apply_style(style))
 
     def _styled(self, text_style: str | Style, span_style: str | Style | None) -> Style:
         """The widget's style, then a text's own, then a span's: what Rich's ``Text.render`` and
@@ -302,16 +310,17 @@ class LineWidget(Widget):
         return frame
 
     def render_line(self, y: int) -> Strip:
-        return self._row(y, self.size.width)
+        width = self.size.width
+        return Strip(self._row(y, width), width)
 
-    def _row(self, y: int, width: int) -> Strip:
-        """Content row ``y`` as a strip ``width`` cells wide (the content's width: ``self.size.width``)."""
+    def _row(self, y: int, width: int) -> list[Segment]:
+        """Content row ``y``'s segments, ``width`` cells (the content's width: ``self.size.width``)."""
         if not 0 <= y < len(self._lines):
-            return Strip.blank(width, self._style())
-        strip = self._strips[y]
-        if strip is None or strip.cell_length != width:
-            strip = self._strips[y] = self._strip(self._lines[y], width)
-        return strip
+            return [Segment(" " * width, self._style())]
+        got = self._strips[y]
+        if got is None or got[1] != width:
+            got = self._strips[y] = (self._strip(self._lines[y], width), width)
+        return got[0]
 
     def set_lines(self, lines: list[Text]) -> bool:
         """Show ``lines`` (one row each: wider ones are cut at the edge, so fit them first).
@@ -333,13 +342,14 @@ class LineWidget(Widget):
             if same_line(a, b):
                 continue
             prev = self._strips[y]
-            if prev is None or not width:
+            if prev is None or prev[1] != width or not width:
                 self._strips[y] = None
                 dirty.append(Region(0, y, width, 1))
                 continue
             # only the cells that changed go to the terminal: "400 KB/s" → "410 KB/s" is 1 cell, not the line
-            new = self._strips[y] = self._strip(b, width)
-            cells = text_cells(a, b, width) or changed_cells(prev, new)
+            new = self._strip(b, width)
+            self._strips[y] = (new, width)
+            cells = text_cells(a, b, width) or changed_cells(Strip(prev[0], width), Strip(new, width))
             if cells is not None:
                 dirty.append(Region(cells[0], y, cells[1] - cells[0], 1))
         if dirty:
