@@ -15,6 +15,7 @@ from typing import Any
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.filter import ANSIToTruecolor
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
@@ -168,6 +169,10 @@ class LineWidget(Widget):
         self._frame_key: tuple[object, ...] | None = None
         self._frame_parts: tuple[list[Segment], list[Segment], int, int, int, Any] | None = None
         self._rows: dict[int, tuple[list[Segment], object, Strip]] = {}
+        # the line filter applied to content styles as they are made (Textual's default filters: ANSIToTruecolor
+        # alone), with the background it takes as a Color and a Rich color; the frame's edges filtered for it
+        self._pre: tuple[ANSIToTruecolor, Any, Any] | None = None
+        self._edges: tuple[object, list[Segment], list[Segment]] | None = None
 
     @property
     def _gs_last(self) -> Text | None:
@@ -201,16 +206,19 @@ class LineWidget(Widget):
         return style
 
     def _strip(self, text: Text, width: int) -> list[Segment]:
-        """One line as the segments of exactly ``width`` cells, in the widget's style."""
-        style = self._style()
-        fast = line_segments(text, width, style, self._styled)
+        """One line as the segments of exactly ``width`` cells, in the widget's style (and through the line
+        filter, when :meth:`_sync_filters` applies it as styles are made)."""
+        fast = line_segments(text, width, self._styled("", None), self._styled)
         if fast is not None:
             return fast
+        style = self._style()
         console = self.app.console
         segments = list(text.render(console))
         if text.style and not text.spans:  # Rich applies a span-less text's own style only in __rich_console__
             segments = list(Segment.apply_style(segments, console.get_style(text.style)))
-        return list(Strip(segments).crop_extend(0, width, style).apply_style(style))
+        segments = list(Strip(segments).crop_extend(0, width, style).apply_style(style))
+        pre = self._pre
+        return segments if pre is None else pre[0].apply(segments, pre[1])
 
     def _styled(self, text_style: str | Style, span_style: str | Style | None) -> Style:
         """The widget's style, then a text's own, then a span's: what Rich's ``Text.render`` and
@@ -224,8 +232,30 @@ class LineWidget(Widget):
                 got = got + get(text_style, default=Style.null())
             if span_style:
                 got = got + get(span_style, default=Style.null())
+            pre = self._pre
+            if pre is not None:
+                got = pre[0].truecolor_style(got, pre[2])
             self._style_memo[key] = got
         return got
+
+    def _sync_filters(self) -> list[Any]:
+        """The line filters, and whether content styles go through them as they are made: when the only filter
+        is Textual's ANSIToTruecolor (its default) and this widget draws its own rows (:meth:`_frame`). Then a
+        changed row is not filtered segment by segment at every draw (a Segment made anew for each, every
+        second), only its handful of styles once. Applied twice, as Textual's own path does to
+        :meth:`render_line`, it changes nothing (a true colour stays itself). A change of filter or background
+        drops every row made for the old one."""
+        filters = list(self.get_line_filters())
+        frame = self._frame()
+        pre = None
+        if frame is not None and len(filters) == 1 and isinstance(filters[0], ANSIToTruecolor):
+            pre = (filters[0], frame[5], frame[5].rich_color)
+        if pre != self._pre:
+            self._pre = pre
+            self._style_memo = {}
+            self._strips = [None] * len(self._lines)
+            self._rows = {}
+        return filters
 
     def render_rows(self, crop: Region, rows: list[int]) -> list[Strip]:
         """:meth:`render_lines` for a partial update that uses only ``rows`` (in ``crop``): the other rows of
@@ -244,11 +274,16 @@ class LineWidget(Widget):
         update time. Border rows (titles), and any widget with effects this does not copy (tint, opacity,
         hatch, outline), are Textual's own (tests/widgets/test_lines.py compares the two, row for row). Only the
         rows in ``wanted`` when given (:meth:`render_rows`)."""
+        filters = self._sync_filters()
         frame = self._frame()
         if frame is None:
             return super().render_lines(crop)
         prefix, suffix, top, bottom, width, background = frame
-        filters = self.get_line_filters()
+        pre = self._pre
+        if pre is not None:  # the edges through the filter, once a frame; content rows were filtered as made
+            if self._edges is None or self._edges[0] is not frame:
+                self._edges = (frame, pre[0].apply(prefix, background), pre[0].apply(suffix, background))
+            prefix, suffix = self._edges[1], self._edges[2]
         x1, x2 = crop.column_span
         whole = (x1, x2) == (0, width)
         out: list[Strip] = []
@@ -265,7 +300,7 @@ class LineWidget(Widget):
                 done = rows.get(y)
                 if done is None or done[0] is not content or done[1] != filters:
                     segments = [*prefix, *content, *suffix]
-                    for f in filters:  # Strip.apply_filter's work, without a Strip (seven caches) for each step
+                    for f in filters if pre is None else ():  # Strip.apply_filter's work, without a Strip each
                         segments = f.apply(segments, background)
                     done = rows[y] = (content, filters, Strip(segments, width))
                 out.append(done[2] if whole else done[2].crop(x1, x2))
@@ -316,7 +351,7 @@ class LineWidget(Widget):
     def _row(self, y: int, width: int) -> list[Segment]:
         """Content row ``y``'s segments, ``width`` cells (the content's width: ``self.size.width``)."""
         if not 0 <= y < len(self._lines):
-            return [Segment(" " * width, self._style())]
+            return [Segment(" " * width, self._styled("", None))]
         got = self._strips[y]
         if got is None or got[1] != width:
             got = self._strips[y] = (self._strip(self._lines[y], width), width)
@@ -336,6 +371,7 @@ class LineWidget(Widget):
             self._strips = [None] * len(lines)
             self.refresh(layout=True)
             return True
+        self._sync_filters()  # before the rows are made: they are made through the filter, or not
         width = self.size.width
         dirty: list[Region] = []
         for y, (a, b) in enumerate(zip(old, lines)):

@@ -118,22 +118,32 @@ async def test_a_line_widget_draws_what_rich_draws():
         w.set_lines(lines)
         await pilot.pause()
         base = w.rich_style
+        background = w.background_colors[1]
+
+        def filtered(strip: Strip) -> Strip:  # as drawn: the content rows may be made through the filter already
+            for f in app.get_line_filters():
+                strip = strip.apply_filter(f, background)
+            return strip
+
+        assert w._pre is not None  # Textual's default filter, applied as the rows are made
         for y, t in enumerate(lines):
             segments = list(t.render(app.console))
             if t.style and not t.spans:
                 segments = list(Segment.apply_style(segments, app.console.get_style(t.style)))
             want = Strip(segments).crop_extend(0, w.size.width, base).apply_style(base)
-            assert same_cells(w.render_line(y), want), y
+            assert same_cells(filtered(w.render_line(y)), filtered(want)), y
 
 
-@pytest.mark.parametrize("scenario, size, compact", [
-    ("a6000-tp2-pcie-gen1", (120, 40), False),  # GPU panels: border, title, padding
-    ("h200-nvswitch-8", (80, 24), None),        # the table (padding only), findings, processes
-    ("gpu-lost", (160, 50), False),             # a lost GPU's red border and subtitle
+@pytest.mark.parametrize("scenario, size, compact, no_color", [
+    ("a6000-tp2-pcie-gen1", (120, 40), False, False),  # GPU panels: border, title, padding
+    ("h200-nvswitch-8", (80, 24), None, False),        # the table (padding only), findings, processes
+    ("gpu-lost", (160, 50), False, False),             # a lost GPU's red border and subtitle
+    ("a6000-tp2-pcie-gen1", (120, 40), False, True),   # NO_COLOR: two filters, applied at each draw
 ])
-async def test_line_widgets_draw_what_textual_draws(scenario, size, compact):
+async def test_line_widgets_draw_what_textual_draws(scenario, size, compact, no_color, monkeypatch):
     """LineWidget.render_lines puts content rows together itself: every row, for whole widgets and for
-    crops of a few rows and columns, focused and not, must be Textual's own row (Widget.render_lines)."""
+    crops of a few rows and columns, focused and not, with the ANSI colour filter and without it, must be
+    Textual's own row (Widget.render_lines)."""
     import random
 
     from helpers import make_app
@@ -142,6 +152,8 @@ async def test_line_widgets_draw_what_textual_draws(scenario, size, compact):
 
     from gpuscope.widgets.lines import LineWidget
 
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
     app = make_app(scenario, 0, 30, compact=compact)
     rnd = random.Random(7)
     async with app.run_test(size=size) as pilot:
@@ -149,7 +161,13 @@ async def test_line_widgets_draw_what_textual_draws(scenario, size, compact):
             await pilot.pause()
         widgets = [w for w in app.screen.query(LineWidget) if w.display and w.region.height]
         assert widgets
-        for step in ("as drawn", "focused", "a class that changes the border"):
+        pre = [w._pre for w in widgets]
+        for step in ("as drawn", "focused", "a class that changes the border", "the ANSI filter off", "and on"):
+            if step in ("the ANSI filter off", "and on"):  # Textual replaces its filter: rows made for the old go
+                app.ansi_color = step == "the ANSI filter off"
+                for w in widgets:
+                    w.refresh()
+                await pilot.pause()
             if step == "focused":
                 widgets[-1].focus()
                 await pilot.pause()
@@ -167,8 +185,14 @@ async def test_line_widgets_draw_what_textual_draws(scenario, size, compact):
                     ours = w.render_lines(crop)
                     textual = Widget.render_lines(w, crop)
                     assert [list(s) for s in ours] == [list(s) for s in textual], (type(w).__name__, crop)
-        # the shortcut was taken (not when switched off: Textual's render_lines, widgets/textual_private.py)
+                if step in ("the ANSI filter off", "and on"):  # nothing kept from the filter before: as made afresh
+                    whole = [list(s) for s in w.render_lines(crops[0])]
+                    w._strips, w._rows, w._style_memo, w._pre, w._edges = [None] * len(w._lines), {}, {}, None, None
+                    assert whole == [list(s) for s in w.render_lines(crops[0])], (step, type(w).__name__)
+        # the shortcut was taken (not when switched off: Textual's render_lines, widgets/textual_private.py), and
+        # the rows were made through Textual's one default filter, never through NO_COLOR's two
         assert any(w._frame_parts is not None for w in widgets) is textual_private.ACTIVE
+        assert any(p is not None for p in pre) is (textual_private.ACTIVE and not no_color)
 
 
 run_text = st.text(alphabet=st.sampled_from(["a", " ", "█", "·", "×", "\x1b", "\x07", "é", "1"]), max_size=6)
