@@ -124,6 +124,8 @@ def main() -> None:
     a = ap.parse_args()
     cols, rows = (int(x) for x in a.size.split("x"))
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+    if not cmd:
+        ap.error("a command to run is needed after --")
     c = run_under_pty(cmd, a.seconds, cols, rows, pid_file=a.pid_file)
     print(f"{a.size}: {c.cpu_s:.2f} CPU s over {c.seconds:.0f} s, peak RSS {c.peak_rss_mb:.1f} MB, "
           f"{c.bytes_per_s:.0f} B/s")

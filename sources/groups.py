@@ -9,8 +9,9 @@ parameter (``root``) so tests can give a fake ``/proc`` tree as well as the real
 Cost: the listener look-up scans ``/proc/net/tcp{,6}`` and the fds of the GPU processes and their
 ancestors; a full scan of every process's fds happens only when that fails, at most every
 :data:`FULL_SCAN_S`. Groups are rebuilt when the GPU processes or endpoints change, else every
-:data:`REFRESH_S` (:data:`REFRESH_NO_ENDPOINT_S` without an endpoint: then a group is the GPU processes and their
-ancestors, which change only with those processes).
+:data:`REFRESH_S` (:data:`REFRESH_NO_ENDPOINT_S` without an endpoint: then a group is the GPU processes, their
+ancestors and commands, which rarely change while the processes stay: a parent that exits or a process that renames
+itself shows up to that late).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 
 REFRESH_S = 5.0  # groups are rebuilt at least this often (NVML's process lists are read every 5 s)
 # without an endpoint: no listener to find or TP size to learn, only the GPU processes' ancestry and commands (a
-# rebuild read ~10 /proc files, 0.45 ms of CPU on the H200 host, every 5 s while a process held a GPU)
+# rebuild reads ~10 /proc files: ~0.45 ms of CPU on the H200 host)
 REFRESH_NO_ENDPOINT_S = 30.0
 FULL_SCAN_S = 30.0  # a scan of every process's fds for an unplaced listener, at most this often
 MAX_FDS = 65536  # fds looked at per process at most

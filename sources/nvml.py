@@ -94,8 +94,9 @@ _SLOW_EVERY: tuple[SlowKey, ...] = ("temp_mem_c", "nvlink_tx_bytes_per_s", "nvli
 
 class BasicFields(TypedDict):
     """What :meth:`NvmlSource._basic` reads for one GPU every tick (and carries from the slow path), as
-    :class:`GpuReading`'s fields: the reading is built once from these and :class:`ReadingFields` (two
-    TypedDicts, so mypy checks every name and type against GpuReading)."""
+    :class:`GpuReading`'s fields: the reading is built once from these and :class:`ReadingFields`. A second list
+    of GpuReading's fields, kept in step by mypy: it checks every name and type of both TypedDicts against
+    GpuReading where they are unpacked into it (a missing, extra or mistyped key is a type error)."""
 
     index: int
     util_gpu_pct: float | None
@@ -671,7 +672,7 @@ class NvmlSource:
                 self._mark_lost(i)
                 out.append(GpuReading(index=i, lost=True))
                 continue
-            out.append(GpuReading(**basic, **extra))  # built once (was built, then replaced: two of its 40 fields' inits)
+            out.append(GpuReading(**basic, **extra))  # one reading, built once from both
         if slow and self.read_sysfs:
             self._procs.keep(p.pid for g in out for p in g.processes or ())
         if self._event_set is not None and self._xid_thread is None:

@@ -12,9 +12,11 @@ python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | tail -1
 SPY=/tmp/site/bin/py-spy
 python3 -c "import importlib.metadata as m, sys; print(sys.version.split()[0], *(p + ' ' + m.version(p) for p in ('rich', 'textual', 'nvidia-ml-py')))" > "$OUT/r/versions.txt" 2>&1
 python3 tools/nvml_call_costs.py --reps 40 > "$OUT/r/costs-idle.txt" 2>&1
+rm -f /tmp/tui.pid
 python3 benchmarks/ptyrun.py --size "${SIZE:-120x40}" --seconds $(( ${WARMUP:-40} + ${IDLE:-60} + ${LOAD:-60} + 30 )) \
   --pid-file /tmp/tui.pid -- python3 -m gpuscope --interval 1 > "$OUT/r/pty.txt" 2>&1 &
-sleep 3; pid=$(cat /tmp/tui.pid)
+for _ in $(seq 50); do [ -s /tmp/tui.pid ] && break; sleep 0.2; done
+pid=$(cat /tmp/tui.pid) || { echo "device_pyspy: the TUI did not start" >&2; exit 1; }
 sleep "${WARMUP:-40}"
 "$SPY" record --pid "$pid" --rate 2000 --duration "${IDLE:-60}" --format raw --threads --nonblocking \
   -o "$OUT/r/idle.txt" > "$OUT/r/spy-idle.log" 2>&1

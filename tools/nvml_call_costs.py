@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pynvml as nv
 
@@ -35,7 +37,7 @@ def main() -> int:
             mg.metrics[k].metricId = m
         nv.nvmlGpmMetricsGet(mg)
 
-    def not_found_ok(fn, *args):  # "no process ran in the window" still costs the call
+    def not_found_ok(fn: Callable[..., Any], *args: Any) -> Any:  # "no process ran in the window" costs the call
         try:
             return fn(*args)
         except nv.NVMLError_NotFound:
@@ -57,8 +59,9 @@ def main() -> int:
         "FieldValues (10 health fields)": lambda: nv.nvmlDeviceGetFieldValues(h, fields),
         "FieldValues (memory temp only)": lambda: nv.nvmlDeviceGetFieldValues(h, [82]),
         "FieldValues (PCIe replay only)": lambda: nv.nvmlDeviceGetFieldValues(h, [94]),
-        "FieldValues (energy only)": lambda: nv.nvmlDeviceGetFieldValues(h, [83]),
-        "FieldValues (memory temp + energy)": lambda: nv.nvmlDeviceGetFieldValues(h, [82, 83]),
+        "FieldValues (energy only)": lambda: nv.nvmlDeviceGetFieldValues(h, [nv.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION]),
+        "FieldValues (memory temp + energy)": lambda: nv.nvmlDeviceGetFieldValues(
+            h, [nv.NVML_FI_DEV_MEMORY_TEMP, nv.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION]),
         "GraphicsRunningProcesses": lambda: nv.nvmlDeviceGetGraphicsRunningProcesses(h),
         "ProcessUtilization (NotFound counts)": lambda: not_found_ok(nv.nvmlDeviceGetProcessUtilization, h, 0),
         "GPM SampleGet only": lambda: nv.nvmlGpmSampleGet(h, s2),

@@ -14,27 +14,31 @@ ELLIPSIS = "…"
 
 # The characters Rich measures one cell wide, among those the screen draws: printable ASCII and Latin, punctuation
 # (the en dash of "0–100%", "…"), arrows, box drawing and blocks (bars, graphs), dingbats ("✔"). Measured by Rich
-# itself at import, so :func:`narrow` never disagrees with it.
+# itself at import, so :func:`is_narrow` never disagrees with it.
 _NARROW = frozenset(c for lo, hi in ((0x20, 0x7E), (0xA0, 0x2FF), (0x2010, 0x2027), (0x2030, 0x205E),
                                      (0x2190, 0x21FF), (0x2500, 0x25FF), (0x2700, 0x27BF))
                     for c in map(chr, range(lo, hi + 1)) if cell_len(c) == 1)
+# narrow()'s answers for whole lines: a changed line is asked about four times (fitted, made into segments, and
+# compared with the line before it and the line after it); cleared past 2,048
+_NARROW_SEEN: dict[str, bool] = {}
+
+
+def is_narrow(text: str) -> bool:
+    """Whether every character of ``text`` is one cell wide (as Rich measures it): then its cells are its
+    characters, one for one. Rich's own quick check knows fewer characters (not the en dash of every graph's
+    scale line) and measures the others one by one."""
+    return text.isascii() and text.isprintable() or _NARROW.issuperset(text)
 
 
 def narrow(text: str) -> bool:
-    """Whether every character of ``text`` is one cell wide (as Rich measures it): then its cells are its
-    characters, one for one. Rich's own check knows fewer characters (not the en dash of every graph's scale
-    line), and measured those lines character by character, every second."""
+    """:func:`is_narrow` of a line, remembered."""
     got = _NARROW_SEEN.get(text)
     if got is None:
-        got = text.isascii() and text.isprintable() or _NARROW.issuperset(text)
+        got = is_narrow(text)
         if len(_NARROW_SEEN) >= 2048:
             _NARROW_SEEN.clear()
         _NARROW_SEEN[text] = got
     return got
-
-
-# narrow()'s answers: a changed line is asked about 4 times (fitted, drawn, and compared now and a second later)
-_NARROW_SEEN: dict[str, bool] = {}
 
 
 def cells(text: str) -> int:

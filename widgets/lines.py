@@ -10,7 +10,7 @@ most of the TUI's CPU and of the bytes it wrote to the terminal; benchmarks/benc
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.segment import Segment
 from rich.style import Style
@@ -79,7 +79,7 @@ def changed_cells(old: Strip, new: Strip) -> tuple[int, int] | None:
 
 
 def text_cells(a: Text, b: Text, width: int) -> tuple[int, int] | None:
-    """The cells ``[start, end)`` where two lines differ when both are drawn by :func:`line_strip` with the same
+    """The cells ``[start, end)`` where two lines differ when both are drawn by :func:`line_segments` with the same
     style layout (equal spans and base style, the same length, one cell a character): there the styles of
     every cell are the same, so the texts decide, compared in C. ``None`` when that does not hold (compare
     the strips: :func:`changed_cells`) or when they draw the same."""
@@ -92,7 +92,7 @@ def text_cells(a: Text, b: Text, width: int) -> tuple[int, int] | None:
 
 
 def spans_in_order(text: Text) -> bool:
-    """Whether ``text``'s spans follow one another without overlapping (what :func:`line_strip` draws)."""
+    """Whether ``text``'s spans follow one another without overlapping (what :func:`line_segments` draws)."""
     pos, n = 0, len(text.plain)
     for start, end, _ in text.spans:
         if end <= start:
@@ -108,22 +108,15 @@ def same_line(a: Text, b: Text) -> bool:
     return a is b or a.plain == b.plain and a.spans == b.spans and a.style == b.style
 
 
-def line_strip(text: Text, width: int, base: Style,
-               styled: Callable[[str | Style, str | Style | None], Style]) -> Strip | None:
-    """A one-row ``Text`` as a strip of exactly ``width`` cells, built straight from its spans: the same
-    segments and styles as Rich's ``Text.render`` followed by Textual's ``crop_extend`` and
-    ``apply_style(base)`` (tests/widgets/test_lines.py compares them), at a fraction of the cost. ``styled``
-    combines ``base``, the text's style and a span's style. ``None`` when this shortcut does not apply
-    (overlapping spans, a line wider than ``width``, a character that is not one cell wide): use Rich.
-    """
-    segments = line_segments(text, width, base, styled)
-    return None if segments is None else Strip(segments, width)
-
-
 def line_segments(text: Text, width: int, base: Style,
                   styled: Callable[[str | Style, str | Style | None], Style]) -> list[Segment] | None:
-    """:func:`line_strip`'s segments, without the ``Strip`` (each makes seven caches): what a
-    :class:`LineWidget` keeps for a content row."""
+    """A one-row ``Text`` as the segments of exactly ``width`` cells, built straight from its spans: the same
+    segments and styles as Rich's ``Text.render`` followed by Textual's ``crop_extend`` and
+    ``apply_style(base)`` (tests/widgets/test_lines.py compares them), at a fraction of the cost, and no ``Strip``
+    (each makes seven caches). ``styled`` combines ``base``, the text's style and a span's style. ``None`` when
+    this shortcut does not apply (overlapping spans, a line wider than ``width``, a character that is not one
+    cell wide): use Rich.
+    """
     plain = text.plain
     n = len(plain)
     if n > width or not narrow(plain):
@@ -147,6 +140,15 @@ def line_segments(text: Text, width: int, base: Style,
     return segments
 
 
+class PreFilter(NamedTuple):
+    """Textual's default line filter, applied to a :class:`LineWidget`'s content styles as they are made, and the
+    widget's background it takes (a Textual ``Color`` for ``apply``, a Rich one for ``truecolor_style``)."""
+
+    filter: ANSIToTruecolor
+    background: Any
+    rich_background: Any
+
+
 _UNUSED = Strip([], 0)  # a row of a partial update that the compositor does not use
 
 
@@ -160,18 +162,18 @@ class LineWidget(Widget):
     def __init__(self, *args: Any, **kw: Any):
         super().__init__(*args, **kw)
         self._lines: list[Text] = []
-        self._strips: list[tuple[list[Segment], int] | None] = []  # each content row's segments and width
+        self._made: list[tuple[list[Segment], int] | None] = []  # each content row as made: segments, width
         self._base_style: Style | None = None  # self.rich_style, cached: it walks the ancestors' CSS
         self._style_memo: dict[tuple[str | Style, str | Style | None], Style] = {}
         self._joined: Text | None = None  # _gs_last, once asked for
         # _frame's answer (None is an answer too) and the sizes it was taken for (None: not taken, or dropped
-        # by a style change or a resize). _rows: each content row as drawn, with the content strip it came from
+        # by a style change or a resize). _rows: each content row as drawn, with the content segments it came from
         self._frame_key: tuple[object, ...] | None = None
         self._frame_parts: tuple[list[Segment], list[Segment], int, int, int, Any] | None = None
         self._rows: dict[int, tuple[list[Segment], object, Strip]] = {}
         # the line filter applied to content styles as they are made (Textual's default filters: ANSIToTruecolor
         # alone), with the background it takes as a Color and a Rich color; the frame's edges filtered for it
-        self._pre: tuple[ANSIToTruecolor, Any, Any] | None = None
+        self._pre: PreFilter | None = None
         self._edges: tuple[object, list[Segment], list[Segment]] | None = None
 
     @property
@@ -193,10 +195,10 @@ class LineWidget(Widget):
         self._base_style = None
         self._style_memo = {}
         self._frame_key = None
-        self._strips = [None] * len(self._lines)
+        self._made = [None] * len(self._lines)
 
     def on_resize(self) -> None:
-        self._strips = [None] * len(self._lines)
+        self._made = [None] * len(self._lines)
         self._frame_key = None
 
     def _style(self) -> Style:
@@ -205,7 +207,7 @@ class LineWidget(Widget):
             style = self._base_style = self.rich_style
         return style
 
-    def _strip(self, text: Text, width: int) -> list[Segment]:
+    def _segments(self, text: Text, width: int) -> list[Segment]:
         """One line as the segments of exactly ``width`` cells, in the widget's style (and through the line
         filter, when :meth:`_sync_filters` applies it as styles are made)."""
         fast = line_segments(text, width, self._styled("", None), self._styled)
@@ -218,7 +220,7 @@ class LineWidget(Widget):
             segments = list(Segment.apply_style(segments, console.get_style(text.style)))
         segments = list(Strip(segments).crop_extend(0, width, style).apply_style(style))
         pre = self._pre
-        return segments if pre is None else pre[0].apply(segments, pre[1])
+        return segments if pre is None else pre.filter.apply(segments, pre.background)
 
     def _styled(self, text_style: str | Style, span_style: str | Style | None) -> Style:
         """The widget's style, then a text's own, then a span's: what Rich's ``Text.render`` and
@@ -234,7 +236,7 @@ class LineWidget(Widget):
                 got = got + get(span_style, default=Style.null())
             pre = self._pre
             if pre is not None:
-                got = pre[0].truecolor_style(got, pre[2])
+                got = pre.filter.truecolor_style(got, pre.rich_background)
             self._style_memo[key] = got
         return got
 
@@ -249,12 +251,13 @@ class LineWidget(Widget):
         frame = self._frame()
         pre = None
         if frame is not None and len(filters) == 1 and isinstance(filters[0], ANSIToTruecolor):
-            pre = (filters[0], frame[5], frame[5].rich_color)
+            pre = PreFilter(filters[0], frame[5], frame[5].rich_color)
         if pre != self._pre:
             self._pre = pre
             self._style_memo = {}
-            self._strips = [None] * len(self._lines)
+            self._made = [None] * len(self._lines)
             self._rows = {}
+            self._edges = None
         return filters
 
     def render_rows(self, crop: Region, rows: list[int]) -> list[Strip]:
@@ -269,7 +272,8 @@ class LineWidget(Widget):
     def _draw_rows(self, crop: Region, wanted: set[int] | None) -> list[Strip]:
         """The widget's rows in ``crop``, as Textual's ``Widget.render_lines`` gives them. The content rows are
         put together here (the border and padding segments Textual draws around a content row, taken once
-        from Textual itself, then the line filters and the crop, as its style cache does): Textual's per-row
+        from Textual itself, then the line filters, already applied to the content when :meth:`_sync_filters`
+        says so, and the crop, as its style cache does): Textual's per-row
         path re-reads a dozen style rules for every changed row of every panel, a third of the screen's
         update time. Border rows (titles), and any widget with effects this does not copy (tint, opacity,
         hatch, outline), are Textual's own (tests/widgets/test_lines.py compares the two, row for row). Only the
@@ -282,7 +286,7 @@ class LineWidget(Widget):
         pre = self._pre
         if pre is not None:  # the edges through the filter, once a frame; content rows were filtered as made
             if self._edges is None or self._edges[0] is not frame:
-                self._edges = (frame, pre[0].apply(prefix, background), pre[0].apply(suffix, background))
+                self._edges = (frame, pre.filter.apply(prefix, background), pre.filter.apply(suffix, background))
             prefix, suffix = self._edges[1], self._edges[2]
         x1, x2 = crop.column_span
         whole = (x1, x2) == (0, width)
@@ -352,9 +356,9 @@ class LineWidget(Widget):
         """Content row ``y``'s segments, ``width`` cells (the content's width: ``self.size.width``)."""
         if not 0 <= y < len(self._lines):
             return [Segment(" " * width, self._styled("", None))]
-        got = self._strips[y]
+        got = self._made[y]
         if got is None or got[1] != width:
-            got = self._strips[y] = (self._strip(self._lines[y], width), width)
+            got = self._made[y] = (self._segments(self._lines[y], width), width)
         return got[0]
 
     def set_lines(self, lines: list[Text]) -> bool:
@@ -368,23 +372,24 @@ class LineWidget(Widget):
         self._lines = lines
         self._joined = None
         if len(old) != len(lines):
-            self._strips = [None] * len(lines)
+            self._made = [None] * len(lines)
             self.refresh(layout=True)
             return True
-        self._sync_filters()  # before the rows are made: they are made through the filter, or not
+        if self.is_mounted:  # before the rows are made: they are made through the filter, or not
+            self._sync_filters()
         width = self.size.width
         dirty: list[Region] = []
         for y, (a, b) in enumerate(zip(old, lines)):
             if same_line(a, b):
                 continue
-            prev = self._strips[y]
+            prev = self._made[y]
             if prev is None or prev[1] != width or not width:
-                self._strips[y] = None
+                self._made[y] = None
                 dirty.append(Region(0, y, width, 1))
                 continue
             # only the cells that changed go to the terminal: "400 KB/s" → "410 KB/s" is 1 cell, not the line
-            new = self._strip(b, width)
-            self._strips[y] = (new, width)
+            new = self._segments(b, width)
+            self._made[y] = (new, width)
             cells = text_cells(a, b, width) or changed_cells(Strip(prev[0], width), Strip(new, width))
             if cells is not None:
                 dirty.append(Region(cells[0], y, cells[1] - cells[0], 1))

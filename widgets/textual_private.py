@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping
 from threading import Event, Lock
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from rich.cells import cell_len
 from rich.color import ColorSystem
 from rich.console import Console
 from textual import events
@@ -56,7 +57,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gpuscope.core.text import visible
-from gpuscope.widgets.fit import cells
+from gpuscope.widgets.fit import is_narrow
 from gpuscope.widgets.paste import LONE_ESC_WAIT_S, Pasted, PasteSplitter
 
 WRITTEN_FOR = "8.2.8"  # the Textual these were written against and checked on: pyproject.toml's pin
@@ -182,16 +183,18 @@ def span_text(strip: Strip, x: int, x1: int, right: int, console: Console) -> tu
     pos = 0  # cells of the strip passed
     for segment in strip._segments:
         text, style = segment.text, segment.style
-        n = widths.get(text)
-        if n is None:
-            n = widths[text] = cells(text)
+        got = widths.get(text)
+        if got is None:
+            one = is_narrow(text)
+            got = widths[text] = (len(text) if one else cell_len(text), one)
+        n = got[0]
         if not started:
             if not n:
                 continue
             started = True
         last = crop and pos + n >= right
         if last and pos + n > right:  # the segment the cut falls in: its cells up to it (a wide character padded)
-            text = text[:right - pos] if n == len(text) else segment.split_cells(right - pos)[0].text
+            text = text[:right - pos] if got[1] else segment.split_cells(right - pos)[0].text
             n = right - pos
         pos += n
         if skipping and x + n <= x1:
@@ -204,7 +207,7 @@ def span_text(strip: Strip, x: int, x1: int, right: int, console: Console) -> tu
     return x, "".join(out)
 
 
-_WIDTHS: dict[str, int] = {}  # span_text's cell widths of segment texts (cleared past 4,096)
+_WIDTHS: dict[str, tuple[int, bool]] = {}  # span_text's segment texts: cells, one a character (cleared past 4,096)
 
 
 def render_partial_update(self: Any) -> ChopsUpdate | None:

@@ -316,8 +316,9 @@ def test_finder_without_endpoints_reads_only_the_gpu_processes_ancestry(tmp_path
     (False, 4.0, False, False), (False, 29.0, False, False), (False, 30.0, False, True),  # no endpoint: every 30 s
     (False, 1.0, True, True),                                                            # ... or when a process comes
     (True, 4.0, False, False), (True, 5.0, False, True),                                 # an endpoint: every 5 s
+    ("added", 1.0, False, True),                                                         # ... or when one comes
 ])
-def test_finder_rebuild_cadence(tmp_path, endpoint: bool, at: float, new_pid: bool, rebuilt: bool) -> None:
+def test_finder_rebuild_cadence(tmp_path, endpoint: bool | str, at: float, new_pid: bool, rebuilt: bool) -> None:
     """Groups are rebuilt when the GPU processes or endpoints change, else every 5 s with an endpoint (a listener
     to find, a TP size to learn) and every 30 s without one (only the GPU processes' ancestry)."""
     (tmp_path / "net").mkdir()
@@ -329,13 +330,13 @@ def test_finder_rebuild_cadence(tmp_path, endpoint: bool, at: float, new_pid: bo
     _proc(tmp_path, 102, 100, VLLM_ARGS)
     t = [0.0]
     f = GroupFinder(str(tmp_path), clock=lambda: t[0], resolve=lambda h: [])
-    eps = [EndpointReading(url="http://localhost:8000/metrics", kind="vllm")] if endpoint else []
+    eps = [EndpointReading(url="http://localhost:8000/metrics", kind="vllm")]
     builds: list[int] = []
     real = f.build
     f.build = lambda e, h: builds.append(1) or real(e, h)  # type: ignore[method-assign]
-    f.groups(_frame({0: [101]}, eps))
+    f.groups(_frame({0: [101]}, eps if endpoint is True else []))
     t[0] = at
-    f.groups(_frame({0: [101], 1: [102]} if new_pid else {0: [101]}, eps))
+    f.groups(_frame({0: [101], 1: [102]} if new_pid else {0: [101]}, eps if endpoint else []))
     assert len(builds) == (2 if rebuilt else 1)
 
 

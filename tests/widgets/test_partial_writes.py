@@ -186,16 +186,17 @@ def test_an_update_is_one_write(sync: bool) -> None:
     assert not partial_writes.write_update(app, "not a compositor update")  # left to Textual
 
 
-_seg_texts = st.text(alphabet="ab 日█", min_size=0, max_size=5)
+_seg_texts = st.text(alphabet="ab 日█–\u200b\u0301\x07\t", min_size=0, max_size=5)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(st.lists(st.tuples(_seg_texts, st.sampled_from([None, Style(bold=True), Style(color="red")])),
                 min_size=1, max_size=8),
-       st.integers(0, 12), st.integers(0, 30), st.integers(0, 30))
+       st.integers(0, 12), st.integers(-3, 30), st.integers(-3, 30))
 def test_span_text_is_crop_skip_render(parts, x, x1_off, right):
     """span_text (no Strips built) writes what the Strip path wrote: crop(0, right), whole segments
-    left of x1 skipped, rendered; with empty segments and double-width characters."""
+    left of x1 skipped, rendered; with empty segments, double-width characters, and zero-width ones beside them
+    (a wide and a zero-width character are two characters in two cells, not one each)."""
     strip = Strip([Segment(t, s) for t, s in parts])
     x1 = x + x1_off
     cropped = strip.crop(0, right)
