@@ -207,7 +207,7 @@ class LineWidget(Widget):
             style = self._base_style = self.rich_style
         return style
 
-    def _segments(self, text: Text, width: int) -> list[Segment]:
+    def _make_row(self, text: Text, width: int) -> list[Segment]:
         """One line as the segments of exactly ``width`` cells, in the widget's style (and through the line
         filter, when :meth:`_sync_filters` applies it as styles are made)."""
         fast = line_segments(text, width, self._styled("", None), self._styled)
@@ -358,7 +358,7 @@ class LineWidget(Widget):
             return [Segment(" " * width, self._styled("", None))]
         got = self._made[y]
         if got is None or got[1] != width:
-            got = self._made[y] = (self._segments(self._lines[y], width), width)
+            got = self._made[y] = (self._make_row(self._lines[y], width), width)
         return got[0]
 
     def set_lines(self, lines: list[Text]) -> bool:
@@ -388,7 +388,7 @@ class LineWidget(Widget):
                 dirty.append(Region(0, y, width, 1))
                 continue
             # only the cells that changed go to the terminal: "400 KB/s" → "410 KB/s" is 1 cell, not the line
-            new = self._segments(b, width)
+            new = self._make_row(b, width)
             self._made[y] = (new, width)
             cells = text_cells(a, b, width) or changed_cells(Strip(prev[0], width), Strip(new, width))
             if cells is not None:
