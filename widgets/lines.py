@@ -240,8 +240,8 @@ class LineWidget(Widget):
             self._style_memo[key] = got
         return got
 
-    def _sync_filters(self) -> list[Any]:
-        """The line filters, and whether content styles go through them as they are made: when the only filter
+    def _sync_filters(self) -> tuple[list[Any], tuple[list[Segment], list[Segment], int, int, int, Any] | None]:
+        """The line filters and :meth:`_frame`, and whether content styles go through them as they are made: when the only filter
         is Textual's ANSIToTruecolor (its default) and this widget draws its own rows (:meth:`_frame`). Then a
         changed row is not filtered segment by segment at every draw (a Segment made anew for each, every
         second), only its handful of styles once. Applied twice, as Textual's own path does to
@@ -258,7 +258,7 @@ class LineWidget(Widget):
             self._made = [None] * len(self._lines)
             self._rows = {}
             self._edges = None
-        return filters
+        return filters, frame
 
     def render_rows(self, crop: Region, rows: list[int]) -> list[Strip]:
         """:meth:`render_lines` for a partial update that uses only ``rows`` (in ``crop``): the other rows of
@@ -278,8 +278,7 @@ class LineWidget(Widget):
         update time. Border rows (titles), and any widget with effects this does not copy (tint, opacity,
         hatch, outline), are Textual's own (tests/widgets/test_lines.py compares the two, row for row). Only the
         rows in ``wanted`` when given (:meth:`render_rows`)."""
-        filters = self._sync_filters()
-        frame = self._frame()
+        filters, frame = self._sync_filters()
         if frame is None:
             return super().render_lines(crop)
         prefix, suffix, top, bottom, width, background = frame

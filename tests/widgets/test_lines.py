@@ -151,7 +151,7 @@ def unfiltered_rows(w: Any, crop: Any) -> list[list[Segment]]:
 
     saved = (w._made, w._rows, w._style_memo, w._pre, w._edges)
     w._made, w._rows, w._style_memo, w._pre, w._edges = [None] * len(w._lines), {}, {}, None, None
-    w._sync_filters = lambda: list(w.get_line_filters())  # the filter stays out of the rows as made
+    w._sync_filters = lambda: (list(w.get_line_filters()), w._frame())  # the filter stays out of the rows as made
     w._styles_cache.clear()
     try:
         return [list(s) for s in Widget.render_lines(w, crop)]
