@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from gpuscope.sources.nvml import NvmlSource, NvmlUnavailable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gpuscope.core.model import Frame
     from gpuscope.sources.endpoint import EndpointPoller
 
@@ -68,6 +70,10 @@ class WithEndpoints:
     def sample(self) -> Frame:
         frame = self.source.sample()
         return replace(frame, endpoints=self.poller.latest())
+
+    def read_on_demand(self, energy: Callable[[], bool] | None, process_util: Callable[[], bool] | None) -> None:
+        """:meth:`NvmlSource.read_on_demand` of the GPU source."""
+        self.source.read_on_demand(energy, process_util)
 
     def close(self) -> None:
         self.poller.stop()

@@ -159,6 +159,7 @@ class _SlowState:
     procs: tuple[ProcessInfo, ...] | None = None
     power_limit: float | None = None  # mW: changes when an administrator sets it (slow path)
     pcie_width: int | None = None  # lanes: changes with link training, not with load as the generation does
+    energy_wanted: bool = False  # whether the energy counter was wanted at the last tick (read_on_demand)
 # (history key of the throughput call, the reading it fills): the fallback where GPM is not there
 _PCIE_THROUGHPUT: tuple[tuple[str, Literal["pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"]], ...] = (
     ("pcie_tx", "pcie_tx_bytes_per_s"), ("pcie_rx", "pcie_rx_bytes_per_s"))
@@ -241,6 +242,9 @@ class NvmlSource:
         self._gpm_mg: Any = None  # the metrics-get struct every GPM read fills (the sampler's thread only)
         self._gr_kept: dict[int, ReadingFields] = {}  # graphics-engine activity last read (GPM_SLOW), carried
         self._gpm_slow: dict[int, Any] = {}  # the GPM sample of the last health tick (GPM_SLOW's metrics start there)
+        # samples no read needs any more (at most two a GPU: a health tick lets go of two at once), filled again at
+        # the next ticks (NVML's own pattern: allocate, then reuse), not allocated and freed every tick
+        self._gpm_spare: dict[int, list[Any]] = {}
         self._gpm_ok: dict[int, bool] = {}
         self._nvlink_links: dict[int, list[int]] = {}
         self._nvlink_prev: dict[int, tuple[float, float, float]] = {}
@@ -248,6 +252,9 @@ class NvmlSource:
         self._util_seen: dict[int, int] = {}  # per GPU: the newest process-utilisation sample's timestamp (µs)
         self._pending_events: list[Event] = []
         self._nvlink_remote: dict[int, tuple[list[tuple[str, int]], int]] = {}
+        # whether the two costliest reads are wanted now (read_on_demand; None: always, as record and the agent do)
+        self._energy_wanted: Callable[[], bool] | None = None
+        self._util_wanted: Callable[[], bool] | None = None
         self._errors = tuple(getattr(nvml, n) for n in _NOT_SUPPORTED_NAMES if hasattr(nvml, n))
         self._lost_error = getattr(nvml, "NVMLError_GpuIsLost", None)
         self._base_error = getattr(nvml, "NVMLError", Exception)
@@ -574,6 +581,19 @@ class NvmlSource:
         """False once call ``key`` answered NotSupported on GPU ``i``."""
         return (i, key) not in self._unsupported
 
+    def read_on_demand(self, energy: Callable[[], bool] | None, process_util: Callable[[], bool] | None) -> None:
+        """Read the energy counter and the per-process utilisation only while ``energy()`` / ``process_util()``
+        say something shows or stores them (None: always). They are the costliest calls the source makes
+        (on H200, 4.1-4.5 ms and 2.0-2.4 ms of CPU a GPU a read, docs/real-gpus.md), and the live screen shows
+        neither unless it records (both) or shows its processes panel (the utilisation). Asked on the sampler's
+        thread at every tick: plain reads, no locks.
+
+        A reading not wanted is left out of the frame (None), not carried: the energy counter is read at the
+        first tick it is wanted again (then every :data:`ENERGY_INTERVAL_S`), the utilisation at the next slow
+        tick (the process list's own)."""
+        self._energy_wanted = energy
+        self._util_wanted = process_util
+
     def sample(self) -> Frame:
         """Read every GPU once. Never raises for one GPU's failure."""
         assert self.inventory is not None and self._pool is not None, "open() first"
@@ -749,13 +769,17 @@ class NvmlSource:
             kept.pcie_width = self._read_kept(i, "pcie_width", kept.pcie_width, nv.nvmlDeviceGetCurrPcieLinkWidth, h)
         limit = kept.power_limit
         now = self.clock()
-        if slow and now - kept.energy_t >= ENERGY_INTERVAL_S:
-            # ~4 ms of CPU per call on H200 (measured): the energy counter is read every 30 s
+        wanted = self._energy_wanted is None or self._energy_wanted()
+        if wanted and ((slow and now - kept.energy_t >= ENERGY_INTERVAL_S) or not kept.energy_wanted):
+            # ~4 ms of CPU per call on H200 (measured): the energy counter is read every 30 s while wanted, and
+            # at once when it becomes wanted (a recording starts)
             kept.energy, kept.energy_t = c(i, "energy", nv.nvmlDeviceGetTotalEnergyConsumption, h), now
+        kept.energy_wanted = wanted
         energy = kept.energy
         reasons = c(i, "clock_events", nv.nvmlDeviceGetCurrentClocksEventReasons, h)
         if slow:
-            procs = self._processes(i, h, util_due=health)
+            procs = self._processes(i, h, util_due=health,
+                                    util_wanted=self._util_wanted is None or self._util_wanted())
             kept.procs = procs
         else:
             procs = kept.procs
@@ -772,7 +796,7 @@ class NvmlSource:
             power_w=power / 1000.0 if power is not None else None,
             power_limit_w=limit / 1000.0 if limit is not None else None,
             energy_j=kept.meter.step(now, power / 1000.0 if power is not None else None,
-                                     energy / 1000.0 if energy is not None else None),
+                                     energy / 1000.0 if energy is not None else None) if wanted else None,
             temp_gpu_c=_num(c(i, "temp", nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU)),
             fan_pct=_num(c(i, "fan", nv.nvmlDeviceGetFanSpeed, h)),
             pstate=c(i, "pstate", nv.nvmlDeviceGetPerformanceState, h),
@@ -782,14 +806,15 @@ class NvmlSource:
             processes=procs,
         )
 
-    def _processes(self, i: int, h: Any, util_due: bool) -> tuple[ProcessInfo, ...] | None:
+    def _processes(self, i: int, h: Any, util_due: bool, util_wanted: bool = True) -> tuple[ProcessInfo, ...] | None:
         """GPU ``i``'s processes (slow path only): compute and graphics lists merged by pid (kind C, G or
         C+G), each with its user and command, and its SM % where NVML reports per-process utilisation.
         None when neither list is reported (NotSupported: never asked again).
 
         The per-process utilisation is read when ``util_due`` (the health ticks, every 15 s: 1.5 ms of CPU a
         read on H200 with one process, docs/performance.md) and carried between reads; a process that
-        appeared since has no figure until the next read."""
+        appeared since has no figure until the next read. Not ``util_wanted`` (:meth:`read_on_demand`): not
+        read, no figure, nothing carried (read at the first slow tick it is wanted again)."""
         nv = self.nvml
         compute = self._call(i, "procs", nv.nvmlDeviceGetComputeRunningProcesses, h)
         graphics = None
@@ -808,7 +833,10 @@ class NvmlSource:
                     merged[pid] = ("C+G" if k0 != kind else k0, u0 if used is None else max(u0 or 0, used), p0)
                 else:
                     merged[pid] = (kind, used, p)
-        if util_due or i not in self._util_kept:  # a process without a sample since the last read used 0 %
+        if not util_wanted:
+            self._util_kept.pop(i, None)
+            util = None
+        elif util_due or i not in self._util_kept:  # a process without a sample since the last read used 0 %
             got = self._process_util(i, h) if merged else None
             util = self._util_kept[i] = None if got is None else {pid: got.get(pid, (0.0, 0.0)) for pid in merged}
         else:
@@ -926,9 +954,11 @@ class NvmlSource:
         nv = self.nvml
         if (i, "gpm") in self._unsupported:
             return {}
-        sample = None
+        spare = self._gpm_spare.get(i)
+        sample = spare.pop() if spare else None
         try:
-            sample = nv.nvmlGpmSampleAlloc()
+            if sample is None:
+                sample = nv.nvmlGpmSampleAlloc()
             nv.nvmlGpmSampleGet(h, sample)
         except self._base_error as e:
             if sample is not None:
@@ -975,8 +1005,10 @@ class NvmlSource:
             self._gpm_free(x)
 
     def _gpm_take(self, i: int) -> list[Any]:
-        """GPU ``i``'s GPM samples (the last tick's and the last health tick's, often one), no longer held."""
-        held = {id(x): x for x in (self._gpm_prev.pop(i, None), self._gpm_slow.pop(i, None)) if x is not None}
+        """GPU ``i``'s GPM samples (the last tick's, the last health tick's, often one, and the spare), no longer
+        held."""
+        held = {id(x): x for x in (self._gpm_prev.pop(i, None), self._gpm_slow.pop(i, None),
+                                   *self._gpm_spare.pop(i, ())) if x is not None}
         return list(held.values())
 
     def _gpm_free(self, sample: Any) -> None:
@@ -1016,8 +1048,13 @@ class NvmlSource:
         return out
 
     def _gpm_release(self, i: int, sample: Any) -> None:
-        """Free a GPM sample that neither the next tick nor the next health tick will use."""
+        """A GPM sample that neither the next tick nor the next health tick will use: kept among GPU ``i``'s spares
+        (the next ticks' samples), or freed when it has two."""
         if sample is None or sample is self._gpm_prev.get(i) or sample is self._gpm_slow.get(i):
+            return
+        spare = self._gpm_spare.setdefault(i, [])
+        if len(spare) < 2:
+            spare.append(sample)
             return
         self._gpm_free(sample)
 
@@ -1063,7 +1100,7 @@ class NvmlSource:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
-        for i in {*self._gpm_prev, *self._gpm_slow}:
+        for i in {*self._gpm_prev, *self._gpm_slow, *self._gpm_spare}:
             for sample in self._gpm_take(i):
                 try:
                     self.nvml.nvmlGpmSampleFree(sample)

@@ -37,6 +37,15 @@ def main() -> int:
             mg.metrics[k].metricId = m
         nv.nvmlGpmMetricsGet(mg)
 
+    def gpm_gr() -> None:  # the graphics engine's activity alone (read on the health ticks)
+        nv.nvmlGpmSampleGet(h, s2)
+        mg = nv.c_nvmlGpmMetricsGet_t()
+        mg.version = nv.NVML_GPM_METRICS_GET_VERSION
+        mg.numMetrics = 1
+        mg.sample1, mg.sample2 = s1, s2
+        mg.metrics[0].metricId = 1
+        nv.nvmlGpmMetricsGet(mg)
+
     def not_found_ok(fn: Callable[..., Any], *args: Any) -> Any:  # "no process ran in the window" costs the call
         try:
             return fn(*args)
@@ -64,6 +73,13 @@ def main() -> int:
             h, [nv.NVML_FI_DEV_MEMORY_TEMP, nv.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION]),
         "GraphicsRunningProcesses": lambda: nv.nvmlDeviceGetGraphicsRunningProcesses(h),
         "ProcessUtilization (NotFound counts)": lambda: not_found_ok(nv.nvmlDeviceGetProcessUtilization, h, 0),
+        "ProcessUtilization (since 15 s ago)": lambda: not_found_ok(
+            nv.nvmlDeviceGetProcessUtilization, h, int(time.time() * 1e6) - 15_000_000),
+        "ProcessUtilization (since 1 s ago)": lambda: not_found_ok(
+            nv.nvmlDeviceGetProcessUtilization, h, int(time.time() * 1e6) - 1_000_000),
+        "ProcessesUtilizationInfo (v2 API)": lambda: not_found_ok(nv.nvmlDeviceGetProcessesUtilizationInfo, h, 0),
+        "GPM GR engine only": gpm_gr,
+        "GPM SampleAlloc+Get+Free": lambda: nv.nvmlGpmSampleFree(nv.nvmlGpmSampleGet(h, nv.nvmlGpmSampleAlloc())),
         "GPM SampleGet only": lambda: nv.nvmlGpmSampleGet(h, s2),
         "GPM SampleGet + MetricsGet (8)": gpm_metrics,
         "PcieThroughput (RX)": lambda: nv.nvmlDeviceGetPcieThroughput(h, 1),

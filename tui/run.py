@@ -33,12 +33,28 @@ def run_live(opts: LiveOptions, open_source: Callable[[SourceOptions], Any]) -> 
     app = GpuscopeApp(session, None, label=src.label, interval_s=interval, window=opts.history,
                       compact=True if opts.compact else None, record_path=opts.record)
     app.recording.force = opts.force
+    read_on_demand(src, session, app)
     app.feeder = LiveFeeder(src, session, interval, app.notify_update)
     run_app(app)
     rec_err = session.record_error
     if rec_err:
         sys.stderr.write(f"gpuscope: {rec_err}\n")
     return 0
+
+
+def read_on_demand(src: Any, session: Session, app: Any) -> None:
+    """The live screen's source reads the energy counter only while the session records (the screen shows it
+    nowhere) and the per-process utilisation only while it records or shows the processes panel: the two
+    costliest NVML reads, ~0.3 ms of CPU a second a GPU between them on H200 (docs/performance.md). Asked on the
+    sampler's thread: plain attribute reads."""
+    demand = getattr(src, "read_on_demand", None)
+    if demand is None:
+        return
+
+    def recording() -> bool:
+        return session.recorder is not None
+
+    demand(energy=recording, process_util=lambda: recording() or bool(app.show_processes))
 
 
 def demo_path() -> Path:

@@ -85,13 +85,17 @@ def test_gpm_graphics_engine_is_read_on_health_ticks_and_samples_are_freed_once(
     """GR_ENGINE costs 1.4-1.9 ms of CPU a read on H200 (tools/gpm_costs.py), the other metrics 0.01 ms: it is
     read once at the start (from the second sample on, as the others), then on the health ticks (15 s), and
     carried; every GPM sample is freed exactly once (the simulated NVML raises on a double free or a use after
-    free), and at most two stay allocated per GPU."""
+    free), at most four stay allocated per GPU (the last tick's, the last health tick's and two spares), and they are
+    filled again tick after tick, not allocated anew (at most three a GPU over the whole run)."""
     src = sim_source("h200-nvswitch-8", at=30)
     sim = src.nvml
     asked: list[tuple[int, ...]] = []
     real = sim.nvmlGpmMetricsGet
     sim.nvmlGpmMetricsGet = lambda mg: asked.append(tuple(mg.metrics[k].metricId for k in range(mg.numMetrics))) \
         or real(mg)
+    allocated = []
+    alloc = sim.nvmlGpmSampleAlloc
+    sim.nvmlGpmSampleAlloc = lambda: allocated.append(1) or alloc()
     frames = run_frames(src, 30, 30 + step * (ticks - 1), step)
     gr = [f.gpus[0].gr_engine_active_pct for f in frames]
     assert gr[0] is None and all(v is not None and 0 <= v <= 100 for v in gr[1:])
@@ -99,7 +103,8 @@ def test_gpm_graphics_engine_is_read_on_health_ticks_and_samples_are_freed_once(
     assert sum(nvml_mod.GPM_GR_ENGINE in m for m in asked) == reads * 8  # 8 GPUs
     assert all(m in (nvml_mod._GPM_METRICS, nvml_mod._GPM_METRICS + nvml_mod.GPM_SLOW, nvml_mod.GPM_SLOW)
                for m in asked)
-    assert len(sim.gpm_live) <= 2 * 8
+    assert len(sim.gpm_live) <= 4 * 8
+    assert len(allocated) <= 3 * 8  # not one a tick (each case runs at least four)
     src.close()
     assert sim.gpm_live == {}
 
@@ -373,3 +378,55 @@ def test_a_failed_health_read_carries_the_last_counters(tmp_path) -> None:
         log._sim.nvmlDeviceGetFieldValues = real
     assert [g.pcie_replay_count for g in frame.gpus] == [g.pcie_replay_count for g in first.gpus]
     assert all(g.pcie_replay_count is not None for g in frame.gpus)
+
+
+@pytest.mark.parametrize("wanted_from, reads", [
+    (None, [30, 60, 90]),    # always wanted (record, the agent): every 30 s from the first tick
+    (1000, []),              # never wanted in the run: never read, and no energy in the frames
+    (47, [47, 80]),          # wanted from 47 s (a recording starts on a tick that is not slow): at once, then at
+                             # the first slow tick (every 5 s) 30 s on
+])
+def test_energy_counter_is_read_only_while_wanted(wanted_from, reads):
+    """The energy counter costs 4.1-4.5 ms of CPU a read on H200 and the live screen shows it nowhere: with
+    read_on_demand it is read only while something stores it, at the first tick it is wanted, then every 30 s;
+    a frame taken while it is not wanted carries no energy (None), never a stale or made-up figure."""
+    src = sim_source("h200-nvswitch-8", at=30)
+    sim = src.nvml
+    calls: list[float] = []
+    real = sim.nvmlDeviceGetTotalEnergyConsumption
+    sim.nvmlDeviceGetTotalEnergyConsumption = lambda h: (calls.append(sim.clock.now) if h is src._handles[0] else None
+                                                         ) or real(h)
+    if wanted_from is not None:
+        src.read_on_demand(energy=lambda: sim.clock.now >= wanted_from, process_util=None)
+    frames = run_frames(src, 30, 95)
+    src.close()
+    assert calls == reads
+    energy = [f.gpus[0].energy_j for f in frames]
+    start = 0 if wanted_from is None else min(len(frames), max(0, wanted_from - 30))
+    assert all(e is None for e in energy[:start]) and all(e is not None for e in energy[start:])
+    assert all(b >= a for a, b in zip(energy[start:], energy[start + 1:]))
+
+
+def test_per_process_utilisation_is_read_only_while_wanted():
+    """Per-process utilisation (2.0-2.4 ms of CPU a read on H200) shows only in the processes panel: with
+    read_on_demand it is read only while wanted, at the first slow tick after it becomes wanted; while not wanted
+    the processes are listed (every slow tick) without a figure, and none is carried into a later wanted spell."""
+    src = sim_source("h200-nvswitch-8", at=30)
+    sim = src.nvml
+    calls: list[float] = []
+    real = sim.nvmlDeviceGetProcessUtilization
+    sim.nvmlDeviceGetProcessUtilization = lambda h, *a: (calls.append(sim.clock.now) if h is src._handles[0]
+                                                         else None) or real(h, *a)
+    shown = {"on": False}
+    src.read_on_demand(energy=None, process_util=lambda: shown["on"])
+    off = run_frames(src, 30, 41)
+    shown["on"] = True
+    on = run_frames(src, 42, 61)
+    shown["on"] = False
+    off_again = run_frames(src, 62, 66)
+    src.close()
+    assert calls == [45, 60]  # the first slow tick wanted (45), then the health ticks 15 s apart
+    procs = [[p for g in f.gpus for p in g.processes or ()] for f in off + on + off_again]
+    assert all(procs) and all(p.sm_pct is None for ps in procs[:15] for p in ps)  # 30-44 s: not wanted, or not read yet
+    assert all(p.sm_pct is not None for ps in procs[15:32] for p in ps)  # 45-61 s
+    assert all(p.sm_pct is None for ps in procs[35:] for p in ps)  # from the slow tick at 65 s: not wanted, none

@@ -542,3 +542,37 @@ async def test_P_is_in_the_palette_and_harmless_in_the_detail_view() -> None:  #
         await _until(pilot, lambda: not isinstance(app.screen, GpuDetailScreen))
         await _until(pilot, lambda: "carol" not in _screen(app))  # P toggled it off
         assert app.crash is None
+
+
+async def test_live_screen_reads_process_utilisation_and_energy_only_when_shown_or_recorded(tmp_path) -> None:
+    """tui/run.py read_on_demand wires the live screen's source as the CLI builds it (serving groups around
+    the NVML source): per-process utilisation is read while the processes panel shows (P) or a recording runs,
+    the energy counter while a recording runs; the frames say so (None, else a figure)."""
+    from gpuscope.sources.groups import with_groups
+    from gpuscope.tui.run import read_on_demand
+
+    src = with_groups(sim_source("mixed-4", at=30), "mixed-4")
+    session = Session(src.inventory, interval_s=1.0)
+    app = GpuscopeApp(session, None, label="SIMULATED", interval_s=1.0)
+    read_on_demand(src, session, app)
+
+    def tick(t: float) -> GpuReading:
+        src.nvml.clock.now = t
+        return src.sample().gpus[0]
+
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        first = tick(30)  # a slow tick
+        assert first.processes and all(p.sm_pct is None for p in first.processes) and first.energy_j is None
+        await pilot.press("P")
+        await _until(pilot, lambda: app.show_processes)
+        shown = tick(35)
+        assert all(p.sm_pct is not None for p in shown.processes or ()) and shown.energy_j is None
+        await pilot.press("P")
+        session.start_recording(Recorder(str(tmp_path / "r.jsonl.gz"), session.inventory, interval_s=1.0))
+        recording = tick(36)  # not a slow tick: the energy counter at once, the utilisation at the next slow one
+        assert recording.energy_j is not None
+        assert all(p.sm_pct is not None for p in tick(40).processes or ())
+        session.stop_recording()
+        assert tick(45).energy_j is None
+    src.close()
