@@ -255,6 +255,7 @@ class NvmlSource:
         # whether the two costliest reads are wanted now (read_on_demand; None: always, as record and the agent do)
         self._energy_wanted: Callable[[], bool] | None = None
         self._util_wanted: Callable[[], bool] | None = None
+        self._util_was_wanted = True  # at the last tick
         self._errors = tuple(getattr(nvml, n) for n in _NOT_SUPPORTED_NAMES if hasattr(nvml, n))
         self._lost_error = getattr(nvml, "NVMLError_GpuIsLost", None)
         self._base_error = getattr(nvml, "NVMLError", Exception)
@@ -589,8 +590,8 @@ class NvmlSource:
         thread at every tick: plain reads, no locks.
 
         A reading not wanted is left out of the frame (None), not carried: the energy counter is read at the
-        first tick it is wanted again (then every :data:`ENERGY_INTERVAL_S`), the utilisation at the next slow
-        tick (the process list's own)."""
+        first tick it is wanted again (then every :data:`ENERGY_INTERVAL_S`), and that tick is a slow one for the
+        utilisation (the process list with it, then every 5 s as before)."""
         self._energy_wanted = energy
         self._util_wanted = process_util
 
@@ -599,7 +600,12 @@ class NvmlSource:
         assert self.inventory is not None and self._pool is not None, "open() first"
         nv = self.nvml
         t0 = self.clock()
-        slow = self._slow_last is None or t0 - self._slow_last >= self.slow_interval_s or t0 < self._slow_last
+        util_wanted = self._util_wanted is None or self._util_wanted()
+        # a tick at which the utilisation became wanted (the processes panel opened) is a slow one: the process
+        # list and its figures at once, not up to 5 s later
+        slow = (self._slow_last is None or t0 - self._slow_last >= self.slow_interval_s or t0 < self._slow_last
+                or (util_wanted and not self._util_was_wanted))
+        self._util_was_wanted = util_wanted
         if slow:
             self._slow_last = t0
         health = slow and (self._health_last is None or t0 - self._health_last >= HEALTH_INTERVAL_S - HEALTH_EARLY_S
@@ -629,7 +635,7 @@ class NvmlSource:
                 readings.append((i, None))
                 continue
             try:
-                readings.append((i, self._basic(i, h, slow, health)))
+                readings.append((i, self._basic(i, h, slow, health, util_wanted)))
             except _Lost:
                 self._mark_lost(i)
                 readings.append((i, None))
@@ -755,7 +761,7 @@ class NvmlSource:
             self._pending_events.append(Event(t=self.clock(), kind="gpu_lost", text=f"GPU{i} {name} fell off the bus",
                                               data={"gpu": i}))
 
-    def _basic(self, i: int, h: Any, slow: bool = True, health: bool = True) -> BasicFields:
+    def _basic(self, i: int, h: Any, slow: bool = True, health: bool = True, util_wanted: bool = True) -> BasicFields:
         """GPU ``i``'s basic readings, as :class:`GpuReading`'s fields."""
         nv = self.nvml
         c = self._call
@@ -778,8 +784,7 @@ class NvmlSource:
         energy = kept.energy
         reasons = c(i, "clock_events", nv.nvmlDeviceGetCurrentClocksEventReasons, h)
         if slow:
-            procs = self._processes(i, h, util_due=health,
-                                    util_wanted=self._util_wanted is None or self._util_wanted())
+            procs = self._processes(i, h, util_due=health, util_wanted=util_wanted)
             kept.procs = procs
         else:
             procs = kept.procs

@@ -409,8 +409,9 @@ def test_energy_counter_is_read_only_while_wanted(wanted_from, reads):
 
 def test_per_process_utilisation_is_read_only_while_wanted():
     """Per-process utilisation (2.0-2.4 ms of CPU a read on H200) shows only in the processes panel: with
-    read_on_demand it is read only while wanted, at the first slow tick after it becomes wanted; while not wanted
-    the processes are listed (every slow tick) without a figure, and none is carried into a later wanted spell."""
+    read_on_demand it is read only while wanted, at once when it becomes wanted (that tick is a slow one: the
+    process list with it, and the slow ticks go on 5 s from it); while not wanted the processes are listed (every
+    slow tick) without a figure, and none is carried into a later wanted spell."""
     src = sim_source("h200-nvswitch-8", at=30)
     sim = src.nvml
     calls: list[float] = []
@@ -425,8 +426,8 @@ def test_per_process_utilisation_is_read_only_while_wanted():
     shown["on"] = False
     off_again = run_frames(src, 62, 66)
     src.close()
-    assert calls == [45, 60]  # the first slow tick wanted (45), then the health ticks 15 s apart
+    assert calls == [42, 47]  # wanted at 42 s: read at once, then at the health tick (slow ticks 47, 52, …)
     procs = [[p for g in f.gpus for p in g.processes or ()] for f in off + on + off_again]
-    assert all(procs) and all(p.sm_pct is None for ps in procs[:15] for p in ps)  # 30-44 s: not wanted, or not read yet
-    assert all(p.sm_pct is not None for ps in procs[15:32] for p in ps)  # 45-61 s
-    assert all(p.sm_pct is None for ps in procs[35:] for p in ps)  # from the slow tick at 65 s: not wanted, none
+    assert all(procs) and all(p.sm_pct is None for ps in procs[:12] for p in ps)  # 30-41 s: not wanted
+    assert all(p.sm_pct is not None for ps in procs[12:32] for p in ps)  # 42-61 s
+    assert all(p.sm_pct is None for ps in procs[32:] for p in ps)  # from the slow tick at 62 s: not wanted, none

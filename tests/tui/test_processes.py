@@ -566,7 +566,7 @@ async def test_live_screen_reads_process_utilisation_and_energy_only_when_shown_
         assert first.processes and all(p.sm_pct is None for p in first.processes) and first.energy_j is None
         await pilot.press("P")
         await _until(pilot, lambda: app.show_processes)
-        shown = tick(35)
+        shown = tick(33)  # not a slow tick: the panel opened, the process list and its figures at once
         assert all(p.sm_pct is not None for p in shown.processes or ()) and shown.energy_j is None
         await pilot.press("P")
         session.start_recording(Recorder(str(tmp_path / "r.jsonl.gz"), session.inventory, interval_s=1.0))
