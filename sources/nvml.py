@@ -586,12 +586,13 @@ class NvmlSource:
         """Read the energy counter and the per-process utilisation only while ``energy()`` / ``process_util()``
         say something shows or stores them (None: always). They are the costliest calls the source makes
         (on H200, 4.1-4.5 ms and 2.0-2.4 ms of CPU a GPU a read, docs/real-gpus.md), and the live screen shows
-        neither unless it records (both) or shows its processes panel (the utilisation). Asked on the sampler's
-        thread at every tick: plain reads, no locks.
+        neither unless it records (both) or shows its processes panel or a detail view (the utilisation). Each is
+        asked once a tick on the sampler's thread: plain reads, no locks.
 
-        A reading not wanted is left out of the frame (None), not carried: the energy counter is read at the
-        first tick it is wanted again (then every :data:`ENERGY_INTERVAL_S`), and that tick is a slow one for the
-        utilisation (the process list with it, then every 5 s as before)."""
+        A reading not wanted is left out of the frame (None): the energy counter is read again at the first tick it
+        is wanted (then every :data:`ENERGY_INTERVAL_S`), its estimate started afresh; the tick at which the
+        utilisation becomes wanted is a slow one (the process list and its figures at once, then every 5 s). The
+        figures of the last process list stay until the next slow tick after they stop being wanted."""
         self._energy_wanted = energy
         self._util_wanted = process_util
 
@@ -601,6 +602,7 @@ class NvmlSource:
         nv = self.nvml
         t0 = self.clock()
         util_wanted = self._util_wanted is None or self._util_wanted()
+        energy_wanted = self._energy_wanted is None or self._energy_wanted()  # once a tick: every GPU alike
         # a tick at which the utilisation became wanted (the processes panel opened) is a slow one: the process
         # list and its figures at once, not up to 5 s later
         slow = (self._slow_last is None or t0 - self._slow_last >= self.slow_interval_s or t0 < self._slow_last
@@ -635,7 +637,7 @@ class NvmlSource:
                 readings.append((i, None))
                 continue
             try:
-                readings.append((i, self._basic(i, h, slow, health, util_wanted)))
+                readings.append((i, self._basic(i, h, slow, health, util_wanted, energy_wanted)))
             except _Lost:
                 self._mark_lost(i)
                 readings.append((i, None))
@@ -761,7 +763,8 @@ class NvmlSource:
             self._pending_events.append(Event(t=self.clock(), kind="gpu_lost", text=f"GPU{i} {name} fell off the bus",
                                               data={"gpu": i}))
 
-    def _basic(self, i: int, h: Any, slow: bool = True, health: bool = True, util_wanted: bool = True) -> BasicFields:
+    def _basic(self, i: int, h: Any, slow: bool = True, health: bool = True, util_wanted: bool = True,
+               energy_wanted: bool = True) -> BasicFields:
         """GPU ``i``'s basic readings, as :class:`GpuReading`'s fields."""
         nv = self.nvml
         c = self._call
@@ -775,7 +778,9 @@ class NvmlSource:
             kept.pcie_width = self._read_kept(i, "pcie_width", kept.pcie_width, nv.nvmlDeviceGetCurrPcieLinkWidth, h)
         limit = kept.power_limit
         now = self.clock()
-        wanted = self._energy_wanted is None or self._energy_wanted()
+        wanted = energy_wanted
+        if not wanted and kept.energy_wanted:  # a spell without reads: what was read before is not carried into it
+            kept.energy, kept.energy_t, kept.meter = None, -1e18, EnergyMeter()
         if wanted and ((slow and now - kept.energy_t >= ENERGY_INTERVAL_S) or not kept.energy_wanted):
             # ~4 ms of CPU per call on H200 (measured): the energy counter is read every 30 s while wanted, and
             # at once when it becomes wanted (a recording starts)
@@ -838,8 +843,9 @@ class NvmlSource:
                     merged[pid] = ("C+G" if k0 != kind else k0, u0 if used is None else max(u0 or 0, used), p0)
                 else:
                     merged[pid] = (kind, used, p)
-        if not util_wanted:
+        if not util_wanted:  # nothing carried into the next wanted spell, nor NVML's samples from before it
             self._util_kept.pop(i, None)
+            self._util_seen.pop(i, None)
             util = None
         elif util_due or i not in self._util_kept:  # a process without a sample since the last read used 0 %
             got = self._process_util(i, h) if merged else None
@@ -1010,7 +1016,7 @@ class NvmlSource:
             self._gpm_free(x)
 
     def _gpm_take(self, i: int) -> list[Any]:
-        """GPU ``i``'s GPM samples (the last tick's, the last health tick's, often one, and the spare), no longer
+        """GPU ``i``'s GPM samples (the last tick's, the last health tick's, often one, and the spares), no longer
         held."""
         held = {id(x): x for x in (self._gpm_prev.pop(i, None), self._gpm_slow.pop(i, None),
                                    *self._gpm_spare.pop(i, ())) if x is not None}

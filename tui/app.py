@@ -116,6 +116,10 @@ class GpuscopeApp(MonitorApp[int]):
         self.redraw = RedrawScheduler()
         self.recording = RecordingController(session, record_path)  # --force: run_live sets recording.force
         self._mark_said: str | None = None  # the mark label n/N put on the message line (a seek clears it)
+        # what shows per-process SM %, as plain values the sampler's thread reads (tui/run.py read_on_demand):
+        # the processes panel (set with show_processes), the GPU detail views open (counted by GpuDetailScreen)
+        self.processes_shown = False
+        self.details_open = 0
         self._parts: dict[tuple[type[Widget], str | None], Widget] = {}  # see _part
         self._panels_found: list[GpuPanel] | None = None  # see _panels
         self.chrome_palette: Palette = ANSI_PALETTE  # the header's, note line's and timeline's colours (theme)
@@ -346,6 +350,7 @@ class GpuscopeApp(MonitorApp[int]):
 
     def watch_show_processes(self, on: bool) -> None:
         """The processes panel takes rows after the GPUs and the first findings line."""
+        self.processes_shown = on  # a plain flag the sampler's thread reads (tui/run.py read_on_demand)
         if not self.is_running:
             return
         self.layout_control.apply()

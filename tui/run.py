@@ -42,11 +42,11 @@ def run_live(opts: LiveOptions, open_source: Callable[[SourceOptions], Any]) -> 
     return 0
 
 
-def read_on_demand(src: Any, session: Session, app: Any) -> None:
+def read_on_demand(src: Any, session: Session, app: GpuscopeApp) -> None:
     """The live screen's source reads the energy counter only while the session records (the screen shows it
-    nowhere) and the per-process utilisation only while it records or shows the processes panel: the two
-    costliest NVML reads, ~0.3 ms of CPU a second a GPU between them on H200 (docs/performance.md). Asked on the
-    sampler's thread: plain attribute reads."""
+    nowhere) and the per-process utilisation only while it records, shows the processes panel or a GPU's detail
+    view (which list SM %): the two costliest NVML reads, ~0.3 ms of CPU a second a GPU between them on H200
+    (docs/performance.md). Asked on the sampler's thread: plain attributes the UI thread sets, no widget."""
     demand = getattr(src, "read_on_demand", None)
     if demand is None:
         return
@@ -54,7 +54,10 @@ def read_on_demand(src: Any, session: Session, app: Any) -> None:
     def recording() -> bool:
         return session.recorder is not None
 
-    demand(energy=recording, process_util=lambda: recording() or bool(app.show_processes))
+    def figures_shown() -> bool:
+        return recording() or app.processes_shown or app.details_open > 0
+
+    demand(energy=recording, process_util=figures_shown)
 
 
 def demo_path() -> Path:

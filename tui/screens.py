@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -140,6 +141,16 @@ class GpuDetailScreen(Screen[None]):
         super().__init__()
         self.index = index
         self.scrolls = False  # the last drawing was taller than the screen
+
+    def on_mount(self) -> None:
+        """This view lists the GPU's processes with their SM %: the live source reads it while one is open
+        (tui/run.py read_on_demand asks ``details_open``, a plain count, from the sampler's thread)."""
+        app: Any = self.app
+        app.details_open = getattr(app, "details_open", 0) + 1  # another App (tests) has no such count: starts at 0
+
+    def on_unmount(self) -> None:
+        app: Any = self.app
+        app.details_open = max(0, getattr(app, "details_open", 0) - 1)
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")

@@ -425,9 +425,34 @@ def test_per_process_utilisation_is_read_only_while_wanted():
     on = run_frames(src, 42, 61)
     shown["on"] = False
     off_again = run_frames(src, 62, 66)
+    shown["on"] = True  # wanted again at 69 s, neither a health tick nor a regular slow one: read at once
+    again = run_frames(src, 69, 69)
     src.close()
-    assert calls == [42, 47]  # wanted at 42 s: read at once, then at the health tick (slow ticks 47, 52, …)
-    procs = [[p for g in f.gpus for p in g.processes or ()] for f in off + on + off_again]
+    assert calls == [42, 47, 69]  # wanted at 42 s: read at once, then at the health tick (slow ticks 47, 52, …)
+    procs = [[p for g in f.gpus for p in g.processes or ()] for f in off + on + off_again + again]
     assert all(procs) and all(p.sm_pct is None for ps in procs[:12] for p in ps)  # 30-41 s: not wanted
     assert all(p.sm_pct is not None for ps in procs[12:32] for p in ps)  # 42-61 s
-    assert all(p.sm_pct is None for ps in procs[32:] for p in ps)  # from the slow tick at 62 s: not wanted, none
+    assert all(p.sm_pct is None for ps in procs[32:37] for p in ps)  # from the slow tick at 62 s: not wanted, none
+    assert all(p.sm_pct is not None for p in procs[37])
+
+
+def test_energy_read_again_after_a_spell_without_reads_starts_afresh():
+    """A spell without reads drops what was read before it: when the counter is wanted again and that read fails,
+    the frame has no energy (None), never the figure served minutes before."""
+    src = sim_source("h200-nvswitch-8", at=30)
+    sim = src.nvml
+    wanted = {"on": True}
+    src.read_on_demand(energy=lambda: wanted["on"], process_util=None)
+    before = run_frames(src, 30, 32)
+    wanted["on"] = False
+    run_frames(src, 33, 200)
+    wanted["on"] = True
+
+    def fail(h):
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+
+    sim.nvmlDeviceGetTotalEnergyConsumption = fail  # type: ignore[method-assign]
+    after = run_frames(src, 201, 203)
+    src.close()
+    assert before[-1].gpus[0].energy_j is not None
+    assert all(f.gpus[0].energy_j is None for f in after)

@@ -569,10 +569,16 @@ async def test_live_screen_reads_process_utilisation_and_energy_only_when_shown_
         shown = tick(33)  # not a slow tick: the panel opened, the process list and its figures at once
         assert all(p.sm_pct is not None for p in shown.processes or ()) and shown.energy_j is None
         await pilot.press("P")
+        await _until(pilot, lambda: not app.show_processes)
+        assert all(p.sm_pct is None for p in tick(40).processes or ())  # the slow tick after the panel closed
+        await pilot.press("d")  # a GPU's detail view lists its processes with SM %: read while it is open
+        await _until(pilot, lambda: isinstance(app.screen, GpuDetailScreen))
+        assert all(p.sm_pct is not None for p in tick(41).processes or ())
+        await pilot.press("escape")
+        await _until(pilot, lambda: not isinstance(app.screen, GpuDetailScreen))
         session.start_recording(Recorder(str(tmp_path / "r.jsonl.gz"), session.inventory, interval_s=1.0))
-        recording = tick(36)  # not a slow tick: the energy counter at once, the utilisation at the next slow one
-        assert recording.energy_j is not None
-        assert all(p.sm_pct is not None for p in tick(40).processes or ())
+        recording = tick(48)  # not a slow tick: both at once (the utilisation became wanted again)
+        assert recording.energy_j is not None and all(p.sm_pct is not None for p in recording.processes or ())
         session.stop_recording()
-        assert tick(45).energy_j is None
+        assert tick(49).energy_j is None
     src.close()
