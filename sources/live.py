@@ -71,9 +71,10 @@ class WithEndpoints:
         frame = self.source.sample()
         return replace(frame, endpoints=self.poller.latest())
 
-    def read_on_demand(self, energy: Callable[[], bool] | None, process_util: Callable[[], bool] | None) -> None:
+    def read_on_demand(self, energy_wanted: Callable[[], bool] | None,
+                       process_util_wanted: Callable[[], bool] | None) -> None:
         """:meth:`NvmlSource.read_on_demand` of the GPU source."""
-        self.source.read_on_demand(energy, process_util)
+        self.source.read_on_demand(energy_wanted, process_util_wanted)
 
     def close(self) -> None:
         self.poller.stop()

@@ -159,7 +159,7 @@ class _SlowState:
     procs: tuple[ProcessInfo, ...] | None = None
     power_limit: float | None = None  # mW: changes when an administrator sets it (slow path)
     pcie_width: int | None = None  # lanes: changes with link training, not with load as the generation does
-    energy_wanted: bool = False  # whether the energy counter was wanted at the last tick (read_on_demand)
+    energy_was_wanted: bool = False  # whether the energy counter was wanted at the last tick (read_on_demand)
 # (history key of the throughput call, the reading it fills): the fallback where GPM is not there
 _PCIE_THROUGHPUT: tuple[tuple[str, Literal["pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"]], ...] = (
     ("pcie_tx", "pcie_tx_bytes_per_s"), ("pcie_rx", "pcie_rx_bytes_per_s"))
@@ -201,6 +201,21 @@ def _field_value(fv: Any) -> float | None:
     v = fv.value
     return {0: lambda: v.dVal, 1: lambda: v.uiVal, 2: lambda: v.ulVal, 3: lambda: v.ullVal,
             4: lambda: v.sllVal, 5: lambda: v.siVal}.get(vt, lambda: v.ullVal)()
+
+
+def slow_tick_due(now: float, last: float | None, interval: float, util_wanted: bool, util_was_wanted: bool) -> bool:
+    """Whether the tick at ``now`` is a slow one (process list, ECC, memory temperature, the health counters when
+    due): the first, one ``interval`` after the ``last`` slow tick, one after the clock went back, and the tick at
+    which per-process utilisation becomes wanted (the processes panel opened: its figures at once, not up to
+    ``interval`` later)."""
+    return (last is None or now - last >= interval or now < last) or (util_wanted and not util_was_wanted)
+
+
+def energy_read_due(now: float, last_read: float, slow: bool, wanted: bool, was_wanted: bool) -> bool:
+    """Whether to read the energy counter (~4 ms of CPU a GPU on H200) at this tick: while ``wanted``, on a slow
+    tick :data:`ENERGY_INTERVAL_S` after the ``last_read``, and at once at the tick it becomes wanted (a recording
+    starts)."""
+    return wanted and ((slow and now - last_read >= ENERGY_INTERVAL_S) or not was_wanted)
 
 
 class NvmlSource:
@@ -253,8 +268,8 @@ class NvmlSource:
         self._pending_events: list[Event] = []
         self._nvlink_remote: dict[int, tuple[list[tuple[str, int]], int]] = {}
         # whether the two costliest reads are wanted now (read_on_demand; None: always, as record and the agent do)
-        self._energy_wanted: Callable[[], bool] | None = None
-        self._util_wanted: Callable[[], bool] | None = None
+        self._energy_wanted_fn: Callable[[], bool] | None = None
+        self._util_wanted_fn: Callable[[], bool] | None = None
         self._util_was_wanted = True  # at the last tick
         self._errors = tuple(getattr(nvml, n) for n in _NOT_SUPPORTED_NAMES if hasattr(nvml, n))
         self._lost_error = getattr(nvml, "NVMLError_GpuIsLost", None)
@@ -582,31 +597,29 @@ class NvmlSource:
         """False once call ``key`` answered NotSupported on GPU ``i``."""
         return (i, key) not in self._unsupported
 
-    def read_on_demand(self, energy: Callable[[], bool] | None, process_util: Callable[[], bool] | None) -> None:
-        """Read the energy counter and the per-process utilisation only while ``energy()`` / ``process_util()``
-        say something shows or stores them (None: always). They are the costliest calls the source makes
-        (on H200, 4.1-4.5 ms and 2.0-2.4 ms of CPU a GPU a read, docs/real-gpus.md), and the live screen shows
-        neither unless it records (both) or shows its processes panel or a detail view (the utilisation). Each is
-        asked once a tick on the sampler's thread: plain reads, no locks.
+    def read_on_demand(self, energy_wanted: Callable[[], bool] | None,
+                       process_util_wanted: Callable[[], bool] | None) -> None:
+        """Read the energy counter and the per-process utilisation only while ``energy_wanted()`` /
+        ``process_util_wanted()`` say something shows or stores them (None: always). They are the costliest calls
+        the source makes (on H200, 4.1-4.5 ms and 2.0-2.4 ms of CPU a GPU a read, docs/real-gpus.md), and the live
+        screen shows neither unless it records (both) or shows its processes panel or a detail view (the
+        utilisation). Each is asked once a tick on the sampler's thread: plain reads, no locks.
 
         A reading not wanted is left out of the frame (None): the energy counter is read again at the first tick it
         is wanted (then every :data:`ENERGY_INTERVAL_S`), its estimate started afresh; the tick at which the
         utilisation becomes wanted is a slow one (the process list and its figures at once, then every 5 s). The
         figures of the last process list stay until the next slow tick after they stop being wanted."""
-        self._energy_wanted = energy
-        self._util_wanted = process_util
+        self._energy_wanted_fn = energy_wanted
+        self._util_wanted_fn = process_util_wanted
 
     def sample(self) -> Frame:
         """Read every GPU once. Never raises for one GPU's failure."""
         assert self.inventory is not None and self._pool is not None, "open() first"
         nv = self.nvml
         t0 = self.clock()
-        util_wanted = self._util_wanted is None or self._util_wanted()
-        energy_wanted = self._energy_wanted is None or self._energy_wanted()  # once a tick: every GPU alike
-        # a tick at which the utilisation became wanted (the processes panel opened) is a slow one: the process
-        # list and its figures at once, not up to 5 s later
-        slow = (self._slow_last is None or t0 - self._slow_last >= self.slow_interval_s or t0 < self._slow_last
-                or (util_wanted and not self._util_was_wanted))
+        util_wanted = self._util_wanted_fn is None or self._util_wanted_fn()
+        energy_wanted = self._energy_wanted_fn is None or self._energy_wanted_fn()  # once a tick: every GPU alike
+        slow = slow_tick_due(t0, self._slow_last, self.slow_interval_s, util_wanted, self._util_was_wanted)
         self._util_was_wanted = util_wanted
         if slow:
             self._slow_last = t0
@@ -779,13 +792,12 @@ class NvmlSource:
         limit = kept.power_limit
         now = self.clock()
         wanted = energy_wanted
-        if not wanted and kept.energy_wanted:  # a spell without reads: what was read before is not carried into it
+        if not wanted and kept.energy_was_wanted:  # a spell without reads: nothing read before is carried into it
             kept.energy, kept.energy_t, kept.meter = None, -1e18, EnergyMeter()
-        if wanted and ((slow and now - kept.energy_t >= ENERGY_INTERVAL_S) or not kept.energy_wanted):
-            # ~4 ms of CPU per call on H200 (measured): the energy counter is read every 30 s while wanted, and
-            # at once when it becomes wanted (a recording starts)
+        if energy_read_due(now, kept.energy_t, slow, wanted, kept.energy_was_wanted):
+            # ~4 ms of CPU per call on H200 (measured)
             kept.energy, kept.energy_t = c(i, "energy", nv.nvmlDeviceGetTotalEnergyConsumption, h), now
-        kept.energy_wanted = wanted
+        kept.energy_was_wanted = wanted
         energy = kept.energy
         reasons = c(i, "clock_events", nv.nvmlDeviceGetCurrentClocksEventReasons, h)
         if slow:

@@ -57,7 +57,7 @@ def read_on_demand(src: Any, session: Session, app: GpuscopeApp) -> None:
     def figures_shown() -> bool:
         return recording() or app.processes_shown or app.details_open > 0
 
-    demand(energy=recording, process_util=figures_shown)
+    demand(energy_wanted=recording, process_util_wanted=figures_shown)
 
 
 def demo_path() -> Path:

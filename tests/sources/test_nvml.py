@@ -397,7 +397,7 @@ def test_energy_counter_is_read_only_while_wanted(wanted_from, reads):
     sim.nvmlDeviceGetTotalEnergyConsumption = lambda h: (calls.append(sim.clock.now) if h is src._handles[0] else None
                                                          ) or real(h)
     if wanted_from is not None:
-        src.read_on_demand(energy=lambda: sim.clock.now >= wanted_from, process_util=None)
+        src.read_on_demand(energy_wanted=lambda: sim.clock.now >= wanted_from, process_util_wanted=None)
     frames = run_frames(src, 30, 95)
     src.close()
     assert calls == reads
@@ -419,7 +419,7 @@ def test_per_process_utilisation_is_read_only_while_wanted():
     sim.nvmlDeviceGetProcessUtilization = lambda h, *a: (calls.append(sim.clock.now) if h is src._handles[0]
                                                          else None) or real(h, *a)
     shown = {"on": False}
-    src.read_on_demand(energy=None, process_util=lambda: shown["on"])
+    src.read_on_demand(energy_wanted=None, process_util_wanted=lambda: shown["on"])
     off = run_frames(src, 30, 41)
     shown["on"] = True
     on = run_frames(src, 42, 61)
@@ -442,7 +442,7 @@ def test_energy_read_again_after_a_spell_without_reads_starts_afresh():
     src = sim_source("h200-nvswitch-8", at=30)
     sim = src.nvml
     wanted = {"on": True}
-    src.read_on_demand(energy=lambda: wanted["on"], process_util=None)
+    src.read_on_demand(energy_wanted=lambda: wanted["on"], process_util_wanted=None)
     before = run_frames(src, 30, 32)
     wanted["on"] = False
     run_frames(src, 33, 200)
@@ -456,3 +456,30 @@ def test_energy_read_again_after_a_spell_without_reads_starts_afresh():
     src.close()
     assert before[-1].gpus[0].energy_j is not None
     assert all(f.gpus[0].energy_j is None for f in after)
+
+
+@pytest.mark.parametrize("now, last, util_wanted, util_was_wanted, due", [
+    (30.0, None, True, True, True),     # the first tick
+    (34.0, 30.0, True, True, False),    # within the interval
+    (35.0, 30.0, True, True, True),     # one interval on
+    (29.0, 30.0, True, True, True),     # the clock went back
+    (31.0, 30.0, True, False, True),    # the processes panel opened: at once
+    (31.0, 30.0, False, True, False),   # it closed: nothing to read early
+    (31.0, 30.0, False, False, False),  # still closed
+])
+def test_slow_tick_due(now, last, util_wanted, util_was_wanted, due):
+    assert nvml_mod.slow_tick_due(now, last, 5.0, util_wanted, util_was_wanted) is due
+
+
+@pytest.mark.parametrize("now, last_read, slow, wanted, was_wanted, due", [
+    (30.0, -1e18, True, True, False, True),   # the first tick, wanted
+    (31.0, 30.0, False, True, True, False),   # read a second ago
+    (60.0, 30.0, True, True, True, True),     # 30 s on, a slow tick
+    (61.0, 30.0, False, True, True, False),   # 30 s on, not a slow tick: the next slow one
+    (59.0, 30.0, True, True, True, False),    # a slow tick before the 30 s
+    (47.0, -1e18, False, True, False, True),  # becomes wanted on a tick that is not slow: at once
+    (47.0, 30.0, True, False, True, False),   # not wanted: never
+    (90.0, 30.0, True, False, False, False),
+])
+def test_energy_read_due(now, last_read, slow, wanted, was_wanted, due):
+    assert nvml_mod.energy_read_due(now, last_read, slow, wanted, was_wanted) is due
