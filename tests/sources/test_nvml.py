@@ -414,26 +414,27 @@ def test_per_process_utilisation_is_read_only_while_wanted():
     slow tick) without a figure, and none is carried into a later wanted spell."""
     src = sim_source("h200-nvswitch-8", at=30)
     sim = src.nvml
-    calls: list[float] = []
+    calls: list[tuple[float, int]] = []  # (when, the lastSeenTimeStamp asked with)
     real = sim.nvmlDeviceGetProcessUtilization
-    sim.nvmlDeviceGetProcessUtilization = lambda h, *a: (calls.append(sim.clock.now) if h is src._handles[0]
-                                                         else None) or real(h, *a)
+    sim.nvmlDeviceGetProcessUtilization = lambda h, ts: (calls.append((sim.clock.now, ts)) if h is src._handles[0]
+                                                         else None) or real(h, ts)
     shown = {"on": False}
     src.read_on_demand(energy_wanted=None, process_util_wanted=lambda: shown["on"])
     off = run_frames(src, 30, 41)
     shown["on"] = True
     on = run_frames(src, 42, 61)
     shown["on"] = False
-    off_again = run_frames(src, 62, 66)
-    shown["on"] = True  # wanted again at 69 s, neither a health tick nor a regular slow one: read at once
-    again = run_frames(src, 69, 69)
+    off_again = run_frames(src, 62, 64)
+    shown["on"] = True  # wanted again at 65 s, neither a health tick nor a regular slow one (62 was): read at once
+    again = run_frames(src, 65, 65)
     src.close()
-    assert calls == [42, 47, 69]  # wanted at 42 s: read at once, then at the health tick (slow ticks 47, 52, …)
+    assert [t for t, _ in calls] == [42, 47, 65]  # wanted at 42 s: at once, then the health tick (slow: 47, 52, …)
+    assert calls[1][1] > 0 and calls[2][1] == 0  # NVML's last-seen time is not carried over the spell without reads
     procs = [[p for g in f.gpus for p in g.processes or ()] for f in off + on + off_again + again]
     assert all(procs) and all(p.sm_pct is None for ps in procs[:12] for p in ps)  # 30-41 s: not wanted
     assert all(p.sm_pct is not None for ps in procs[12:32] for p in ps)  # 42-61 s
-    assert all(p.sm_pct is None for ps in procs[32:37] for p in ps)  # from the slow tick at 62 s: not wanted, none
-    assert all(p.sm_pct is not None for p in procs[37])
+    assert all(p.sm_pct is None for ps in procs[32:35] for p in ps)  # from the slow tick at 62 s: not wanted, none
+    assert all(p.sm_pct is not None for p in procs[35])
 
 
 def test_energy_read_again_after_a_spell_without_reads_starts_afresh():
@@ -483,3 +484,20 @@ def test_slow_tick_due(now, last, util_wanted, util_was_wanted, due):
 ])
 def test_energy_read_due(now, last_read, slow, wanted, was_wanted, due):
     assert nvml_mod.energy_read_due(now, last_read, slow, wanted, was_wanted) is due
+
+
+def test_energy_demand_is_asked_once_a_tick_for_every_gpu():
+    """Whether the energy counter is wanted is asked once a tick: a recording that starts while a tick reads its
+    eight GPUs gives a frame in which they all agree (every GPU with energy, or none)."""
+    src = sim_source("h200-nvswitch-8", at=30)
+    asked = []
+
+    def flips() -> bool:  # wanted, then not, then wanted…: asked per GPU, the GPUs of one frame would disagree
+        asked.append(1)
+        return len(asked) % 2 == 1
+
+    src.read_on_demand(energy_wanted=flips, process_util_wanted=None)
+    frames = run_frames(src, 30, 35)
+    src.close()
+    assert len(asked) == len(frames)
+    assert all(len({g.energy_j is None for g in f.gpus}) == 1 for f in frames)

@@ -575,9 +575,10 @@ async def test_live_screen_reads_process_utilisation_and_energy_only_when_shown_
         await _until(pilot, lambda: isinstance(app.screen, GpuDetailScreen))
         assert all(p.sm_pct is not None for p in tick(41).processes or ())
         await pilot.press("escape")
-        await _until(pilot, lambda: not isinstance(app.screen, GpuDetailScreen))
+        await _until(pilot, lambda: not isinstance(app.screen, GpuDetailScreen) and app.details_open == 0)
+        assert all(p.sm_pct is None for p in tick(46).processes or ())  # the slow tick after it closed
         session.start_recording(Recorder(str(tmp_path / "r.jsonl.gz"), session.inventory, interval_s=1.0))
-        recording = tick(48)  # not a slow tick: both at once (the utilisation became wanted again)
+        recording = tick(48)  # not a slow tick (46 was): both at once (the utilisation became wanted again)
         assert recording.energy_j is not None and all(p.sm_pct is not None for p in recording.processes or ())
         session.stop_recording()
         assert tick(49).energy_j is None
