@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict
 
 from gpuscope.core.energy import EnergyMeter
 from gpuscope.core.errors import GpuscopeError
@@ -159,7 +159,6 @@ class _SlowState:
     procs: tuple[ProcessInfo, ...] | None = None
     power_limit: float | None = None  # mW: changes when an administrator sets it (slow path)
     pcie_width: int | None = None  # lanes: changes with link training, not with load as the generation does
-    energy_was_wanted: bool = False  # whether the energy counter was wanted at the last tick (read_on_demand)
 # (history key of the throughput call, the reading it fills): the fallback where GPM is not there
 _PCIE_THROUGHPUT: tuple[tuple[str, Literal["pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"]], ...] = (
     ("pcie_tx", "pcie_tx_bytes_per_s"), ("pcie_rx", "pcie_rx_bytes_per_s"))
@@ -209,6 +208,16 @@ def slow_tick_due(now: float, last: float | None, interval: float, util_wanted: 
     which per-process utilisation becomes wanted (the processes panel opened: its figures at once, not up to
     ``interval`` later)."""
     return (last is None or now - last >= interval or now < last) or (util_wanted and not util_was_wanted)
+
+
+class Tick(NamedTuple):
+    """What one tick reads, decided once for every GPU (:meth:`NvmlSource.sample`)."""
+
+    slow: bool  # the process list, ECC, memory temperature (slow_tick_due)
+    health: bool  # the PCIe health counters, GPM's graphics-engine activity, per-process utilisation when wanted
+    util_wanted: bool  # per-process utilisation (read_on_demand)
+    energy_wanted: bool  # the energy counter (read_on_demand)
+    energy_was_wanted: bool  # at the tick before: a read at once when it becomes wanted
 
 
 def energy_read_due(now: float, last_read: float, slow: bool, wanted: bool, was_wanted: bool) -> bool:
@@ -271,6 +280,7 @@ class NvmlSource:
         self._energy_wanted_fn: Callable[[], bool] | None = None
         self._util_wanted_fn: Callable[[], bool] | None = None
         self._util_was_wanted = True  # at the last tick
+        self._energy_was_wanted = False  # at the last tick: the first tick that wants it reads it
         self._errors = tuple(getattr(nvml, n) for n in _NOT_SUPPORTED_NAMES if hasattr(nvml, n))
         self._lost_error = getattr(nvml, "NVMLError_GpuIsLost", None)
         self._base_error = getattr(nvml, "NVMLError", Exception)
@@ -619,6 +629,10 @@ class NvmlSource:
         t0 = self.clock()
         util_wanted = self._util_wanted_fn is None or self._util_wanted_fn()
         energy_wanted = self._energy_wanted_fn is None or self._energy_wanted_fn()  # once a tick: every GPU alike
+        energy_was_wanted, self._energy_was_wanted = self._energy_was_wanted, energy_wanted
+        if energy_was_wanted and not energy_wanted:  # a spell without reads: nothing read before is carried into it
+            for state in self._slow.values():
+                state.energy, state.energy_t, state.meter = None, -1e18, EnergyMeter()
         slow = slow_tick_due(t0, self._slow_last, self.slow_interval_s, util_wanted, self._util_was_wanted)
         self._util_was_wanted = util_wanted
         if slow:
@@ -627,6 +641,7 @@ class NvmlSource:
                            or t0 < self._health_last)
         if health:
             self._health_last = t0
+        tick = Tick(slow, health, util_wanted, energy_wanted, energy_was_wanted)
         futures: dict[tuple[int, str], Future[Any]] = {}
         for i, h in enumerate(self._handles):
             if i in self._lost:
@@ -650,7 +665,7 @@ class NvmlSource:
                 readings.append((i, None))
                 continue
             try:
-                readings.append((i, self._basic(i, h, slow, health, util_wanted, energy_wanted)))
+                readings.append((i, self._basic(i, h, tick)))
             except _Lost:
                 self._mark_lost(i)
                 readings.append((i, None))
@@ -776,8 +791,7 @@ class NvmlSource:
             self._pending_events.append(Event(t=self.clock(), kind="gpu_lost", text=f"GPU{i} {name} fell off the bus",
                                               data={"gpu": i}))
 
-    def _basic(self, i: int, h: Any, slow: bool = True, health: bool = True, util_wanted: bool = True,
-               energy_wanted: bool = True) -> BasicFields:
+    def _basic(self, i: int, h: Any, tick: Tick) -> BasicFields:
         """GPU ``i``'s basic readings, as :class:`GpuReading`'s fields."""
         nv = self.nvml
         c = self._call
@@ -785,23 +799,19 @@ class NvmlSource:
         mem = c(i, "mem", self._memory, i, h)
         power = c(i, "power", nv.nvmlDeviceGetPowerUsage, h)
         kept = self._slow.setdefault(i, _SlowState())
-        if slow:  # the power limit and the link width on the slow path (5 s), carried: 0.03 and 0.1 ms of CPU a
+        if tick.slow:  # the power limit and the link width on the slow path (5 s), carried: 0.03 and 0.1 ms of CPU a
             # read on H200 (docs/performance.md); the generation drops at idle and is read every tick
             kept.power_limit = self._read_kept(i, "power_limit", kept.power_limit, nv.nvmlDeviceGetEnforcedPowerLimit, h)
             kept.pcie_width = self._read_kept(i, "pcie_width", kept.pcie_width, nv.nvmlDeviceGetCurrPcieLinkWidth, h)
         limit = kept.power_limit
         now = self.clock()
-        wanted = energy_wanted
-        if not wanted and kept.energy_was_wanted:  # a spell without reads: nothing read before is carried into it
-            kept.energy, kept.energy_t, kept.meter = None, -1e18, EnergyMeter()
-        if energy_read_due(now, kept.energy_t, slow, wanted, kept.energy_was_wanted):
+        if energy_read_due(now, kept.energy_t, tick.slow, tick.energy_wanted, tick.energy_was_wanted):
             # ~4 ms of CPU per call on H200 (measured)
             kept.energy, kept.energy_t = c(i, "energy", nv.nvmlDeviceGetTotalEnergyConsumption, h), now
-        kept.energy_was_wanted = wanted
         energy = kept.energy
         reasons = c(i, "clock_events", nv.nvmlDeviceGetCurrentClocksEventReasons, h)
-        if slow:
-            procs = self._processes(i, h, util_due=health, util_wanted=util_wanted)
+        if tick.slow:
+            procs = self._processes(i, h, util_due=tick.health, util_wanted=tick.util_wanted)
             kept.procs = procs
         else:
             procs = kept.procs
@@ -818,7 +828,7 @@ class NvmlSource:
             power_w=power / 1000.0 if power is not None else None,
             power_limit_w=limit / 1000.0 if limit is not None else None,
             energy_j=kept.meter.step(now, power / 1000.0 if power is not None else None,
-                                     energy / 1000.0 if energy is not None else None) if wanted else None,
+                                     energy / 1000.0 if energy is not None else None) if tick.energy_wanted else None,
             temp_gpu_c=_num(c(i, "temp", nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU)),
             fan_pct=_num(c(i, "fan", nv.nvmlDeviceGetFanSpeed, h)),
             pstate=c(i, "pstate", nv.nvmlDeviceGetPerformanceState, h),
@@ -828,7 +838,7 @@ class NvmlSource:
             processes=procs,
         )
 
-    def _processes(self, i: int, h: Any, util_due: bool, util_wanted: bool = True) -> tuple[ProcessInfo, ...] | None:
+    def _processes(self, i: int, h: Any, util_due: bool, util_wanted: bool) -> tuple[ProcessInfo, ...] | None:
         """GPU ``i``'s processes (slow path only): compute and graphics lists merged by pid (kind C, G or
         C+G), each with its user and command, and its SM % where NVML reports per-process utilisation.
         None when neither list is reported (NotSupported: never asked again).

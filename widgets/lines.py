@@ -149,6 +149,10 @@ class PreFilter(NamedTuple):
     rich_background: Any
 
 
+# what surrounds a LineWidget's content rows (LineWidget._frame): the segments before and after a row, the content
+# rows [top, bottom), the width and the background the line filters take
+FrameParts = tuple[list[Segment], list[Segment], int, int, int, Any]
+
 _UNUSED = Strip([], 0)  # a row of a partial update that the compositor does not use
 
 
@@ -169,7 +173,7 @@ class LineWidget(Widget):
         # _frame's answer (None is an answer too) and the sizes it was taken for (None: not taken, or dropped
         # by a style change or a resize). _rows: each content row as drawn, with the content segments it came from
         self._frame_key: tuple[object, ...] | None = None
-        self._frame_parts: tuple[list[Segment], list[Segment], int, int, int, Any] | None = None
+        self._frame_parts: FrameParts | None = None
         self._rows: dict[int, tuple[list[Segment], object, Strip]] = {}
         # the line filter applied to content styles as they are made (Textual's default filters: ANSIToTruecolor
         # alone), with the background it takes as a Color and a Rich color; the frame's edges filtered for it
@@ -240,11 +244,11 @@ class LineWidget(Widget):
             self._style_memo[key] = got
         return got
 
-    def _sync_filters(self) -> tuple[list[Any], tuple[list[Segment], list[Segment], int, int, int, Any] | None]:
-        """The line filters and :meth:`_frame`, and whether content styles go through them as they are made: when the only filter
-        is Textual's ANSIToTruecolor (its default) and this widget draws its own rows (:meth:`_frame`). Then a
-        changed row is not filtered segment by segment at every draw (a Segment made anew for each, every
-        second), only its handful of styles once. Applied twice, as Textual's own path does to
+    def _sync_filters(self) -> tuple[list[Any], FrameParts | None]:
+        """The line filters and :meth:`_frame`, and whether content styles go through them as they are made: when
+        the only filter is Textual's ANSIToTruecolor (its default) and this widget draws its own rows
+        (:meth:`_frame`). Then a changed row is not filtered segment by segment at every draw (a Segment made anew
+        for each, every second), only its handful of styles once. Applied twice, as Textual's own path does to
         :meth:`render_line`, it changes nothing (a true colour stays itself). A change of filter or background
         drops every row made for the old one."""
         filters = list(self.get_line_filters())
@@ -316,7 +320,7 @@ class LineWidget(Widget):
             y = z
         return out
 
-    def _frame(self) -> tuple[list[Segment], list[Segment], int, int, int, Any] | None:
+    def _frame(self) -> FrameParts | None:
         """What surrounds a content row (segments before and after it), the content rows ``[top, bottom)``,
         the width and the background the line filters take; ``None`` where Textual must draw. Taken from
         Textual once, and again after a style change (focus, a class, the theme) or a resize."""
