@@ -8,6 +8,7 @@ It delegates the panel sizes to :class:`~gpuscope.tui.layout_controller.LayoutCo
 
 from __future__ import annotations
 
+import contextvars
 from typing import TYPE_CHECKING, TypeVar
 
 from rich.text import Text
@@ -40,6 +41,7 @@ from gpuscope.widgets.keybar import KeyBar
 from gpuscope.widgets.processes_panel import ProcessesPanel
 from gpuscope.widgets.status_bar import StatusBar
 from gpuscope.widgets.style import ANSI_PALETTE, DEFAULT_THEME, Palette, set_content, theme_palette
+from gpuscope.widgets.textual_private import call_from_thread_soon
 from gpuscope.widgets.timeline import Timeline
 from gpuscope.widgets.topology_panel import TopologyPanel
 
@@ -125,6 +127,7 @@ class GpuscopeApp(MonitorApp[int]):
         self.chrome_palette: Palette = ANSI_PALETTE  # the header's, note line's and timeline's colours (theme)
         # the link probe of the palette (tui/probe_controller.py): NVML of the live source, for the links' state
         self._link_probe: LinkProbe | None = None  # made on the first probe: the live screen loads no probe code
+        self._wake_context: contextvars.Context | None = None  # the App's handlers' context (notify_update)
 
     @property
     def replay(self) -> bool:
@@ -167,6 +170,7 @@ class GpuscopeApp(MonitorApp[int]):
     def on_mount(self) -> None:
         self.layout_control.apply()
         self.watch_hang_up()
+        self._wake_context = contextvars.copy_context()  # a wake-up's redraw runs as this App's handlers do
         self.theme_changed_signal.subscribe(self, self.apply_theme)
         if self.theme != DEFAULT_THEME:
             self.apply_theme()
@@ -193,11 +197,17 @@ class GpuscopeApp(MonitorApp[int]):
     def notify_update(self) -> None:
         """Called from feeder threads (thread-safe): wake the UI unless a wake-up is already pending.
 
-        No polling timer: an idle or paused UI costs nothing between frames."""
-        if self.redraw.mark_dirty():
+        No polling timer: an idle or paused UI costs nothing between frames. Once mounted, the wake-up is a
+        callback on the event loop (widgets/textual_private.py ``call_from_thread_soon``), else a message."""
+        if self.redraw.mark_dirty() and not call_from_thread_soon(self, self._ui_loop, self._wake_context,
+                                                                  self._data_ready):
             self.post_message(self.DataReady())
 
     def on_gpuscope_app_data_ready(self, _msg: DataReady) -> None:
+        self._data_ready()
+
+    def _data_ready(self) -> None:
+        """New data is in the session: redraw now, or once the redraw throttle allows."""
         hold = self.redraw.hold_s(getattr(self.feeder, "seeks", 0))  # a seek's answer is not held back
         if hold > 0:
             self.set_timer(hold, self._redraw_if_dirty)

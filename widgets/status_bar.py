@@ -59,6 +59,7 @@ class StatusBar(Static):
         self.watch_stale = False  # the app sets it while a live sampler feeds the screen
         self._stale = ""
         self._key: tuple[object, ...] | None = None  # the words and width last drawn
+        self._inputs: tuple[object, ...] | None = None  # what they were made from (show)
 
     def sample_age(self) -> float:
         """Seconds since the sample now shown arrived (on this machine's monotonic clock)."""
@@ -75,6 +76,17 @@ class StatusBar(Static):
             self._now, self._seen_at = v.now, time.monotonic()
         stale = stale_text(self.sample_age(), st.interval_s) if self.watch_stale and not st.paused and v.now else ""
         self._stale = stale
+        clock = clock_text(v.now, clock_seconds(v))
+        rec = st.recording
+        width = max(20, self.size.width or 80)
+        # everything the words below are made from, as shown (the recording's time in whole seconds): most
+        # refreshes change none of it, and then nothing is made again (the inventory: the same object)
+        inputs = (v.inventory, v.label, self.palette, st.interval_s, st.paused, st.record_error, st.origin_note,
+                  st.origin_name, st.tick_errors, v.window_s, stale, clock, width,
+                  None if rec is None else (fmt_duration(rec.elapsed_s), rec.dropped))
+        if inputs == self._inputs:
+            return
+        self._inputs = inputs
         # (text, style, priority, short form): priority 0 always shown, higher dropped first (widgets/fit.py)
         segs: list[tuple[str, str, int, str | None]] = []
 
@@ -105,18 +117,17 @@ class StatusBar(Static):
         seg(f"window {fmt_duration(v.window_s)}", "", 0)
         if st.paused:
             seg("❚❚ PAUSED", f"bold {p.warn}", 0)
-        if st.recording is not None:
-            seg(f"● REC {fmt_duration(st.recording.elapsed_s)}", bad, 0)
-            if st.recording.dropped:
-                seg(f"{st.recording.dropped} frames dropped: disk too slow", bad, 1)
+        if rec is not None:
+            seg(f"● REC {fmt_duration(rec.elapsed_s)}", bad, 0)
+            if rec.dropped:
+                seg(f"{rec.dropped} frames dropped: disk too slow", bad, 1)
         if st.record_error:
             seg(clean(st.record_error, 300), bad, 1)
         if stale:
             seg(stale, bad, 0)
-        clock = clock_text(v.now, clock_seconds(v))
         if clock:
             seg(clock, "", 0)
-        key = (tuple(segs), max(20, self.size.width or 80))
+        key = (tuple(segs), width)
         if key == self._key:  # the same words at the same width: nothing to fit or compare again
             return
         self._key = key

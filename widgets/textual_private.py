@@ -21,6 +21,9 @@ inside it (docs/performance.md says what each one saves, measured, and what Text
 * **The App's crash** (:class:`HookedApp`'s ``_handle_exception`` / ``_fatal_error``): an exception in a
   handler is kept for ``main`` (one line on the terminal, the traceback in the log) instead of Textual
   printing a traceback with local variables.
+* **A wake-up without a message** (:func:`call_from_thread_soon`): a feeder thread's "new data" runs the App's
+  redraw as a callback on its event loop, not as a Textual message (posted, queued, dispatched: about three
+  times the event loop's CPU, benchmarks/bench_wake.py), with an exception handled as a handler's would be.
 * **Memory across fleet visits** (:func:`release_style_caches`): Textual's ``StylesCache.get_inner_outer``
   ``lru_cache`` keeps closed apps' widgets alive.
 
@@ -390,6 +393,29 @@ def styled_row(widget: Widget, y: int, size: Size, content: Size, base_backgroun
     return widget._styles_cache.render_line(
         styles, y, size, content, styles.padding, base_background, background,
         lambda _y: content_row, None, None, 1.0, app.ansi_theme, app.native_ansi_color)
+
+
+# ------------------------------------------------------------------------------ a wake-up without a message
+def call_from_thread_soon(app: App[Any], loop: Any, context: Any, callback: Callable[[], object]) -> bool:
+    """Run ``callback`` soon on ``app``'s event loop ``loop``, in ``context`` (the App's, copied on mount: its
+    handlers' context), from any thread; an exception it lets escape goes to the App as a handler's does
+    (the app exits, :class:`HookedApp` keeps the crash). What ``App.post_message`` of a message whose handler
+    calls ``callback`` does, without the message (the CPU of both threads a wake-up: benchmarks/bench_wake.py).
+    False when not :data:`ACTIVE` or the loop is closed: post the message."""
+    if not ACTIVE or loop is None or context is None or loop.is_closed():
+        return False
+
+    def run() -> None:
+        try:
+            callback()
+        except Exception as error:  # noqa: BLE001 - as Textual's handlers: the App decides
+            app._handle_exception(error)
+
+    try:
+        loop.call_soon_threadsafe(run, context=context)
+    except RuntimeError:  # closed in between
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------- memory across fleet visits

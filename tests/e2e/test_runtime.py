@@ -444,6 +444,64 @@ async def test_an_exception_in_the_ui_is_kept_for_main_not_printed(capsys):
     assert "Traceback" not in err and "ui boom" not in err  # Textual printed no traceback on the terminal
 
 
+async def test_a_feeder_wakes_the_screen_without_a_message_and_its_crash_is_kept(capsys):
+    """A feeder thread's wake-up redraws through a loop callback (widgets/textual_private.py call_from_thread_soon)
+    where the private paths apply, else through the DataReady message; a redraw that raises there ends the app
+    as a handler's exception does (kept for main, no traceback on the terminal)."""
+    src = sim_source("mixed-4")
+    session = Session(src.inventory)
+    for f in run_frames(src, 0, 3):
+        session.ingest(f)
+    app = GpuscopeApp(session, None, label="SIMULATED", interval_s=1.0)
+    posted: list[object] = []
+    post = app.post_message
+
+    def counted(message: object) -> bool:
+        posted.append(message)
+        return post(message)  # type: ignore[arg-type]
+
+    app.post_message = counted  # type: ignore[method-assign]
+    redraws: list[float] = []
+    draw = app.refresh_view
+
+    def refresh_view(force: bool = False) -> None:
+        redraws.append(session.last_frame.t)
+        draw(force)
+
+    with pytest.raises(ValueError, match="redraw boom"):
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            app.refresh_view = refresh_view  # type: ignore[method-assign]
+            app.redraw.last_redraw = 0.0  # not held back by the redraw throttle
+            session.ingest(run_frames(src, 4, 4)[0])
+            wake = threading.Thread(target=app.notify_update)  # as a feeder thread does
+            wake.start()
+            wake.join()
+            for _ in range(50):  # the redraw runs on this loop: let it
+                if redraws:
+                    break
+                await pilot.pause()
+            assert redraws == [session.last_frame.t] and not app.redraw.dirty
+            data_ready = [m for m in posted if isinstance(m, GpuscopeApp.DataReady)]
+            assert len(data_ready) == (0 if ACTIVE else 1)
+
+            def broken(force: bool = False) -> None:
+                raise ValueError("redraw boom")
+
+            app.refresh_view = broken  # type: ignore[method-assign]
+            app.redraw.last_redraw = 0.0
+            wake = threading.Thread(target=app.notify_update)
+            wake.start()
+            wake.join()
+            for _ in range(20):
+                await pilot.pause()
+    assert app.return_code == 1
+    if ACTIVE:
+        assert isinstance(app.crash, ValueError)
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "redraw boom" not in err
+
+
 def test_replay_skips_a_damaged_frame_and_counts_it(tmp_path, monkeypatch):
     from gpuscope.sources.recording import RecordingError
     from gpuscope.tui.feeders import ReplayFeeder

@@ -67,3 +67,55 @@ async def test_header_says_when_samples_stop_and_clears_when_they_return() -> No
         app.session.ingest(dataclasses.replace(frame, t=frame.t + 1))  # a new sample arrives
         app.refresh_view(force=True)
         assert "no sample" not in str(bar.render())
+
+
+async def test_header_is_made_again_exactly_when_what_it_shows_changes(monkeypatch) -> None:
+    """The header's words are made only when something they show changed (most refreshes change nothing
+    there): each change below shows at once, and a refresh with nothing new, or with the recording's time
+    still in the same second, makes nothing."""
+    from helpers import make_app
+
+    import gpuscope.widgets.status_bar as status_bar
+    from gpuscope.core.session import TickErrors
+    from gpuscope.widgets.style import Palette
+
+    made: list[int] = []
+    fit = status_bar.fit_segments
+    monkeypatch.setattr(status_bar, "fit_segments", lambda *a: made.append(1) or fit(*a))
+    app = make_app("healthy-gen4", 0, 10)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        bar = app.query_one(status_bar.StatusBar)
+        v = app.build_view(False)
+        bar.show(v)
+        before = len(made)
+        bar.show(dataclasses.replace(v))  # another view of the same instant
+        assert len(made) == before
+        st = v.status
+        rec = RecordingStatus(path="r.gsrec", elapsed_s=61.2)
+        cases = [
+            (dataclasses.replace(v, status=dataclasses.replace(st, paused=True)), "PAUSED"),
+            (dataclasses.replace(v, window_s=600.0), "window 10m"),
+            (dataclasses.replace(v, status=dataclasses.replace(st, tick_errors=TickErrors(2, "ValueError: x"))),
+             "2 sampling errors, last: ValueError: x"),
+            (dataclasses.replace(v, status=dataclasses.replace(st, recording=rec)), "REC 1m01s"),
+            (dataclasses.replace(v, status=dataclasses.replace(st, recording=dataclasses.replace(rec, elapsed_s=62.1))),
+             "REC 1m02s"),
+            (dataclasses.replace(v, status=dataclasses.replace(st, record_error="disk full")), "disk full"),
+            (dataclasses.replace(v, status=dataclasses.replace(st, interval_s=2.0)), "every 2s"),
+            (dataclasses.replace(v, now=v.now + 120), clock_text(v.now + 120, False)),
+        ]
+        for view, want in cases:
+            bar.show(view)
+            assert want in str(bar.render()), want
+        n = len(made)
+        same_second = dataclasses.replace(rec, elapsed_s=62.9)  # shown as the case before it: 1m02s
+        bar.show(dataclasses.replace(v, status=dataclasses.replace(st, recording=rec)))
+        bar.show(dataclasses.replace(v, status=dataclasses.replace(st, recording=same_second)))
+        assert len(made) == n + 2  # 1m01s, then 1m02s once: 62.1 → 62.9 s is not made again...
+        bar.show(dataclasses.replace(v, status=dataclasses.replace(st, recording=same_second)))
+        assert len(made) == n + 2
+        bar.palette = Palette(warn="#00ff00")  # a theme picked: the SIMULATED badge's colour
+        bar.show(v)
+        assert len(made) == n + 3
+        assert "Color(0, 255, 0" in str(bar.render().spans)
