@@ -13,6 +13,8 @@ gpuscope's 1 min history graphs have filled (until then they change every second
 
 ``--threads`` runs each gpuscope under benchmarks/thread_cpu.py and adds its threads' CPU (ms of CPU per
 second, from the threads' own nanosecond clocks) under the table: which part of the process costs what.
+``--sections`` runs them under benchmarks/section_cpu.py instead: the same, plus the CPU of each part of a
+refresh and of a sampling tick (its wrappers add a few dozen µs a second: keep ``--threads`` for the ratios).
 ``--variant NAME=DIR`` also runs the TUIs of another checkout (DIR), labelled NAME, in the same minute: a
 before/after on the same GPUs under the same load.
 """
@@ -36,6 +38,7 @@ from common import write_json  # noqa: E402
 from ptyrun import RunCost, run_under_pty  # noqa: E402
 
 THREAD_CPU = os.path.join(os.path.dirname(os.path.abspath(__file__)), "thread_cpu.py")
+SECTION_CPU = os.path.join(os.path.dirname(os.path.abspath(__file__)), "section_cpu.py")
 # a case: (name, command, columns, rows, a TUI?, extra environment)
 Case = tuple[str, list[str], int, int, bool, dict[str, str]]
 
@@ -45,16 +48,18 @@ def _threads_json(out: str, name: str) -> str:
     return os.path.join(out, "threads-" + name.replace(" ", "_") + ".json")
 
 
-def _gpuscope(args: list[str], name: str, out: str, warmup_s: float, seconds: float, threads: bool) -> list[str]:
-    """The command that runs gpuscope with ``args``: under thread_cpu.py (its JSON in ``out``) with ``threads``."""
+def _gpuscope(args: list[str], name: str, out: str, warmup_s: float, seconds: float, threads: str | None
+              ) -> list[str]:
+    """The command that runs gpuscope with ``args``: under ``threads`` (thread_cpu.py or section_cpu.py, its JSON
+    in ``out``) when given."""
     if not threads:
         return [sys.executable, "-m", "gpuscope", *args]
     path = _threads_json(out, name)
-    return [sys.executable, THREAD_CPU, "--after", str(warmup_s + 0.2), "--for", str(seconds - 0.4),
+    return [sys.executable, threads, "--after", str(warmup_s + 0.2), "--for", str(seconds - 0.4),
             "--json", path, "--", *args]
 
 
-def _cases(out: str, warmup_s: float = 6.0, seconds: float = 30.0, threads: bool = False,
+def _cases(out: str, warmup_s: float = 6.0, seconds: float = 30.0, threads: str | None = None,
            variants: list[tuple[str, str]] | None = None, simulate: str | None = None) -> list[Case]:
     def gs(args: list[str], name: str) -> list[str]:
         return _gpuscope(args + (["--simulate", simulate] if simulate else []), name, out, warmup_s, seconds, threads)
@@ -80,7 +85,7 @@ def _cases(out: str, warmup_s: float = 6.0, seconds: float = 30.0, threads: bool
     return cases
 
 
-def run_phase(seconds: float, out: str, warmup_s: float = 6.0, threads: bool = False,
+def run_phase(seconds: float, out: str, warmup_s: float = 6.0, threads: str | None = None,
               variants: list[tuple[str, str]] | None = None, simulate: str | None = None) -> list[dict[str, object]]:
     """Start every monitor at once, measure each for the same ``seconds``, return one row each (with its
     threads' ms of CPU per second under ``threads``, for gpuscope's rows)."""
@@ -107,7 +112,10 @@ def run_phase(seconds: float, out: str, warmup_s: float = 6.0, threads: bool = F
         path = _threads_json(out, name)
         if threads and os.path.exists(path):
             with open(path) as f:
-                row["threads_ms_per_s"] = json.load(f)["ms_per_s"]
+                got = json.load(f)
+            row["threads_ms_per_s"] = got.get("ms_per_s") or got["threads_ms_per_s"]
+            if "sections" in got:
+                row["sections"] = got["sections"]
             os.unlink(path)
         table.append(row)
     return table
@@ -129,6 +137,11 @@ def _print(title: str, rows: list[dict[str, object]]) -> None:
         if isinstance(th, dict):
             parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(th.items(), key=lambda kv: -kv[1]) if v >= 0.005)
             print(f"  {r['tool']}: ms of CPU a second by thread: {parts}")
+        sections = r.get("sections")
+        if isinstance(sections, dict):
+            parts = ", ".join(f"{k.rpartition(':')[2]} {v['ms_per_s']:.3f} ({v['calls_per_s']:g}/s)"
+                              for k, v in sections.items() if v["ms_per_s"] >= 0.005)
+            print(f"  {r['tool']}: ms of CPU a second by part: {parts}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,23 +151,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=float, default=6.0)
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--threads", action="store_true", help="also each gpuscope thread's CPU (thread_cpu.py)")
+    ap.add_argument("--sections", action="store_true",
+                    help="also each thread's and each part's CPU (section_cpu.py; implies --threads)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=DIR",
                     help="also run the TUIs of the gpuscope checkout DIR, labelled NAME")
     ap.add_argument("--simulate", metavar="SCENARIO",
                     help="gpuscope on a simulated machine (to try this script without GPUs; compares nothing)")
     a = ap.parse_args(argv)
     out = tempfile.mkdtemp()
+    threads = SECTION_CPU if a.sections else THREAD_CPU if a.threads else None
     variants = [(name, package_tree(d, os.path.join(out, f"pkg-{name}")))
                 for name, d in (v.split("=", 1) for v in a.variant)]
     doc: dict[str, object] = {}
     if a.idle > 0:
-        doc["idle"] = run_phase(a.idle, out, a.warmup, a.threads, variants, a.simulate)
+        doc["idle"] = run_phase(a.idle, out, a.warmup, threads, variants, a.simulate)
         _print(f"idle, {a.idle:g} s after {a.warmup:g} s, all monitors at once", doc["idle"])  # type: ignore[arg-type]
     if a.load > 0:
         load = subprocess.Popen([sys.executable, "-c", LOAD])
         try:
             time.sleep(8)
-            doc["load"] = run_phase(a.load, out, a.warmup, a.threads, variants, a.simulate)
+            doc["load"] = run_phase(a.load, out, a.warmup, threads, variants, a.simulate)
         finally:
             load.terminate()
             load.wait()

@@ -2,7 +2,8 @@
 # One real-GPU run for "where does the CPU go": gpuscope beside nvitop and dmon, all at once, with each gpuscope
 # thread's CPU (bench_peers_concurrent.py --threads), and a cProfile of `record` (its sampling runs on the main
 # thread) under the same load. Results in $OUT/results.tgz.
-# Usage: OUT=outdir WARMUP=70 IDLE=60 LOAD=60 [VARIANT=name=DIR] tools/device_threads.sh
+# Usage: OUT=outdir WARMUP=70 IDLE=60 LOAD=60 [VARIANT=name=DIR] [SECTIONS=1] tools/device_threads.sh
+# (SECTIONS=1: each part's CPU too, benchmarks/section_cpu.py, in place of thread_cpu.py)
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT/r"
 export PYTHONUNBUFFERED=1
@@ -19,7 +20,7 @@ python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | tail -1
     --duration "${LOAD:-60}" > /dev/null 2>&1 ) &
 prof=$!
 python3 benchmarks/bench_peers_concurrent.py --idle "${IDLE:-60}" --load "${LOAD:-60}" --warmup "${WARMUP:-70}" \
-  --threads ${VARIANT:+--variant "$VARIANT"} --json "$OUT/r/peers.json" 2>&1 | tee "$OUT/r/peers.txt"
+  --threads ${SECTIONS:+--sections} ${VARIANT:+--variant "$VARIANT"} --json "$OUT/r/peers.json" 2>&1 | tee "$OUT/r/peers.txt"
 wait $prof
 python3 -c "import pstats; s = pstats.Stats('$OUT/r/record-load.prof').strip_dirs(); s.sort_stats('tottime').print_stats(40); s.sort_stats('cumtime').print_stats(60)" > "$OUT/r/record-prof.txt" 2>&1
 tar czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$OUT/r"
