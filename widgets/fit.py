@@ -13,10 +13,12 @@ from gpuscope.core.units import NONE
 ELLIPSIS = "…"
 
 # The characters Rich measures one cell wide, among those the screen draws: printable ASCII and Latin, punctuation
-# (the en dash of "0–100%", "…"), arrows, box drawing and blocks (bars, graphs), dingbats ("✔"). Measured by Rich
-# itself at import, so :func:`is_narrow` never disagrees with it.
+# (the en dash of "0–100%", "…"), super- and subscripts, arrows, mathematical operators (the minus sign of a
+# finding's "−495 MHz", "≥", "≈"), control pictures ("␛"), box drawing and blocks (bars, graphs), symbols and
+# dingbats ("⚠", "✔"). Measured by Rich itself at import, so :func:`is_narrow` never disagrees with it (the
+# blocks' wide emoji are left out there).
 _NARROW = frozenset(c for lo, hi in ((0x20, 0x7E), (0xA0, 0x2FF), (0x2010, 0x2027), (0x2030, 0x205E),
-                                     (0x2190, 0x21FF), (0x2500, 0x25FF), (0x2700, 0x27BF))
+                                     (0x2070, 0x209F), (0x2190, 0x22FF), (0x2400, 0x243F), (0x2500, 0x27BF))
                     for c in map(chr, range(lo, hi + 1)) if cell_len(c) == 1)
 # narrow()'s answers for whole lines: a changed line is asked about four times (fitted, made into segments, and
 # compared with the line before it and the line after it); cleared past 2,048

@@ -365,7 +365,8 @@ def test_text_cells_examples(a: Text, b: Text, want: tuple[int, int] | None) -> 
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.text(alphabet=st.one_of(st.sampled_from("ab –…✔▁█·°×日\t\x1b\u200b\u0301"), st.characters()), max_size=12))
+@given(st.text(alphabet=st.one_of(st.sampled_from("ab –…✔▁█·°×日−≥≈⚠☔⌚␛⁹\t\x1b\u200b\u0301"), st.characters()),
+               max_size=12))
 def test_narrow_and_cells_agree_with_rich(text: str) -> None:
     """widgets/fit.py: ``cells`` is Rich's ``cell_len``; ``narrow`` only where every character is one cell."""
     from rich.cells import cell_len
@@ -380,6 +381,9 @@ def test_narrow_and_cells_agree_with_rich(text: str) -> None:
 @pytest.mark.parametrize("text, want", [
     ("util 100%", True), ("scale 0–100%", True), ("✔ nothing", True), ("…", True), ("", True),
     ("日本", False), ("a\tb", False), ("e\u0301", False), ("\x1b[31m", False),
+    # a finding's minus sign and comparisons, the warning sign, a shown ESC: one cell each; wide emoji are not
+    ("SM clock 1485 of 1980 MHz (−495 MHz)", True), ("≥ 90 % ≈ 1.2 GB/s", True), ("⚠ ␛", True),
+    ("☔", False), ("⌚", False),
 ])
 def test_narrow_examples(text: str, want: bool) -> None:
     from gpuscope.widgets.fit import narrow
