@@ -22,12 +22,12 @@ from gpuscope.widgets.style import (
     OK,
     WARN,
     Run,
+    RunsMemo,
     bar_runs,
     fmt_gb,
     level_style,
     live_block,
     live_sparks,
-    runs_text,
     short_name,
 )
 
@@ -139,6 +139,7 @@ class GpuTable(LineWidget):
         self._graph_cache: dict[str, tuple[int, list[float | None], list[str]]] = {}
         # (height:metric, GPU) → its block graph (live_block's: cells' version, height, top, rows)
         self._block_cache: dict[tuple[str, int], tuple[int, int, float | None, list[str]]] = {}
+        self._texts = RunsMemo()  # the lines of the last refresh: an unchanged line is the same Text
 
     def _graphs(self, v: ViewState, metric: str, cols: int, tops: list[float | None], tag: str = "") -> list[str]:
         """Every GPU's sparkline of ``metric`` over the window (in the inventory's order, each scaled to its
@@ -160,6 +161,8 @@ class GpuTable(LineWidget):
         used = NAME_W + sum(COLUMNS[i][1] + 1 for i in cols)
         graphw = width - used - 1
         n = len(v.inventory.devices)
+        texts = self._texts
+        texts.next_refresh()
         # rows below the table (the panel is given all spare rows) go to history graphs; the util graph
         # there is wider than the one at the end of each row, which is then left out
         plan = spare_plan((self.size.height or 0) - (n + 1), n, width, table_metrics(v)) if v.frame else []
@@ -184,7 +187,7 @@ class GpuTable(LineWidget):
                     runs.append(("  " + utils[k], OK))
                 if r.clock_events and set(r.clock_events) - {"gpu_idle"}:
                     runs.append((" !", WARN))
-            lines.append(runs_text(runs))
+            lines.append(texts.text(runs))
         if plan:
             lines += self._spare_graphs(v, width, plan)
         self.set_lines(lines)
@@ -217,8 +220,8 @@ class GpuTable(LineWidget):
                     r = v.frame.gpus[dev.index] if v.frame and dev.index < len(v.frame.gpus) else None
                     rows = self._block(v, metric, dev.index, gw, h, top_of(dev, r))
                     for j, row in enumerate(rows):
-                        out.append(runs_text([(pad(f"{dev.index} {title}" if j == 0 else "", label_w), DIM),
-                                              (row, OK)]))
+                        out.append(self._texts.text([(pad(f"{dev.index} {title}" if j == 0 else "", label_w), DIM),
+                                                     (row, OK)]))
                 continue
             readings = [v.frame.gpus[d.index] if v.frame and d.index < len(v.frame.gpus) else None for d in devs]
             sparks = self._graphs(v, metric, gw, [top_of(d, r) for d, r in zip(devs, readings)],
@@ -229,7 +232,7 @@ class GpuTable(LineWidget):
                     if runs:
                         runs.append(("  ", ""))
                     runs += [(pad(f"{devs[j].index} {title}", label_w), DIM), (sparks[j], OK)]
-                out.append(runs_text(runs))
+                out.append(self._texts.text(runs))
         return out
 
 

@@ -136,6 +136,30 @@ def runs_text(runs: Sequence[Run]) -> Text:
     return out
 
 
+class RunsMemo:
+    """:func:`runs_text` of a widget's lines, remembered from one refresh to the next: a line made of the same runs
+    as last refresh is the same ``Text`` object (LineWidget.set_lines then skips it at once, and it is not made
+    again). Holds the lines of the last refresh and of this one only (:meth:`next_refresh`)."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[Run, ...], Text] = {}
+        self._now: dict[tuple[Run, ...], Text] = {}
+
+    def next_refresh(self) -> None:
+        """A refresh starts: the lines of the refresh before it are forgotten."""
+        self._last, self._now = self._now, {}
+
+    def text(self, runs: Sequence[Run]) -> Text:
+        key = tuple(runs)
+        got = self._now.get(key)
+        if got is None:
+            got = self._last.get(key)
+            if got is None:
+                got = runs_text(key)
+            self._now[key] = got
+        return got
+
+
 def bar_key(value: float | None, maximum: float | None, width: int) -> tuple[int, str] | None:
     """What :func:`bar` draws, in short: (filled eighths, colour); None for the grey unknown bar. Equal keys
     draw equal bars (the panels use it to skip rebuilding a line whose bar did not move)."""

@@ -249,6 +249,27 @@ def test_runs_text_is_appending_each_run(runs):
     assert not got.style
 
 
+def test_runs_memo_gives_the_last_refresh_s_line_for_the_same_runs():
+    """widgets/style.py RunsMemo: the same runs as this refresh or the one before give the same Text object (what
+    runs_text makes of them); other runs a new one; a line two refreshes old is forgotten."""
+    from gpuscope.widgets.style import RunsMemo, runs_text
+
+    memo = RunsMemo()
+    a, b = [("GPU0 ", ""), ("▁▂█", "green")], [("GPU1 ", ""), ("▁▂▃", "green")]
+    memo.next_refresh()
+    first = memo.text(a)
+    assert first.plain == runs_text(a).plain and first.spans == runs_text(a).spans
+    assert memo.text(list(a)) is first  # twice in one refresh (an equal list): one Text
+    memo.next_refresh()
+    assert memo.text(a) is first  # the refresh after: still the same object
+    other = memo.text(b)
+    assert other is not first and other.plain == "GPU1 ▁▂▃"
+    memo.next_refresh()
+    memo.next_refresh()  # two refreshes without it: made again
+    again = memo.text(a)
+    assert again is not first and again.plain == first.plain and again.spans == first.spans
+
+
 # ------------------------------------------------------------------ changed cells
 # widgets/lines.py changed_cells: the fast comparison (strings and style runs) finds the same cells as
 # comparing the two strips cell by cell.
