@@ -1057,19 +1057,25 @@ class NvmlSource:
             mg = self._gpm_mg
             if mg is None:  # one struct, filled again at every read (1024 slots: allocated once, not per tick)
                 mg = self._gpm_mg = self._gpm_struct()
-            elif isinstance(mg, ctypes.Structure):  # zeroed as a new one is: nothing of the last read is left
-                ctypes.memset(ctypes.addressof(mg), 0, ctypes.sizeof(mg))
+            elif isinstance(mg, ctypes.Structure):  # the slots this read uses zeroed as in a new one: nothing of
+                # the last read is left where it reads (not all 40 KB: the struct is read again every second)
+                slots = type(mg).metrics
+                ctypes.memset(ctypes.addressof(mg), 0, slots.offset + len(metrics) * (slots.size // _GPM_SLOTS))
             mg.version = nv.NVML_GPM_METRICS_GET_VERSION
             mg.numMetrics = len(metrics)
             mg.sample1 = sample1
             mg.sample2 = sample2
+            got = mg.metrics  # the struct's own slots (a view, not a copy): taken once, not once a slot
             for k, m in enumerate(metrics):
-                mg.metrics[k].metricId = m
+                got[k].metricId = m
             nv.nvmlGpmMetricsGet(mg)
         except self._base_error:
             return {}
-        vals = {mg.metrics[k].metricId: mg.metrics[k].value for k in range(len(metrics))
-                if mg.metrics[k].nvmlReturn == 0}
+        vals = {}
+        for k in range(len(metrics)):
+            slot = got[k]
+            if slot.nvmlReturn == 0:
+                vals[slot.metricId] = slot.value
         out: ReadingFields = {}
         for key, mid, scale in _GPM_FIELDS:
             v = vals.get(mid)

@@ -109,6 +109,43 @@ def test_gpm_graphics_engine_is_read_on_health_ticks_and_samples_are_freed_once(
     assert sim.gpm_live == {}
 
 
+def test_gpm_metrics_read_through_nvidia_ml_py_s_ctypes_struct_start_clean_each_read():
+    """On real NVML the metrics-get struct is a ctypes struct of nvidia-ml-py's own types, with 1,024 slots, filled
+    again at every read: the slots a read uses are zeroed before NVML sees them (no value of the read before is
+    left there), each metric's value is read from its slot, and a metric NVML refuses is left out."""
+    src = sim_source("h200-nvswitch-8", at=30)
+
+    class Binding:  # what _gpm_metrics and _gpm_struct use of nvidia-ml-py, with its real ctypes types
+        c_nvmlGpmMetric_t = pynvml.c_nvmlGpmMetric_t
+        c_nvmlGpmSample_t = pynvml.c_nvmlGpmSample_t
+        NVML_GPM_METRICS_GET_VERSION = pynvml.NVML_GPM_METRICS_GET_VERSION
+        seen: list[list[tuple[int, int, float]]] = []
+
+        def nvmlGpmMetricsGet(self, mg: Any) -> Any:  # as the driver: numMetrics slots, each written
+            assert mg.version == pynvml.NVML_GPM_METRICS_GET_VERSION and mg.numMetrics <= 9
+            slots = [mg.metrics[k] for k in range(mg.numMetrics)]
+            self.seen.append([(m.metricId, m.nvmlReturn, m.value) for m in slots])
+            for m in slots:
+                m.value, m.nvmlReturn = (m.metricId * 1.5, 0) if m.metricId != nvml_mod.GPM_GR_ENGINE else (7.0, 3)
+            return mg
+
+    binding = Binding()
+    src.nvml = binding
+    src._gpm_mg = None
+    first = src._gpm_metrics(0, None, None, nvml_mod._GPM_METRICS + nvml_mod.GPM_SLOW)
+    assert isinstance(src._gpm_mg, __import__("ctypes").Structure) and len(src._gpm_mg.metrics) == 1024
+    second = src._gpm_metrics(0, None, None, nvml_mod._GPM_METRICS)
+    assert first == second and first  # GR_ENGINE refused (return 3): left out of both
+    assert "gr_engine_active_pct" not in first
+    # what NVML saw: the ids asked for, every slot clean (return 0, value 0), never the last read's values
+    assert [[mid for mid, _, _ in call] for call in binding.seen] == [
+        list(nvml_mod._GPM_METRICS + nvml_mod.GPM_SLOW), list(nvml_mod._GPM_METRICS)]
+    assert all(ret == 0 and value == 0.0 for call in binding.seen for _, ret, value in call)
+    for key, mid, scale in nvml_mod._GPM_FIELDS:
+        if mid in nvml_mod._GPM_METRICS and key in first:
+            assert first[key] == pytest.approx(mid * 1.5 * scale)
+
+
 def test_gpm_that_stops_answering_carries_nothing_and_frees_its_samples():
     """GPM refused mid-run (NotSupported after a driver change): the graphics-engine activity read before is not
     repeated for the rest of the run, and the samples kept for the next reads are freed."""
