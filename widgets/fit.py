@@ -6,7 +6,7 @@ Pure functions (no widget state), tested with tables in tests/tui/test_screen.py
 from __future__ import annotations
 
 from rich.cells import cell_len
-from rich.text import Text
+from rich.text import Span, Text
 
 from gpuscope.core.units import NONE
 
@@ -72,19 +72,30 @@ def fit_words(text: Text, width: int) -> Text:
     becomes ``57.4 of 63.``). A single word wider than ``width`` is replaced by ``…``."""
     if width <= 0:
         return Text("")
-    if cell_len(text.plain) <= width:
-        return text
     plain = text.plain
+    if cells(plain) <= width:
+        return text
     cut = width - 1  # room for the ellipsis
-    while cut > 0 and cell_len(plain[:cut]) > width - 1:
-        cut -= 1
+    if not narrow(plain):  # one cell a character: the first width - 1 characters are width - 1 cells
+        while cut > 0 and cell_len(plain[:cut]) > width - 1:
+            cut -= 1
     # end on a word boundary: the next character (if any) must be a space
     if cut < len(plain) and plain[cut] != " ":
         sp = plain.rfind(" ", 0, cut)
         cut = sp if sp > 0 else 0
-    out = text[:cut]
+    out = head(text, cut)
     out.rstrip()
     out.append(ELLIPSIS, style="bright_black")
+    return out
+
+
+def head(text: Text, end: int) -> Text:
+    """``text[:end]`` (0 ≤ ``end``): the same text, style and spans (each cut at ``end``, the empty ones dropped),
+    made directly rather than through Rich's ``Text.divide`` (which makes three lines to keep one: a changed
+    finding is fitted every second, tests/widgets/test_lines.py compares the two)."""
+    out = Text(text.plain[:end], style=text.style, justify=text.justify, overflow=text.overflow)
+    out.spans = [Span(max(0, start), min(stop, end), style) for start, stop, style in text.spans
+                 if min(stop, end) > max(0, start)]
     return out
 
 

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.terminal_theme import MONOKAI
-from rich.text import Text
+from rich.text import Span, Text
 from textual.strip import Strip
 
 from gpuscope.widgets import textual_private
@@ -397,6 +397,23 @@ def test_narrow_and_cells_agree_with_rich(text: str) -> None:
     assert cells(text) == cell_len(text)
     if narrow(text):
         assert all(cell_len(c) == 1 for c in text)
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab ·−…日\t"), max_size=14), st.data())
+def test_head_is_rich_s_slice(plain: str, data: st.DataObject) -> None:
+    """widgets/fit.py head(text, end) is Rich's ``text[:end]``: the same text, style, justify, overflow and spans."""
+    from gpuscope.widgets.fit import head
+
+    n = len(plain)
+    bounds = st.integers(0, n)
+    spans = data.draw(st.lists(st.tuples(bounds, bounds, st.sampled_from(["bold", "red", "dim"])), max_size=5))
+    text = Text(plain, style=data.draw(st.sampled_from(["", "bold"])), justify="left")
+    text.spans = [Span(min(a, b), max(a, b), style) for a, b, style in spans]
+    end = data.draw(st.integers(0, n))
+    want, got = text[:end], head(text, end)
+    assert (got.plain, got.spans, got.style, got.justify, got.overflow) == (
+        want.plain, want.spans, want.style, want.justify, want.overflow)
 
 
 @pytest.mark.parametrize("text, want", [
