@@ -98,6 +98,7 @@ class GpuPanel(LineWidget):
         self._graph_cache: dict[str, str] = {}
         self._graph_drawn: tuple[int, list[tuple[str, float | None]]] = (-1, [])  # cells' version, what was drawn
         self._line_cache: dict[str, tuple[tuple[object, ...], Text]] = {}
+        self._graph_slots: dict[str, list[str]] = {}  # a panel metric → its graph rows' names in _line_cache
         # the spare-row graphs: (metric, height, rows, peak, top) each, and what they were drawn for
         self._panel_cache: tuple[tuple[int, int, int], list[tuple[Metric, int, list[str], float | None, float]]] = (
             (0, 0, 0), [])
@@ -290,14 +291,26 @@ class GpuPanel(LineWidget):
         at column 36, as the rate sparklines do (one time axis)."""
         prefix = 36
         out = []
+        cache = self._line_cache
         for k, (m, h, rows, peak, top) in enumerate(self._panel_graphs(v, dev, r, spare, max(8, width - prefix),
                                                                        spare if same is None else same)):
             now = None if r.lost else current(m, r)
             labels = graph_labels(m, now, peak, top, h, over if k == 0 else "")
+            slots = self._graph_slots.get(m.key)
+            if slots is None or len(slots) < h:  # the lines' names in _line_cache: made once, not every second
+                slots = self._graph_slots[m.key] = [f"g{m.key}{j}" for j in range(max(h, 8))]
             for j, (label, row) in enumerate(zip(labels, rows)):
-                def build_row(label: str = label, row: str = row, first: bool = j == 0) -> Text:
-                    return label_and_graph(label, "" if first else DIM, row, prefix)
-                out.append(self._line(f"g{m.key}{j}", (label, row), build_row, width))
+                # as _line (inline: up to 29 rows a panel, most of them unchanged every second)
+                key = ((label, row), width)
+                old = cache.get(slots[j])
+                if old is not None and old[0] == key:
+                    out.append(old[1])
+                    continue
+                t = label_and_graph(label, DIM if j else "", row, prefix)
+                if cells(t.plain) > width:
+                    t = fit_words(t, width)
+                cache[slots[j]] = (key, t)
+                out.append(t)
         return out
 
     def _panel_graphs(self, v: ViewState, dev: DeviceInfo, r: GpuReading, rows: int, cols: int, same: int
