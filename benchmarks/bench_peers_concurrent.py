@@ -14,7 +14,8 @@ gpuscope's 1 min history graphs have filled (until then they change every second
 ``--threads`` runs each gpuscope under benchmarks/thread_cpu.py and adds its threads' CPU (ms of CPU per
 second, from the threads' own nanosecond clocks) under the table: which part of the process costs what.
 ``--sections`` runs them under benchmarks/section_cpu.py instead: the same, plus the CPU of each part of a
-refresh and of a sampling tick (its wrappers add a few dozen µs a second: keep ``--threads`` for the ratios).
+refresh and of a sampling tick (its wrappers, about 1 µs a call and a few dozen calls a second, cost every
+gpuscope alike: a before/after holds, but ``--threads`` gives the ratios to nvitop without them).
 ``--variant NAME=DIR`` also runs the TUIs of another checkout (DIR), labelled NAME, in the same minute: a
 before/after on the same GPUs under the same load.
 """
@@ -113,7 +114,7 @@ def run_phase(seconds: float, out: str, warmup_s: float = 6.0, threads: str | No
         if threads and os.path.exists(path):
             with open(path) as f:
                 got = json.load(f)
-            row["threads_ms_per_s"] = got.get("ms_per_s") or got["threads_ms_per_s"]
+            row["threads_ms_per_s"] = got["ms_per_s"]
             if "sections" in got:
                 row["sections"] = got["sections"]
             os.unlink(path)

@@ -5,9 +5,9 @@
 Run under a terminal (tmux, benchmarks/ptyrun.py). Each function of :data:`SECTIONS` is wrapped so that, over the
 measured stretch, the CPU of the thread that calls it (``time.thread_time_ns``: its own clock) is added up, with
 its calls; the sections nest (a panel's ``show`` is inside ``refresh_view``), each figure includes what it
-calls. Every thread's CPU is written beside them (as thread_cpu.py), so what no section covers shows too: the
-event loop, Textual's message pump, thread wake-ups. The wrappers cost ~1 µs a call, a few dozen calls a
-second. Why this and not a profiler: a 1 Hz monitor's work runs on cold caches (measured here: the same
+calls. Every thread's CPU is written beside them (``ms_per_s``, as thread_cpu.py writes it), so what no section
+covers shows too: the event loop, Textual's message pump, thread wake-ups. The wrappers cost about 1 µs a call, a
+few dozen calls a second at one GPU. Why this and not a profiler: a 1 Hz monitor's work runs on cold caches (measured here: the same
 refresh costs 2–3× what a hot loop of refreshes does), and a profiler's own cost swamps the small functions.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import measured_run_args  # noqa: E402
-from thread_cpu import _clocks  # noqa: E402
+from thread_cpu import clocks  # noqa: E402
 
 SECTIONS = (
     "gpuscope.tui.app:GpuscopeApp.refresh_view",
@@ -89,18 +89,18 @@ def _wrap(name: str) -> bool:
 
 def measure(after_s: float, for_s: float, path: str, wrapped: list[str]) -> None:
     time.sleep(after_s)
-    a = _clocks()
+    a = clocks()
     _on[0] = True
     t0 = time.monotonic()
     time.sleep(for_s)
     _on[0] = False
-    b = _clocks()
+    b = clocks()
     dt = time.monotonic() - t0
     threads = {k: round((v - a.get(k, 0.0)) * 1000 / dt, 3) for k, v in b.items() if k != "thread_cpu"}
     sections = {n: {"ms_per_s": round(_cpu[n] / 1e6 / dt, 3), "calls_per_s": round(_calls[n] / dt, 2)}
                 for n in sorted(wrapped, key=lambda n: -_cpu[n])}
     with open(path, "w") as f:
-        json.dump({"seconds": round(dt, 2), "threads_ms_per_s": threads, "sections": sections}, f, indent=1)
+        json.dump({"seconds": round(dt, 2), "ms_per_s": threads, "sections": sections}, f, indent=1)
 
 
 def main() -> None:

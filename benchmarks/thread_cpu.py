@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import measured_run_args  # noqa: E402
 
 
-def _clocks() -> dict[str, float]:
+def clocks() -> dict[str, float]:
     out: dict[str, float] = {}
     for t in threading.enumerate():
         if t.ident is None:
@@ -43,10 +43,10 @@ def _clocks() -> dict[str, float]:
 def measure(after_s: float, for_s: float, path: str) -> None:
     """Sleep ``after_s``, take the clocks, sleep ``for_s``, write ms of CPU per second to ``path``."""
     time.sleep(after_s)
-    a = _clocks()
+    a = clocks()
     t0 = time.monotonic()
     time.sleep(for_s)
-    b = _clocks()
+    b = clocks()
     dt = time.monotonic() - t0
     rows = {k: round((v - a.get(k, 0.0)) * 1000 / dt, 3) for k, v in b.items() if k != "thread_cpu"}
     with open(path, "w") as f:

@@ -1057,15 +1057,14 @@ class NvmlSource:
             mg = self._gpm_mg
             if mg is None:  # one struct, filled again at every read (1024 slots: allocated once, not per tick)
                 mg = self._gpm_mg = self._gpm_struct()
-            elif isinstance(mg, ctypes.Structure):  # the slots this read uses zeroed as in a new one: nothing of
-                # the last read is left where it reads (not all 40 KB: the struct is read again every second)
-                slots = type(mg).metrics
-                ctypes.memset(ctypes.addressof(mg), 0, slots.offset + len(metrics) * (slots.size // _GPM_SLOTS))
+            got = mg.metrics  # the struct's own slots (a view, not a copy): taken once, not once a slot
+            if isinstance(mg, ctypes.Structure):  # the slots this read uses zeroed as in a new one: nothing of the
+                # last read is left where it reads (not all 40 KB: the struct is read again every second)
+                ctypes.memset(ctypes.addressof(got), 0, len(metrics) * ctypes.sizeof(got._type_))
             mg.version = nv.NVML_GPM_METRICS_GET_VERSION
             mg.numMetrics = len(metrics)
             mg.sample1 = sample1
             mg.sample2 = sample2
-            got = mg.metrics  # the struct's own slots (a view, not a copy): taken once, not once a slot
             for k, m in enumerate(metrics):
                 got[k].metricId = m
             nv.nvmlGpmMetricsGet(mg)

@@ -20,7 +20,7 @@ python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | tail -1
     --duration "${LOAD:-60}" > /dev/null 2>&1 ) &
 prof=$!
 python3 benchmarks/bench_peers_concurrent.py --idle "${IDLE:-60}" --load "${LOAD:-60}" --warmup "${WARMUP:-70}" \
-  --threads ${SECTIONS:+--sections} ${VARIANT:+--variant "$VARIANT"} --json "$OUT/r/peers.json" 2>&1 | tee "$OUT/r/peers.txt"
+  --threads $([ "${SECTIONS:-0}" = 1 ] && echo --sections) ${VARIANT:+--variant "$VARIANT"} --json "$OUT/r/peers.json" 2>&1 | tee "$OUT/r/peers.txt"
 wait $prof
 python3 -c "import pstats; s = pstats.Stats('$OUT/r/record-load.prof').strip_dirs(); s.sort_stats('tottime').print_stats(40); s.sort_stats('cumtime').print_stats(60)" > "$OUT/r/record-prof.txt" 2>&1
 tar czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$OUT/r"

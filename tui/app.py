@@ -605,6 +605,7 @@ class GpuscopeApp(MonitorApp[int]):
         """The App owns its feeder thread: stop it (which closes the source and its threads), then end
         every recording (their writers drain and join)."""
         self.stop_hang_up_watch()
+        self._wake_context = None  # a late wake-up posts a message, which a closed App drops
         if self._link_probe is not None:
             self._link_probe.stop()  # a probe still running stops between two figures, its buffers freed
         if self.feeder is not None:

@@ -83,13 +83,13 @@ def fit_words(text: Text, width: int) -> Text:
     if cut < len(plain) and plain[cut] != " ":
         sp = plain.rfind(" ", 0, cut)
         cut = sp if sp > 0 else 0
-    out = head(text, cut)
+    out = text_head(text, cut)
     out.rstrip()
     out.append(ELLIPSIS, style="bright_black")
     return out
 
 
-def head(text: Text, end: int) -> Text:
+def text_head(text: Text, end: int) -> Text:
     """``text[:end]`` (0 ≤ ``end``): the same text, style and spans (each cut at ``end``, the empty ones dropped),
     made directly rather than through Rich's ``Text.divide`` (which makes three lines to keep one: a changed
     finding is fitted every second, tests/widgets/test_lines.py compares the two)."""

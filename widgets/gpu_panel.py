@@ -98,7 +98,7 @@ class GpuPanel(LineWidget):
         self._graph_cache: dict[str, str] = {}
         self._graph_drawn: tuple[int, list[tuple[str, float | None]]] = (-1, [])  # cells' version, what was drawn
         self._line_cache: dict[str, tuple[tuple[object, ...], Text]] = {}
-        self._graph_slots: dict[str, list[str]] = {}  # a panel metric → its graph rows' names in _line_cache
+        self._graph_slots: dict[str | None, list[str]] = {}  # a panel metric → its graph rows' names in _line_cache
         # the spare-row graphs: (metric, height, rows, peak, top) each, and what they were drawn for
         self._panel_cache: tuple[tuple[int, int, int], list[tuple[Metric, int, list[str], float | None, float]]] = (
             (0, 0, 0), [])
@@ -254,15 +254,15 @@ class GpuPanel(LineWidget):
         height = self.size.height or 0
         return height if self.rows_cap is None else min(height, self.rows_cap)
 
-    def _line(self, slot: str, key: tuple[object, ...], build: Callable[[], Text], width: int) -> Text:
+    def _line(self, slot: str, key: tuple[object, ...], build: Callable[..., Text], width: int, *args: Any) -> Text:
         """The line in ``slot``: the one shown before (the same object) when ``key`` (the values it shows,
-        as shown) and the width are unchanged, else ``build()`` fitted to ``width``. Most lines of an
+        as shown) and the width are unchanged, else ``build(*args)`` fitted to ``width``. Most lines of an
         idle GPU do not change from one second to the next: this skips building and comparing them."""
         key = (key, width)
         old = self._line_cache.get(slot)
         if old is not None and old[0] == key:
             return old[1]
-        t = build()
+        t = build(*args)
         if cells(t.plain) > width:
             t = fit_words(t, width)
         self._line_cache[slot] = (key, t)
@@ -291,7 +291,6 @@ class GpuPanel(LineWidget):
         at column 36, as the rate sparklines do (one time axis)."""
         prefix = 36
         out = []
-        cache = self._line_cache
         for k, (m, h, rows, peak, top) in enumerate(self._panel_graphs(v, dev, r, spare, max(8, width - prefix),
                                                                        spare if same is None else same)):
             now = None if r.lost else current(m, r)
@@ -299,18 +298,9 @@ class GpuPanel(LineWidget):
             slots = self._graph_slots.get(m.key)
             if slots is None or len(slots) < h:  # the lines' names in _line_cache: made once, not every second
                 slots = self._graph_slots[m.key] = [f"g{m.key}{j}" for j in range(max(h, 8))]
-            for j, (label, row) in enumerate(zip(labels, rows)):
-                # as _line (inline: up to 29 rows a panel, most of them unchanged every second)
-                key = ((label, row), width)
-                old = cache.get(slots[j])
-                if old is not None and old[0] == key:
-                    out.append(old[1])
-                    continue
-                t = label_and_graph(label, DIM if j else "", row, prefix)
-                if cells(t.plain) > width:
-                    t = fit_words(t, width)
-                cache[slots[j]] = (key, t)
-                out.append(t)
+            for j, (label, row) in enumerate(zip(labels, rows)):  # a row of every spare row: no closure each
+                out.append(self._line(slots[j], (label, row), label_and_graph, width, label, DIM if j else "", row,
+                                      prefix))
         return out
 
     def _panel_graphs(self, v: ViewState, dev: DeviceInfo, r: GpuReading, rows: int, cols: int, same: int

@@ -128,7 +128,7 @@ class StatusBar(Static):
         if clock:
             seg(clock, "", 0)
         key = (tuple(segs), width)
-        if key == self._key:  # the same words at the same width: nothing to fit or compare again
+        if key == self._key:  # other inputs, the same words at the same width: nothing to fit or compare again
             return
         self._key = key
         set_content(self, fit_segments([(Text(t, style=style), prio, short) for t, style, prio, short in segs], key[1]))

@@ -22,8 +22,9 @@ inside it (docs/performance.md says what each one saves, measured, and what Text
   handler is kept for ``main`` (one line on the terminal, the traceback in the log) instead of Textual
   printing a traceback with local variables.
 * **A wake-up without a message** (:func:`call_from_thread_soon`): a feeder thread's "new data" runs the App's
-  redraw as a callback on its event loop, not as a Textual message (posted, queued, dispatched: about three
-  times the event loop's CPU, benchmarks/bench_wake.py), with an exception handled as a handler's would be.
+  redraw as a callback on its event loop, not as a Textual message (posted, queued, dispatched: 2–3× the event
+  loop's CPU a wake-up, benchmarks/bench_wake.py with wake-ups 20–200 ms apart), with an exception handled as a
+  handler's would be.
 * **Memory across fleet visits** (:func:`release_style_caches`): Textual's ``StylesCache.get_inner_outer``
   ``lru_cache`` keeps closed apps' widgets alive.
 
@@ -36,6 +37,8 @@ Textual name (tests/test_layout.py; :data:`OWNED` lists the ones used here).
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import os
 import selectors
 import sys
@@ -114,6 +117,7 @@ OWNED = (
     "textual._ansi_sequences", "textual._compositor", "textual._styles_cache", "textual._parser",
     "textual._xterm_parser", "textual._time",
     "_display", "_handle_exception", "_fatal_error", "_close_messages_no_wait", "_driver", "_running", "_closed",
+    "_closing",
     "_batch_count", "_sync_available", "_previous_cursor_position", "_get_renders", "_render_chops",
     "_regions_to_spans", "_dirty_regions", "_segments", "_styles_cache", "_debug", "_timeout_time",
 )
@@ -396,16 +400,20 @@ def styled_row(widget: Widget, y: int, size: Size, content: Size, base_backgroun
 
 
 # ------------------------------------------------------------------------------ a wake-up without a message
-def call_from_thread_soon(app: App[Any], loop: Any, context: Any, callback: Callable[[], object]) -> bool:
+def call_from_thread_soon(app: App[Any], loop: asyncio.AbstractEventLoop | None, context: contextvars.Context | None,
+                          callback: Callable[[], object]) -> bool:
     """Run ``callback`` soon on ``app``'s event loop ``loop``, in ``context`` (the App's, copied on mount: its
-    handlers' context), from any thread; an exception it lets escape goes to the App as a handler's does
-    (the app exits, :class:`HookedApp` keeps the crash). What ``App.post_message`` of a message whose handler
-    calls ``callback`` does, without the message (the CPU of both threads a wake-up: benchmarks/bench_wake.py).
-    False when not :data:`ACTIVE` or the loop is closed: post the message."""
+    handlers' context, which Textual's timers read), from any thread; an exception it lets escape goes to the App
+    as a handler's does (the app exits, :class:`HookedApp` keeps the crash); once the App is closing it is not
+    called (as ``post_message`` drops a message then). What ``App.post_message`` of a message whose handler calls
+    ``callback`` does, without the message (the CPU of both threads a wake-up: benchmarks/bench_wake.py).
+    False when not :data:`ACTIVE`, without a loop or a context, or when the loop is closed: post the message."""
     if not ACTIVE or loop is None or context is None or loop.is_closed():
         return False
 
     def run() -> None:
+        if app._closing or app._closed:
+            return
         try:
             callback()
         except Exception as error:  # noqa: BLE001 - as Textual's handlers: the App decides

@@ -408,7 +408,7 @@ def test_record_logs_and_counts_tick_errors(tmp_path, monkeypatch, capsys):
     log = tmp_path / "r.log"
     try:
         rc = cli_main.main(["record", "-o", str(out), "--simulate", "mixed-4", "--interval", "0.1",
-                            "--duration", "0.6", "--log-file", str(log)])
+                            "--duration", "1.2", "--log-file", str(log)])
     finally:
         logs.reset()
     err = capsys.readouterr().err
@@ -446,8 +446,12 @@ async def test_an_exception_in_the_ui_is_kept_for_main_not_printed(capsys):
 
 async def test_a_feeder_wakes_the_screen_without_a_message_and_its_crash_is_kept(capsys):
     """A feeder thread's wake-up redraws through a loop callback (widgets/textual_private.py call_from_thread_soon)
-    where the private paths apply, else through the DataReady message; a redraw that raises there ends the app
-    as a handler's exception does (kept for main, no traceback on the terminal)."""
+    where the private paths apply, else through the DataReady message: at once, or held back by the redraw throttle
+    (a Textual timer, which needs the App's context), the redraw running as the App's handlers do; a redraw that
+    raises there ends the app as a handler's exception does (kept for main, no traceback on the terminal)."""
+    from helpers import pilot_until
+    from textual._context import active_app
+
     src = sim_source("mixed-4")
     session = Session(src.inventory)
     for f in run_frames(src, 0, 3):
@@ -461,45 +465,72 @@ async def test_a_feeder_wakes_the_screen_without_a_message_and_its_crash_is_kept
         return post(message)  # type: ignore[arg-type]
 
     app.post_message = counted  # type: ignore[method-assign]
-    redraws: list[float] = []
+    redraws: list[tuple[float, object]] = []
     draw = app.refresh_view
 
     def refresh_view(force: bool = False) -> None:
-        redraws.append(session.last_frame.t)
+        redraws.append((session.last_frame.t, active_app.get(None)))
         draw(force)
+
+    def wake() -> None:  # as a feeder thread does
+        thread = threading.Thread(target=app.notify_update)
+        thread.start()
+        thread.join()
 
     with pytest.raises(ValueError, match="redraw boom"):
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.pause()
             app.refresh_view = refresh_view  # type: ignore[method-assign]
-            app.redraw.last_redraw = 0.0  # not held back by the redraw throttle
-            session.ingest(run_frames(src, 4, 4)[0])
-            wake = threading.Thread(target=app.notify_update)  # as a feeder thread does
-            wake.start()
-            wake.join()
-            for _ in range(50):  # the redraw runs on this loop: let it
-                if redraws:
-                    break
-                await pilot.pause()
-            assert redraws == [session.last_frame.t] and not app.redraw.dirty
+            for t in (4, 5):  # at once, then held back (a redraw just happened): each arrives, in the App's context
+                app.redraw.last_redraw = 0.0 if t == 4 else time.monotonic()
+                session.ingest(run_frames(src, t, t)[0])
+                now = session.last_frame.t
+                wake()
+                await pilot_until(pilot, lambda now=now: any(at == now for at, _ in redraws) and not app.redraw.dirty)
+            assert {who for _, who in redraws} == {app}
             data_ready = [m for m in posted if isinstance(m, GpuscopeApp.DataReady)]
-            assert len(data_ready) == (0 if ACTIVE else 1)
+            assert len(data_ready) == (0 if ACTIVE else 2)
 
             def broken(force: bool = False) -> None:
                 raise ValueError("redraw boom")
 
             app.refresh_view = broken  # type: ignore[method-assign]
             app.redraw.last_redraw = 0.0
-            wake = threading.Thread(target=app.notify_update)
-            wake.start()
-            wake.join()
-            for _ in range(20):
-                await pilot.pause()
+            wake()
+            await pilot_until(pilot, lambda: app.return_code is not None)
     assert app.return_code == 1
     if ACTIVE:
         assert isinstance(app.crash, ValueError)
         err = capsys.readouterr().err
         assert "Traceback" not in err and "redraw boom" not in err
+
+
+@pytest.mark.skipif(not ACTIVE, reason="the private paths are off: every wake-up is a message")
+async def test_a_wake_up_is_not_run_by_a_closing_app_nor_put_on_a_closed_loop():
+    """call_from_thread_soon: False (post the message instead) without a loop or a context, or on a closed loop; a
+    callback that reaches an App already closing is not run (as post_message drops a message then)."""
+    import asyncio
+    import contextvars
+
+    from gpuscope.widgets.textual_private import call_from_thread_soon
+
+    app = GpuscopeApp(Session(sim_source("mixed-4").inventory), None, label="SIMULATED", interval_s=1.0)
+    ran: list[int] = []
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    assert not call_from_thread_soon(app, None, context, lambda: ran.append(1))
+    assert not call_from_thread_soon(app, loop, None, lambda: ran.append(1))
+    closed = asyncio.new_event_loop()
+    closed.close()
+    assert not call_from_thread_soon(app, closed, context, lambda: ran.append(1))
+    app._closing = True
+    assert call_from_thread_soon(app, loop, context, lambda: ran.append(2))
+    await asyncio.sleep(0.01)
+    assert ran == []
+    app._closing = False
+    assert call_from_thread_soon(app, loop, context, lambda: ran.append(3))
+    await asyncio.sleep(0.01)
+    assert ran == [3]
 
 
 def test_replay_skips_a_damaged_frame_and_counts_it(tmp_path, monkeypatch):

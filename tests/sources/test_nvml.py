@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import re
 from pathlib import Path
 from typing import Any
@@ -133,7 +134,7 @@ def test_gpm_metrics_read_through_nvidia_ml_py_s_ctypes_struct_start_clean_each_
     src.nvml = binding
     src._gpm_mg = None
     first = src._gpm_metrics(0, None, None, nvml_mod._GPM_METRICS + nvml_mod.GPM_SLOW)
-    assert isinstance(src._gpm_mg, __import__("ctypes").Structure) and len(src._gpm_mg.metrics) == 1024
+    assert isinstance(src._gpm_mg, ctypes.Structure) and len(src._gpm_mg.metrics) == 1024
     second = src._gpm_metrics(0, None, None, nvml_mod._GPM_METRICS)
     assert first == second and first  # GR_ENGINE refused (return 3): left out of both
     assert "gr_engine_active_pct" not in first

@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import run_frames, sim_source
+from helpers import examples, run_frames, sim_source
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.cells import cell_len
 from rich.text import Text
 
@@ -141,10 +143,43 @@ async def test_demo_screen_fits(moment: float, size: tuple[int, int]) -> None:
     ("PCIe TX 57.4 of 63.0 GB/s", 18, "PCIe TX 57.4 of…"),
     ("short", 10, "short"),
     ("averyveryverylongword", 5, "…"),
+    ("GPU0 显存 满 of 80 GiB", 12, "GPU0 显存…"),  # wide characters: cut by cells, not by characters
+    ("SM clock 1485 of 1980 MHz (−495 MHz)", 30, "SM clock 1485 of 1980 MHz…"),
 ])
 def test_fit_words_drops_whole_words(text: str, width: int, want: str) -> None:
     out = fit_words(Text(text), width)
     assert out.plain == want and cell_len(out.plain) <= width
+
+
+def _fit_words_by_rich(text: Text, width: int) -> Text:
+    """fit_words as it was written first, measuring with Rich and slicing with Rich: the reference."""
+    if width <= 0:
+        return Text("")
+    if cell_len(text.plain) <= width:
+        return text
+    plain = text.plain
+    cut = width - 1
+    while cut > 0 and cell_len(plain[:cut]) > width - 1:
+        cut -= 1
+    if cut < len(plain) and plain[cut] != " ":
+        sp = plain.rfind(" ", 0, cut)
+        cut = sp if sp > 0 else 0
+    out = text[:cut]
+    out.rstrip()
+    out.append("…", style="bright_black")
+    return out
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab 1·−日本é…"), max_size=24), st.integers(0, 26), st.integers(0, 24))
+def test_fit_words_is_the_rich_reference(plain: str, width: int, styled: int) -> None:
+    """fit_words (one-cell lines measured by length, cut with text_head) gives what measuring and slicing with Rich
+    gives, wide characters included, and never more than ``width`` cells."""
+    text = Text(plain)
+    text.stylize("bold", 0, styled)
+    got, want = fit_words(text, width), _fit_words_by_rich(text, width)
+    assert (got.plain, got.spans) == (want.plain, want.spans)
+    assert cell_len(got.plain) <= max(width, 0) or width <= 0
 
 
 @pytest.mark.parametrize("aff,width,want", [

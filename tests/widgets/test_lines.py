@@ -401,17 +401,20 @@ def test_narrow_and_cells_agree_with_rich(text: str) -> None:
 
 @settings(max_examples=examples(400), deadline=None)
 @given(st.text(alphabet=st.sampled_from("ab ·−…日\t"), max_size=14), st.data())
-def test_head_is_rich_s_slice(plain: str, data: st.DataObject) -> None:
-    """widgets/fit.py head(text, end) is Rich's ``text[:end]``: the same text, style, justify, overflow and spans."""
-    from gpuscope.widgets.fit import head
+def test_text_head_is_rich_s_slice(plain: str, data: st.DataObject) -> None:
+    """widgets/fit.py text_head(text, end) is Rich's ``text[:end]``: the same text, style, justify, overflow and
+    spans."""
+    from gpuscope.widgets.fit import text_head
 
     n = len(plain)
     bounds = st.integers(0, n)
     spans = data.draw(st.lists(st.tuples(bounds, bounds, st.sampled_from(["bold", "red", "dim"])), max_size=5))
-    text = Text(plain, style=data.draw(st.sampled_from(["", "bold"])), justify="left")
+    text = Text(plain, style=data.draw(st.sampled_from(["", "bold"])),
+                justify=data.draw(st.sampled_from([None, "left", "right", "full"])),
+                overflow=data.draw(st.sampled_from([None, "fold", "ellipsis"])))
     text.spans = [Span(min(a, b), max(a, b), style) for a, b, style in spans]
     end = data.draw(st.integers(0, n))
-    want, got = text[:end], head(text, end)
+    want, got = text[:end], text_head(text, end)
     assert (got.plain, got.spans, got.style, got.justify, got.overflow) == (
         want.plain, want.spans, want.style, want.justify, want.overflow)
 

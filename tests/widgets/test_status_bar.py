@@ -104,6 +104,12 @@ async def test_header_is_made_again_exactly_when_what_it_shows_changes(monkeypat
             (dataclasses.replace(v, status=dataclasses.replace(st, record_error="disk full")), "disk full"),
             (dataclasses.replace(v, status=dataclasses.replace(st, interval_s=2.0)), "every 2s"),
             (dataclasses.replace(v, now=v.now + 120), clock_text(v.now + 120, False)),
+            (dataclasses.replace(v, status=dataclasses.replace(st, recording=dataclasses.replace(rec, dropped=3))),
+             "3 frames dropped"),
+            (dataclasses.replace(v, status=dataclasses.replace(st, origin_note="replay of run.jsonl.gz",
+                                                               origin_name="run.jsonl.gz")), "replay of run.jsonl.gz"),
+            (dataclasses.replace(v, label="REPLAY"), " REPLAY "),
+            (dataclasses.replace(v, inventory=dataclasses.replace(v.inventory, host="other-host")), "other-host"),
         ]
         for view, want in cases:
             bar.show(view)

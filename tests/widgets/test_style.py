@@ -390,3 +390,26 @@ def test_label_and_graph_is_the_appended_text(label: str, style: str, graph: str
     want.append(graph, style="green")
     got = label_and_graph(label, style, graph, column)
     assert (got.plain, got.spans, got.style) == (want.plain, want.spans, want.style)
+
+
+async def test_the_compact_table_remembers_one_refresh_of_lines_not_every_line_it_drew() -> None:
+    """widgets/gpu_table.py keeps its lines in a RunsMemo: over many refreshes with the graphs moving, it holds the
+    lines of the last two refreshes only (not every sparkline ever drawn), and an unchanged line is the same Text."""
+    from helpers import make_app, run_frames, sim_source
+
+    from gpuscope.widgets.gpu_table import GpuTable
+
+    app = make_app("h200-nvswitch-8", 0, 20, compact=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        table = app.query_one(GpuTable)
+        src_frames = run_frames(sim_source("h200-nvswitch-8"), 21, 80)
+        for f in src_frames:
+            app.session.ingest(f)
+            app.refresh_view(force=True)
+        memo = table._texts
+        shown = len(table._lines)
+        assert 0 < len(memo._now) <= shown and len(memo._last) <= shown
+        before = list(table._lines)
+        app.refresh_view(force=True)  # nothing new: every line is the one drawn before
+        assert all(a is b for a, b in zip(before, table._lines))
