@@ -49,21 +49,21 @@ def _threads_json(out: str, name: str) -> str:
     return os.path.join(out, "threads-" + name.replace(" ", "_") + ".json")
 
 
-def _gpuscope(args: list[str], name: str, out: str, warmup_s: float, seconds: float, threads: str | None
+def _gpuscope(args: list[str], name: str, out: str, warmup_s: float, seconds: float, probe: str | None
               ) -> list[str]:
-    """The command that runs gpuscope with ``args``: under ``threads`` (thread_cpu.py or section_cpu.py, its JSON
-    in ``out``) when given."""
-    if not threads:
+    """The command that runs gpuscope with ``args``: under the script ``probe`` (thread_cpu.py or section_cpu.py,
+    its JSON in ``out``) when given."""
+    if not probe:
         return [sys.executable, "-m", "gpuscope", *args]
     path = _threads_json(out, name)
-    return [sys.executable, threads, "--after", str(warmup_s + 0.2), "--for", str(seconds - 0.4),
+    return [sys.executable, probe, "--after", str(warmup_s + 0.2), "--for", str(seconds - 0.4),
             "--json", path, "--", *args]
 
 
-def _cases(out: str, warmup_s: float = 6.0, seconds: float = 30.0, threads: str | None = None,
+def _cases(out: str, warmup_s: float = 6.0, seconds: float = 30.0, probe: str | None = None,
            variants: list[tuple[str, str]] | None = None, simulate: str | None = None) -> list[Case]:
     def gs(args: list[str], name: str) -> list[str]:
-        return _gpuscope(args + (["--simulate", simulate] if simulate else []), name, out, warmup_s, seconds, threads)
+        return _gpuscope(args + (["--simulate", simulate] if simulate else []), name, out, warmup_s, seconds, probe)
 
     cases: list[Case] = [
         ("gpuscope TUI 120x40", gs(["--interval", "1"], "gpuscope TUI 120x40"), 120, 40, True, {}),
@@ -86,13 +86,13 @@ def _cases(out: str, warmup_s: float = 6.0, seconds: float = 30.0, threads: str 
     return cases
 
 
-def run_phase(seconds: float, out: str, warmup_s: float = 6.0, threads: str | None = None,
+def run_phase(seconds: float, out: str, warmup_s: float = 6.0, probe: str | None = None,
               variants: list[tuple[str, str]] | None = None, simulate: str | None = None) -> list[dict[str, object]]:
     """Start every monitor at once, measure each for the same ``seconds``, return one row each (with its
-    threads' ms of CPU per second under ``threads``, for gpuscope's rows)."""
+    threads' ms of CPU per second under ``probe``, for gpuscope's rows)."""
     results: dict[str, RunCost] = {}
     runners = []
-    for name, cmd, cols, rows, tui, env in _cases(out, warmup_s, seconds, threads, variants, simulate):
+    for name, cmd, cols, rows, tui, env in _cases(out, warmup_s, seconds, probe, variants, simulate):
         def one(name: str = name, cmd: list[str] = cmd, cols: int = cols, rows: int = rows, tui: bool = tui,
                 env: dict[str, str] = env) -> None:
             results[name] = run_under_pty(cmd, seconds, cols=cols, rows=rows, quit_keys=b"q" if tui else b"",
@@ -111,7 +111,7 @@ def run_phase(seconds: float, out: str, warmup_s: float = 6.0, threads: str | No
                                   "cpu_pct": round(c.cpu_pct, 2), "peak_rss_mb": round(c.peak_rss_mb, 1),
                                   "bytes_per_s": round(c.bytes_per_s)}
         path = _threads_json(out, name)
-        if threads and os.path.exists(path):
+        if probe and os.path.exists(path):
             with open(path) as f:
                 got = json.load(f)
             row["threads_ms_per_s"] = got["ms_per_s"]
@@ -160,18 +160,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="gpuscope on a simulated machine (to try this script without GPUs; compares nothing)")
     a = ap.parse_args(argv)
     out = tempfile.mkdtemp()
-    threads = SECTION_CPU if a.sections else THREAD_CPU if a.threads else None
+    probe = SECTION_CPU if a.sections else THREAD_CPU if a.threads else None
     variants = [(name, package_tree(d, os.path.join(out, f"pkg-{name}")))
                 for name, d in (v.split("=", 1) for v in a.variant)]
     doc: dict[str, object] = {}
     if a.idle > 0:
-        doc["idle"] = run_phase(a.idle, out, a.warmup, threads, variants, a.simulate)
+        doc["idle"] = run_phase(a.idle, out, a.warmup, probe, variants, a.simulate)
         _print(f"idle, {a.idle:g} s after {a.warmup:g} s, all monitors at once", doc["idle"])  # type: ignore[arg-type]
     if a.load > 0:
         load = subprocess.Popen([sys.executable, "-c", LOAD])
         try:
             time.sleep(8)
-            doc["load"] = run_phase(a.load, out, a.warmup, threads, variants, a.simulate)
+            doc["load"] = run_phase(a.load, out, a.warmup, probe, variants, a.simulate)
         finally:
             load.terminate()
             load.wait()

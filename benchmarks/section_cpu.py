@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import measured_run_args  # noqa: E402
-from thread_cpu import clocks  # noqa: E402
+from thread_cpu import measured_stretch  # noqa: E402
 
 SECTIONS = (
     "gpuscope.tui.app:GpuscopeApp.refresh_view",
@@ -88,15 +88,7 @@ def _wrap(name: str) -> bool:
 
 
 def measure(after_s: float, for_s: float, path: str, wrapped: list[str]) -> None:
-    time.sleep(after_s)
-    a = clocks()
-    _on[0] = True
-    t0 = time.monotonic()
-    time.sleep(for_s)
-    _on[0] = False
-    b = clocks()
-    dt = time.monotonic() - t0
-    threads = {k: round((v - a.get(k, 0.0)) * 1000 / dt, 3) for k, v in b.items() if k != "thread_cpu"}
+    dt, threads = measured_stretch(after_s, for_s, lambda on: _on.__setitem__(0, on))
     sections = {n: {"ms_per_s": round(_cpu[n] / 1e6 / dt, 3), "calls_per_s": round(_calls[n] / dt, 2)}
                 for n in sorted(wrapped, key=lambda n: -_cpu[n])}
     with open(path, "w") as f:

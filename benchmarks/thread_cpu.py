@@ -18,6 +18,7 @@ import runpy
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import measured_run_args  # noqa: E402
@@ -40,15 +41,26 @@ def clocks() -> dict[str, float]:
     return out
 
 
-def measure(after_s: float, for_s: float, path: str) -> None:
-    """Sleep ``after_s``, take the clocks, sleep ``for_s``, write ms of CPU per second to ``path``."""
+def measured_stretch(after_s: float, for_s: float, switch: Callable[[bool], None] | None = None
+                     ) -> tuple[float, dict[str, float]]:
+    """Sleep ``after_s``, take every thread's clock, sleep ``for_s``, take them again: the seconds measured and
+    each thread's ms of CPU a second (``switch(True)`` / ``switch(False)`` at the start and end, when given)."""
     time.sleep(after_s)
     a = clocks()
+    if switch is not None:
+        switch(True)
     t0 = time.monotonic()
     time.sleep(for_s)
+    if switch is not None:
+        switch(False)
     b = clocks()
     dt = time.monotonic() - t0
-    rows = {k: round((v - a.get(k, 0.0)) * 1000 / dt, 3) for k, v in b.items() if k != "thread_cpu"}
+    return dt, {k: round((v - a.get(k, 0.0)) * 1000 / dt, 3) for k, v in b.items() if k != "thread_cpu"}
+
+
+def measure(after_s: float, for_s: float, path: str) -> None:
+    """Write :func:`measured_stretch`'s ms of CPU per second to ``path``."""
+    dt, rows = measured_stretch(after_s, for_s)
     with open(path, "w") as f:
         json.dump({"seconds": round(dt, 2), "ms_per_s": rows}, f, indent=1)
 
