@@ -41,7 +41,7 @@ from gpuscope.widgets.keybar import KeyBar
 from gpuscope.widgets.processes_panel import ProcessesPanel
 from gpuscope.widgets.status_bar import StatusBar
 from gpuscope.widgets.style import ANSI_PALETTE, DEFAULT_THEME, Palette, set_content, theme_palette
-from gpuscope.widgets.textual_private import call_from_thread_soon
+from gpuscope.widgets.textual_private import call_from_thread_soon, painting
 from gpuscope.widgets.timeline import Timeline
 from gpuscope.widgets.topology_panel import TopologyPanel
 
@@ -246,10 +246,15 @@ class GpuscopeApp(MonitorApp[int]):
                              probe=probe.result if probe is not None else None)
 
     def refresh_view(self, force: bool = False) -> None:
-        """Draw the view of this instant (``force``: the graphs too, whenever they were last drawn)."""
+        """Draw the view of this instant (``force``: the graphs too, whenever they were last drawn); what changed
+        is composited at the end, at once (widgets/textual_private.py ``painting``)."""
         if not self.is_running or not self.screen_stack:
             self.redraw.drop()
             return  # a late wake-up from a feeder thread while the app shuts down
+        with painting():
+            self._draw_view(force)
+
+    def _draw_view(self, force: bool) -> None:
         graphs = self.redraw.start(force, getattr(self.feeder, "seeks", 0))
         with self.session.lock:  # the one lock: the feeder cannot change what the panels are reading
             v = self.build_view(graphs)

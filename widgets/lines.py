@@ -21,7 +21,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gpuscope.widgets.fit import narrow
-from gpuscope.widgets.textual_private import styled_row
+from gpuscope.widgets.textual_private import repaint, styled_row
 
 
 def _first_diff(a: str, b: str) -> int:
@@ -397,5 +397,5 @@ class LineWidget(Widget):
             if cells is not None:
                 dirty.append(Region(cells[0], y, cells[1] - cells[0], 1))
         if dirty:
-            self.refresh(*dirty)  # one call: Textual's refresh does its bookkeeping once, not once a line
+            repaint(self, dirty)  # one call: the bookkeeping once, not once a line
         return True

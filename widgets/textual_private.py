@@ -25,6 +25,9 @@ inside it (docs/performance.md says what each one saves, measured, and what Text
   redraw as a callback on its event loop, not as a Textual message (posted, queued, dispatched: 2–3× the event
   loop's CPU a wake-up, benchmarks/bench_wake.py with wake-ups 20–200 ms apart), with an exception handled as a
   handler's would be.
+* **A repaint without messages** (:func:`repaint`, :func:`painting`): a changed line is marked on its screen at
+  once, and the redraw's changes are composited when it ends, not through the widget's and the screen's message
+  pumps and the screen's update timer (four task wake-ups a refresh; benchmarks/bench_repaint.py).
 * **Memory across fleet visits** (:func:`release_style_caches`): Textual's ``StylesCache.get_inner_outer``
   ``lru_cache`` keeps closed apps' widgets alive.
 
@@ -45,7 +48,8 @@ import sys
 import time
 from bisect import bisect_left
 from codecs import getincrementaldecoder
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from threading import Event, Lock
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -117,7 +121,8 @@ OWNED = (
     "textual._ansi_sequences", "textual._compositor", "textual._styles_cache", "textual._parser",
     "textual._xterm_parser", "textual._time",
     "_display", "_handle_exception", "_fatal_error", "_close_messages_no_wait", "_driver", "_running", "_closed",
-    "_closing",
+    "_closing", "_compositor", "_layout_cache", "_set_dirty", "_rich_style_cache", "_dirty_widgets", "_update_timer",
+    "_on_timer_update", "_layout_required", "_scroll_required", "_recompose_required",
     "_batch_count", "_sync_available", "_previous_cursor_position", "_get_renders", "_render_chops",
     "_regions_to_spans", "_dirty_regions", "_segments", "_styles_cache", "_debug", "_timeout_time",
 )
@@ -424,6 +429,79 @@ def call_from_thread_soon(app: App[Any], loop: asyncio.AbstractEventLoop | None,
     except RuntimeError:  # closed in between
         return False
     return True
+
+
+# ------------------------------------------------------------------------------ a repaint without messages
+class _Held:
+    """:func:`painting`'s state (the event loop's thread only): how deep, and the screens whose repaint waits."""
+
+    depth = 0
+    screens: dict[int, Any] = {}
+
+
+def repaint(widget: Widget, regions: list[Region]) -> None:
+    """``widget.refresh(*regions)`` (a repaint of those content regions, not a layout), handed to its screen at
+    once. Textual's ``refresh`` marks the widget and prompts its message pump; on that idle the widget posts
+    ``Update`` to its screen, whose pump takes it and, on its own idle, resumes its update timer, which wakes
+    and then sleeps a frame before it composites: four task wake-ups and four messages for one changed line
+    (benchmarks/bench_repaint.py). Here the widget is marked as ``refresh`` marks it and added to its screen's
+    dirty widgets, as ``Screen._on_update`` does; then the screen is composited at the end of :func:`painting`
+    when inside one, else its update timer is resumed (``Screen._on_idle``). Textual's own path where that is
+    not what it would do: not :data:`ACTIVE`, the widget not mounted, not shown or closing, its screen not the
+    one on top or not laid out yet, a batch update open."""
+    if ACTIVE and widget.is_mounted and not widget._closing and widget.display:
+        screen = _top_screen(widget)
+        if (screen is not None and not widget.app._batch_count and screen in screen._compositor
+                and not screen._closing):
+            widget._layout_cache.clear()
+            widget._set_dirty(*regions)
+            widget.clear_cached_dimensions()
+            widget._rich_style_cache.clear()
+            screen._dirty_widgets.add(widget)
+            if _Held.depth:
+                _Held.screens[id(screen)] = screen
+            else:
+                screen._update_timer.resume()
+            return
+    widget.refresh(*regions)
+
+
+def _top_screen(node: Any) -> Any:
+    """``node``'s screen when it is the one on top (None when not, or when there is none: the app closing)."""
+    try:
+        screen = node if node is node.app.screen else node.screen
+        return screen if screen is node.app.screen else None
+    except Exception:  # noqa: BLE001 - NoScreen, ScreenStackError: Textual's path decides
+        return None
+
+
+@contextmanager
+def painting() -> Iterator[None]:
+    """Run a redraw whose :func:`repaint` calls are composited once, at its end, at once: what the screen's update
+    timer would do a frame (1/60 s) later, without the timer's task waking twice. Where the screen has a layout,
+    scroll or recompose pending, or is no longer on top, or a batch update is open, its timer is resumed
+    instead (Textual's path: the layout first). Nested, the outermost one paints."""
+    _Held.depth += 1
+    try:
+        yield
+    finally:
+        _Held.depth -= 1
+        if not _Held.depth and _Held.screens:
+            screens = list(_Held.screens.values())
+            _Held.screens.clear()
+            for screen in screens:
+                paint_now(screen)
+
+
+def paint_now(screen: Any) -> None:
+    """Composite ``screen``'s dirty widgets now, as its update timer would (``Screen._on_timer_update``), when
+    nothing else is pending on it; else resume its timer."""
+    app = screen.app
+    if (_top_screen(screen) is screen and not app._batch_count and not screen._closing and screen._dirty_widgets
+            and not (screen._layout_required or screen._scroll_required or screen._recompose_required)):
+        screen._on_timer_update()
+    elif not screen._closing:
+        screen._update_timer.resume()
 
 
 # ---------------------------------------------------------------------------- memory across fleet visits

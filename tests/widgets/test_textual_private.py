@@ -80,6 +80,11 @@ async def main() -> None:
         await pilot.pause()
         assert w._frame() is None  # Textual's own render_lines draws
         assert "hello" in "".join(s.text for s in w.render_lines(w.region.reset_offset)[0])
+        with tp.painting():  # a redraw's repaints: Textual's refresh, its timer composites
+            w.set_lines([Text("bye  ")])
+            assert not tp._Held.screens
+        await pilot.pause()
+        assert "bye" in "".join(s.text for s in w.render_lines(w.region.reset_offset)[0])
     print("PUBLIC PATHS")
 
 asyncio.run(main())
