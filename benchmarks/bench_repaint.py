@@ -19,7 +19,6 @@ paths (``ACTIVE`` false) all three take Textual's path.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import contextvars
@@ -29,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from common import wake_args
 from rich.text import Text
 from textual.app import App, ComposeResult
 
@@ -127,11 +127,7 @@ async def _round(way: str, wakes: int, gap_s: float) -> tuple[float, float, floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--wakes", type=int, default=300)
-    ap.add_argument("--gap-ms", type=float, default=20.0)
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args(argv)
+    args = wake_args(argv)
     print(f"{args.wakes} wake-ups {args.gap_ms:g} ms apart, one changed line each, median of {args.rounds} rounds"
           + ("" if ACTIVE else " (private paths off: every way takes Textual's)"))
     print(f"{'way':<10} {'loop µs/wake':>13} {'iterations/wake':>16} {'frames/wake':>12}")

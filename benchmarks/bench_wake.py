@@ -15,13 +15,13 @@ The redraw itself is not in it. The callback is only taken where the private pat
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextvars
 import statistics
 import threading
 import time
 
+from common import wake_args
 from textual.app import App
 from textual.message import Message
 
@@ -73,11 +73,7 @@ async def _round(way: str, wakes: int, gap_s: float) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--wakes", type=int, default=300)
-    ap.add_argument("--gap-ms", type=float, default=20.0)
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args(argv)
+    args = wake_args(argv)
     print(f"{args.wakes} wake-ups {args.gap_ms:g} ms apart, median of {args.rounds} rounds"
           + ("" if ACTIVE else " (private paths off: both ways post the message)"))
     print(f"{'way':<10} {'loop µs/wake':>13} {'waker µs/wake':>14}")
