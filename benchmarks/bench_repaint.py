@@ -7,7 +7,7 @@ A thread wakes a headless App ``--wakes`` times, ``--gap-ms`` apart, as the samp
 power reading moving by a watt changes one line of a GPU panel. The line reaches the screen:
 
 * ``textual``: through ``Widget.refresh`` (the widget's idle posts ``Update`` to the screen, whose idle resumes
-  its update timer, which composites a frame later): Textual's public path;
+  its update timer, whose task wakes to composite, sleeps a frame and wakes again): Textual's public path;
 * ``repaint``: ``widgets/textual_private.py repaint``: the screen's dirty widgets at once, the timer resumed;
 * ``painting``: the same inside ``painting()``, as ``GpuscopeApp.refresh_view`` does: composited at the end of
   the redraw, without the timer.

@@ -27,7 +27,7 @@ inside it (docs/performance.md says what each one saves, measured, and what Text
   handler's would be.
 * **A repaint without messages** (:func:`repaint`, :func:`painting`): a changed line is marked on its screen at
   once, and the redraw's changes are composited when it ends, not through the widget's and the screen's message
-  pumps and the screen's update timer (four task wake-ups a refresh; benchmarks/bench_repaint.py).
+  pumps and the screen's update timer (5.5 → 1.0 loop iterations a refresh; benchmarks/bench_repaint.py).
 * **Memory across fleet visits** (:func:`release_style_caches`): Textual's ``StylesCache.get_inner_outer``
   ``lru_cache`` keeps closed apps' widgets alive.
 
@@ -121,8 +121,9 @@ OWNED = (
     "textual._ansi_sequences", "textual._compositor", "textual._styles_cache", "textual._parser",
     "textual._xterm_parser", "textual._time",
     "_display", "_handle_exception", "_fatal_error", "_close_messages_no_wait", "_driver", "_running", "_closed",
-    "_closing", "_compositor", "_layout_cache", "_set_dirty", "_rich_style_cache", "_dirty_widgets", "_update_timer",
-    "_on_timer_update", "_layout_required", "_scroll_required", "_recompose_required",
+    "_closing", "_compositor", "_layout_cache", "_set_dirty", "_dirty_widgets", "_update_timer",
+    "_on_timer_update", "_layout_required", "_scroll_required", "_recompose_required", "_refresh_styles_required",
+    "_exit",
     "_batch_count", "_sync_available", "_previous_cursor_position", "_get_renders", "_render_chops",
     "_regions_to_spans", "_dirty_regions", "_segments", "_styles_cache", "_debug", "_timeout_time",
 )
@@ -432,36 +433,36 @@ def call_from_thread_soon(app: App[Any], loop: asyncio.AbstractEventLoop | None,
 
 
 # ------------------------------------------------------------------------------ a repaint without messages
-class _Held:
-    """:func:`painting`'s state (the event loop's thread only): how deep, and the screens whose repaint waits."""
-
-    depth = 0
-    screens: dict[int, Any] = {}
+# The screens whose repaint waits for the end of the redraw (:func:`painting`) that holds them; None outside
+# one. A context variable: a redraw runs on its app's loop, in its own context, and holds only its own screens.
+_HELD: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("gpuscope_painting", default=None)
+_PENDING = ("_layout_required", "_scroll_required", "_recompose_required", "_refresh_styles_required")
 
 
 def repaint(widget: Widget, regions: list[Region]) -> None:
     """``widget.refresh(*regions)`` (a repaint of those content regions, not a layout), handed to its screen at
     once. Textual's ``refresh`` marks the widget and prompts its message pump; on that idle the widget posts
-    ``Update`` to its screen, whose pump takes it and, on its own idle, resumes its update timer, which wakes
-    and then sleeps a frame before it composites: four task wake-ups and four messages for one changed line
-    (benchmarks/bench_repaint.py). Here the widget is marked as ``refresh`` marks it and added to its screen's
-    dirty widgets, as ``Screen._on_update`` does; then the screen is composited at the end of :func:`painting`
-    when inside one, else its update timer is resumed (``Screen._on_idle``). Textual's own path where that is
-    not what it would do: not :data:`ACTIVE`, the widget not mounted, not shown or closing, its screen not the
-    one on top or not laid out yet, a batch update open."""
+    ``Update`` to its screen, whose pump takes it and on its own idle resumes its update timer, whose task wakes
+    to composite, then sleeps until its next frame and wakes again: five loop iterations for one changed line
+    where one does (benchmarks/bench_repaint.py). Here the widget is marked as ``refresh`` marks it and added to
+    its screen's dirty widgets, as ``Screen._on_update`` does; the screen is composited at the end of
+    :func:`painting` when inside one, else its update timer is resumed (``Screen._on_idle``). Textual's own path
+    where that is not what it would do: not :data:`ACTIVE`, the widget not mounted, not shown or closing, its
+    screen not the one on top (Textual composites a screen under a modal its own way) or not laid out yet, a
+    batch update open."""
     if ACTIVE and widget.is_mounted and not widget._closing and widget.display:
         screen = _top_screen(widget)
         if (screen is not None and not widget.app._batch_count and screen in screen._compositor
                 and not screen._closing):
-            widget._layout_cache.clear()
-            widget._set_dirty(*regions)
+            widget._layout_cache.clear()  # as refresh does: what the widget renders and measures is its content's
             widget.clear_cached_dimensions()
-            widget._rich_style_cache.clear()
+            widget._set_dirty(*regions)
             screen._dirty_widgets.add(widget)
-            if _Held.depth:
-                _Held.screens[id(screen)] = screen
-            else:
+            held = _HELD.get()
+            if held is None:
                 screen._update_timer.resume()
+            elif screen not in held:
+                held.append(screen)
             return
     widget.refresh(*regions)
 
@@ -477,31 +478,46 @@ def _top_screen(node: Any) -> Any:
 
 @contextmanager
 def painting() -> Iterator[None]:
-    """Run a redraw whose :func:`repaint` calls are composited once, at its end, at once: what the screen's update
-    timer would do a frame (1/60 s) later, without the timer's task waking twice. Where the screen has a layout,
-    scroll or recompose pending, or is no longer on top, or a batch update is open, its timer is resumed
-    instead (Textual's path: the layout first). Nested, the outermost one paints."""
-    _Held.depth += 1
+    """Run a redraw whose :func:`repaint` calls are composited once, at its end, at once, as the screen's update
+    timer would, without its task waking twice. Where anything on the screen waits for a layout (a widget's or the
+    screen's layout, scroll, recompose or styles), or the screen is no longer on top, or a batch update is open,
+    or the app is exiting, its timer is resumed instead: Textual's path, the layout first. Nested, the outermost
+    one paints. A body that raises leaves its repaints to the timer (the exception goes on untouched). Only for a
+    body that does not await (the event loop's thread, one context)."""
+    if _HELD.get() is not None:
+        yield
+        return
+    held: list[Any] = []  # one screen at most: the one on top
+    token = _HELD.set(held)
+    done = False
     try:
         yield
+        done = True
     finally:
-        _Held.depth -= 1
-        if not _Held.depth and _Held.screens:
-            screens = list(_Held.screens.values())
-            _Held.screens.clear()
-            for screen in screens:
-                paint_now(screen)
+        _HELD.reset(token)
+        for screen in held:
+            if done:
+                _paint_now(screen)
+            else:
+                screen._update_timer.resume()
 
 
-def paint_now(screen: Any) -> None:
+def _paint_now(screen: Any) -> None:
     """Composite ``screen``'s dirty widgets now, as its update timer would (``Screen._on_timer_update``), when
-    nothing else is pending on it; else resume its timer."""
+    nothing else waits on it (:func:`painting`); else resume its timer."""
     app = screen.app
-    if (_top_screen(screen) is screen and not app._batch_count and not screen._closing and screen._dirty_widgets
-            and not (screen._layout_required or screen._scroll_required or screen._recompose_required)):
+    if (screen._dirty_widgets and _top_screen(screen) is screen and not app._batch_count and not app._exit
+            and not _layout_pending(screen)):
         screen._on_timer_update()
-    elif not screen._closing:
+    else:
         screen._update_timer.resume()
+
+
+def _layout_pending(screen: Any) -> bool:
+    """Whether ``screen`` or a widget on it waits for a layout, scroll, recompose or style refresh (flags Textual
+    sets at once and acts on later, through the widget's idle and the screen's ``Layout`` message)."""
+    return any(getattr(node, name, False) for node in (screen, *screen.walk_children(with_self=False))
+               for name in _PENDING)
 
 
 # ---------------------------------------------------------------------------- memory across fleet visits

@@ -1,9 +1,14 @@
 """A changed line reaches the screen without Textual's message round trip (widgets/textual_private.py
 ``repaint``, ``painting``): marked on its screen at once, composited at the end of a redraw, and Textual's own
-path wherever that would not be what Textual does."""
+path wherever that would not be what Textual does.
+
+The frames are counted at the screen (``_compositor_refresh``) and what reaches the terminal is read from what the
+App is given to display (``_display``), not from a fresh render: a change never written would pass that. Waits
+are ``asyncio.sleep``, not ``Pilot.pause`` (which composites the screen itself)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -28,6 +33,8 @@ class Probe(App[None]):
 
 
 class Over(ModalScreen[None]):
+    DEFAULT_CSS = "Over { align: center middle; } Over Static { width: 10; height: 1; }"
+
     def compose(self) -> ComposeResult:
         yield Static("on top")
 
@@ -36,158 +43,194 @@ def lines(word: str) -> list[Text]:
     return [Text(f"row {y}: {word if y == 2 else 'same'}") for y in range(4)]
 
 
-def shown(w: LineWidget) -> str:
-    """What the screen's compositor holds for ``w``'s rows (a full render of the screen as it now is)."""
-    region = w.content_region
-    strips = w.screen._compositor.render_full_update().strips  # type: ignore[attr-defined]
-    return "\n".join("".join(s.text for s in strips[y])[region.x:region.right] for y in range(region.y, region.bottom))
+class Watch:
+    """The frames ``app``'s current screen composites, and the text of what each sent to the terminal."""
+
+    def __init__(self, app: App[Any]):
+        self.frames = 0
+        self.sent: list[str] = []
+        screen: Any = app.screen
+        composite, display = screen._compositor_refresh, app._display
+
+        def counted() -> None:
+            self.frames += 1
+            composite()
+
+        def shown(on: Any, update: Any) -> None:
+            if update is not None:
+                self.sent.append(update.render_segments(app.console))
+            display(on, update)
+
+        screen._compositor_refresh = counted
+        app._display = shown  # type: ignore[method-assign]
+
+    def wrote(self, text: str) -> bool:
+        return any(text in s for s in self.sent)
 
 
-def frames(app: App[Any]) -> list[int]:
-    """A counter of the frames ``app``'s current screen composites (its instance's ``_compositor_refresh``)."""
-    screen: Any = app.screen
-    count = [0]
-    composite = screen._compositor_refresh
-
-    def counted() -> None:
-        count[0] += 1
-        composite()
-
-    screen._compositor_refresh = counted
-    return count
-
-
-async def started(app: Probe, pilot: Any) -> tuple[LineWidget, LineWidget]:
+async def started(app: Probe) -> tuple[LineWidget, LineWidget, Watch]:
     a, b = app.query_one("#a", LineWidget), app.query_one("#b", LineWidget)
     a.set_lines(lines("one"))
     b.set_lines(lines("one"))
-    for _ in range(3):
-        await pilot.pause()
-    return a, b
+    await asyncio.sleep(0.2)
+    return a, b, Watch(app)
 
 
 async def test_a_redraw_is_composited_at_its_end_at_once() -> None:
     app = Probe()
-    async with app.run_test(size=(40, 12)) as pilot:
-        a, b = await started(app, pilot)
-        count = frames(app)
+    async with app.run_test(size=(40, 12)):
+        a, b, watch = await started(app)
         with painting():
             a.set_lines(lines("two"))
-            b.set_lines(lines("two"))
-            assert count[0] == 0  # not yet: once, at the end
+            b.set_lines(lines("too"))
+            assert watch.frames == 0  # not yet: once, at the end
             assert {a, b} <= app.screen._dirty_widgets  # type: ignore[attr-defined]
-        assert count[0] == 1  # no await in between: no message, no timer
-        assert "row 2: two" in shown(a) and "row 2: two" in shown(b)
+        assert watch.frames == 1  # no await in between: no message, no timer
+        assert watch.wrote("two") and watch.wrote("too")
         assert not app.screen._dirty_widgets  # type: ignore[attr-defined]
-        for _ in range(3):
-            await pilot.pause()
-        assert count[0] == 1  # nothing left for the timer to do
+        await asyncio.sleep(0.2)
+        assert watch.frames == 1  # nothing left for the timer to do
 
 
 async def test_a_repaint_outside_a_redraw_is_marked_at_once_and_composited_by_the_timer() -> None:
     app = Probe()
-    async with app.run_test(size=(40, 12)) as pilot:
-        a, _b = await started(app, pilot)
-        count = frames(app)
+    async with app.run_test(size=(40, 12)):
+        a, _b, watch = await started(app)
         a.set_lines(lines("three"))
         assert a in app.screen._dirty_widgets  # type: ignore[attr-defined]  # at once, not on the widget's idle
         assert not a._repaint_required  # type: ignore[attr-defined]  # no Update message to come
-        assert count[0] == 0
-        await pilot.pause(0.1)
-        assert count[0] == 1 and "row 2: three" in shown(a)
+        assert watch.frames == 0
+        await asyncio.sleep(0.1)
+        assert watch.frames == 1 and watch.wrote("three")
 
 
-async def test_nested_the_outermost_paints_and_an_exception_still_paints() -> None:
+async def test_what_the_widget_measures_is_its_new_content() -> None:
+    """A repaint drops the widget's measures of its content, as Textual's refresh does (a longer line: wider)."""
+    from textual.geometry import Size
+
     app = Probe()
-    async with app.run_test(size=(40, 12)) as pilot:
-        a, b = await started(app, pilot)
-        count = frames(app)
+    async with app.run_test(size=(40, 12)):
+        a, _b, _watch = await started(app)
+        room = Size(40, 12)
+        assert a.get_content_width(room, room) == len("row 0: same")
+        with painting():
+            a.set_lines(lines("a longer line"))
+        assert a.get_content_width(room, room) == len("row 2: a longer line")
+
+
+async def test_an_exiting_app_is_not_composited() -> None:
+    """Textual's timer draws nothing once the app exits; neither does the end of a redraw."""
+    app = Probe()
+    async with app.run_test(size=(40, 12)):
+        a, _b, watch = await started(app)
+        app.exit()
+        with painting():
+            a.set_lines(lines("gone"))
+        assert watch.frames == 0 and not watch.wrote("gone")
+
+
+async def test_nested_the_outermost_paints() -> None:
+    app = Probe()
+    async with app.run_test(size=(40, 12)):
+        a, _b, watch = await started(app)
         with painting():
             with painting():
                 a.set_lines(lines("four"))
-            assert count[0] == 0
-        assert count[0] == 1
+            assert watch.frames == 0
+        assert watch.frames == 1 and watch.wrote("four")
+        assert tp._HELD.get() is None
+
+
+async def test_a_redraw_that_raises_leaves_its_repaints_to_the_timer() -> None:
+    app = Probe()
+    async with app.run_test(size=(40, 12)):
+        _a, b, watch = await started(app)
         with pytest.raises(ZeroDivisionError), painting():
             b.set_lines(lines("five"))
             1 / 0  # noqa: B018
-        assert count[0] == 2 and "row 2: five" in shown(b)
-        assert not tp._Held.screens and tp._Held.depth == 0
+        assert watch.frames == 0 and tp._HELD.get() is None
+        await asyncio.sleep(0.1)
+        assert watch.frames == 1 and watch.wrote("five")
 
 
-async def test_a_layout_pending_leaves_the_frame_to_the_timer() -> None:
-    """The screen must lay out first: its timer does both, as Textual would."""
+@pytest.mark.parametrize("pending", ["screen layout", "widget layout", "widget styles", "styles looked at again"])
+async def test_a_layout_pending_leaves_the_frame_to_the_timer(pending: str) -> None:
+    """The screen must lay out first: its timer does both, as Textual would; no frame in the old layout."""
     app = Probe()
-    async with app.run_test(size=(40, 12)) as pilot:
-        a, _b = await started(app, pilot)
-        count = frames(app)
+    async with app.run_test(size=(40, 12)):
+        a, b, watch = await started(app)
         with painting():
-            a.set_lines(lines("six"))
-            app.screen.refresh(layout=True)
-        assert count[0] == 0
-        await pilot.pause(0.1)
-        assert count[0] >= 1 and "row 2: six" in shown(a)
+            b.set_lines(lines("six"))
+            if pending == "screen layout":
+                app.screen.refresh(layout=True)
+            elif pending == "widget layout":
+                a.refresh(layout=True)
+            elif pending == "styles looked at again":  # nothing to lay out or draw after: only this resumes the timer
+                a._refresh_styles()  # type: ignore[attr-defined]
+            else:
+                a.styles.height = 6
+        assert watch.frames == 0
+        await asyncio.sleep(0.2)
+        assert watch.frames >= 1 and watch.wrote("six")
+        if pending == "widget styles":
+            assert b.region.y == 6  # laid out before it was drawn
 
 
 async def test_a_line_count_change_is_a_layout_through_textual() -> None:
     app = Probe()
-    async with app.run_test(size=(40, 12)) as pilot:
-        a, _b = await started(app, pilot)
-        count = frames(app)
+    async with app.run_test(size=(40, 12)):
+        a, _b, watch = await started(app)
         with painting():
             a.set_lines(lines("seven") + [Text("row 4: new")])
-        assert count[0] == 0 and a not in app.screen._dirty_widgets  # type: ignore[attr-defined]
-        for _ in range(3):
-            await pilot.pause(0.05)
-        assert "row 4: new" in shown(a)
+        assert watch.frames == 0 and a not in app.screen._dirty_widgets  # type: ignore[attr-defined]
+        await asyncio.sleep(0.2)
+        assert watch.wrote("row 4: new")
 
 
-async def test_under_another_screen_textuals_path_and_shown_when_back() -> None:
+async def test_under_a_modal_textuals_path_still_shows_it() -> None:
+    """Textual composites the screen under a modal (it shows through): its path, not this one."""
     app = Probe()
-    async with app.run_test(size=(40, 12)) as pilot:
-        a, _b = await started(app, pilot)
+    async with app.run_test(size=(40, 12)):
+        a, _b, _watch = await started(app)
         main = app.screen
         await app.push_screen(Over())
-        await pilot.pause()
-        top_count = frames(app)
+        await asyncio.sleep(0.1)
+        watch = Watch(app)
         with painting():
             a.set_lines(lines("eight"))
-            assert a not in main._dirty_widgets and not tp._Held.screens  # type: ignore[attr-defined]
-        assert top_count[0] == 0
-        app.pop_screen()
-        for _ in range(3):
-            await pilot.pause(0.05)
-        assert "row 2: eight" in shown(a)
+            assert a not in main._dirty_widgets and held_nothing()  # type: ignore[attr-defined]
+        assert watch.frames == 0
+        await asyncio.sleep(0.2)
+        assert isinstance(app.screen, Over)
+        assert watch.wrote("eight")  # under the modal, while it is up
 
 
-@pytest.mark.parametrize("how", ["hidden", "batch", "unmounted"])
+def held_nothing() -> bool:
+    """Inside painting(), nothing held yet."""
+    held = tp._HELD.get()
+    return held is not None and not held
+
+
+@pytest.mark.parametrize("how", ["hidden", "batch"])
 async def test_textuals_path_where_its_own_would_differ(how: str) -> None:
     app = Probe()
-    async with app.run_test(size=(40, 12)) as pilot:
-        a, _b = await started(app, pilot)
-        count = frames(app)
-        if how == "unmounted":
-            w = LineWidget()
-            with painting():
-                w.set_lines(lines("x"))
-                w.set_lines(lines("y"))
-            assert count[0] == 0 and not tp._Held.screens
-            return
+    async with app.run_test(size=(40, 12)):
+        a, _b, watch = await started(app)
         if how == "hidden":
             a.display = False
-            await pilot.pause()
-            count[0] = 0
+            await asyncio.sleep(0.1)
+            watch.frames = 0
             with painting():
                 a.set_lines(lines("nine"))
-            assert a not in app.screen._dirty_widgets and count[0] == 0  # type: ignore[attr-defined]
+            assert a not in app.screen._dirty_widgets and watch.frames == 0  # type: ignore[attr-defined]
             a.display = True
         else:
             with app.batch_update():
                 with painting():
                     a.set_lines(lines("nine"))
-                assert a not in app.screen._dirty_widgets and count[0] == 0  # type: ignore[attr-defined]
-        for _ in range(3):
-            await pilot.pause(0.05)
-        assert "row 2: nine" in shown(a)
+                assert a not in app.screen._dirty_widgets and watch.frames == 0  # type: ignore[attr-defined]
+        await asyncio.sleep(0.2)
+        assert watch.wrote("nine")
 
 
 async def test_the_live_screens_redraw_composites_once_at_its_end() -> None:
@@ -201,8 +244,8 @@ async def test_the_live_screens_redraw_composites_once_at_its_end() -> None:
             await pilot.pause()
         src = sim_source("h200-nvswitch-8")
         frame = list(run_frames(src, 20, 22))[-1]
-        count = frames(app)
+        watch = Watch(app)
         app.session.ingest(frame)
         app.refresh_view()
-        assert count[0] == 1
+        assert watch.frames == 1 and watch.sent
         assert not app.screen._dirty_widgets  # type: ignore[attr-defined]
