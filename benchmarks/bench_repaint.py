@@ -1,4 +1,4 @@
-"""What one changed line costs the event loop, from the wake-up to the composited frame, three ways.
+"""What one changed line costs the event loop, from the wake-up to the composited frame, two ways.
 
     python benchmarks/bench_repaint.py [--wakes 300] [--gap-ms 20] [--rounds 3]
 
@@ -7,14 +7,14 @@ A thread wakes a headless App ``--wakes`` times, ``--gap-ms`` apart, as the samp
 power reading moving by a watt changes one line of a GPU panel. The line reaches the screen:
 
 * ``textual``: through ``Widget.refresh`` (the widget's idle posts ``Update`` to the screen, whose idle resumes
-  its update timer, whose task wakes to composite, sleeps a frame and wakes again): Textual's public path;
-* ``repaint``: ``widgets/textual_private.py repaint``: the screen's dirty widgets at once, the timer resumed;
-* ``painting``: the same inside ``painting()``, as ``GpuscopeApp.refresh_view`` does: composited at the end of
-  the redraw, without the timer.
+  its update timer, whose task wakes to composite, sleeps a frame and wakes again): Textual's public path, what
+  ``set_lines`` does outside a redraw;
+* ``painting``: inside ``widgets/textual_private.py painting()``, as ``GpuscopeApp.refresh_view`` draws: marked
+  on the screen and composited when the redraw ends, without messages or the timer.
 
 Prints, for each, the CPU of the event loop's thread a wake-up (median of ``--rounds``), the loop iterations and
 the frames composited a wake-up (each way must composite every change: one frame a wake-up). Without the private
-paths (``ACTIVE`` false) all three take Textual's path.
+paths (``ACTIVE`` false) both take Textual's path.
 """
 
 from __future__ import annotations
@@ -25,14 +25,13 @@ import contextvars
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from common import wake_args
 from rich.text import Text
 from textual.app import App, ComposeResult
 
-from gpuscope.widgets import lines as lines_module
 from gpuscope.widgets.lines import LineWidget
 from gpuscope.widgets.textual_private import ACTIVE, call_from_thread_soon, painting
 
@@ -61,20 +60,6 @@ class _Screenful(App[None]):
             self.query_one(LineWidget).set_lines(self.lines(self.woken))
         if self.woken >= self.wanted:
             self.done.set()
-
-
-@contextlib.contextmanager
-def _textual_refresh(way: str) -> Iterator[None]:
-    """``textual``: ``set_lines`` repaints through ``Widget.refresh``; the other ways as they are."""
-    kept = lines_module.repaint
-    if way == "textual":
-        def public(widget: Any, regions: list[Any]) -> None:
-            widget.refresh(*regions)
-        lines_module.repaint = public  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        lines_module.repaint = kept  # type: ignore[assignment]
 
 
 def _counting(loop: asyncio.AbstractEventLoop, count: list[int]) -> Callable[[], None]:
@@ -113,25 +98,24 @@ async def _round(way: str, wakes: int, gap_s: float) -> tuple[float, float, floa
                     app.call_from_thread(app.redraw)
                 time.sleep(gap_s)
 
-        with _textual_refresh(way):
-            undo = _counting(loop, iterations)
-            c0 = time.thread_time()
-            thread = threading.Thread(target=waker)
-            thread.start()
-            await app.done.wait()
-            await asyncio.sleep(0.1)  # the last frame (a timer's frame later): alike for every way
-            loop_cpu = time.thread_time() - c0
-            undo()
-            thread.join()
+        undo = _counting(loop, iterations)
+        c0 = time.thread_time()
+        thread = threading.Thread(target=waker)
+        thread.start()
+        await app.done.wait()
+        await asyncio.sleep(0.1)  # the last frame (the timer's, on Textual's path): alike for both ways
+        loop_cpu = time.thread_time() - c0
+        undo()
+        thread.join()
     return 1e6 * loop_cpu / wakes, iterations[0] / wakes, frames[0] / wakes
 
 
 def main(argv: list[str] | None = None) -> int:
     args = wake_args(argv)
     print(f"{args.wakes} wake-ups {args.gap_ms:g} ms apart, one changed line each, median of {args.rounds} rounds"
-          + ("" if ACTIVE else " (private paths off: every way takes Textual's)"))
+          + ("" if ACTIVE else " (private paths off: both take Textual's)"))
     print(f"{'way':<10} {'loop µs/wake':>13} {'iterations/wake':>16} {'frames/wake':>12}")
-    for way in ("textual", "repaint", "painting"):
+    for way in ("textual", "painting"):
         got = [asyncio.run(_round(way, args.wakes, args.gap_ms / 1000)) for _ in range(args.rounds)]
         print(f"{way:<10} {statistics.median(g[0] for g in got):>13.1f} {statistics.median(g[1] for g in got):>16.2f}"
               f" {statistics.median(g[2] for g in got):>12.2f}")

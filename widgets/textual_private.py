@@ -25,9 +25,9 @@ inside it (docs/performance.md says what each one saves, measured, and what Text
   redraw as a callback on its event loop, not as a Textual message (posted, queued, dispatched: 2–3× the event
   loop's CPU a wake-up, benchmarks/bench_wake.py with wake-ups 20–200 ms apart), with an exception handled as a
   handler's would be.
-* **A repaint without messages** (:func:`repaint`, :func:`painting`): a changed line is marked on its screen at
-  once, and the redraw's changes are composited when it ends, not through the widget's and the screen's message
-  pumps and the screen's update timer (5.5 → 1.0 loop iterations a refresh; benchmarks/bench_repaint.py).
+* **A repaint without messages** (:func:`repaint`, :func:`painting`): the lines a redraw changes are marked on
+  their screen and composited when it ends, not through the widgets' and the screen's message pumps and the
+  screen's update timer (5.5 → 1.0 loop iterations a refresh; benchmarks/bench_repaint.py).
 * **Memory across fleet visits** (:func:`release_style_caches`): Textual's ``StylesCache.get_inner_outer``
   ``lru_cache`` keeps closed apps' widgets alive.
 
@@ -123,7 +123,7 @@ OWNED = (
     "_display", "_handle_exception", "_fatal_error", "_close_messages_no_wait", "_driver", "_running", "_closed",
     "_closing", "_compositor", "_layout_cache", "_set_dirty", "_dirty_widgets", "_update_timer",
     "_on_timer_update", "_layout_required", "_scroll_required", "_recompose_required", "_refresh_styles_required",
-    "_exit",
+    "_exit", "_message_queue",
     "_batch_count", "_sync_available", "_previous_cursor_position", "_get_renders", "_render_chops",
     "_regions_to_spans", "_dirty_regions", "_segments", "_styles_cache", "_debug", "_timeout_time",
 )
@@ -433,38 +433,86 @@ def call_from_thread_soon(app: App[Any], loop: asyncio.AbstractEventLoop | None,
 
 
 # ------------------------------------------------------------------------------ a repaint without messages
-# The screens whose repaint waits for the end of the redraw (:func:`painting`) that holds them; None outside
-# one. A context variable: a redraw runs on its app's loop, in its own context, and holds only its own screens.
-_HELD: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("gpuscope_painting", default=None)
+class _Redraw:
+    """One :func:`painting`'s repaints, held until it ends (``open`` until then)."""
+
+    __slots__ = ("open", "repaints")
+
+    def __init__(self) -> None:
+        self.open = True
+        self.repaints: list[tuple[Widget, list[Region]]] = []
+
+
+# The redraw whose repaints are held (None outside one). A context variable: a redraw runs on its app's loop, in
+# its own context. A task started inside it inherits it, closed by then: its repaints are not held.
+_HELD: contextvars.ContextVar[_Redraw | None] = contextvars.ContextVar("gpuscope_painting", default=None)
 _PENDING = ("_layout_required", "_scroll_required", "_recompose_required", "_refresh_styles_required")
 
 
 def repaint(widget: Widget, regions: list[Region]) -> None:
-    """``widget.refresh(*regions)`` (a repaint of those content regions, not a layout), handed to its screen at
-    once. Textual's ``refresh`` marks the widget and prompts its message pump; on that idle the widget posts
-    ``Update`` to its screen, whose pump takes it and on its own idle resumes its update timer, whose task wakes
-    to composite, then sleeps until its next frame and wakes again: five loop iterations for one changed line
-    where one does (benchmarks/bench_repaint.py). Here the widget is marked as ``refresh`` marks it and added to
-    its screen's dirty widgets, as ``Screen._on_update`` does; the screen is composited at the end of
-    :func:`painting` when inside one, else its update timer is resumed (``Screen._on_idle``). Textual's own path
-    where that is not what it would do: not :data:`ACTIVE`, the widget not mounted, not shown or closing, its
-    screen not the one on top (Textual composites a screen under a modal its own way) or not laid out yet, a
-    batch update open."""
-    if ACTIVE and widget.is_mounted and not widget._closing and widget.display:
-        screen = _top_screen(widget)
-        if (screen is not None and not widget.app._batch_count and screen in screen._compositor
-                and not screen._closing):
+    """``widget.refresh(*regions)``: a repaint of those content regions, not a layout. Inside :func:`painting` it
+    is held, and done without Textual's message round trip when the redraw ends; elsewhere it is Textual's
+    ``refresh``."""
+    held = _HELD.get()
+    if held is not None and held.open and ACTIVE:
+        held.repaints.append((widget, regions))
+    else:
+        widget.refresh(*regions)
+
+
+@contextmanager
+def painting() -> Iterator[None]:
+    """Run a redraw whose :func:`repaint` calls are composited once, at its end, at once.
+
+    Textual's ``refresh`` marks the widget and prompts its message pump; on that idle the widget posts ``Update``
+    to its screen, whose pump takes it and on its own idle resumes its update timer, whose task wakes to composite,
+    then sleeps until its next frame and wakes again: five loop iterations for one changed line where one does
+    (benchmarks/bench_repaint.py). At the end of the redraw each held widget is marked as ``refresh`` marks it
+    (its measures of its content dropped, its regions dirty) and put in its screen's dirty widgets, as
+    ``Screen._on_update`` would, and the screen composited (``Screen._on_timer_update``, what its timer runs).
+
+    Textual's own ``refresh`` for every held repaint instead where that would not be what Textual does: not
+    :data:`ACTIVE`; the redraw raised; anything on the screen waiting for a layout (a widget's or the screen's
+    layout, scroll, recompose or styles, or a message in the screen's queue: a ``Layout`` posted and not yet
+    taken): Textual lays out first and composites after, and so it does here; the widget not mounted, hidden or
+    closing; its screen not the one on top (Textual composites a screen under a modal its own way) or not laid
+    out yet; a batch update open; the app exiting. Nested, the outermost one paints. Only for a body that does
+    not await (the event loop's thread, one context)."""
+    if _HELD.get() is not None and _HELD.get().open:  # type: ignore[union-attr]
+        yield
+        return
+    held = _Redraw()
+    token = _HELD.set(held)
+    done = False
+    try:
+        yield
+        done = True
+    finally:
+        held.open = False
+        _HELD.reset(token)
+        if held.repaints:
+            _paint(held.repaints, done)
+
+
+def _paint(repaints: list[tuple[Widget, list[Region]]], now: bool) -> None:
+    """Composite ``repaints`` at once (:func:`painting`) when ``now`` and nothing waits on their screen; the
+    others through Textual's ``refresh``."""
+    screen = _top_screen(repaints[0][0]) if now else None
+    fast: list[tuple[Widget, list[Region]]] = []
+    if screen is not None and _quiet(screen):
+        fast = [(w, r) for w, r in repaints if _top_screen(w) is screen and not w._closing and w.display]
+        for widget, regions in fast:
             widget._layout_cache.clear()  # as refresh does: what the widget renders and measures is its content's
             widget.clear_cached_dimensions()
             widget._set_dirty(*regions)
             screen._dirty_widgets.add(widget)
-            held = _HELD.get()
-            if held is None:
-                screen._update_timer.resume()
-            elif screen not in held:
-                held.append(screen)
-            return
-    widget.refresh(*regions)
+        if fast:
+            screen._on_timer_update()
+    if len(fast) < len(repaints):
+        done = {id(w) for w, _ in fast}
+        for widget, regions in repaints:
+            if id(widget) not in done:
+                widget.refresh(*regions)
 
 
 def _top_screen(node: Any) -> Any:
@@ -476,48 +524,17 @@ def _top_screen(node: Any) -> Any:
         return None
 
 
-@contextmanager
-def painting() -> Iterator[None]:
-    """Run a redraw whose :func:`repaint` calls are composited once, at its end, at once, as the screen's update
-    timer would, without its task waking twice. Where anything on the screen waits for a layout (a widget's or the
-    screen's layout, scroll, recompose or styles), or the screen is no longer on top, or a batch update is open,
-    or the app is exiting, its timer is resumed instead: Textual's path, the layout first. Nested, the outermost
-    one paints. A body that raises leaves its repaints to the timer (the exception goes on untouched). Only for a
-    body that does not await (the event loop's thread, one context)."""
-    if _HELD.get() is not None:
-        yield
-        return
-    held: list[Any] = []  # one screen at most: the one on top
-    token = _HELD.set(held)
-    done = False
-    try:
-        yield
-        done = True
-    finally:
-        _HELD.reset(token)
-        for screen in held:
-            if done:
-                _paint_now(screen)
-            else:
-                screen._update_timer.resume()
-
-
-def _paint_now(screen: Any) -> None:
-    """Composite ``screen``'s dirty widgets now, as its update timer would (``Screen._on_timer_update``), when
-    nothing else waits on it (:func:`painting`); else resume its timer."""
+def _quiet(screen: Any) -> bool:
+    """Whether ``screen`` may be composited now as its update timer would, with nothing waiting on it: laid out,
+    not closing, no batch update, the app not exiting, no message in its queue (a ``Layout`` posted by a widget),
+    and no layout, scroll, recompose or styles pending on it or a widget of it (flags Textual sets at once and
+    acts on later, through the widget's idle and the screen's ``Layout`` message)."""
     app = screen.app
-    if (screen._dirty_widgets and _top_screen(screen) is screen and not app._batch_count and not app._exit
-            and not _layout_pending(screen)):
-        screen._on_timer_update()
-    else:
-        screen._update_timer.resume()
-
-
-def _layout_pending(screen: Any) -> bool:
-    """Whether ``screen`` or a widget on it waits for a layout, scroll, recompose or style refresh (flags Textual
-    sets at once and acts on later, through the widget's idle and the screen's ``Layout`` message)."""
-    return any(getattr(node, name, False) for node in (screen, *screen.walk_children(with_self=False))
-               for name in _PENDING)
+    if (screen._closing or app._batch_count or app._exit or screen not in screen._compositor
+            or not screen._message_queue.empty()):
+        return False
+    return not any(getattr(node, name, False) for node in (screen, *screen.walk_children(with_self=False))
+                   for name in _PENDING)
 
 
 # ---------------------------------------------------------------------------- memory across fleet visits

@@ -9,11 +9,13 @@ are ``asyncio.sleep``, not ``Pilot.pause`` (which composites the screen itself).
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.messages import Layout
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -67,6 +69,11 @@ class Watch:
     def wrote(self, text: str) -> bool:
         return any(text in s for s in self.sent)
 
+    def first_row(self, text: str) -> int:
+        """The screen row the first write of ``text`` went to (the cursor move before it)."""
+        sent = next(s for s in self.sent if text in s)
+        return int(re.findall(r"\x1b\[(\d+);\d+H", sent[:sent.index(text)])[-1]) - 1
+
 
 async def started(app: Probe) -> tuple[LineWidget, LineWidget, Watch]:
     a, b = app.query_one("#a", LineWidget), app.query_one("#b", LineWidget)
@@ -83,25 +90,35 @@ async def test_a_redraw_is_composited_at_its_end_at_once() -> None:
         with painting():
             a.set_lines(lines("two"))
             b.set_lines(lines("too"))
-            assert watch.frames == 0  # not yet: once, at the end
-            assert {a, b} <= app.screen._dirty_widgets  # type: ignore[attr-defined]
+            assert watch.frames == 0 and not app.screen._dirty_widgets  # type: ignore[attr-defined]  # held
         assert watch.frames == 1  # no await in between: no message, no timer
         assert watch.wrote("two") and watch.wrote("too")
-        assert not app.screen._dirty_widgets  # type: ignore[attr-defined]
+        assert not app.screen._dirty_widgets and not a._repaint_required  # type: ignore[attr-defined]
+        assert not app.screen._update_timer._active.is_set()  # type: ignore[attr-defined]  # the timer stays paused
         await asyncio.sleep(0.2)
         assert watch.frames == 1  # nothing left for the timer to do
 
 
-async def test_a_repaint_outside_a_redraw_is_marked_at_once_and_composited_by_the_timer() -> None:
+async def test_outside_a_redraw_a_repaint_is_textuals_refresh() -> None:
     app = Probe()
     async with app.run_test(size=(40, 12)):
         a, _b, watch = await started(app)
         a.set_lines(lines("three"))
-        assert a in app.screen._dirty_widgets  # type: ignore[attr-defined]  # at once, not on the widget's idle
-        assert not a._repaint_required  # type: ignore[attr-defined]  # no Update message to come
-        assert watch.frames == 0
+        assert a._repaint_required and watch.frames == 0  # type: ignore[attr-defined]  # the widget's idle does it
         await asyncio.sleep(0.1)
         assert watch.frames == 1 and watch.wrote("three")
+
+
+async def test_a_task_started_inside_a_redraw_is_not_held() -> None:
+    """A callback scheduled inside the redraw runs in a copy of its context, after it ended: its repaint must not
+    wait for an end that has passed."""
+    app = Probe()
+    async with app.run_test(size=(40, 12)):
+        a, _b, watch = await started(app)
+        with painting():
+            asyncio.get_running_loop().call_soon(a.set_lines, lines("later"))
+        await asyncio.sleep(0.2)
+        assert watch.wrote("later")
 
 
 async def test_what_the_widget_measures_is_its_new_content() -> None:
@@ -153,7 +170,8 @@ async def test_a_redraw_that_raises_leaves_its_repaints_to_the_timer() -> None:
         assert watch.frames == 1 and watch.wrote("five")
 
 
-@pytest.mark.parametrize("pending", ["screen layout", "widget layout", "widget styles", "styles looked at again"])
+@pytest.mark.parametrize("pending", ["screen layout", "widget layout", "widget styles", "widget shown",
+                                     "styles looked at again", "layout message queued"])
 async def test_a_layout_pending_leaves_the_frame_to_the_timer(pending: str) -> None:
     """The screen must lay out first: its timer does both, as Textual would; no frame in the old layout."""
     app = Probe()
@@ -165,6 +183,10 @@ async def test_a_layout_pending_leaves_the_frame_to_the_timer(pending: str) -> N
                 app.screen.refresh(layout=True)
             elif pending == "widget layout":
                 a.refresh(layout=True)
+            elif pending == "widget shown":
+                a.display = False
+            elif pending == "layout message queued":  # a widget's idle posted it; the screen has not taken it yet
+                app.screen.post_message(Layout(a))
             elif pending == "styles looked at again":  # nothing to lay out or draw after: only this resumes the timer
                 a._refresh_styles()  # type: ignore[attr-defined]
             else:
@@ -172,8 +194,9 @@ async def test_a_layout_pending_leaves_the_frame_to_the_timer(pending: str) -> N
         assert watch.frames == 0
         await asyncio.sleep(0.2)
         assert watch.frames >= 1 and watch.wrote("six")
+        assert watch.first_row("six") == b.region.y + 2  # the first frame that has it: laid out before it was drawn
         if pending == "widget styles":
-            assert b.region.y == 6  # laid out before it was drawn
+            assert b.region.y == 6
 
 
 async def test_a_line_count_change_is_a_layout_through_textual() -> None:
@@ -191,24 +214,60 @@ async def test_under_a_modal_textuals_path_still_shows_it() -> None:
     """Textual composites the screen under a modal (it shows through): its path, not this one."""
     app = Probe()
     async with app.run_test(size=(40, 12)):
-        a, _b, _watch = await started(app)
-        main = app.screen
+        a, _b, under = await started(app)  # counts the frames of the screen under the modal
         await app.push_screen(Over())
         await asyncio.sleep(0.1)
+        under.frames = 0
         watch = Watch(app)
         with painting():
             a.set_lines(lines("eight"))
-            assert a not in main._dirty_widgets and held_nothing()  # type: ignore[attr-defined]
-        assert watch.frames == 0
+        assert watch.frames == 0 and under.frames == 0  # not composited here: Textual's refresh, through messages
         await asyncio.sleep(0.2)
         assert isinstance(app.screen, Over)
         assert watch.wrote("eight")  # under the modal, while it is up
 
 
-def held_nothing() -> bool:
-    """Inside painting(), nothing held yet."""
-    held = tp._HELD.get()
-    return held is not None and not held
+class Scrolled(App[None]):
+    CSS = "LineWidget { height: auto; } VerticalScroll { height: 8; }"
+
+    def compose(self) -> ComposeResult:
+        from textual.containers import VerticalScroll
+
+        with VerticalScroll():
+            for k in range(4):
+                yield LineWidget(id=f"w{k}")
+
+
+async def test_a_scroll_pending_leaves_the_frame_to_the_timer() -> None:
+    """Scrolled in the same redraw: Textual moves the view first, then draws; no frame at the old offset."""
+    from textual.containers import VerticalScroll
+
+    app = Scrolled()
+    async with app.run_test(size=(40, 12)):
+        ws = list(app.query(LineWidget))
+        for w in ws:
+            w.set_lines(lines("one"))
+        await asyncio.sleep(0.2)
+        watch = Watch(app)
+        view = app.query_one(VerticalScroll)
+        with painting():
+            ws[1].set_lines(lines("scrolled"))
+            view.scroll_to(y=3, animate=False, immediate=True)
+        assert watch.frames == 0
+        await asyncio.sleep(0.2)
+        assert watch.first_row("scrolled") == ws[1].region.y + 2 == 4 + 2 - 3
+
+
+async def test_a_recompose_pending_leaves_the_frame_to_textual() -> None:
+    app = Probe()
+    async with app.run_test(size=(40, 12)):
+        a, b, watch = await started(app)
+        with painting():
+            b.set_lines(lines("ten"))
+            a.refresh(recompose=True)
+        assert watch.frames == 0
+        await asyncio.sleep(0.2)
+        assert watch.wrote("ten")
 
 
 @pytest.mark.parametrize("how", ["hidden", "batch"])

@@ -82,7 +82,7 @@ async def main() -> None:
         assert "hello" in "".join(s.text for s in w.render_lines(w.region.reset_offset)[0])
         with tp.painting():  # a redraw's repaints: Textual's refresh, its timer composites
             w.set_lines([Text("bye  ")])
-            assert not tp._HELD.get()
+            assert not tp._HELD.get().repaints
         await pilot.pause()
         assert "bye" in "".join(s.text for s in w.render_lines(w.region.reset_offset)[0])
     print("PUBLIC PATHS")
