@@ -123,7 +123,7 @@ OWNED = (
     "_display", "_handle_exception", "_fatal_error", "_close_messages_no_wait", "_driver", "_running", "_closed",
     "_closing", "_compositor", "_layout_cache", "_set_dirty", "_dirty_widgets", "_update_timer",
     "_on_timer_update", "_layout_required", "_scroll_required", "_recompose_required", "_refresh_styles_required",
-    "_exit", "_message_queue",
+    "_exit", "_message_queue", "_repaint_required",
     "_batch_count", "_sync_available", "_previous_cursor_position", "_get_renders", "_render_chops",
     "_regions_to_spans", "_dirty_regions", "_segments", "_styles_cache", "_debug", "_timeout_time",
 )
@@ -495,24 +495,32 @@ def painting() -> Iterator[None]:
 
 
 def _paint(repaints: list[tuple[Widget, list[Region]]], now: bool) -> None:
-    """Composite ``repaints`` at once (:func:`painting`) when ``now`` and nothing waits on their screen; the
-    others through Textual's ``refresh``."""
+    """Composite ``repaints`` at once (:func:`painting`) when ``now`` and nothing waits on their screen, with the
+    repaints Textual's ``refresh`` asked for in the same redraw (a Static's ``update``: one frame, one write, as
+    Textual would make); the others through Textual's ``refresh``."""
     screen = _top_screen(repaints[0][0]) if now else None
+    asked = _quiet(screen) if screen is not None else None
     fast: list[tuple[Widget, list[Region]]] = []
-    if screen is not None and _quiet(screen):
-        fast = [(w, r) for w, r in repaints if _top_screen(w) is screen and not w._closing and w.display]
-        for widget, regions in fast:
-            widget._layout_cache.clear()  # as refresh does: what the widget renders and measures is its content's
-            widget.clear_cached_dimensions()
-            widget._set_dirty(*regions)
-            screen._dirty_widgets.add(widget)
-        if fast:
-            screen._on_timer_update()
-    if len(fast) < len(repaints):
-        done = {id(w) for w, _ in fast}
-        for widget, regions in repaints:
-            if id(widget) not in done:
-                widget.refresh(*regions)
+    try:
+        if asked is not None and screen is not None:
+            fast = [(w, r) for w, r in repaints if _top_screen(w) is screen and not w._closing and w.display]
+            for widget, regions in fast:
+                widget._layout_cache.clear()  # as refresh does: what the widget renders and measures is its content's
+                widget.clear_cached_dimensions()
+                widget._set_dirty(*regions)
+                screen._dirty_widgets.add(widget)
+            if fast:
+                for widget in asked:  # what the widget's idle would do (Widget._check_refresh), now
+                    widget._repaint_required = False
+                    if widget.display:
+                        screen._dirty_widgets.add(widget)
+                screen._on_timer_update()
+    finally:
+        if len(fast) < len(repaints):
+            done = {id(w) for w, _ in fast}
+            for widget, regions in repaints:
+                if id(widget) not in done:
+                    widget.refresh(*regions)
 
 
 def _top_screen(node: Any) -> Any:
@@ -524,17 +532,24 @@ def _top_screen(node: Any) -> Any:
         return None
 
 
-def _quiet(screen: Any) -> bool:
-    """Whether ``screen`` may be composited now as its update timer would, with nothing waiting on it: laid out,
-    not closing, no batch update, the app not exiting, no message in its queue (a ``Layout`` posted by a widget),
-    and no layout, scroll, recompose or styles pending on it or a widget of it (flags Textual sets at once and
-    acts on later, through the widget's idle and the screen's ``Layout`` message)."""
+def _quiet(screen: Any) -> list[Widget] | None:
+    """None unless ``screen`` may be composited now as its update timer would, with nothing waiting on it: laid
+    out, not closing, no batch update, the app not exiting, no message in its queue (a ``Layout`` posted by a
+    widget), and no layout, scroll, recompose or styles pending on it or a widget of it (flags Textual sets at once
+    and acts on later, through the widget's idle and the screen's ``Layout`` message). Else its widgets whose
+    repaint Textual's ``refresh`` asked for and their idle has not yet handed to the screen."""
     app = screen.app
     if (screen._closing or app._batch_count or app._exit or screen not in screen._compositor
             or not screen._message_queue.empty()):
-        return False
-    return not any(getattr(node, name, False) for node in (screen, *screen.walk_children(with_self=False))
-                   for name in _PENDING)
+        return None
+    asked: list[Widget] = []
+    for node in (screen, *screen.walk_children(with_self=False)):
+        for name in _PENDING:
+            if getattr(node, name, False):
+                return None
+        if node is not screen and node._repaint_required and not node._closing:
+            asked.append(node)
+    return asked
 
 
 # ---------------------------------------------------------------------------- memory across fleet visits

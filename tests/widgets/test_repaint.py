@@ -227,6 +227,59 @@ async def test_under_a_modal_textuals_path_still_shows_it() -> None:
         assert watch.wrote("eight")  # under the modal, while it is up
 
 
+class WithStatic(App[None]):
+    CSS = "LineWidget { height: auto; } Static { height: 1; }"
+
+    def compose(self) -> ComposeResult:
+        yield Static("header one", id="head")
+        yield LineWidget(id="a")
+
+
+async def test_a_statics_update_in_the_same_redraw_is_in_the_same_frame() -> None:
+    """A Static (the header, the processes panel) updated through Textual's refresh in the redraw: one frame, one
+    write, as Textual's own path makes."""
+    app = WithStatic()
+    async with app.run_test(size=(40, 12)):
+        a = app.query_one("#a", LineWidget)
+        a.set_lines(lines("one"))
+        await asyncio.sleep(0.2)
+        watch = Watch(app)
+        with painting():
+            app.query_one("#head", Static).update("header two", layout=False)
+            a.set_lines(lines("eleven"))
+        assert watch.frames == 1 and len(watch.sent) == 1
+        assert "header two" in watch.sent[0] and "eleven" in watch.sent[0]
+        await asyncio.sleep(0.2)
+        assert watch.frames == 1
+
+
+class OverLines(ModalScreen[None]):
+    DEFAULT_CSS = "OverLines { align: center middle; } OverLines LineWidget { width: 20; height: auto; }"
+
+    def compose(self) -> ComposeResult:
+        yield LineWidget(id="top")
+
+
+async def test_a_redraw_over_two_screens_composites_the_top_one_and_leaves_the_other_to_textual() -> None:
+    app = Probe()
+    async with app.run_test(size=(40, 12)):
+        a, _b, under = await started(app)
+        over = OverLines()
+        await app.push_screen(over)
+        top = over.query_one("#top", LineWidget)
+        top.set_lines(lines("up"))
+        await asyncio.sleep(0.2)
+        under.frames = 0
+        watch = Watch(app)
+        with painting():
+            top.set_lines(lines("twelve"))
+            a.set_lines(lines("thirteen"))
+        assert watch.frames == 1 and watch.wrote("twelve") and under.frames == 0
+        assert a._repaint_required  # type: ignore[attr-defined]  # Textual's refresh, on its own screen
+        await asyncio.sleep(0.2)
+        assert watch.wrote("thirteen")  # under the modal, through Textual's path
+
+
 class Scrolled(App[None]):
     CSS = "LineWidget { height: auto; } VerticalScroll { height: 8; }"
 
