@@ -478,7 +478,8 @@ def painting() -> Iterator[None]:
     closing; its screen not the one on top (Textual composites a screen under a modal its own way) or not laid
     out yet; a batch update open; the app exiting. Nested, the outermost one paints. Only for a body that does
     not await (the event loop's thread, one context)."""
-    if _HELD.get() is not None and _HELD.get().open:  # type: ignore[union-attr]
+    outer = _HELD.get()
+    if outer is not None and outer.open:
         yield
         return
     held = _Redraw()
@@ -498,29 +499,28 @@ def _paint(repaints: list[tuple[Widget, list[Region]]], now: bool) -> None:
     """Composite ``repaints`` at once (:func:`painting`) when ``now`` and nothing waits on their screen, with the
     repaints Textual's ``refresh`` asked for in the same redraw (a Static's ``update``: one frame, one write, as
     Textual would make); the others through Textual's ``refresh``."""
-    screen = _top_screen(repaints[0][0]) if now else None
+    screen: Any = _top_screen(repaints[0][0]) if now else None
     asked = _quiet(screen) if screen is not None else None
     fast: list[tuple[Widget, list[Region]]] = []
+    rest: list[tuple[Widget, list[Region]]] = []
+    for widget, regions in repaints:
+        ours = asked is not None and _top_screen(widget) is screen and not widget._closing and widget.display
+        (fast if ours else rest).append((widget, regions))
     try:
-        if asked is not None and screen is not None:
-            fast = [(w, r) for w, r in repaints if _top_screen(w) is screen and not w._closing and w.display]
+        if fast and asked is not None:
             for widget, regions in fast:
                 widget._layout_cache.clear()  # as refresh does: what the widget renders and measures is its content's
                 widget.clear_cached_dimensions()
                 widget._set_dirty(*regions)
                 screen._dirty_widgets.add(widget)
-            if fast:
-                for widget in asked:  # what the widget's idle would do (Widget._check_refresh), now
-                    widget._repaint_required = False
-                    if widget.display:
-                        screen._dirty_widgets.add(widget)
-                screen._on_timer_update()
+            for widget in asked:  # what the widget's idle would do (Widget._check_refresh), now
+                widget._repaint_required = False
+                if widget.display:
+                    screen._dirty_widgets.add(widget)
+            screen._on_timer_update()
     finally:
-        if len(fast) < len(repaints):
-            done = {id(w) for w, _ in fast}
-            for widget, regions in repaints:
-                if id(widget) not in done:
-                    widget.refresh(*regions)
+        for widget, regions in rest:
+            widget.refresh(*regions)
 
 
 def _top_screen(node: Any) -> Any:
