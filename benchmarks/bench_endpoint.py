@@ -2,8 +2,8 @@
 
     python benchmarks/bench_endpoint.py
 
-Targets (issue 6): parse ≤ 5 ms; polling at 1 Hz ≤ 1 % of a core. The server runs in another
-process, so only the poller's CPU is counted.
+Targets (docs/performance.md, *Without GPUs*): parse ≤ 5 ms; polling at 1 Hz ≤ 1 % of a core. The server
+runs in another process, so only the poller's CPU is counted.
 """
 
 from __future__ import annotations

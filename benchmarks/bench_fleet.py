@@ -5,7 +5,7 @@
 Starts a Mosquitto on a free port, a viewer (gpuscope's Subscriber, in its own process, the part of
 the fleet view that receives and decodes) and N simulated agents in one publisher process, each
 publishing an 8-GPU frame (simulated `h200-nvswitch-8` readings, labelled simulated) every second.
-These agents publish frames only, as agents before the summary stream did (issue 18): the viewer
+These agents publish frames only, as agents before the summary stream did: the viewer
 shows them by decoding at most one frame per host per 5 s. Reports the viewer's CPU share of one
 core, its memory at the start and end, and how many hosts have a row. The summary stream's own
 benchmark, with the fleet screen: bench_fleet_summary.py.

@@ -20,7 +20,7 @@ agents' summary streams, and the fleet viewer (gpuscope's Subscriber + FleetApp,
 
 Reports per size: the viewer's CPU (% of one core: process time / wall, MQTT thread and Textual
 together), publish → screen (median, max), key → screen (median, p95), what was dropped (the status
-line's "behind" text), the viewer's memory, and Mosquitto's CPU. Goals (issue 18): at 2,000 hosts
+line's "behind" text), the viewer's memory, and Mosquitto's CPU. Goals: at 2,000 hosts
 ≤ 30 % of a core, publish → screen ≤ 2 s, key → screen ≤ 100 ms.
 """
 

@@ -49,12 +49,16 @@ def _threads_json(out: str, name: str) -> str:
     return os.path.join(out, "threads-" + name.replace(" ", "_") + ".json")
 
 
+GPUSCOPE: list[str] = [sys.executable, "-m", "gpuscope"]  # --gpuscope PATH: an installed one, as users run it
+NVITOP: list[str] | None = None  # --nvitop PATH: nvitop installed alone in its own venv, as users run it
+
+
 def _gpuscope(args: list[str], name: str, out: str, warmup_s: float, seconds: float, probe: str | None
               ) -> list[str]:
     """The command that runs gpuscope with ``args``: under the script ``probe`` (thread_cpu.py or section_cpu.py,
     its JSON in ``out``) when given."""
     if not probe:
-        return [sys.executable, "-m", "gpuscope", *args]
+        return [*GPUSCOPE, *args]
     path = _threads_json(out, name)
     return [sys.executable, probe, "--after", str(warmup_s + 0.2), "--for", str(seconds - 0.4),
             "--json", path, "--", *args]
@@ -71,14 +75,17 @@ def _cases(out: str, warmup_s: float = 6.0, seconds: float = 30.0, probe: str | 
         ("gpuscope record", gs(["record", "-o", os.path.join(out, f"r{time.time_ns()}.jsonl.gz"), "--interval", "1"],
                                "gpuscope record"), 120, 40, False, {})]
     for vname, path in variants or []:
-        env = {"PYTHONPATH": os.pathsep.join(p for p in (path, os.environ.get("PYTHONPATH", "")) if p)}
+        exe = os.path.isfile(path) and os.access(path, os.X_OK)  # an installed gpuscope (its own venv), else a tree
+        env = {} if exe else {"PYTHONPATH": os.pathsep.join(p for p in (path, os.environ.get("PYTHONPATH", "")) if p)}
         for cols, rows in ((120, 40), (80, 24)):
             name = f"gpuscope {vname} TUI {cols}x{rows}"
-            cases.append((name, gs(["--interval", "1"], name), cols, rows, True, env))
+            cmd = ([path, "--interval", "1", *(["--simulate", simulate] if simulate else [])] if exe
+                   else gs(["--interval", "1"], name))
+            cases.append((name, cmd, cols, rows, True, env))
     import importlib.util
 
-    if importlib.util.find_spec("nvitop") is not None:
-        nv = [sys.executable, "-m", "nvitop", "--interval", "1"]
+    if NVITOP is not None or importlib.util.find_spec("nvitop") is not None:
+        nv = [*(NVITOP or [sys.executable, "-m", "nvitop"]), "--interval", "1"]
         cases += [("nvitop 120x40", nv, 120, 40, True, {}), ("nvitop 80x24", nv, 80, 24, True, {})]
     if shutil.which("nvidia-smi"):
         cases.append(("nvidia-smi dmon -s puct -d 1", ["nvidia-smi", "dmon", "-s", "puct", "-d", "1"], 120, 40, False,
@@ -155,13 +162,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sections", action="store_true",
                     help="also each thread's and each part's CPU (section_cpu.py; implies --threads)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=DIR",
-                    help="also run the TUIs of the gpuscope checkout DIR, labelled NAME")
+                    help="also run the TUIs of the gpuscope checkout DIR (or the installed gpuscope executable DIR), "
+                         "labelled NAME")
+    ap.add_argument("--gpuscope", metavar="PATH", help="the gpuscope to measure: an installed executable (its own "
+                    "venv, as users run it; default: this tree through this Python)")
+    ap.add_argument("--nvitop", metavar="PATH", help="nvitop installed alone in its own venv (default: python -m "
+                    "nvitop in this Python, which shares gpuscope's environment and is not how users run it)")
     ap.add_argument("--simulate", metavar="SCENARIO",
                     help="gpuscope on a simulated machine (to try this script without GPUs; compares nothing)")
     a = ap.parse_args(argv)
     out = tempfile.mkdtemp()
     probe = SECTION_CPU if a.sections else THREAD_CPU if a.threads else None
-    variants = [(name, package_tree(d, os.path.join(out, f"pkg-{name}")))
+    global GPUSCOPE, NVITOP
+    if a.gpuscope:
+        GPUSCOPE = [a.gpuscope]
+    if a.nvitop:
+        NVITOP = [a.nvitop]
+    variants = [(name, d if os.path.isfile(d) else package_tree(d, os.path.join(out, f"pkg-{name}")))
                 for name, d in (v.split("=", 1) for v in a.variant)]
     doc: dict[str, object] = {}
     if a.idle > 0:

@@ -38,8 +38,8 @@ def _strip(f: Frame, how: str) -> Frame:
 
 
 def size(hours: float, how: str, directory: str) -> int:
+    from gpuscope.outputs.recorder import Recorder
     from gpuscope.sources.live import open_source
-    from gpuscope.sources.recording import Recorder
 
     src = open_source("h200-nvswitch-8", virtual_at=0.0, pcie_block_s=0.0, wall0=1.8e9)
     base = []

@@ -11,7 +11,7 @@ simulated); the child's CPU is read from /proc, so the client's own CPU is not c
 * **cached**: several scrapes of one frame (the bytes rendered once are served again);
 * **concurrent**: 16 client threads scraping as fast as they can, frames every second.
 
-Also the tick side: the hand-over (``update``) per tick, in µs. Target (issue 16): ≤ 2 ms CPU per scrape.
+Also the tick side: the hand-over (``update``) per tick, in µs. Target: ≤ 2 ms CPU per scrape.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def fixture():  # noqa: ANN201
 
 def child(mode: str) -> int:
     """Serve the fixture; ``fresh``: a new state before every scrape (a thread swaps it every 0.2 ms)."""
-    from gpuscope.sources.prometheus import PrometheusExporter, SamplerHealth
+    from gpuscope.outputs.prometheus import PrometheusExporter, SamplerHealth
 
     inv, frame, findings = fixture()
     ex = PrometheusExporter(("127.0.0.1", 0), inv).start()
@@ -136,7 +136,7 @@ def measure(mode: str, scrapes: int, seconds: float) -> dict[str, float]:
 
 def in_process(n: int) -> dict[str, float]:
     """Render cost and the tick-side hand-over, measured with process CPU time in this process."""
-    from gpuscope.sources.prometheus import PrometheusExporter, Renderer, SamplerHealth
+    from gpuscope.outputs.prometheus import PrometheusExporter, Renderer, SamplerHealth
 
     inv, frame, findings = fixture()
     r = Renderer(inv)

@@ -4,8 +4,8 @@
 
 The recording is made here from the simulated `h200-nvswitch-8` scenario (labelled simulated in its
 header): 300 distinct frames sampled on a virtual clock, written with 1 s spacing for the whole
-duration. Targets (issue 5): ≤ 0.5 ms CPU per 8-GPU frame, ≤ 250 KB per GPU-hour at 1 Hz, open to a
-first screen ≤ 2 s, seek ≤ 100 ms, ≤ 300 MB of memory.
+duration. Targets (docs/performance.md, *Without GPUs*): ≤ 0.5 ms CPU per 8-GPU frame, ≤ 250 KB per
+GPU-hour at 1 Hz, open to a first screen ≤ 2 s, seek ≤ 100 ms, ≤ 300 MB of memory.
 
 "open" is also measured three ways, each in a fresh process, alternated ``--open-runs`` times (median):
 ``line reader`` is the reader before members were inflated ahead (every line split and checked on the
@@ -32,8 +32,8 @@ from common import load_average, write_json  # noqa: E402
 
 
 def make(path: str, hours: float, n_gpus: int) -> dict[str, float]:
+    from gpuscope.outputs.recorder import Recorder
     from gpuscope.sources.live import open_source
-    from gpuscope.sources.recording import Recorder
 
     src = open_source("h200-nvswitch-8", virtual_at=0.0, pcie_block_s=0.0, wall0=1.8e9)
     base = []

@@ -1,5 +1,5 @@
-"""Peak RSS of the live TUI and of its imports, at 1, 2 and 8 simulated GPUs (issue 26, "Lighter than
-nvitop at one GPU"; docs/performance.md, *Memory at one GPU*).
+"""Peak RSS of the live TUI and of its imports, at 1, 2 and 8 simulated GPUs (the goal: lighter than
+nvitop at one GPU; docs/performance.md, *Memory at one GPU*).
 
     python benchmarks/bench_rss.py                                   # this checkout, 3 runs, 75 s each
     python benchmarks/bench_rss.py --variant before=/path/to/other/checkout --runs 5

@@ -10,7 +10,7 @@ has been painted (``call_after_refresh``) after a redraw showing the seek's resu
 random places per window, p50 / max, with nothing else on the event loop. "UI blocked" is the longest
 the event loop went without running during 10 more seeks (a 5 ms heartbeat's worst gap; it includes
 the redraw itself): a separate pass, because a timer waking the loop every 5 ms makes the UI and the
-replay thread trade the GIL and slows the seek it measures. Target (issue 12): ≤ 50 ms at every window.
+replay thread trade the GIL and slows the seek it measures. Target: ≤ 50 ms at every window.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Serving metrics under restarts and hostile endpoints (issues 15 and 13.6); prints a table.
+"""Serving metrics under restarts and hostile endpoints; prints a table.
 
     python benchmarks/bench_serving.py [--duration 20] [--json FILE]
 
-1. The issue's restart: 250 tok/s for t=0-10, failed() for t=11-61, the counter restarted at t=54;
-   the rate error at each scrape after recovery (t=62 on).
+1. A restart that once gave wrong rates: 250 tok/s for t=0-10, failed() for t=11-61, the counter restarted
+   at t=54; the rate error at each scrape after recovery (t=62 on).
 2. The real vLLM 0.32 capture: exact TTFT/ITL means against the bucket-interpolated p50 the TUI
    used to show, and the bucket the p50 lies in.
 3. A 1 Hz `gpuscope record` beside a 5,000-series endpoint and a slow-drip endpoint (real local HTTP

@@ -3,7 +3,7 @@
     python benchmarks/bench_tui.py                 # simulated 8 GPUs (h200-nvswitch-8), 120×40, 1 Hz and 10 Hz
     python benchmarks/bench_tui.py --long 600      # plus RSS growth over 10 minutes at 10 Hz
 
-Targets (issue 3): at 1 Hz ≤ 3 % of a core and ≤ 15 KB/s; at 10 Hz ≤ 15 %; RSS growth < 10 MB / 10 min.
+Targets: at 1 Hz ≤ 3 % of a core and ≤ 15 KB/s; at 10 Hz ≤ 15 %; RSS growth < 10 MB / 10 min.
 """
 
 from __future__ import annotations

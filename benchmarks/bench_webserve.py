@@ -1,4 +1,4 @@
-"""What a scrape costs the exporter with ``--web-config`` (TLS, basic auth) and gzip, for 8 GPUs (issue 30).
+"""What a scrape costs the exporter with ``--web-config`` (TLS, basic auth) and gzip, for 8 GPUs.
 
     python benchmarks/bench_webserve.py [--scrapes 200] [--json FILE]
 
@@ -18,7 +18,7 @@ Cases, each with and without ``Accept-Encoding: gzip`` (Prometheus always sends 
 
 Each figure is the median of three runs (the machine may be shared).
 
-Target (issue 30): ≤ 1 ms of exporter CPU per scrape with 8 GPUs.
+Target: ≤ 1 ms of exporter CPU per scrape with 8 GPUs.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ PASSWORD = "bench-password"
 def child(mode: str, web_path: str) -> int:
     """Serve the fixture with ``web_path`` ('-': none); ``fresh``: a new state before every scrape (so every
     scrape renders, and gzips when asked: Prometheus scraping less often than the agent ticks)."""
-    from gpuscope.sources.prometheus import PrometheusExporter, SamplerHealth
-    from gpuscope.sources.webconfig import load_web_config
+    from gpuscope.outputs.prometheus import PrometheusExporter, SamplerHealth
+    from gpuscope.outputs.webconfig import load_web_config
 
     inv, frame, findings = fixture()
     web = load_web_config(web_path) if web_path != "-" else None
@@ -139,7 +139,7 @@ def measure(mode: str, web: str, ca: str | None, scrapes: int) -> dict[str, floa
 
 def gzip_levels() -> dict[str, float]:
     """Rendering one 8-GPU body, and its gzip at levels 1 and 6, in process: CPU ms and size."""
-    from gpuscope.sources.prometheus import Renderer, SamplerHealth
+    from gpuscope.outputs.prometheus import Renderer, SamplerHealth
 
     inv, frame, findings = fixture()
     r, h = Renderer(inv), SamplerHealth(ticks=1)

@@ -26,15 +26,6 @@ def measured_run_args(out_flag: str, out_help: str) -> tuple[argparse.Namespace,
     return a, a.args[1:] if a.args[:1] == ["--"] else a.args
 
 
-def wake_args(argv: list[str] | None) -> argparse.Namespace:
-    """``--wakes``, ``--gap-ms`` and ``--rounds``: bench_wake.py's and bench_repaint.py's wake-ups of a headless App."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--wakes", type=int, default=300)
-    ap.add_argument("--gap-ms", type=float, default=20.0)
-    ap.add_argument("--rounds", type=int, default=3)
-    return ap.parse_args(argv)
-
-
 def write_json(path: str | None, data: Any) -> None:
     """Write a benchmark's results as JSON when ``--json FILE`` was given."""
     if path:

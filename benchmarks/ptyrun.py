@@ -114,7 +114,7 @@ def run_under_pty(cmd: list[str], seconds: float, cols: int = 120, rows: int = 4
 
 def main() -> None:
     """``python benchmarks/ptyrun.py --size 120x40 --seconds 150 [--pid-file F] -- CMD...``: run CMD under a pty,
-    drained like a terminal, and print what it cost (tools/device_pyspy.sh profiles it meanwhile)."""
+    drained like a terminal, and print what it cost (`tools/gpu_machine.sh profile` samples it meanwhile)."""
     import argparse
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--size", default="120x40")

@@ -9,117 +9,53 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from gpuscope.cli.agent_id import machine_id, run_id, state_file
-from gpuscope.cli.gc_tune import settle_gc
 from gpuscope.cli.options import AgentOptions, RecordOptions, SourceOptions
 from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.gc_tune import settle_gc
+from gpuscope.core.model import Inventory
 from gpuscope.core.session import Session, run_ticks
 from gpuscope.core.summary import SummaryPacer, summarise
 from gpuscope.core.text import count
-from gpuscope.sources.mqtt import Publisher, Subscriber, safe_host
-from gpuscope.sources.recording import Recorder
+from gpuscope.outputs.mqtt_publish import Publisher
+from gpuscope.outputs.recorder import Recorder
+from gpuscope.sources.mqtt import Subscriber, safe_host
+
+if TYPE_CHECKING:
+    from gpuscope.outputs.prometheus import PrometheusExporter
+    from gpuscope.outputs.webconfig import WebConfig
+    from gpuscope.sources.kubelet import PodMapper
+    from gpuscope.sources.mqtt import BrokerConfig
 
 log = logging.getLogger(__name__)
 
 
 def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -> int:
     """Sample every ``--interval``; publish to ``--broker``, serve ``--prometheus``, or both."""
-    cfg, listen = opts.broker, opts.listen
     web = None
     if opts.web_config is not None:  # a bad file is one line before anything starts
-        from gpuscope.sources.webconfig import load_web_config
+        from gpuscope.outputs.webconfig import load_web_config
 
         web = load_web_config(opts.web_config)
     src = open_source(opts.source)
     interval = opts.source.interval
     session = Session(src.inventory, interval_s=interval, history_s=60)
-    pub = exporter = pods = None
     stop = threading.Event()
-    try:
-        if listen is not None:
-            from gpuscope.sources.prometheus import PrometheusExporter
-
-            if opts.kubelet_socket is not None:
-                from gpuscope.sources.kubelet import PodLabels, PodMapper, mig_parents
-
-                devices = src.inventory.devices
-                pods = PodMapper(opts.kubelet_socket, devices, mig=mig_parents(getattr(src, "nvml", None), devices),
-                                 note=lambda s: sys.stderr.write(f"gpuscope agent: {s}\n")).start()
-            # --name (what this agent publishes as, here too), else NODE_NAME (a DaemonSet sets it from the
-            # downward API): the node, as dcgm-exporter labels it; a container's own host name is its pod's name
-            exporter = PrometheusExporter(listen, src.inventory, hostname_label=opts.prometheus_hostname_label,
-                                          hostname=opts.name or os.environ.get("NODE_NAME") or None,
-                                          dcgm_names=opts.dcgm_names,
-                                          pods=PodLabels(pods.current) if pods is not None else None,
-                                          web=web).start()
-        if cfg is not None:
-            machine, warning = machine_id(state_file())
-            if warning:
-                log.warning("%s", warning)  # one line on stderr ("gpuscope: warning: …") and in the log file
-            pub = Publisher(cfg, src.inventory, name=opts.name, machine=machine, run=run_id(),
-                            on_fatal=stop.set).start()  # a refused login ends the agent (exit 1)
-    except BaseException:
-        if exporter is not None:
-            exporter.stop()
-        if pods is not None:
-            pods.stop()
-        src.close()
-        raise
+    outs = _start_outputs(opts, src, web, stop)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
-    sim = " (SIMULATED)" if src.inventory.simulated else ""
-    what = []
-    if pub is not None and cfg is not None:
-        what.append(f"publishing to {'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port} under "
-                    f"{cfg.prefix}/v1/{pub.host}/")
-    if exporter is not None:
-        what.append(f"serving {exporter.url}" + (f" ({web.describe()})" if web is not None else "")
-                    + (f" with pod labels from {pods.path}" if pods is not None else ""))
-    named = f" as {pub.host}" if pub is not None and pub.host != src.inventory.host else ""
-    sys.stderr.write(f"gpuscope agent: {len(src.inventory.devices)} GPUs of {src.inventory.host}{named}{sim}: "
-                     f"{'; '.join(what)}; every {interval:g} s\n")
-    last_note = [0.0]
-    tick = _TickClock(interval)
-    pacer = SummaryPacer(every_s=max(5.0, interval))
-    connects = [0]
-
-    def sample() -> Any:
-        tick.begin()
-        return src.sample()
-
-    def on_frame(frame: Any) -> None:
-        frame = session.ingest(frame)
-        if pub is not None and cfg is not None:
-            pub.publish_frame(frame)
-            s = summarise(src.inventory, frame, session.findings.active, interval_s=interval)
-            if pacer.due(s.key(), frame.t):
-                pub.publish_summary(replace(s, host=pub.host, seq=pacer.seq))
-            note = connection_note(connects[0], pub.connects, pub.connected, pub.last_error,
-                                   time.monotonic() - last_note[0], pub.dropped,
-                                   f"{'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port}")
-            connects[0] = pub.connects
-            if note:
-                if "unreachable" in note:
-                    last_note[0] = time.monotonic()
-                sys.stderr.write(f"gpuscope agent: {note}\n")
-        if exporter is not None:
-            exporter.update(frame, session.findings.active,
-                            tick.end(mqtt_dropped=pub.dropped if pub is not None else None))
-
+    sys.stderr.write(f"gpuscope agent: {_started(src.inventory, outs, opts.broker, web)}; every {interval:g} s\n")
+    loop = _AgentLoop(src, session, outs, opts.broker, interval)
     try:
         settle_gc()  # started: the collector set for a long run
-        run_ticks(sample, on_frame, interval, stop, on_error=session.tick_failed)
+        run_ticks(loop.sample, loop.on_frame, interval, stop, on_error=session.tick_failed)
     finally:
-        if pub is not None:
-            pub.stop()
-        if exporter is not None:
-            exporter.stop()
-        if pods is not None:
-            pods.stop()
+        outs.stop()
         src.close()
+    pub, exporter = outs.pub, outs.exporter
     sent = (f"; {count(session.frames_seen, 'frame')} sampled, {pub.sent} sent to the broker, {pub.dropped} dropped"
             if pub is not None else "")
     served = f"; {exporter.scrapes} scrapes served" if exporter is not None else ""
@@ -129,6 +65,119 @@ def run_agent(opts: AgentOptions, open_source: Callable[[SourceOptions], Any]) -
     if pub is not None and pub.fatal:  # not healthy under systemd while sending nothing: exit 1, one line
         raise GpuscopeError(pub.fatal)
     return 0
+
+
+@dataclass
+class _Outputs:
+    """Where the agent's frames go: the MQTT publisher, the Prometheus exporter and the kubelet's pod labels
+    it adds (each None when not asked for)."""
+
+    pub: Publisher | None = None
+    exporter: PrometheusExporter | None = None
+    pods: PodMapper | None = None
+
+    def stop(self) -> None:
+        if self.pub is not None:
+            self.pub.stop()
+        if self.exporter is not None:
+            self.exporter.stop()
+        if self.pods is not None:
+            self.pods.stop()
+
+
+def _start_outputs(opts: AgentOptions, src: Any, web: WebConfig | None, stop: threading.Event) -> _Outputs:
+    """Start what ``opts`` asks for (``--prometheus``, ``--broker``); on any failure, stop what started and
+    close the source."""
+    outs = _Outputs()
+    try:
+        if opts.listen is not None:
+            _start_exporter(outs, opts, opts.listen, src, web)
+        if opts.broker is not None:
+            machine, warning = machine_id(state_file())
+            if warning:
+                log.warning("%s", warning)  # one line on stderr ("gpuscope: warning: …") and in the log file
+            outs.pub = Publisher(opts.broker, src.inventory, name=opts.name, machine=machine, run=run_id(),
+                                 on_fatal=stop.set).start()  # a refused login ends the agent (exit 1)
+    except BaseException:
+        outs.stop()
+        src.close()
+        raise
+    return outs
+
+
+def _start_exporter(outs: _Outputs, opts: AgentOptions, listen: tuple[str, int], src: Any,
+                    web: WebConfig | None) -> None:
+    """The Prometheus exporter in ``outs`` (with the pods of ``--kubelet-socket`` first, when given)."""
+    from gpuscope.outputs.prometheus import PrometheusExporter
+
+    labels = None
+    if opts.kubelet_socket is not None:
+        from gpuscope.sources.kubelet import PodLabels, PodMapper, mig_parents
+
+        devices = src.inventory.devices
+        outs.pods = PodMapper(opts.kubelet_socket, devices, mig=mig_parents(getattr(src, "nvml", None), devices),
+                              note=lambda s: sys.stderr.write(f"gpuscope agent: {s}\n")).start()
+        labels = PodLabels(outs.pods.current)
+    # --name (what this agent publishes as, here too), else NODE_NAME (a DaemonSet sets it from the
+    # downward API): the node, as dcgm-exporter labels it; a container's own host name is its pod's name
+    outs.exporter = PrometheusExporter(listen, src.inventory, hostname_label=opts.prometheus_hostname_label,
+                                       hostname=opts.name or os.environ.get("NODE_NAME") or None,
+                                       dcgm_names=opts.dcgm_names, pods=labels, web=web).start()
+
+
+def _started(inv: Inventory, outs: _Outputs, cfg: BrokerConfig | None, web: WebConfig | None) -> str:
+    """What the agent says once started: the GPUs it samples and where their frames go."""
+    what = []
+    if outs.pub is not None and cfg is not None:
+        what.append(f"publishing to {_broker_url(cfg)} under {cfg.prefix}/v1/{outs.pub.host}/")
+    if outs.exporter is not None:
+        what.append(f"serving {outs.exporter.url}" + (f" ({web.describe()})" if web is not None else "")
+                    + (f" with pod labels from {outs.pods.path}" if outs.pods is not None else ""))
+    named = f" as {outs.pub.host}" if outs.pub is not None and outs.pub.host != inv.host else ""
+    sim = " (SIMULATED)" if inv.simulated else ""
+    return f"{len(inv.devices)} GPUs of {inv.host}{named}{sim}: {'; '.join(what)}"
+
+
+def _broker_url(cfg: BrokerConfig) -> str:
+    return f"{'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port}"
+
+
+class _AgentLoop:
+    """One tick of the agent: sample, then hand the frame to the publisher (with a summary when due, and a
+    line about the broker connection when it changes) and the exporter."""
+
+    def __init__(self, src: Any, session: Session, outs: _Outputs, cfg: BrokerConfig | None, interval: float):
+        self.src, self.session, self.outs, self.cfg, self.interval = src, session, outs, cfg, interval
+        self.tick = _TickClock(interval)
+        self.pacer = SummaryPacer(every_s=max(5.0, interval))
+        self.connects = 0  # the publisher's connections already told
+        self.last_note = 0.0  # monotonic time of the last "broker unreachable"
+
+    def sample(self) -> Any:
+        self.tick.begin()
+        return self.src.sample()
+
+    def on_frame(self, frame: Any) -> None:
+        frame = self.session.ingest(frame)
+        pub, exporter = self.outs.pub, self.outs.exporter
+        if pub is not None and self.cfg is not None:
+            self._publish(pub, self.cfg, frame)
+        if exporter is not None:
+            exporter.update(frame, self.session.findings.active,
+                            self.tick.end(mqtt_dropped=pub.dropped if pub is not None else None))
+
+    def _publish(self, pub: Publisher, cfg: BrokerConfig, frame: Any) -> None:
+        pub.publish_frame(frame)
+        s = summarise(self.src.inventory, frame, self.session.findings.active, interval_s=self.interval)
+        if self.pacer.due(s.key(), frame.t):
+            pub.publish_summary(replace(s, host=pub.host, seq=self.pacer.seq))
+        note = connection_note(self.connects, pub.connects, pub.connected, pub.last_error,
+                               time.monotonic() - self.last_note, pub.dropped, _broker_url(cfg))
+        self.connects = pub.connects
+        if note:
+            if "unreachable" in note:
+                self.last_note = time.monotonic()
+            sys.stderr.write(f"gpuscope agent: {note}\n")
 
 
 def connection_note(seen_connects: int, connects: int, connected: bool, last_error: str | None,
@@ -158,14 +207,14 @@ class _TickClock:
         self._start: float | None = None
 
     def begin(self) -> None:
-        from gpuscope.sources.prometheus import skipped_ticks
+        from gpuscope.outputs.prometheus import skipped_ticks
 
         now = self.clock()
         self.skipped += skipped_ticks(self._start, now, self.interval_s)
         self._start = now
 
     def end(self, mqtt_dropped: int | None = None) -> Any:
-        from gpuscope.sources.prometheus import SamplerHealth
+        from gpuscope.outputs.prometheus import SamplerHealth
 
         self.ticks += 1
         took = self.clock() - self._start if self._start is not None else None

@@ -2,7 +2,7 @@
 
 Two agents that publish under one name (cloned VMs, containers with one host name) would otherwise merge
 into one flapping fleet row; with a machine id and a per-start run id in each summary the viewer tells
-their streams apart (issue 27).
+their streams apart.
 
 The machine id is ``/etc/machine-id`` where present, else a random id kept in the agent's state file.
 It is never published as read: machine-id(5) asks applications not to expose it on the network, so the
@@ -15,6 +15,7 @@ cannot be written is not fatal: the agent warns and uses an id for this run only
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import hmac
 import os
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.text import visible
 
 MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
 APP_KEY = b"gpuscope agent machine id v1"  # the hash's key: the id means nothing outside gpuscope
@@ -31,13 +33,42 @@ NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,128}\Z")  # one MQTT topic level (source
 _HEX_RE = re.compile(r"[0-9a-fA-F]{32}\Z")
 
 
+NAME_RULE = "ASCII letters, digits, '.', '_' and '-' only, at most 128 (it is one level of the MQTT topic)"
+
+
+def name_problem(name: str) -> str | None:
+    """What is wrong with ``name`` as an agent name, in one line that names the first character refused
+    (shown, never obeyed: an escape sequence reads ``␛[…``); None when it is fine."""
+    if not name:
+        return f"empty: {NAME_RULE}"
+    if len(name) > 128:
+        return f"{len(name)} characters: {NAME_RULE}"
+    bad = next((c for c in name if not NAME_RE.match(c)), None)
+    if bad is None:
+        return None
+    what = "a space" if bad == " " else f"'{visible(bad, keep='')}'"
+    return f"{what} is not allowed: {NAME_RULE}"
+
+
+def _shown(name: str) -> str:
+    return f"'{visible(name[:60], keep='')}{'…' if len(name) > 60 else ''}'"
+
+
 def check_name(name: str) -> str:
-    """``--name``: one topic level of letters, digits, ``.``, ``_``, ``-`` (at most 128); a GpuscopeError
-    (one line, the name shown safely) otherwise."""
-    if not NAME_RE.match(name):
-        raise GpuscopeError(f"--name {ascii(name)[:60]}: use 1 to 128 letters, digits, '.', '_' or '-' "
-                            "(it is one level of the MQTT topic)")
+    """``--name``: one topic level of ASCII letters, digits, ``.``, ``_``, ``-`` (at most 128); a GpuscopeError
+    (one line, the name shown safely, exit status 2 as for any argument error) otherwise."""
+    why = name_problem(name)
+    if why is not None:
+        raise GpuscopeError(f"--name {_shown(name)}: {why}", exit_status=2)
     return name
+
+
+def name_arg(text: str) -> str:
+    """``--name`` for argparse: the name, or an ``ArgumentTypeError`` (argparse's one line, exit status 2)."""
+    why = name_problem(text)
+    if why is not None:
+        raise argparse.ArgumentTypeError(f"{_shown(text)}: {why}")
+    return text
 
 
 def state_file(env: Mapping[str, str] | None = None) -> Path:

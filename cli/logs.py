@@ -21,7 +21,7 @@ import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gpuscope.core.errors import SHOWN, GpuscopeError
 from gpuscope.core.redact import redact_text
@@ -81,7 +81,13 @@ class OneLine(logging.Formatter):
         return redact_text(f"gpuscope: {record.levelname.lower()}: {record.getMessage()}")
 
 
-class _Stderr(logging.StreamHandler):
+if TYPE_CHECKING:  # typeshed's StreamHandler is generic in its stream; at run time subscriptable only from 3.11
+    _StreamHandler = logging.StreamHandler[TextIO]
+else:
+    _StreamHandler = logging.StreamHandler
+
+
+class _Stderr(_StreamHandler):
     """Writes to whatever ``sys.stderr`` is when a record comes (it may be replaced after configure)."""
 
     def __init__(self, stream: TextIO | None = None):

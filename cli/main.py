@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, NoReturn, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar, cast
 
 from gpuscope import __version__
 from gpuscope.cli import logs
@@ -88,14 +89,28 @@ def unknown_command(word: str) -> str | None:
 # Each runner imports what it needs when it runs, not at module level: `gpuscope topo` need not load NVML's
 # pool, MQTT or HTTP, and no headless command may load Textual (tests/test_layout.py).
 
+def lazy(module: str, name: str) -> Callable[[Any], int]:
+    """The runner of a command that is one function of one module, imported only when the command runs:
+    ``lazy("gpuscope.cli.report", "run_summary")`` calls ``run_summary(options)`` and returns its exit status."""
+
+    def run(options: Any) -> int:
+        return cast(int, getattr(importlib.import_module(module), name)(options))
+
+    return run
+
+
 def _run_live(o: LiveOptions) -> int:
     if o.broker.broker:
         from gpuscope.tui.fleet import run_fleet
 
-        return run_fleet(o)
+        return run_fleet(o.broker.config, o.host, o.source.interval)
     from gpuscope.tui.run import run_live
 
-    return run_live(o, _open)
+    def open_checked() -> tuple[Any, float]:
+        source = o.source.checked()
+        return _open(source), source.interval
+
+    return run_live(open_checked, record=o.record, force=o.force, history=o.history, compact=o.compact)
 
 
 def _run_topo(o: TopoOptions) -> int:
@@ -133,43 +148,13 @@ def _run_record(o: RecordOptions) -> int:
 def _run_replay(o: ReplayOptions) -> int:
     from gpuscope.tui.run import run_replay
 
-    return run_replay(o)
-
-
-def _run_summary(o: SummaryOptions) -> int:
-    from gpuscope.cli.report import run_summary
-
-    return run_summary(o)
-
-
-def _run_export(o: ExportOptions) -> int:
-    from gpuscope.cli.report import run_export
-
-    return run_export(o)
-
-
-def _run_compare(o: CompareOptions) -> int:
-    from gpuscope.cli.report import run_compare
-
-    return run_compare(o)
-
-
-def _run_split(o: SplitOptions) -> int:
-    from gpuscope.cli.report import run_split
-
-    return run_split(o)
+    return run_replay(o.file, part=o.part, speed=o.speed, compact=o.compact)
 
 
 def _run_agent(o: AgentOptions) -> int:
     from gpuscope.cli.agent import run_agent
 
     return run_agent(o, _open)
-
-
-def _run_probe(o: ProbeOptions) -> int:
-    from gpuscope.cli.probe import run_probe
-
-    return run_probe(o)
 
 
 OptionsT = TypeVar("OptionsT")
@@ -202,18 +187,18 @@ REGISTRY: tuple[Command[Any], ...] = (
     Command("demo", "Replay the real H200 recording that ships with gpuscope.",
             ReplayOptions.add_demo_arguments, ReplayOptions.from_namespace, _run_replay, draws=True),
     Command("summary", "Statistics of a recording.",
-            SummaryOptions.add_arguments, SummaryOptions.from_namespace, _run_summary),
+            SummaryOptions.add_arguments, SummaryOptions.from_namespace, lazy("gpuscope.cli.report", "run_summary")),
     Command("export", "One row per GPU per frame.",
-            ExportOptions.add_arguments, ExportOptions.from_namespace, _run_export),
+            ExportOptions.add_arguments, ExportOptions.from_namespace, lazy("gpuscope.cli.report", "run_export")),
     Command("compare", "Two recordings side by side.",
-            CompareOptions.add_arguments, CompareOptions.from_namespace, _run_compare),
+            CompareOptions.add_arguments, CompareOptions.from_namespace, lazy("gpuscope.cli.report", "run_compare")),
     Command("split", "Write each recording of a file that joins several (cat a b) to a file of its own.",
-            SplitOptions.add_arguments, SplitOptions.from_namespace, _run_split),
+            SplitOptions.add_arguments, SplitOptions.from_namespace, lazy("gpuscope.cli.report", "run_split")),
     Command("agent", "Publish this machine's frames, findings and inventory to an MQTT broker (topics: "
             "docs/mqtt.md), serve them to Prometheus (docs/prometheus.md), or both.",
             AgentOptions.add_arguments, AgentOptions.from_namespace, _run_agent),
     Command("probe", "Measure what each link delivers beside its ceiling.",
-            ProbeOptions.add_arguments, ProbeOptions.from_namespace, _run_probe),
+            ProbeOptions.add_arguments, ProbeOptions.from_namespace, lazy("gpuscope.cli.probe", "run_probe")),
 )
 _BY_NAME = {c.name: c for c in REGISTRY}
 COMMANDS = tuple(c.name for c in REGISTRY if c.name)
@@ -258,6 +243,7 @@ def _global_log_file(argv: list[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. A GpuscopeError is one line on stderr; any other exception is logged with its
     traceback (to the log file, if any) and shown as one ``internal error`` line; both exit 1."""
+    _degrade_encoding()
     argv = list(sys.argv[1:] if argv is None else argv)
     early_log = _global_log_file(argv)
     cmd = argv[0] if argv and argv[0] in COMMANDS else ""
@@ -295,6 +281,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAIL
 
 
+def _degrade_encoding() -> None:
+    """Let stdout and stderr write what their encoding cannot hold as ``\\u2192`` escapes rather than fail
+    (``PYTHONIOENCODING=ascii``, a C locale): the report, not an internal error."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a closed or detached stream: nothing to write to anyway
+                pass
+
+
 def _stderr(text: str) -> None:
     try:
         sys.stderr.write(text)
@@ -327,10 +325,8 @@ def _open(source: SourceOptions) -> Any:
         from gpuscope.sources.endpoint import EndpointPoller
 
         targets = source.endpoint_targets
-        for t in targets:
-            if t.auth is not None:  # once per URL, before any request: the user knows why it is not in the file
-                _stderr(f"gpuscope: note: the password in --endpoint {t.url} is sent to it but never shown, "
-                        "logged, recorded or published\n")
+        for note in source.notes:  # once per URL with credentials in it, before any request (cli/endpoint_url.py)
+            _stderr(f"gpuscope: note: {note}\n")
         poller = EndpointPoller(list(targets), kind=source.endpoint_kind,
                                 interval_s=min(source.interval, 1.0) if source.interval >= 0.5 else 1.0,
                                 timeout_s=source.endpoint_timeout, window_s=source.endpoint_window,

@@ -53,6 +53,22 @@ def _interval(s: str) -> float:
     return v
 
 
+def _hostname_label(s: str) -> str:
+    """``--prometheus-hostname-label``: a label key Prometheus would keep as it is (not job, instance, __*)."""
+    from gpuscope.outputs.prometheus import hostname_label_problem
+
+    if (why := hostname_label_problem(s)) is not None:
+        raise argparse.ArgumentTypeError(f"{s[:60]!r}: {why}")
+    return s
+
+
+def _agent_name(s: str) -> str:
+    """``agent --name``: one MQTT topic level (cli/agent_id.py)."""
+    from gpuscope.cli.agent_id import name_arg
+
+    return name_arg(s)
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     """Where frames come from: NVML or a scenario (``--simulate``), sampled every ``interval`` seconds,
@@ -72,6 +88,9 @@ class SourceOptions:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # --endpoint-header + environment
     # the --endpoint URLs split by checked(): ``endpoint`` then holds only their public form (core/redact.py)
     targets: tuple[Endpoint, ...] = field(default=(), repr=False)
+    endpoint_user: str | None = None  # --endpoint-user: Basic auth's user name
+    endpoint_password_file: str | None = None  # --endpoint-password-file: Basic auth's password, read by checked()
+    notes: tuple[str, ...] = ()  # lines for stderr at start (checked(): credentials readable in the process list)
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -81,12 +100,19 @@ class SourceOptions:
         p.add_argument("--pcie-source", choices=("auto", "gpm", "throughput"), default="auto",
                        help=argparse.SUPPRESS)
         p.add_argument("--endpoint", action="append", default=[], metavar="URL",
-                       help="an inference server to poll (repeatable); its kind is detected from /metrics")
+                       help="an inference server to poll (repeatable); its kind is detected from /metrics. "
+                            "http://USER:PASSWORD@HOST works, but every local user can read the password in the "
+                            "process list: prefer --endpoint-user with --endpoint-password-file")
         p.add_argument("--endpoint-kind", choices=SERVER_KINDS,
                        help="skip detection")
         p.add_argument("--endpoint-header", action="append", default=[], metavar="'NAME: VALUE'",
-                       help="HTTP header for protected endpoints (prefer GPUSCOPE_ENDPOINT_TOKEN / _HEADERS in the "
-                            "environment: the command line is visible to other users)")
+                       help="HTTP header for protected endpoints (repeatable; prefer GPUSCOPE_ENDPOINT_TOKEN / _HEADERS "
+                            "in the environment: the command line is visible to other users; a header named twice, "
+                            "here or there, is refused)")
+        p.add_argument("--endpoint-user", metavar="NAME", help="Basic auth's user name for every --endpoint (or "
+                       "http://NAME@HOST in the URL)")
+        p.add_argument("--endpoint-password-file", metavar="FILE", help="Basic auth's password, read from FILE (or "
+                       "GPUSCOPE_ENDPOINT_PASSWORD), for every --endpoint: kept out of the process list")
         p.add_argument("--endpoint-window", type=finite_float(0.1, 3600), default=10.0, metavar="SECONDS",
                        help="rate window (default 10)")
         p.add_argument("--endpoint-timeout", type=finite_float(0.01, 600), default=2.0, metavar="SECONDS")
@@ -113,33 +139,52 @@ class SourceOptions:
                    endpoint=tuple(ns.endpoint), endpoint_kind=ns.endpoint_kind,
                    endpoint_header=tuple(ns.endpoint_header), endpoint_window=ns.endpoint_window,
                    endpoint_timeout=ns.endpoint_timeout, endpoint_insecure=ns.endpoint_insecure, probe=ns.probe,
-                   probe_model=ns.probe_model)
+                   probe_model=ns.probe_model, endpoint_user=ns.endpoint_user,
+                   endpoint_password_file=ns.endpoint_password_file)
 
     def checked(self, env: Mapping[str, str] | None = None) -> SourceOptions:
         """These options with ``headers`` parsed (from ``--endpoint-header`` and ``env``, by default the
-        process environment) and each endpoint URL split into its public form (``endpoint``, all the rest
-        of the program sees) and its credentials (``targets``, for the HTTP requests only); a GpuscopeError
-        for ``--probe`` or ``--endpoint-header`` without ``--endpoint``, a malformed header or an endpoint URL that is not
-        http(s)://HOST[:PORT]."""
-        from gpuscope.cli.endpoint_url import endpoint_url_problem
+        process environment), each endpoint URL split into its public form (``endpoint``, all the rest of
+        the program sees) and its credentials (``targets``, for the HTTP requests only, with the Basic auth
+        of ``--endpoint-user`` / ``--endpoint-password-file`` / ``GPUSCOPE_ENDPOINT_PASSWORD``) and ``notes``
+        for stderr. A GpuscopeError (exit 2, one line, never a secret) for ``--probe`` or another endpoint flag
+        without ``--endpoint``, an endpoint URL that is not http(s)://HOST[:PORT], one given twice (also when
+        only their credentials differ), a malformed or unsendable header, and a header or password given in
+        two places (cli/endpoint_url.py, sources/live.py: parse_headers). Options already checked are
+        returned as they are."""
+        from gpuscope.cli.endpoint_url import (
+            duplicate_problem,
+            endpoint_url_problem,
+            shown_in_error,
+            with_basic_auth,
+        )
+        from gpuscope.core.redact import split_endpoint
         from gpuscope.sources.live import parse_headers
 
         if self.probe is not None and not self.endpoint:
-            raise GpuscopeError("--probe needs --endpoint URL")
-        if self.endpoint_header and not self.endpoint:  # a header for no server: a forgotten --endpoint
-            raise GpuscopeError("--endpoint-header needs --endpoint URL (the header goes with its requests)")
-        if not self.endpoint:
+            raise GpuscopeError("--probe needs --endpoint URL", exit_status=2)
+        for flag, given in (("--endpoint-header", self.endpoint_header), ("--endpoint-user", self.endpoint_user),
+                            ("--endpoint-password-file", self.endpoint_password_file)):
+            if given and not self.endpoint:  # for no server: a forgotten --endpoint
+                raise GpuscopeError(f"{flag} needs --endpoint URL (it goes with its requests)", exit_status=2)
+        if not self.endpoint or self.targets:
             return self
-        try:
-            headers = parse_headers(list(self.endpoint_header), dict(os.environ if env is None else env))
-        except ValueError as e:
-            raise GpuscopeError(str(e)) from None
-        targets = self.endpoint_targets  # checked twice: split once
-        for t in targets:
+        originals = tuple(split_endpoint(u) for u in self.endpoint)
+        for u, t in zip(self.endpoint, originals):
             problem = endpoint_url_problem(t.request_url)
             if problem is not None:
-                raise GpuscopeError(f"--endpoint {t.url!r}: {problem}")
-        return replace(self, headers=headers, endpoint=tuple(t.url for t in targets), targets=targets)
+                raise GpuscopeError(f"--endpoint '{shown_in_error(u)}': {problem}", exit_status=2)
+        problem = duplicate_problem(originals)
+        if problem is not None:
+            raise GpuscopeError(problem, exit_status=2)
+        env = os.environ if env is None else env
+        try:
+            auth = with_basic_auth(originals, self.endpoint_user, self.endpoint_password_file, env)
+            headers = parse_headers(list(self.endpoint_header), env, basic_auth_from=auth.source)
+        except ValueError as e:
+            raise GpuscopeError(str(e), exit_status=2) from None
+        return replace(self, headers=headers, endpoint=tuple(t.url for t in auth.targets), targets=auth.targets,
+                       notes=auth.notes)
 
 
 @dataclass(frozen=True)
@@ -223,7 +268,7 @@ class AgentOptions:
     broker: BrokerConfig | None = field(repr=False)  # holds the password
     listen: tuple[str, int] | None  # (host, port) for --prometheus
     prometheus_hostname_label: str
-    dcgm_names: str = "legacy"  # the DCGM name set: legacy, 4.9 or both (sources/prometheus.py DCGM_NAME_SETS)
+    dcgm_names: str = "legacy"  # the DCGM name set: legacy, 4.9 or both (outputs/prometheus.py DCGM_NAME_SETS)
     kubelet_socket: str | None = None  # pod labels from the kubelet's pod-resources API (sources/kubelet.py)
     name: str | None = None  # --name: what it publishes as (None: the host name)
     web_config: str | None = None  # --web-config FILE (TLS, basic auth), read when the agent starts
@@ -235,7 +280,7 @@ class AgentOptions:
         p.add_argument("--prometheus", nargs="?", const="19400", metavar="[HOST:]PORT",
                        help="serve /metrics for Prometheus (default port 19400, bound to 127.0.0.1 unless a host is "
                             "given; 0.0.0.0:PORT or :PORT for every interface)")
-        p.add_argument("--prometheus-hostname-label", default="Hostname", metavar="NAME",
+        p.add_argument("--prometheus-hostname-label", default="Hostname", metavar="NAME", type=_hostname_label,
                        help="the hostname label's key on the DCGM-compatible series (default Hostname, as "
                             "dcgm-exporter releases write it)")
         p.add_argument("--dcgm-names", choices=("legacy", "4.9", "both"), default="legacy",
@@ -244,7 +289,7 @@ class AgentOptions:
         p.add_argument("--kubelet-socket", nargs="?", const="/var/lib/kubelet/pod-resources/kubelet.sock",
                        metavar="PATH", help="Kubernetes: pod, namespace and container labels from the kubelet's "
                        "pod-resources socket (default path if none given; needs gpuscope[kubernetes])")
-        p.add_argument("--name", metavar="NAME", help="publish as NAME, on the broker and as the Prometheus hostname "
+        p.add_argument("--name", metavar="NAME", type=_agent_name, help="publish as NAME, on the broker and as the Prometheus hostname "
                        "label (default: the host name); give each agent its own where host names repeat (cloned VMs, "
                        "containers)")
         p.add_argument("--web-config", metavar="FILE", help="TLS, client certificates and basic auth for "
@@ -257,7 +302,7 @@ class AgentOptions:
         broker = BrokerOptions.from_namespace(ns).config() if ns.broker else None
         listen = None
         if ns.prometheus is not None:
-            from gpuscope.sources.prometheus import parse_listen
+            from gpuscope.outputs.prometheus import parse_listen
 
             listen = parse_listen(ns.prometheus)
         if ns.kubelet_socket is not None:
@@ -494,9 +539,9 @@ class ProbeOptions:
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
-        from gpuscope.cli.probe import add_arguments
+        from gpuscope.cli.probe_args import add_probe_arguments  # here: the live screen loads no probe code
 
-        add_arguments(p)
+        add_probe_arguments(p)
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> ProbeOptions:

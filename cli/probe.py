@@ -1,132 +1,31 @@
 """``gpuscope probe``: measure what each link delivers, beside its ceiling and what it typically gives.
 
-Two functions for the command line: :func:`add_arguments` (the flags) and :func:`run_probe` (the command).
+The command, :func:`run_probe` (its flags are cli/options.py's ``add_probe_arguments``; the plan, core/probe_plan.py).
 The figures come from ``sources/cudaprobe.py`` (the GPUs, through cuda-bindings) or, with ``--simulate``,
 ``sources/simprobe.py``; everything else (verdicts, JSON, table) is ``core/probe.py``.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from gpuscope.cli.options import ProbeOptions
+from gpuscope.cli.probe_args import MIN_MAX_MEMORY, gpu_list, memory_size  # noqa: F401 - named here as before
 from gpuscope.core import probe as P
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.model import Event, Frame, Inventory
-from gpuscope.core.text import clean
-from gpuscope.core.topology import pair_bandwidth_bytes_per_s
+from gpuscope.core.model import Event
+from gpuscope.core.probe_plan import busy_text, chosen_gpus, make_plan, other_processes
 from gpuscope.core.validate import dumps_out
-
-if TYPE_CHECKING:
-    from gpuscope.cli.options import ProbeOptions
+from gpuscope.sources.cudaprobe import link_reader
 
 EXIT_INTERRUPTED = 130
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
-          "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
-
-
-def memory_size(text: str) -> int:
-    """``--max-memory``: bytes, or a number with K/M/G (binary: 512M = 512 MiB)."""
-    s = text.strip().upper().replace(" ", "")
-    num = s.rstrip("KMGIB")
-    unit = s[len(num):]
-    try:
-        value = float(num)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (bytes, or with K, M, G: 512M)") from None
-    if unit not in _UNITS or not value > 0 or value * _UNITS[unit] > 1 << 50:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (bytes, or with K, M, G: 512M)")
-    return int(value * _UNITS[unit])
-
-
-def gpu_list(text: str) -> list[int]:
-    """``--gpus 0,1``: GPU indices as gpuscope and nvidia-smi number them."""
-    try:
-        out = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of GPU indices: {text!r} (e.g. 0,1)") from None
-    if not out or any(i < 0 or i > 4095 for i in out) or len(set(out)) != len(out):
-        raise argparse.ArgumentTypeError(f"not a list of GPU indices: {text!r} (e.g. 0,1)")
-    return out
-
-
-def trials_count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= n <= 100:
-        raise argparse.ArgumentTypeError("must be between 1 and 100")
-    return n
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The flags of ``gpuscope probe``."""
-    p.add_argument("--json", action="store_true", help=f"machine-readable output (schema {P.PROBE_SCHEMA}, "
-                   "docs/probe-json.md)")
-    p.add_argument("--simulate", metavar="SCENARIO", help="figures derived from a scenario's links (no GPU; "
-                   "labelled SIMULATED)")
-    p.add_argument("--yes", action="store_true", help="run even where other processes use the GPUs (else asked)")
-    p.add_argument("--max-memory", type=memory_size, default=P.DEFAULT_MAX_MEMORY, metavar="BYTES",
-                   help="device memory per GPU at most (default 1G; also 512M, 268435456)")
-    p.add_argument("--gpus", type=gpu_list, metavar="0,1", help="the GPUs to probe (default all; pairs among them)")
-    p.add_argument("--trials", type=trials_count, default=P.DEFAULT_TRIALS, metavar="N",
-                   help=f"timed trials per figure, the median is shown (default {P.DEFAULT_TRIALS})")
 
 
 def _say(err: TextIO, text: str) -> None:
     err.write(text + "\n")
     err.flush()
-
-
-def chosen_gpus(inv: Inventory, wanted: Sequence[int] | None) -> list[int]:
-    have = [d.index for d in inv.devices]
-    if not have:
-        raise GpuscopeError("no GPU to probe")
-    if wanted is None:
-        return have
-    missing = [i for i in wanted if i not in have]
-    if missing:
-        raise GpuscopeError(f"--gpus: no GPU{missing[0]} here (GPUs: {','.join(map(str, have))})")
-    return sorted(wanted)
-
-
-def make_plan(inv: Inventory, frame: Frame | None, gpus: list[int], max_memory: int, trials: int) -> P.Plan:
-    """The run's plan with the bandwidth each figure is expected to give (for the time estimate)."""
-    host: dict[int, float | None] = {}
-    for d in inv.devices:
-        r = frame.gpus[d.index] if frame is not None and d.index < len(frame.gpus) else None
-        link = P.host_link(d, r.pcie_gen if r else None, r.pcie_width if r else None)
-        host[d.index] = P.pcie_typical(link.gen_now or link.gen_max, link.width_now or link.width_max)
-    pairs: dict[tuple[int, int], float | None] = {}
-    for a, b in P.pairs_of(gpus):
-        pl = inv.pair(a, b)
-        bw = pair_bandwidth_bytes_per_s(inv, pl) if pl is not None else None
-        pairs[(a, b)] = bw * (0.8 if pl and pl.nvlinks else 0.4) if bw else None
-    return P.make_plan(gpus, host, pairs, max_memory=max_memory, trials=trials)
-
-
-def other_processes(frame: Frame | None, gpus: list[int]) -> dict[int, list[str]]:
-    """GPU index → "pid name" of each process on it other than this one (from NVML's process lists)."""
-    me = os.getpid()
-    out: dict[int, list[str]] = {}
-    if frame is None:
-        return out
-    for i in gpus:
-        r = frame.gpus[i] if i < len(frame.gpus) else None
-        procs = [p for p in (r.processes or ()) if p.pid != me] if r is not None else []
-        if procs:
-            out[i] = [f"{p.pid} {clean(p.name or '?', 30)}" for p in procs]
-    return out
-
-
-def busy_text(busy: dict[int, list[str]]) -> str:
-    """``GPU0: 1234 python, …; GPU1: …``: the other processes on the GPUs (empty: nobody else)."""
-    return "; ".join(f"GPU{i}: {', '.join(ps[:3])}{' …' if len(ps) > 3 else ''}" for i, ps in busy.items())
 
 
 def confirm(busy: dict[int, list[str]], yes: bool, stdin: TextIO, err: TextIO) -> None:
@@ -143,19 +42,6 @@ def confirm(busy: dict[int, list[str]], yes: bool, stdin: TextIO, err: TextIO) -
     answer = stdin.readline().strip().lower()
     if answer not in ("y", "yes"):
         raise GpuscopeError("not probed")
-
-
-def link_reader(nvml: Any) -> Callable[[int], tuple[int | None, int | None]]:
-    """A function giving GPU ``i``'s PCIe generation and width now (NVML), None where it cannot say."""
-
-    def read(i: int) -> tuple[int | None, int | None]:
-        try:
-            h = nvml.nvmlDeviceGetHandleByIndex(i)
-            return int(nvml.nvmlDeviceGetCurrPcieLinkGeneration(h)), int(nvml.nvmlDeviceGetCurrPcieLinkWidth(h))
-        except Exception:  # noqa: BLE001 - NVML's errors: the link stays unknown
-            return None, None
-
-    return read
 
 
 def measure(args: ProbeOptions, src: Any, stdin: TextIO, err: TextIO,

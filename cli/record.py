@@ -13,141 +13,180 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from gpuscope.cli.gc_tune import settle_gc
 from gpuscope.cli.options import RecordOptions, SourceOptions
 from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.gc_tune import settle_gc
+from gpuscope.core.redact import redact_argv, redact_command
 from gpuscope.core.session import Session, run_ticks
 from gpuscope.core.text import clean, count
 from gpuscope.core.units import duration as human_duration
 from gpuscope.core.units import human_bytes
 from gpuscope.core.vocab import endpoint_state
+from gpuscope.outputs.recorder import Recorder
 from gpuscope.sources.endpoint import REASON_MAX
-from gpuscope.sources.recording import Recorder
 
 
 def run_record(opts: RecordOptions, open_source: Callable[[SourceOptions], Any]) -> int:
     """Record ``open_source(opts.source)`` to ``opts.output`` for ``--duration``, until a signal, or for the
     life of ``opts.cmd``; the exit status is the command's (or 1 when the recording failed)."""
     cmd = list(opts.cmd)
+    shown = redact_argv(cmd)  # the command as the marker and the messages give it: the header's redaction
     src = open_source(opts.source)
-    probe_events: list[Any] = []  # `--probe-links`: the probe runs first, its event rides the first frame
-    if opts.probe_links:
-        from gpuscope.cli.options import ProbeOptions
-        from gpuscope.cli.probe import probe_event
-
-        try:
-            probe_events.append(probe_event(ProbeOptions.for_record(opts.source), src))
-        except BaseException:
-            src.close()
-            raise
+    probe_events = _probe_first(opts, src)  # `--probe-links`: the probe runs first, its event rides the first frame
     session = Session(src.inventory, interval_s=opts.source.interval)
-    origin = {"host": src.inventory.host, "simulated": src.inventory.simulated}
-    if src.inventory.simulated:
-        origin["note"] = f"SIMULATED data from scenario {src.inventory.scenario}, not a real GPU"
-    if opts.note:
-        origin["note"] = (origin.get("note", "") + " " + opts.note).strip()
-    origin["gpus"] = sorted({d.name for d in src.inventory.devices})
-    origin["driver"] = src.inventory.driver_version
-    try:
-        rec = Recorder(opts.output, src.inventory, command=sys.argv[:], origin=origin, interval_s=opts.source.interval,
-                       force=opts.force)
-        session.start_recording(rec)  # the session lets go of it on a write error: rec still counts what is kept
-    except GpuscopeError:
-        src.close()
-        raise
-    stop = threading.Event()
-    proc: subprocess.Popen[bytes] | None = None
-    status = 0
+    rec = _start_recorder(opts, src, session)
+    ticks = _Ticks(session, probe_events)
     t_start = time.monotonic()
-
-    escalation = Escalation(lambda: proc, stop)
-
-    def forward(signum: int, _frame: Any) -> None:
-        if proc is not None and proc.poll() is None:
-            escalation.signal(signum)  # the command decides; we record until it exits (or kill it)
-        else:
-            stop.set()
-
-    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    frames = 0
-
-    endpoints_told: dict[str, str] = {}  # url -> its state, as last told to the user
-    error_told: list[bool] = []  # the recording's error was said
-
-    def on_frame(frame: Any) -> None:
-        nonlocal frames
-        if probe_events:
-            frame = replace(frame, events=(*frame.events, probe_events.pop()))
-        session.ingest(frame)
-        frames += 1
-        for line in endpoint_changes(frame.endpoints, endpoints_told):
-            sys.stderr.write(f"gpuscope: {line}\n")  # headless: say when a server goes away or comes back
-        if session.record_error and not error_told:
-            error_told.append(True)  # once: the command's last frame comes through here again
-            sys.stderr.write(f"gpuscope: {session.record_error}\n")
-            stop.set()
-        elif session.record_error:
-            stop.set()
-        if proc is not None and proc.poll() is not None:
-            stop.set()
-
-    markers = MarkerPipe(session.add_marker) if cmd else None
+    old = {s: signal.signal(s, ticks.forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    markers = MarkerPipe(lambda line: session.add_marker(redact_command(line))) if cmd else None  # it may echo "$@"
+    status = 0
     try:
         if cmd:
-            session.add_marker("start: " + " ".join(cmd))
-            env = dict(os.environ)
-            if markers is not None and markers.path:
-                env["GPUSCOPE_MARKERS"] = markers.path
-            try:  # its own process group: a signal reaches the command and everything it started
-                proc = subprocess.Popen(cmd, env=env, **_new_group())
-            except OSError as e:
-                session.stop_recording()
-                rec.discard()  # a command that never ran leaves nothing behind (only a file gpuscope made)
-                # the shell's statuses: 127 not found, 126 found but not runnable
-                raise GpuscopeError(f"cannot run {clean(cmd[0])}: {e.strerror or e}",
-                                    exit_status=127 if isinstance(e, FileNotFoundError) else 126) from None
+            ticks.proc = _start_command(cmd, shown, session, rec, markers)
         settle_gc()  # started: the collector set for a long run
-        run_ticks(src.sample, on_frame, opts.source.interval, stop, on_error=session.tick_failed,
+        run_ticks(src.sample, ticks.on_frame, opts.source.interval, ticks.stop, on_error=session.tick_failed,
                   until=t_start + opts.duration if opts.duration is not None else None)
-        if proc is not None:
-            status = proc.wait()
-            session.add_marker(f"end: exit status {status}" + (" (killed by gpuscope: SIGKILL)"
-                                                                if escalation.killed else ""))
-            try:
-                on_frame(src.sample())
-            except Exception as e:  # noqa: BLE001 - logged and counted like any tick
-                session.tick_failed(e)
+        if ticks.proc is not None:
+            status = ticks.command_ended(src)
     finally:
-        escalation.cancel()
+        ticks.escalation.cancel()
         if markers is not None:
             markers.close()
         for s, h in old.items():
             signal.signal(s, h)
         session.stop_recording()
         src.close()
-    size = os.path.getsize(opts.output) if os.path.exists(opts.output) else 0
-    active = session.findings.active
-    worst = f"; {count(len(active), 'finding')} active: {active[0].message}" if active else ""
+    sys.stderr.write(f"gpuscope: {_recorded(opts.output, src, session, rec, ticks.frames, t_start)}\n")
+    if ticks.proc is None:
+        return 1 if session.record_error else 0
+    if ticks.escalation.killed:
+        sys.stderr.write(f"gpuscope: {clean(shown[0])} did not stop after {ticks.escalation.first_name}; killed it "
+                         f"(SIGKILL, exit status {128 + signal.SIGKILL})\n")
+    return status if status >= 0 else 128 - status
+
+
+def _probe_first(opts: RecordOptions, src: Any) -> list[Any]:
+    """With ``--probe-links``, the probe's event (run before recording starts); the source is closed when
+    the probe fails."""
+    if not opts.probe_links:
+        return []
+    from gpuscope.cli.options import ProbeOptions
+    from gpuscope.cli.probe import probe_event
+
+    try:
+        return [probe_event(ProbeOptions.for_record(opts.source), src)]
+    except BaseException:
+        src.close()
+        raise
+
+
+def _start_recorder(opts: RecordOptions, src: Any, session: Session) -> Recorder:
+    """The recording file, open and attached to ``session``, its header saying where the frames come from;
+    the source is closed when it cannot be made."""
+    inv = src.inventory
+    origin = {"host": inv.host, "simulated": inv.simulated}
+    if inv.simulated:
+        origin["note"] = f"SIMULATED data from scenario {inv.scenario}, not a real GPU"
+    if opts.note:
+        origin["note"] = (origin.get("note", "") + " " + opts.note).strip()
+    origin["gpus"] = sorted({d.name for d in inv.devices})
+    origin["driver"] = inv.driver_version
+    try:
+        rec = Recorder(opts.output, inv, command=sys.argv[:], origin=origin, interval_s=opts.source.interval,
+                       force=opts.force)
+        session.start_recording(rec)  # the session lets go of it on a write error: rec still counts what is kept
+    except GpuscopeError:
+        src.close()
+        raise
+    return rec
+
+
+def _start_command(cmd: list[str], shown: list[str], session: Session, rec: Recorder,
+                   markers: MarkerPipe | None) -> subprocess.Popen[bytes]:
+    """Start the recorded command, marked in the recording, in a process group of its own (a signal reaches
+    the command and everything it started). A command that cannot run leaves no file behind (only a file
+    gpuscope made) and exits as a shell would: 127 not found, 126 found but not runnable."""
+    session.add_marker("start: " + " ".join(shown))
+    env = dict(os.environ)
+    if markers is not None and markers.path:
+        env["GPUSCOPE_MARKERS"] = markers.path
+    try:
+        return subprocess.Popen(cmd, env=env, **_new_group())
+    except OSError as e:
+        session.stop_recording()
+        rec.discard()
+        raise GpuscopeError(f"cannot run {clean(shown[0])}: {e.strerror or e}",
+                            exit_status=127 if isinstance(e, FileNotFoundError) else 126) from None
+
+
+class _Ticks:
+    """What the sampling loop of ``gpuscope record`` keeps between frames: the frames sampled, what it told the
+    user, the recorded command and the signals forwarded to it."""
+
+    def __init__(self, session: Session, probe_events: list[Any]):
+        self.session = session
+        self.probe_events = probe_events
+        self.stop = threading.Event()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.escalation = Escalation(lambda: self.proc, self.stop)
+        self.frames = 0
+        self.endpoints_told: dict[str, str] = {}  # url -> its state, as last told to the user
+        self.error_told = False  # the recording's error was said
+
+    def forward(self, signum: int, _frame: Any) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.escalation.signal(signum)  # the command decides; we record until it exits (or kill it)
+        else:
+            self.stop.set()
+
+    def on_frame(self, frame: Any) -> None:
+        if self.probe_events:
+            frame = replace(frame, events=(*frame.events, self.probe_events.pop()))
+        self.session.ingest(frame)
+        self.frames += 1
+        for line in endpoint_changes(frame.endpoints, self.endpoints_told):
+            sys.stderr.write(f"gpuscope: {line}\n")  # headless: say when a server goes away or comes back
+        if self.session.record_error:
+            if not self.error_told:  # once: the command's last frame comes through here again
+                self.error_told = True
+                sys.stderr.write(f"gpuscope: {self.session.record_error}\n")
+            self.stop.set()
+        if self.proc is not None and self.proc.poll() is not None:
+            self.stop.set()
+
+    def command_ended(self, src: Any) -> int:
+        """Wait for the recorded command, mark its end and record one last frame; its exit status."""
+        assert self.proc is not None
+        status = self.proc.wait()
+        self.session.add_marker(f"end: exit status {status}" + (" (killed by gpuscope: SIGKILL)"
+                                                                  if self.escalation.killed else ""))
+        try:
+            self.on_frame(src.sample())
+        except Exception as e:  # noqa: BLE001 - logged and counted like any tick
+            self.session.tick_failed(e)
+        return status
+
+
+def _recorded(output: str, src: Any, session: Session, rec: Recorder, frames: int, t_start: float) -> str:
+    """The closing line: what was recorded (what the file holds for sure: summary reads the same), where, over
+    how long, the worst active finding and what went wrong."""
+    n = rec.kept
     sim = " SIMULATED" if src.inventory.simulated else ""
-    n = rec.kept  # what the file holds for sure: summary reads the same
     what = f"recorded {n}{sim} {'frame' if n == 1 else 'frames'} of"
     if session.record_error:
         what = f"stopped early: {n}{sim} {'frame' if n == 1 else 'frames'} kept of {frames} sampled, of"
+    size = os.path.getsize(output) if os.path.exists(output) else 0
+    where = f"to {output} ({human_bytes(size)})"
+    if rec.removed:  # nothing reached the disk: the empty file gpuscope created is gone
+        where = f"to nothing: removed the empty {output}"
+    active = session.findings.active
+    worst = f"; {count(len(active), 'finding')} active: {active[0].message}" if active else ""
     errs = session.tick_errors
     trouble = f"; {errs.text()}" if errs.count else ""
     if rec.dropped:
         trouble += f"; {rec.dropped} frames dropped (the disk was too slow)"
-    where = f"to {opts.output} ({human_bytes(size)})"
-    if rec.removed:  # nothing reached the disk: the empty file gpuscope created is gone
-        where = f"to nothing: removed the empty {opts.output}"
-    sys.stderr.write(f"gpuscope: {what} {count(len(src.inventory.devices), 'GPU')} over "
-                     f"{human_duration(time.monotonic() - t_start)} {where}{worst}{trouble}\n")
-    if proc is not None:
-        if escalation.killed:
-            sys.stderr.write(f"gpuscope: {clean(cmd[0])} did not stop after {escalation.first_name}; killed it "
-                             f"(SIGKILL, exit status {128 + signal.SIGKILL})\n")
-        return status if status >= 0 else 128 - status
-    return 1 if session.record_error else 0
+    return (f"{what} {count(len(src.inventory.devices), 'GPU')} over {human_duration(time.monotonic() - t_start)} "
+            f"{where}{worst}{trouble}")
 
 
 ESCALATE_AFTER_S = 10.0
@@ -246,7 +285,7 @@ class MarkerPipe:
             try:
                 with open(self.path, encoding="utf-8", errors="replace") as f:
                     for line in f:
-                        line = line.strip()[:200]
+                        line = line.strip()[:1000]  # redacted whole, then cut to 200 by the session
                         if line and not self._closing:
                             self.add(line)
             except OSError:

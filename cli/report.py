@@ -27,27 +27,13 @@ from gpuscope.core.units import NONE, fmt_num
 from gpuscope.core.units import duration as human_duration
 from gpuscope.core.validate import dumps_out
 from gpuscope.sources.files import not_writable_as_file
-from gpuscope.sources.recording import RecordingError, gpu_words, open_recording, part_lines, write_lines
-
-
-def open_or_fail(path: Any, part: int | None = None, *, mixed: bool = False) -> Any:
-    """Open a recording for a command; a bad or empty file is a one-line GpuscopeError (RecordingError).
-
-    ``part``: only that part of a file joining recordings of different machines. Without it such a file
-    is refused ("a second recording starts at frame N (different machine: …); pick one with --part N …"),
-    unless ``mixed`` (a caller that reads each part apart itself): statistics never mix two inventories."""
-    rec = open_recording(path)
-    if part is not None:
-        rec = rec.part(part)
-    elif rec.mixed and not mixed:
-        raise GpuscopeError(clean(f"{path}: {rec.parts_line()}", 600))
-    if rec.n_frames == 0:
-        raise GpuscopeError(clean(f"{path}: the recording holds no frames" + (f" ({'; '.join(rec.problems)})"
-                                                                           if rec.problems else ""), 400))
-    first_error = readable_sample(rec)
-    if first_error is not None:  # every frame tried is damaged: not "0 frames" and exit 0, nor an empty replay
-        raise GpuscopeError(clean(f"{path}: no frame can be read ({rec.n_frames:,} in the file; {first_error})", 400))
-    return rec
+from gpuscope.sources.recording import (
+    gpu_words,
+    open_or_fail,
+    open_recording,
+    part_lines,
+    write_lines,
+)
 
 
 def problems_line(problems: list[str], shown: int = 3) -> str:
@@ -55,22 +41,6 @@ def problems_line(problems: list[str], shown: int = 3) -> str:
     damaged file can list dozens: the line ran to 4,000 columns)."""
     more = len(problems) - shown
     return "; ".join(clean(p, 300) for p in problems[:shown]) + (f"; and {more} more" if more > 0 else "")
-
-
-def readable_sample(rec: Any, tries: int = 9) -> str | None:
-    """None when at least one of ``tries`` frames spread over the recording (first, last and between)
-    decodes; else the first one's error. A recording whose frames are all damaged is then one error, while
-    one with some damaged frames still opens (and lists them as problems)."""
-    n = rec.n_frames
-    picks = sorted({round(k * (n - 1) / max(1, tries - 1)) for k in range(tries)}) if n else []
-    first: str | None = None
-    for i in picks:
-        try:
-            rec.frame(i)
-            return None
-        except RecordingError as e:
-            first = first or str(e).split(": ", 1)[-1]
-    return first
 
 
 def refuse_existing(path: Any, force: bool, source: Any = None) -> None:
@@ -116,6 +86,23 @@ def endpoint_line(e: dict[str, Any]) -> str:
     return f"{head}: " + ("; ".join(parts) if parts else "no readings (unreachable, or no rate yet)")
 
 
+def probe_line(e: dict[str, Any], shown: int = 3) -> str | None:
+    """Why an endpoint's load probe (``--probe``) failed, when it did: ``probe failed in 12 of 30 readings:
+    HTTP 501``, several reasons most common first with their counts (``HTTP 401 (needs a token?) ×10, no
+    answer in 2 s ×2``), the first ``shown`` of them; None when no reading says it failed (or the summary is
+    from before ``probe_errors``)."""
+    errors = e.get("probe_errors") or {}
+    failed = e.get("probe_failed") or sum(errors.values())
+    if not errors or not failed:
+        return None
+    whys = [clean(why, 120).removeprefix("probe: ") for why in list(errors)[:shown]]
+    if len(errors) > 1:
+        whys = [f"{why} ×{n}" for why, n in zip(whys, errors.values())]
+    more = len(errors) - shown
+    of = f" of {count(e['readings'], 'reading')}" if e.get("readings") else f" {'reading' if failed == 1 else 'readings'}"
+    return (f"probe failed in {failed}{of}: " + ", ".join(whys) + (f" and {more} more" if more > 0 else ""))
+
+
 def render_summary(doc: dict[str, Any]) -> str:
     out = []
     sim = "  SIMULATED" if doc["simulated"] else ""
@@ -147,6 +134,9 @@ def render_summary(doc: dict[str, Any]) -> str:
     for e in doc["endpoints"]:
         out.append("")
         out.append(endpoint_line(e))
+        probe = probe_line(e)
+        if probe is not None:
+            out.append("  " + probe)
     if doc.get("groups"):
         from gpuscope.core import group_stats
 
@@ -220,7 +210,8 @@ def render_phases(doc: dict[str, Any]) -> str:
         for f in s["findings"]:
             out.append(f"  {f['severity']:<8} {clean(f['message'], 300)}")
     out.append("")
-    out.append("means over each span's frames; tok/s and latency means are the endpoint's rates over its rate window")
+    out.append("means over each span's frames; tok/s and latency means over the readings whose rate window's middle "
+               "lies in the span, tok/s weighted by time (the whole-file summary's rule)")
     return "\n".join(out)
 
 
@@ -317,7 +308,23 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             "gpu_count": [len(a["gpus"]), len(b["gpus"])],
             "gpu_models_differ": [{"gpu": ga["index"], "a": ga["name"], "b": gb["name"]}
                                   for ga, gb in zip(a["gpus"], b["gpus"]) if ga["name"] != gb["name"]],
-            "probes": compare_probes(a.get("probes"), b.get("probes"))}
+            **probe_rows(a.get("probes"), b.get("probes"))}
+
+
+def probe_rows(pa: Any, pb: Any) -> dict[str, Any]:
+    """``probes``: the two recordings' last probes figure by figure; where only one has a probe (`record
+    --probe-links`), its figures with the other side None and the change ``no probe in B`` (or A), and
+    ``probe_missing`` "B" (or "A"): a probe on one side is never left out without a word."""
+    rows = compare_probes(pa, pb)
+    if rows:
+        return {"probes": rows, "probe_missing": None}
+    own_a, own_b = compare_probes(pa, pa), compare_probes(pb, pb)  # each side's figures alone (empty: none)
+    if bool(own_a) == bool(own_b):
+        return {"probes": [], "probe_missing": None}
+    missing, have = ("B", own_a) if own_a else ("A", own_b)
+    side = missing.lower()
+    return {"probes": [{**r, f"{side}_gb_per_s": None, f"{side}_level": None, f"{side}_link": None,
+                        "change": f"no probe in {missing}"} for r in have], "probe_missing": missing}
 
 
 PHASE_ROWS = (("gen_tokens_per_s", "gen tok/s", 1, 1), ("prompt_tokens_per_s", "prompt tok/s", 1, 1),
@@ -332,8 +339,8 @@ def _short(name: str) -> str:
 
 
 def run_compare_phases(opts: CompareOptions) -> int:
-    a = summarize_by_marker(open_or_fail(opts.a, opts.part_a))
-    b = summarize_by_marker(open_or_fail(opts.b, opts.part_b))
+    a = summarize_by_marker(open_or_fail(opts.a, opts.part_a, option="--part-a"))
+    b = summarize_by_marker(open_or_fail(opts.b, opts.part_b, option="--part-b"))
     rows = compare_phases(a, b)
     if opts.json:
         print(dumps_out({"schema": "gpuscope.compare-phases/1", "a": a["file"], "b": b["file"], "phases": rows},
@@ -356,7 +363,7 @@ def run_compare_phases(opts: CompareOptions) -> int:
 def run_compare(opts: CompareOptions) -> int:
     if opts.by_marker:
         return run_compare_phases(opts)
-    a, b = summarize(open_or_fail(opts.a, opts.part_a)), summarize(open_or_fail(opts.b, opts.part_b))
+    a, b = summarize(open_or_fail(opts.a, opts.part_a, option="--part-a")), summarize(open_or_fail(opts.b, opts.part_b, option="--part-b"))
     doc = compare_docs(a, b)
     if opts.json:
         print(dumps_out(doc, indent=2))
@@ -389,11 +396,12 @@ def run_compare(opts: CompareOptions) -> int:
             print(f"findings only in {side.upper()}:")
             for t in texts:
                 print("  " + clean(t, 300))
-    if doc["probes"]:  # both recordings carry a probe (`record --probe-links`): figure by figure
+    if doc["probes"]:  # a recording carries a probe (`record --probe-links`): figure by figure
         print(f"{'probe (GB/s)':<32}{'A':>8}{'B':>8}  change")
         for r in doc["probes"]:
-            print(f"{r['figure']:<32}{r['a_gb_per_s']:>8.1f}{r['b_gb_per_s']:>8.1f}  {r['change']}"
-                  + (f"  ({r['a_link']} → {r['b_link']})" if r["a_link"] != r["b_link"] else ""))
+            moved = r["a_link"] != r["b_link"] and not doc["probe_missing"]
+            print(f"{clean(r['figure'], 60):<32}{_fmt(r['a_gb_per_s'], 1, 1):>8}{_fmt(r['b_gb_per_s'], 1, 1):>8}  "
+                  f"{r['change']}" + (f"  ({r['a_link']} → {r['b_link']})" if moved else ""))
     return 0
 
 

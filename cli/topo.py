@@ -7,7 +7,8 @@ import sys
 import time
 from typing import Any
 
-from gpuscope.core.findings import Candidate, evaluate
+from gpuscope.core.candidate import Candidate
+from gpuscope.core.findings import evaluate
 from gpuscope.core.health import mig_words
 from gpuscope.core.model import Frame, Inventory
 from gpuscope.core.topology import (

@@ -10,7 +10,7 @@ None scales the graph to the data), and where it appears:
 * ``summary``: described (mean/p50/p95/max) by ``summary``/``compare``;
 * ``export``: a column of ``export`` (CSV/Parquet), in catalogue order;
 * ``detail``: graphed in the GPU detail view (needs ``history``);
-* ``dcgm`` / ``prom``: a family of the Prometheus exporter (:mod:`gpuscope.sources.prometheus`), as a
+* ``dcgm`` / ``prom``: a family of the Prometheus exporter (:mod:`gpuscope.outputs.prometheus`), as a
   :class:`Series`: ``dcgm`` with dcgm-exporter's name, type, unit and labels (``DCGM_FI_*``), ``prom`` with
   gpuscope's own (``gpuscope_*``, base units).
 
@@ -45,6 +45,18 @@ Ceiling = Callable[[DeviceInfo, "GpuReading | None"], "float | None"]  # raw ful
 
 
 @dataclass(frozen=True, slots=True)
+class Renamed:
+    """A DCGM family's name in dcgm-exporter 4.9 (DCGM 4.7 renamed the field, some into base units), written by
+    ``--dcgm-names 4.9``/``both`` (:func:`gpuscope.outputs.prometheus.dcgm_families`)."""
+
+    name: str
+    factor: float = 1.0  # 4.9 value = legacy value × factor (1e6: MHz → Hz, 0.01: % → ratio 0-1)
+    integer: bool = False  # round to a whole number
+    type: str = "gauge"
+    help: str = ""  # its HELP text, unit included
+
+
+@dataclass(frozen=True, slots=True)
 class Series:
     """How a metric is exported to Prometheus: one sample per GPU (or per endpoint and model) in family ``name``.
 
@@ -59,10 +71,25 @@ class Series:
     integer: bool = False  # round to a whole number (dcgm-exporter's MiB and mJ)
     gpm: bool = False  # a profiling field (DCGM_FI_PROF_*): only on GPUs with GPM
     labels: tuple[tuple[str, str], ...] = ()  # constant labels after the family's own
+    v49: Renamed | None = None  # a DCGM field renamed in DCGM 4.7: its dcgm-exporter 4.9 name (None: unchanged)
 
     def at(self, **labels: str) -> Series:
         """This family with constant labels added: ``TTFT.at(stat="p50")``."""
         return replace(self, labels=(*self.labels, *labels.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseKey:
+    """How a scenario's ``[[phases]]`` sets a metric for the simulated NVML (docs/scenarios.md): its key there,
+    the kind of value (``pct``: a percentage 0-100, ``number``: a finite number ≥ 0, ``integer``: a whole
+    number ≥ 0) and its value when a phase leaves it out (None: the simulated NVML works it out)."""
+
+    name: str
+    kind: str = "number"
+    default: float | None = None
+
+
+PHASE_KINDS = ("pct", "number", "integer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +116,7 @@ class Metric:
     floor: float = 0.0  # without a ceiling, the scale's least top (displayed units: 100 °C, 1 GB/s)
     panel: int | None = None  # place among a GPU panel's graphs (lower first); None: not on the panel
     short: str = ""  # title on a GPU panel ("power", "SM clock")
+    phase: PhaseKey | None = None  # its key in a scenario's phases (None: the simulated NVML derives it)
 
     @property
     def history(self) -> bool:
@@ -173,53 +201,72 @@ _PCIE_RATE = "(GPM where the GPU has it, else NVML's PCIe throughput counter)."
 
 # In export column order (the order of GpuReading's fields, endpoint metrics last); views keep this order.
 # The DCGM help texts are dcgm-exporter's (etc/default-counters.csv, etc/dcp-metrics-included.csv), verbatim.
+# A DCGM family's ``v49`` is its dcgm-exporter 4.9 name (DCGM 4.7 deprecated the field). Names read from NVIDIA's own
+# files: DCGM's Python bindings dcgm_fields.py (2025-2026 copyright, its _DEPRECATED_ALIASES table: the same-unit
+# renames, e.g. DCGM_FI_DEV_GPU_TEMP → DCGM_FI_DEV_GPU_TEMP_CELSIUS, DCGM_FI_PROF_SM_ACTIVE →
+# DCGM_FI_PROF_SM_UTIL_RATIO) and go-dcgm's pkg/dcgm/base_unit_fields_test.go (the base-unit fields:
+# DCGM_FI_DEV_SM_CLOCK_HERTZ 1603, DCGM_FI_DEV_MEMORY_CLOCK_HERTZ 1604, DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL 1611).
+# The utilisation-ratio, framebuffer byte and NVLink byte names (fields 1613, 1614, 1626-1628, 1648) come from a
+# DCGM 4.7 field reference that quotes NVIDIA's Field Identifiers page, not from NVIDIA's files: dcgm-exporter
+# 4.9's etc/default-counters.csv itself was not available to read (docs/prometheus.md says so).
 METRICS: tuple[Metric, ...] = (
-    Metric("util_gpu_pct", "utilization %", valid=PCT, panel=0, short="util", key="util", summary=True, detail=True, unit="%", maximum=100.0,
-           dcgm=Series("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).")),
-    Metric("util_mem_pct", "memory controller %", valid=PCT, key="mem_util", unit="%", maximum=100.0,
-           dcgm=Series("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).")),
-    Metric("mem_used_bytes", "memory used GiB", valid=BYTES, ceiling=_memory_size, panel=4, short="memory", key="mem_used", unit="GiB", scale=GIB, digits=1, detail=True,
-           dcgm=Series("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", scale=MIB, integer=True),
+    Metric("util_gpu_pct", "utilization %", valid=PCT, phase=PhaseKey("util_gpu_pct", "pct", 0.0), panel=0, short="util", key="util", summary=True, detail=True, unit="%", maximum=100.0,
+           dcgm=Series("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).",
+                       v49=Renamed("DCGM_FI_DEV_GPU_UTIL_RATIO", 0.01, False, "gauge", "GPU utilization (ratio 0-1)."))),
+    Metric("util_mem_pct", "memory controller %", valid=PCT, phase=PhaseKey("util_mem_pct", "pct", 0.0), key="mem_util", unit="%", maximum=100.0,
+           dcgm=Series("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).",
+                       v49=Renamed("DCGM_FI_DEV_MEMORY_UTIL_RATIO", 0.01, False, "gauge", "Memory utilization (ratio 0-1)."))),
+    Metric("mem_used_bytes", "memory used GiB", valid=BYTES, phase=PhaseKey("mem_used_gib", "number", 0.5), ceiling=_memory_size, panel=4, short="memory", key="mem_used", unit="GiB", scale=GIB, digits=1, detail=True,
+           dcgm=Series("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", scale=MIB, integer=True,
+                       v49=Renamed("DCGM_FI_DEV_FB_USED_BYTES", MIB, True, "gauge", "Framebuffer memory used (in bytes).")),
            prom=Series("gpuscope_memory_used_bytes", "Framebuffer used.")),
     Metric("mem_total_bytes", "memory total GiB", valid=BYTES, ceiling=_memory_size, unit="GiB", scale=GIB, digits=1,
            prom=Series("gpuscope_memory_total_bytes", "Framebuffer size.")),
-    Metric("sm_clock_mhz", "SM clock MHz", valid=MHZ, ceiling=_sm_clock_max, panel=3, short="SM clock", key="sm_clock", unit="MHz", summary=True, detail=True,
-           dcgm=Series("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).")),
-    Metric("mem_clock_mhz", "memory clock MHz", valid=MHZ, ceiling=_mem_clock_max, key="mem_clock", unit="MHz",
-           dcgm=Series("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).")),
+    Metric("sm_clock_mhz", "SM clock MHz", valid=MHZ, phase=PhaseKey("sm_clock_mhz", "integer"), ceiling=_sm_clock_max, panel=3, short="SM clock", key="sm_clock", unit="MHz", summary=True, detail=True,
+           dcgm=Series("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).",
+                       v49=Renamed("DCGM_FI_DEV_SM_CLOCK_HERTZ", 1e6, True, "gauge", "SM clock frequency (in Hz)."))),
+    Metric("mem_clock_mhz", "memory clock MHz", valid=MHZ, phase=PhaseKey("mem_clock_mhz", "integer"), ceiling=_mem_clock_max, key="mem_clock", unit="MHz",
+           dcgm=Series("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).",
+                       v49=Renamed("DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", 1e6, True, "gauge", "Memory clock frequency (in Hz)."))),
     Metric("graphics_clock_mhz", "graphics clock MHz", valid=MHZ, ceiling=_graphics_clock_max, unit="MHz"),
-    Metric("power_w", "power W", valid=WATTS, ceiling=_power_limit, panel=2, short="power", key="power", unit="W", summary=True, detail=True,
-           dcgm=Series("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).")),
+    Metric("power_w", "power W", valid=WATTS, phase=PhaseKey("power_w"), ceiling=_power_limit, panel=2, short="power", key="power", unit="W", summary=True, detail=True,
+           dcgm=Series("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).",
+                       v49=Renamed("DCGM_FI_DEV_BOARD_POWER_WATTS", 1.0, False, "gauge", "Power draw (in W)."))),
     Metric("power_limit_w", "power limit W", valid=WATTS, unit="W",
            prom=Series("gpuscope_power_limit_watts", "Enforced power limit.")),
     Metric("energy_j", "energy J", valid=(0.0, 1e15), unit="J",
            dcgm=Series("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).",
-                       type="counter", scale=1e-3, integer=True)),
-    Metric("temp_gpu_c", "temperature °C", valid=CELSIUS, floor=100.0, panel=5, short="temp", key="temp", unit="°C", detail=True,
-           dcgm=Series("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).")),
-    Metric("temp_mem_c", "memory temperature °C", valid=CELSIUS, floor=100.0, unit="°C",
-           dcgm=Series("DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).")),
-    Metric("fan_pct", "fan %", valid=PCT, unit="%", maximum=100.0),
-    Metric("pstate", "P-state", valid=(0.0, 32.0)),
+                       type="counter", scale=1e-3, integer=True,
+                       v49=Renamed("DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL", 1e-3, True, "counter", "Total energy consumption since boot (in J)."))),
+    Metric("temp_gpu_c", "temperature °C", valid=CELSIUS, phase=PhaseKey("temp_gpu_c", "number", 35.0), floor=100.0, panel=5, short="temp", key="temp", unit="°C", detail=True,
+           dcgm=Series("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).",
+                       v49=Renamed("DCGM_FI_DEV_GPU_TEMP_CELSIUS", 1.0, False, "gauge", "GPU temperature (in C)."))),
+    Metric("temp_mem_c", "memory temperature °C", valid=CELSIUS, phase=PhaseKey("temp_mem_c"), floor=100.0, unit="°C",
+           dcgm=Series("DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).",
+                       v49=Renamed("DCGM_FI_DEV_MEMORY_TEMP_CELSIUS", 1.0, False, "gauge", "Memory temperature (in C)."))),
+    Metric("fan_pct", "fan %", valid=PCT, phase=PhaseKey("fan_pct", "pct", 30.0), unit="%", maximum=100.0),
+    Metric("pstate", "P-state", valid=(0.0, 32.0), phase=PhaseKey("pstate", "integer")),
     Metric("clock_event_reasons", "clock event reasons (NVML bits)", valid=(0.0, float(2**32 - 1)),
            dcgm=Series("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons (bitmask of "
-                       "DCGM_CLOCKS_THROTTLE_REASON_*).")),
+                       "DCGM_CLOCKS_THROTTLE_REASON_*).",
+                       v49=Renamed("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", 1.0, True, "gauge", "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*)."))),
     Metric("pcie_gen", "PCIe generation", valid=(1.0, 8.0),
            prom=Series("gpuscope_pcie_link_generation", "PCIe link generation now.")),
     Metric("pcie_width", "PCIe width", valid=(1.0, 32.0),
            prom=Series("gpuscope_pcie_link_width_lanes", "PCIe link width now, in lanes.")),
-    Metric("pcie_tx_bytes_per_s", "PCIe TX GB/s", valid=RATE, ceiling=_pcie_link, floor=1.0, key="pcie_tx", digits=2, summary=True, detail=True,
+    Metric("pcie_tx_bytes_per_s", "PCIe TX GB/s", valid=RATE, phase=PhaseKey("pcie_tx_gb_per_s", "number", 0.0), ceiling=_pcie_link, floor=1.0, key="pcie_tx", digits=2, summary=True, detail=True,
            unit="GB/s", scale=1e9,
            dcgm=Series("DCGM_FI_PROF_PCIE_TX_BYTES", "The rate of data transmitted over the PCIe bus - including "
                        "both protocol headers and data payloads - in bytes per second.", gpm=True),
            prom=Series("gpuscope_pcie_tx_bytes_per_second", "PCIe transmit rate " + _PCIE_RATE)),
-    Metric("pcie_rx_bytes_per_s", "PCIe RX GB/s", valid=RATE, ceiling=_pcie_link, floor=1.0, key="pcie_rx", digits=2, summary=True, detail=True,
+    Metric("pcie_rx_bytes_per_s", "PCIe RX GB/s", valid=RATE, phase=PhaseKey("pcie_rx_gb_per_s", "number", 0.0), ceiling=_pcie_link, floor=1.0, key="pcie_rx", digits=2, summary=True, detail=True,
            unit="GB/s", scale=1e9,
            dcgm=Series("DCGM_FI_PROF_PCIE_RX_BYTES", "The rate of data received over the PCIe bus - including "
                        "both protocol headers and data payloads - in bytes per second.", gpm=True),
            prom=Series("gpuscope_pcie_rx_bytes_per_second", "PCIe receive rate " + _PCIE_RATE)),
     Metric("pcie_replay_count", "PCIe replays", valid=COUNT,
-           dcgm=Series("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.", type="counter"),
+           dcgm=Series("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.", type="counter",
+                       v49=Renamed("DCGM_FI_DEV_PCIE_REPLAY_TOTAL", 1.0, True, "counter", "Total number of PCIe retries.")),
            prom=Series("gpuscope_pcie_replays_total", "PCIe replays since the driver loaded.", type="counter")),
     Metric("pcie_recovery_count", "PCIe recoveries", valid=COUNT,
            prom=Series("gpuscope_pcie_recoveries_total", "PCIe link recoveries since the driver loaded.",
@@ -227,32 +274,37 @@ METRICS: tuple[Metric, ...] = (
     Metric("pcie_error_count", "PCIe errors", valid=COUNT,
            prom=Series("gpuscope_pcie_errors_total", "PCIe correctable errors since the driver loaded.",
                        type="counter")),
-    Metric("nvlink_tx_bytes_per_s", "NVLink TX GB/s", valid=RATE, ceiling=_nvlinks, floor=1.0, key="nvlink_tx", digits=1, summary=True, detail=True,
+    Metric("nvlink_tx_bytes_per_s", "NVLink TX GB/s", valid=RATE, phase=PhaseKey("nvlink_tx_gb_per_s", "number", 0.0), ceiling=_nvlinks, floor=1.0, key="nvlink_tx", digits=1, summary=True, detail=True,
            unit="GB/s", scale=1e9,
            dcgm=Series("DCGM_FI_PROF_NVLINK_TX_BYTES", "The rate of data transmitted over NVLink, not including "
                        "protocol headers, in bytes per second.", gpm=True),
            prom=Series("gpuscope_nvlink_tx_bytes_per_second", "NVLink transmit rate, all links.")),
-    Metric("nvlink_rx_bytes_per_s", "NVLink RX GB/s", valid=RATE, ceiling=_nvlinks, floor=1.0, key="nvlink_rx", digits=1, summary=True, detail=True,
+    Metric("nvlink_rx_bytes_per_s", "NVLink RX GB/s", valid=RATE, phase=PhaseKey("nvlink_rx_gb_per_s", "number", 0.0), ceiling=_nvlinks, floor=1.0, key="nvlink_rx", digits=1, summary=True, detail=True,
            unit="GB/s", scale=1e9,
            dcgm=Series("DCGM_FI_PROF_NVLINK_RX_BYTES", "The rate of data received over NVLink, not including "
                        "protocol headers, in bytes per second.", gpm=True),
            prom=Series("gpuscope_nvlink_rx_bytes_per_second", "NVLink receive rate, all links.")),
-    Metric("sm_active_pct", "SM active %", valid=PCT, panel=1, short="SM active", key="sm_active", summary=True, detail=True, unit="%", maximum=100.0,
+    Metric("sm_active_pct", "SM active %", valid=PCT, phase=PhaseKey("sm_active_pct", "pct"), panel=1, short="SM active", key="sm_active", summary=True, detail=True, unit="%", maximum=100.0,
            dcgm=Series("DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned.",
-                       scale=100.0, gpm=True)),
-    Metric("sm_occupancy_pct", "SM occupancy %", valid=PCT, unit="%", maximum=100.0,
+                       scale=100.0, gpm=True,
+                       v49=Renamed("DCGM_FI_PROF_SM_UTIL_RATIO", 1.0, False, "gauge", "The ratio of cycles an SM has at least 1 warp assigned."))),
+    Metric("sm_occupancy_pct", "SM occupancy %", valid=PCT, phase=PhaseKey("sm_occupancy_pct", "pct"), unit="%", maximum=100.0,
            dcgm=Series("DCGM_FI_PROF_SM_OCCUPANCY", "The ratio of number of warps resident on an SM.",
-                       scale=100.0, gpm=True)),
-    Metric("tensor_active_pct", "tensor active %", valid=PCT, key="tensor", summary=True, detail=True, unit="%",
+                       scale=100.0, gpm=True,
+                       v49=Renamed("DCGM_FI_PROF_SM_OCCUPANCY_RATIO", 1.0, False, "gauge", "The ratio of number of warps resident on an SM."))),
+    Metric("tensor_active_pct", "tensor active %", valid=PCT, phase=PhaseKey("tensor_active_pct", "pct"), key="tensor", summary=True, detail=True, unit="%",
            maximum=100.0,
            dcgm=Series("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active.",
-                       scale=100.0, gpm=True)),
-    Metric("dram_bw_util_pct", "DRAM bandwidth %", valid=PCT, key="dram_bw", detail=True, unit="%", maximum=100.0,
+                       scale=100.0, gpm=True,
+                       v49=Renamed("DCGM_FI_PROF_TENSOR_UTIL_RATIO", 1.0, False, "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."))),
+    Metric("dram_bw_util_pct", "DRAM bandwidth %", valid=PCT, phase=PhaseKey("dram_bw_util_pct", "pct"), key="dram_bw", detail=True, unit="%", maximum=100.0,
            dcgm=Series("DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active sending "
-                       "or receiving data.", scale=100.0, gpm=True)),
-    # GPU health (issue 26). Memory the driver reserves (NVML memory info v2): DCGM_FI_DEV_FB_USED excludes it.
+                       "or receiving data.", scale=100.0, gpm=True,
+                       v49=Renamed("DCGM_FI_PROF_DRAM_UTIL_RATIO", 1.0, False, "gauge", "Ratio of cycles the device memory interface is active sending or receiving data."))),
+    # GPU health. Memory the driver reserves (NVML memory info v2): DCGM_FI_DEV_FB_USED excludes it.
     Metric("mem_reserved_bytes", "memory reserved GiB", valid=BYTES, ceiling=_memory_size, unit="GiB", scale=GIB, digits=2,
-           dcgm=Series("DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", scale=MIB, integer=True),
+           dcgm=Series("DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", scale=MIB, integer=True,
+                       v49=Renamed("DCGM_FI_DEV_FB_RESERVED_BYTES", MIB, True, "gauge", "Framebuffer memory reserved (in bytes).")),
            prom=Series("gpuscope_memory_reserved_bytes", "Framebuffer reserved by the driver (NVML memory info "
                        "v2; absent where only v1 answers, whose used includes it).")),
     Metric("ecc_corrected_volatile", "ECC corrected (volatile)", valid=COUNT,
@@ -269,21 +321,26 @@ METRICS: tuple[Metric, ...] = (
                        type="counter")),
     Metric("remapped_rows_correctable", "remapped rows (correctable)", valid=REMAPPED_ROWS,
            dcgm=Series("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for correctable errors",
-                       type="counter")),
+                       type="counter",
+                       v49=Renamed("DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL", 1.0, True, "counter", "Number of remapped rows for correctable errors."))),
     Metric("remapped_rows_uncorrectable", "remapped rows (uncorrectable)", valid=REMAPPED_ROWS,
            dcgm=Series("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for uncorrectable "
-                       "errors", type="counter")),
+                       "errors", type="counter",
+                       v49=Renamed("DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", 1.0, True, "counter", "Number of remapped rows for uncorrectable errors."))),
     Metric("remap_pending", "row remap pending", read=lambda r: _flag(r.remap_pending),
            prom=Series("gpuscope_row_remap_pending", "1 while a row remap waits for a GPU reset.")),
     Metric("remap_failure", "row remap failed", read=lambda r: _flag(r.remap_failure),
-           dcgm=Series("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed")),
+           dcgm=Series("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed",
+                       v49=Renamed("DCGM_FI_DEV_ROW_REMAP_FAILED", 1.0, True, "gauge", "Whether remapping of rows has failed."))),
     # the export has no Xid column (a table of codes per GPU); the recording keeps them, with counts and times
     Metric("xids", "last Xid", read=_last_xid, export=False,
-           dcgm=Series("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.")),
-    # GPM's graphics-engine activity (issue 30: dcgm-exporter's default profiling field)
+           dcgm=Series("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.",
+                       v49=Renamed("DCGM_FI_DEV_XID_ERROR", 1.0, True, "gauge", "Value of the last XID error encountered."))),
+    # GPM's graphics-engine activity (dcgm-exporter's default profiling field)
     Metric("gr_engine_active_pct", "graphics engine active %", valid=PCT, unit="%", maximum=100.0,
            dcgm=Series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.",
-                       scale=100.0, gpm=True)),
+                       scale=100.0, gpm=True,
+                       v49=Renamed("DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", 1.0, False, "gauge", "Ratio of time the graphics engine is active."))),
     # endpoints (Prometheus: one sample per endpoint and model, only while the server answers)
     Metric("gen_tokens_per_s", "gen tok/s", valid=PER_S, key="tok_s", unit="tok/s", digits=1, scope="endpoint", summary=True,
            prom=Series("gpuscope_endpoint_generation_tokens_per_second", "Generated tokens per second over the "

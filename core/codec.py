@@ -12,7 +12,8 @@ import enum
 import math
 import types
 import typing
-from typing import TYPE_CHECKING, Any, TypeVar, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, Union, cast
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import (
@@ -107,63 +108,97 @@ _ALWAYS = {"index", "t"}
 
 
 def _check(tp: Any, v: Any, path: str) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        args = typing.get_args(tp)
-        if v is None:
-            if type(None) in args:
-                return None
-            raise CodecError(f"{path}: must not be null")
-        errors = []
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return _check(a, v, path)
-            except CodecError as e:
-                errors.append(str(e))
-        raise CodecError(errors[0] if errors else f"{path}: bad value")
-    if origin is tuple:
-        if not isinstance(v, list):
-            raise CodecError(f"{path}: expected a list")
-        (inner, _ell) = typing.get_args(tp)
-        return tuple(_check(inner, x, f"{path}[{i}]") for i, x in enumerate(v))
-    if origin is dict:
-        if not isinstance(v, dict):
-            raise CodecError(f"{path}: expected an object")
-        return dict(v)
+    """``v`` read as a value of the type hint ``tp``; a :class:`CodecError` naming ``path`` when it is not one.
+    Generic hints (unions, tuples, dicts) by their origin, plain types by a table, then records and enums."""
+    generic = _BY_ORIGIN.get(typing.get_origin(tp))
+    if generic is not None:
+        return generic(tp, v, path)
     if tp is Any:
         return v
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):  # a dataclass type (hints are never instances)
         return _from(tp, v, path)
-    if tp is bool:
-        if not isinstance(v, bool):
-            raise CodecError(f"{path}: expected true/false")
-        return v
-    if tp is int:
-        if isinstance(v, bool) or not isinstance(v, int):
-            if isinstance(v, float) and v.is_integer():
-                return int(v)
-            if isinstance(v, float) and not math.isfinite(v):
-                return v  # the validation gate turns it into "unknown" (counted) or rejects the record
-            raise CodecError(f"{path}: expected an integer")
-        return v
-    if tp is float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise CodecError(f"{path}: expected a number")
-        return float(v)
-    if tp is str:
-        if not isinstance(v, str):
-            raise CodecError(f"{path}: expected a string")
-        return v
+    scalar = _SCALARS.get(tp)
+    if scalar is not None:
+        return scalar(v, path)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        if not isinstance(v, str):
-            raise CodecError(f"{path}: expected a string")
-        try:
-            return tp(v)
-        except ValueError:
-            return None  # a value from a newer writer: the record derives it (EndpointReading.state)
+        return _check_enum(tp, v, path)
     raise CodecError(f"{path}: unsupported type {tp}")  # pragma: no cover - programming error
+
+
+def _check_union(tp: Any, v: Any, path: str) -> Any:
+    """The first member of the union that reads ``v`` (null only where the union holds None)."""
+    args = typing.get_args(tp)
+    if v is None:
+        if type(None) in args:
+            return None
+        raise CodecError(f"{path}: must not be null")
+    errors = []
+    for a in args:
+        if a is type(None):
+            continue
+        try:
+            return _check(a, v, path)
+        except CodecError as e:
+            errors.append(str(e))
+    raise CodecError(errors[0] if errors else f"{path}: bad value")
+
+
+def _check_tuple(tp: Any, v: Any, path: str) -> Any:
+    """``tuple[X, ...]`` from a JSON list, each item read as X."""
+    if not isinstance(v, list):
+        raise CodecError(f"{path}: expected a list")
+    (inner, _ell) = typing.get_args(tp)
+    return tuple(_check(inner, x, f"{path}[{i}]") for i, x in enumerate(v))
+
+
+def _check_dict(_tp: Any, v: Any, path: str) -> Any:
+    if not isinstance(v, dict):
+        raise CodecError(f"{path}: expected an object")
+    return dict(v)
+
+
+def _check_bool(v: Any, path: str) -> Any:
+    if not isinstance(v, bool):
+        raise CodecError(f"{path}: expected true/false")
+    return v
+
+
+def _check_int(v: Any, path: str) -> Any:
+    if isinstance(v, bool) or not isinstance(v, int):
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, float) and not math.isfinite(v):
+            return v  # the validation gate turns it into "unknown" (counted) or rejects the record
+        raise CodecError(f"{path}: expected an integer")
+    return v
+
+
+def _check_float(v: Any, path: str) -> Any:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise CodecError(f"{path}: expected a number")
+    return float(v)
+
+
+def _check_str(v: Any, path: str) -> Any:
+    if not isinstance(v, str):
+        raise CodecError(f"{path}: expected a string")
+    return v
+
+
+def _check_enum(tp: type[enum.Enum], v: Any, path: str) -> Any:
+    if not isinstance(v, str):
+        raise CodecError(f"{path}: expected a string")
+    try:
+        return tp(v)
+    except ValueError:
+        return None  # a value from a newer writer: the record derives it (EndpointReading.state)
+
+
+# how :func:`_check` reads each kind of hint: generic ones by their origin, plain types by the type
+_BY_ORIGIN: dict[Any, Callable[[Any, Any, str], Any]] = {
+    Union: _check_union, types.UnionType: _check_union, tuple: _check_tuple, dict: _check_dict}
+_SCALARS: dict[Any, Callable[[Any, str], Any]] = {
+    bool: _check_bool, int: _check_int, float: _check_float, str: _check_str}
 
 
 def _from(cls: type[T], d: Any, path: str) -> T:
@@ -192,7 +227,7 @@ def from_dict(cls: type[T], d: Any, path: str | None = None) -> T:
 
 
 def frame_to_dict(frame: Frame) -> dict[str, Any]:
-    return to_dict(frame)
+    return cast("dict[str, Any]", to_dict(frame))  # a record (dataclass) encodes to a dict
 
 
 def frame_from_dict(d: Any, inventory: Inventory | None = None, tally: Tally | None = None) -> Frame:
@@ -207,7 +242,7 @@ def frame_from_dict(d: Any, inventory: Inventory | None = None, tally: Tally | N
 
 
 def inventory_to_dict(inv: Inventory) -> dict[str, Any]:
-    return to_dict(inv)
+    return cast("dict[str, Any]", to_dict(inv))  # a record (dataclass) encodes to a dict
 
 
 def inventory_from_dict(d: Any, tally: Tally | None = None) -> Inventory:

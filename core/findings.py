@@ -15,10 +15,11 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuscope.core.group_paths import grouped_pairs, rule_group_path  # serving groups (issue 29)
+from gpuscope.core.candidate import Candidate
+from gpuscope.core.group_paths import grouped_pairs, rule_group_path  # serving groups
 from gpuscope.core.health import HEALTH_RULES, counter_span
 from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory
 from gpuscope.core.topology import (
@@ -43,21 +44,6 @@ PEER_TRAFFIC_SHARE = 0.25
 NOT_COMPUTING_UTIL = 70.0
 NOT_COMPUTING_SM = 30.0
 AVG_S = 5.0  # readings are averaged over the last AVG_S seconds of the window
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """What a rule sees in one evaluation."""
-
-    id: str
-    rule: str
-    severity: str
-    subject: str  # "GPU0", "GPU0-GPU1", "server"
-    message: str
-    evidence: dict[str, Any] = field(default_factory=dict)
-    variant: str = ""  # the wording class: a change of it (or of severity) is a finding_changed event
-    basis: str = "avg"  # what the numbers are: avg (5 s average), live (this reading), window, static
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,49 +305,61 @@ def rule_slow_path(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
         da, db = _dev(inv, p.a), _dev(inv, p.b)
         if da is None or db is None:
             continue
-        caps, can = [], []
-        peer = True
-        for i, d in ((p.a, da), (p.b, db)):
-            g, w = best_link(d)
-            c_can = pcie_capacity_bytes_per_s(g, w)
-            if c_can:
-                can.append(c_can)
-            gw = windows.get(i)
-            if gw is not None and gw.pcie_capacity_bytes_per_s:
-                cap = gw.pcie_capacity_bytes_per_s
-                caps.append(cap)
-                peer = peer and bool(gw.busy and gw.pcie_peak_bytes_per_s >= PEER_TRAFFIC_SHARE * cap)
-            else:
-                if c_can:
-                    caps.append(c_can)
-                peer = False
-        expect_now = min(caps) if caps else None
-        expect_can = min(can) if can else None
+        peer, expect_now, expect_can = _pair_links(windows, ((p.a, da), (p.b, db)))
         if not peer:
             quiet.append((p, expect_can))
             continue
-        numa = ""
-        if da.numa_node is not None and db.numa_node is not None:
-            numa = f" (NUMA {da.numa_node} ↔ {db.numa_node})" if da.numa_node != db.numa_node else f" (NUMA {da.numa_node})"
-        rate = f"at most {gb(expect_now)} GB/s per direction at the links' rate now"
-        if expect_can and expect_now and expect_can > expect_now * 1.01:
-            rate += f" (they can reach {gb(expect_can)})"
-        if p.pcie_path == "SYS":
-            sev = "critical"
-            msg = (f"GPU{p.a}↔GPU{p.b} path SYS{numa}, no NVLink: peer traffic crosses the CPU interconnect, "
-                   f"{rate}; tensor-parallel all-reduce between them crawls")
-        else:
-            sev = "warning"
-            msg = (f"GPU{p.a}↔GPU{p.b} path {p.pcie_path}{numa}, no NVLink: peer traffic goes "
-                   f"{PATH_MEANING[p.pcie_path]}, {rate}")
-        msg += "; both links are carrying heavy traffic now"
-        ev = {"a": p.a, "b": p.b, "path": p.pcie_path, "numa_a": da.numa_node, "numa_b": db.numa_node,
-              "expected_bytes_per_s": expect_now, "can_bytes_per_s": expect_can, "peer_traffic": True}
-        out.append(Candidate(f"slow-path:gpu{p.a}-gpu{p.b}", "slow_path", sev, f"GPU{p.a}-GPU{p.b}", msg, ev,
-                             variant="peer", basis="avg"))
+        out.append(_slow_path_with_traffic(p, da, db, expect_now, expect_can))
     if quiet:
         out.append(_slow_paths_summary(inv, quiet))
     return out
+
+
+def _pair_links(windows: Mapping[int, GpuWindow], ends: tuple[tuple[int, DeviceInfo], ...]
+                ) -> tuple[bool, float | None, float | None]:
+    """(peer traffic likely: both links busy and heavily used, the lesser link capacity now, the lesser best)
+    of a pair's two ends, bytes/s; a GPU without a window counts its best link now and no traffic."""
+    caps, can = [], []
+    peer = True
+    for i, d in ends:
+        g, w = best_link(d)
+        c_can = pcie_capacity_bytes_per_s(g, w)
+        if c_can:
+            can.append(c_can)
+        gw = windows.get(i)
+        if gw is not None and gw.pcie_capacity_bytes_per_s:
+            cap = gw.pcie_capacity_bytes_per_s
+            caps.append(cap)
+            peer = peer and bool(gw.busy and gw.pcie_peak_bytes_per_s >= PEER_TRAFFIC_SHARE * cap)
+        else:
+            if c_can:
+                caps.append(c_can)
+            peer = False
+    return peer, (min(caps) if caps else None), (min(can) if can else None)
+
+
+def _slow_path_with_traffic(p: Any, da: DeviceInfo, db: DeviceInfo, expect_now: float | None,
+                            expect_can: float | None) -> Candidate:
+    """A slow pair's own line while both its links carry heavy traffic: SYS critical, PHB/NODE warning."""
+    numa = ""
+    if da.numa_node is not None and db.numa_node is not None:
+        numa = f" (NUMA {da.numa_node} ↔ {db.numa_node})" if da.numa_node != db.numa_node else f" (NUMA {da.numa_node})"
+    rate = f"at most {gb(expect_now)} GB/s per direction at the links' rate now"
+    if expect_can and expect_now and expect_can > expect_now * 1.01:
+        rate += f" (they can reach {gb(expect_can)})"
+    if p.pcie_path == "SYS":
+        sev = "critical"
+        msg = (f"GPU{p.a}↔GPU{p.b} path SYS{numa}, no NVLink: peer traffic crosses the CPU interconnect, "
+               f"{rate}; tensor-parallel all-reduce between them crawls")
+    else:
+        sev = "warning"
+        msg = (f"GPU{p.a}↔GPU{p.b} path {p.pcie_path}{numa}, no NVLink: peer traffic goes "
+               f"{PATH_MEANING[p.pcie_path]}, {rate}")
+    msg += "; both links are carrying heavy traffic now"
+    ev = {"a": p.a, "b": p.b, "path": p.pcie_path, "numa_a": da.numa_node, "numa_b": db.numa_node,
+          "expected_bytes_per_s": expect_now, "can_bytes_per_s": expect_can, "peer_traffic": True}
+    return Candidate(f"slow-path:gpu{p.a}-gpu{p.b}", "slow_path", sev, f"GPU{p.a}-GPU{p.b}", msg, ev,
+                     variant="peer", basis="avg")
 
 
 def _slow_paths_summary(inv: Inventory, quiet: list[tuple[Any, float | None]]) -> Candidate:
@@ -456,13 +454,7 @@ def rule_clock_events(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate
         if not hits:
             continue
         sev = min((h[1] for h in hits), key=lambda sv: SEVERITY_RANK[sv])
-        parts = []
-        if r.power_w is not None and (r.power_limit_w or dev.power_limit_w):
-            parts.append(f"{r.power_w:.0f} of {(r.power_limit_w or dev.power_limit_w):.0f} W")
-        if r.temp_gpu_c is not None and any("thermal" in h[0] or "slowdown" in h[0] for h in hits):
-            parts.append(f"{r.temp_gpu_c:.0f} °C")
-        if lost_mhz is not None:
-            parts.append(f"SM clock {r.sm_clock_mhz} of {dev.sm_clock_max_mhz} MHz (−{max(lost_mhz, 0)} MHz)")
+        parts = _clock_event_figures(r, dev, hits, lost_mhz)
         what = " + ".join(h[2] for h in hits)
         out.append(Candidate(f"clocks:gpu{i}", "clock_events", sev, f"GPU{i}",
                              f"GPU{i} {what}" + (": " + ", ".join(parts) if parts else ""),
@@ -470,6 +462,20 @@ def rule_clock_events(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate
                               "sm_clock_max_mhz": dev.sm_clock_max_mhz, "power_w": r.power_w,
                               "temp_gpu_c": r.temp_gpu_c}, variant="+".join(h[0] for h in hits), basis="live"))
     return out
+
+
+def _clock_event_figures(r: GpuReading, dev: DeviceInfo, hits: list[tuple[str, str, str]],
+                         lost_mhz: int | None) -> list[str]:
+    """The figures behind a clock-events line: power against its limit, the temperature (for a thermal or
+    slowdown reason), the SM clock against its max."""
+    parts = []
+    if r.power_w is not None and (r.power_limit_w or dev.power_limit_w):
+        parts.append(f"{r.power_w:.0f} of {(r.power_limit_w or dev.power_limit_w):.0f} W")
+    if r.temp_gpu_c is not None and any("thermal" in h[0] or "slowdown" in h[0] for h in hits):
+        parts.append(f"{r.temp_gpu_c:.0f} °C")
+    if lost_mhz is not None:
+        parts.append(f"SM clock {r.sm_clock_mhz} of {dev.sm_clock_max_mhz} MHz (−{max(lost_mhz, 0)} MHz)")
+    return parts
 
 
 # PCIe replay/recovery/error counters are read every 15 s (sources/nvml.py HEALTH_INTERVAL_S) and carried
@@ -561,7 +567,19 @@ def _bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     busy = [w for w in gpu_windows(frames).values() if w.busy]
     if not busy:
         return []
-    # interconnect: a busy GPU whose PCIe link is nearly full and whose SMs are not the limit
+    for cause in BOTTLENECKS:  # the first cause whose evidence is clear
+        c = cause(inv, busy)
+        if c is not None:
+            return [c]
+    return []
+
+
+def _bottleneck_candidate(message: str, evidence: dict[str, Any]) -> Candidate:
+    return Candidate("bottleneck", "bottleneck", "info", "server", message, evidence)
+
+
+def _pcie_bound(inv: Inventory, busy: list[GpuWindow]) -> Candidate | None:
+    """Interconnect: the busy GPU whose PCIe link is fullest, nearly full, and whose SMs are not the limit."""
     best = None
     for w in busy:
         cap = w.pcie_capacity_bytes_per_s
@@ -569,55 +587,75 @@ def _bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
             share = w.pcie_peak_bytes_per_s / cap
             if best is None or share > best[0]:
                 best = (share, w)
-    if best is not None:
-        _share, w = best
-        i, now = w.gpu, w.now
-        d = "RX" if (w.pcie_rx_bytes_per_s or 0) >= (w.pcie_tx_bytes_per_s or 0) else "TX"
-        sm = (f", SM activity {w.sm_active_pct:.0f} %" if w.sm_active_pct is not None
-              else f", utilization {w.util_gpu_pct:.0f} %" if w.util_gpu_pct is not None else "")
-        dev = _dev(inv, i)
-        below = ""
-        if dev is not None:
-            bg, _bw = best_link(dev)
-            if bg and now.pcie_gen and now.pcie_gen < bg:
-                below = f" (Gen{bg} would give {gb(pcie_capacity_bytes_per_s(bg, now.pcie_width))})"
-        return [Candidate("bottleneck", "bottleneck", "info", "server",
-                          f"looks interconnect-bound: GPU{i} PCIe {d} {gb(w.pcie_peak_bytes_per_s)} of "
-                          f"{gb(w.pcie_capacity_bytes_per_s)} GB/s at Gen{now.pcie_gen}{below}{sm}",
-                          {"cause": "pcie", "gpu": i})]
+    if best is None:
+        return None
+    _share, w = best
+    i, now = w.gpu, w.now
+    d = "RX" if (w.pcie_rx_bytes_per_s or 0) >= (w.pcie_tx_bytes_per_s or 0) else "TX"
+    sm = (f", SM activity {w.sm_active_pct:.0f} %" if w.sm_active_pct is not None
+          else f", utilization {w.util_gpu_pct:.0f} %" if w.util_gpu_pct is not None else "")
+    dev = _dev(inv, i)
+    below = ""
+    if dev is not None:
+        bg, _bw = best_link(dev)
+        if bg and now.pcie_gen and now.pcie_gen < bg:
+            below = f" (Gen{bg} would give {gb(pcie_capacity_bytes_per_s(bg, now.pcie_width))})"
+    return _bottleneck_candidate(f"looks interconnect-bound: GPU{i} PCIe {d} {gb(w.pcie_peak_bytes_per_s)} of "
+                                 f"{gb(w.pcie_capacity_bytes_per_s)} GB/s at Gen{now.pcie_gen}{below}{sm}",
+                                 {"cause": "pcie", "gpu": i})
+
+
+def _nvlink_bound(inv: Inventory, busy: list[GpuWindow]) -> Candidate | None:
+    """The first busy GPU whose NVLinks are nearly full while its SMs are not the limit."""
     for w in busy:
         dev = _dev(inv, w.gpu)
         cap = device_nvlink_capacity_bytes_per_s(dev) if dev else None
         nv = w.nvlink_peak_bytes_per_s
         if cap and nv >= SATURATED_SHARE * cap and (w.sm_active_pct is None or w.sm_active_pct < 60):
-            return [Candidate("bottleneck", "bottleneck", "info", "server",
-                              f"looks NVLink-bound: GPU{w.gpu} NVLink {gb(nv)} of {gb(cap)} GB/s",
-                              {"cause": "nvlink", "gpu": w.gpu})]
+            return _bottleneck_candidate(f"looks NVLink-bound: GPU{w.gpu} NVLink {gb(nv)} of {gb(cap)} GB/s",
+                                         {"cause": "nvlink", "gpu": w.gpu})
+    return None
+
+
+def _power_bound(inv: Inventory, busy: list[GpuWindow]) -> Candidate | None:
+    """At least half the busy GPUs held down by their power cap."""
     capped = [w for w in busy if "sw_power_cap" in w.now.clock_events and (dev := _dev(inv, w.gpu))
               and _power_cap_bites(w.now, dev, (dev.sm_clock_max_mhz - w.now.sm_clock_mhz)
                                    if dev.sm_clock_max_mhz and w.now.sm_clock_mhz else None)]
-    if capped and len(capped) * 2 >= len(busy):
-        w = capped[0]
-        dev = _dev(inv, w.gpu)
-        lost = (dev.sm_clock_max_mhz - w.now.sm_clock_mhz) if dev and dev.sm_clock_max_mhz and w.now.sm_clock_mhz else 0
-        return [Candidate("bottleneck", "bottleneck", "info", "server",
-                          f"looks power-bound: {len(capped)} of {len(busy)} busy GPUs at their power cap "
-                          f"(GPU{w.gpu} {fmt_num(w.power_w, ' W')}, SM clock −{max(lost, 0)} MHz)", {"cause": "power"})]
+    if not (capped and len(capped) * 2 >= len(busy)):
+        return None
+    w = capped[0]
+    dev = _dev(inv, w.gpu)
+    lost = (dev.sm_clock_max_mhz - w.now.sm_clock_mhz) if dev and dev.sm_clock_max_mhz and w.now.sm_clock_mhz else 0
+    return _bottleneck_candidate(f"looks power-bound: {len(capped)} of {len(busy)} busy GPUs at their power cap "
+                                 f"(GPU{w.gpu} {fmt_num(w.power_w, ' W')}, SM clock −{max(lost, 0)} MHz)",
+                                 {"cause": "power"})
+
+
+def _thermal_bound(inv: Inventory, busy: list[GpuWindow]) -> Candidate | None:
+    """A busy GPU slowing down for heat."""
     hot = [w for w in busy if {"hw_thermal", "sw_thermal", "hw_slowdown"} & set(w.now.clock_events)]
-    if hot:
-        w = hot[0]
-        return [Candidate("bottleneck", "bottleneck", "info", "server",
-                          f"looks thermally limited: GPU{w.gpu} slowing down at {fmt_num(w.now.temp_gpu_c, ' °C')}",
-                          {"cause": "thermal"})]
+    if not hot:
+        return None
+    w = hot[0]
+    return _bottleneck_candidate(f"looks thermally limited: GPU{w.gpu} slowing down at "
+                                 f"{fmt_num(w.now.temp_gpu_c, ' °C')}", {"cause": "thermal"})
+
+
+def _compute_bound(inv: Inventory, busy: list[GpuWindow]) -> Candidate | None:
+    """Every busy GPU's tensor cores or SMs near full."""
     computing = [w for w in busy if (w.tensor_active_pct or 0) >= 70 or (w.sm_active_pct or 0) >= 85]
-    if computing and len(computing) == len(busy):
-        w = computing[0]
-        parts = [f"{what} {x:.0f} %" for what, x in (("SM activity", w.sm_active_pct), ("tensor", w.tensor_active_pct))
-                 if x is not None]
-        return [Candidate("bottleneck", "bottleneck", "info", "server",
-                          f"looks compute-bound: GPU{w.gpu} {', '.join(parts)}",
-                          {"cause": "compute"})]
-    return []
+    if not (computing and len(computing) == len(busy)):
+        return None
+    w = computing[0]
+    parts = [f"{what} {x:.0f} %" for what, x in (("SM activity", w.sm_active_pct), ("tensor", w.tensor_active_pct))
+             if x is not None]
+    return _bottleneck_candidate(f"looks compute-bound: GPU{w.gpu} {', '.join(parts)}", {"cause": "compute"})
+
+
+# The bottleneck's causes, in the order they are weighed: the first with clear evidence is named.
+BOTTLENECKS: tuple[Callable[[Inventory, list[GpuWindow]], Candidate | None], ...] = (
+    _pcie_bound, _nvlink_bound, _power_bound, _thermal_bound, _compute_bound)
 
 
 PREEMPTIONS_PER_MIN = 1.0  # a serving engine preempting at least this often is short of KV cache
@@ -744,6 +782,19 @@ class FindingsEngine:
 
     def update(self, frame: Frame) -> list[Event]:
         """Feed one frame; returns the finding_raised / finding_changed / finding_cleared events it caused."""
+        self._advance(frame)
+        now = frame.t
+        events: list[Event] = []
+        seen = set()
+        for c in evaluate(self.inv, RuleWindow(self.frames, self._counter_frames[0])):
+            seen.add(c.id)
+            self._state[c.id] = self._track(c, now, events)
+        self._expire(seen, now, events)
+        return events
+
+    def _advance(self, frame: Frame) -> None:
+        """Take ``frame`` into the windows (the rules' and the counters' longer one), starting over when time
+        went backwards; note its finding events as hints."""
         if self.frames and frame.t < self.frames[-1].t:
             self.frames.clear()  # time went backwards (seek): start over
             self._counter_frames.clear()
@@ -755,39 +806,47 @@ class FindingsEngine:
         self._counter_frames.append(frame)
         while self._counter_frames and self._counter_frames[0].t < frame.t - max(COUNTER_WINDOW_S, self.window_s):
             self._counter_frames.popleft()
-        now = frame.t
-        events: list[Event] = []
-        seen = set()
-        for c in evaluate(self.inv, RuleWindow(self.frames, self._counter_frames[0])):
-            seen.add(c.id)
-            f = self._state.get(c.id)
-            if f is None:
-                start = since = now
-                h = self._hints.get(c.id)
-                if h is not None and h["started_at"] <= now:
-                    start = h["started_at"]
-                    same = (h["severity"], h["variant"]) == (c.severity, c.variant)
-                    since = h["since"] if same and start <= h["since"] <= now else now
-                f = Finding(c.id, c.rule, c.severity, c.subject, c.message, c.evidence, started_at=start,
-                            variant=c.variant, basis=c.basis, since=since, worst=c.severity)
-            else:
-                changed = (f.severity, f.variant) != (c.severity, c.variant)
-                old = f
-                f = replace(f, severity=c.severity, message=c.message, evidence=c.evidence, variant=c.variant,
-                            basis=c.basis, ended_at=None, worst=worse(f.worst, c.severity),
-                            since=now if changed else f.since)
-                if changed and f.raised_at is not None:
-                    data = {**self._data(f, now), "old_severity": old.severity, "old_variant": old.variant,
-                            "since_s": 0.0, "worst": f.worst, "evidence": _clean(f.evidence)}
-                    if f.id == "bottleneck":
-                        data.update(cause=f.variant, old_cause=old.variant)
-                    events.append(Event(t=now, kind="finding_changed", text=f.message, data=data))
-            if f.raised_at is None and (now - f.started_at >= self.hold_s or c.rule == "gpu_lost"):
-                f = replace(f, raised_at=now)
-                events.append(Event(t=now, kind="finding_raised", text=f.message,
-                                    data={**self._data(f, now), "since_s": round(now - (f.since or now), 3),
-                                          "evidence": _clean(f.evidence)}))
-            self._state[c.id] = f
+
+    def _track(self, c: Candidate, now: float, events: list[Event]) -> Finding:
+        """The finding for candidate ``c`` at ``now``: a new one (its start from a hint where there is one), or
+        the one held, updated (a finding_changed event when its severity or wording changed after its raise);
+        raised once it has held ``hold_s`` (a lost GPU at once)."""
+        f = self._state.get(c.id)
+        if f is None:
+            f = self._new_finding(c, now)
+        else:
+            changed = (f.severity, f.variant) != (c.severity, c.variant)
+            old = f
+            f = replace(f, severity=c.severity, message=c.message, evidence=c.evidence, variant=c.variant,
+                        basis=c.basis, ended_at=None, worst=worse(f.worst, c.severity),
+                        since=now if changed else f.since)
+            if changed and f.raised_at is not None:
+                data = {**self._data(f, now), "old_severity": old.severity, "old_variant": old.variant,
+                        "since_s": 0.0, "worst": f.worst, "evidence": _clean(f.evidence)}
+                if f.id == "bottleneck":
+                    data.update(cause=f.variant, old_cause=old.variant)
+                events.append(Event(t=now, kind="finding_changed", text=f.message, data=data))
+        if f.raised_at is None and (now - f.started_at >= self.hold_s or c.rule == "gpu_lost"):
+            f = replace(f, raised_at=now)
+            events.append(Event(t=now, kind="finding_raised", text=f.message,
+                                data={**self._data(f, now), "since_s": round(now - (f.since or now), 3),
+                                      "evidence": _clean(f.evidence)}))
+        return f
+
+    def _new_finding(self, c: Candidate, now: float) -> Finding:
+        """A finding first seen at ``now``, started (and its wording since) where a hint says it was."""
+        start = since = now
+        h = self._hints.get(c.id)
+        if h is not None and h["started_at"] <= now:
+            start = h["started_at"]
+            same = (h["severity"], h["variant"]) == (c.severity, c.variant)
+            since = h["since"] if same and start <= h["since"] <= now else now
+        return Finding(c.id, c.rule, c.severity, c.subject, c.message, c.evidence, started_at=start,
+                       variant=c.variant, basis=c.basis, since=since, worst=c.severity)
+
+    def _expire(self, seen: set[str], now: float, events: list[Event]) -> None:
+        """Findings not ``seen`` this time: a pending one goes; a raised one ends, and clears (a
+        finding_cleared event) once it has stayed absent ``hold_s``."""
         for fid in list(self._state):
             if fid in seen:
                 continue
@@ -805,7 +864,6 @@ class FindingsEngine:
                 events.append(Event(t=now, kind="finding_cleared", text=f.message,
                                     data={**self._data(f, now), "ended_s": round(now - f.ended_at, 3),
                                           "worst": f.worst, "held_s": round(f.ended_at - f.started_at, 3)}))
-        return events
 
     def open_events(self, now: float, skip: set[str] | frozenset[str] = frozenset()) -> list[Event]:
         """A ``finding_raised`` event at ``now`` for every raised finding (ids in ``skip`` left out), with

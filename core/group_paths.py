@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
+from gpuscope.core.candidate import Candidate
 from gpuscope.core.groups import gpus_text, group_label, parallel_text
 from gpuscope.core.model import EndpointReading, Frame, Inventory, PairLink, ServingGroup
 from gpuscope.core.text import clean
@@ -176,17 +177,10 @@ def group_path_findings(inv: Inventory, frames: Sequence[Frame]) -> list[GroupPa
         if p is None or p.nvlinks or p.pcie_path not in SLOW_PATHS:
             continue
         gen, width, cap = slowest_link(frame, inv, g.gpus)
-        name = clean(g.server, 40)
-        if g.tp and g.tp > 1:
-            what = f"{name}'s TP={g.tp} all-reduce"
-        elif g.pp and g.pp > 1:
-            what = f"{name}'s PP={g.pp} pipeline traffic"
-        else:
-            what = f"{name}'s traffic between {gpus_text(g.gpus)}"
         rate = f"at most {cap / 1e9:.1f} GB/s per direction now" if cap else "bandwidth unknown"
         if gen and width:
             rate += f" ({link_label(gen, width)})"
-        msg = f"{what} {PATH_SAYS[p.pcie_path]}, no NVLink: {rate}"
+        msg = f"{_group_traffic_words(g)} {PATH_SAYS[p.pcie_path]}, no NVLink: {rate}"
         others = frozenset(i for i, s in held_by.items() if i not in g.gpus)
         better = better_placement(inv, tuple(sorted(g.gpus)), others)
         ev: dict[str, Any] = {"server": g.server, "endpoint": g.endpoint, "gpus": list(g.gpus), "tp": g.tp,
@@ -197,8 +191,7 @@ def group_path_findings(inv: Inventory, frames: Sequence[Frame]) -> list[GroupPa
             ev["better_gpus"] = list(combo)
             ev["better_path"] = bp.label if bp is not None else None
         key = g.endpoint or g.server
-        busy = any(reading_busy(r, pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width))
-                   for r in frame.gpus if r.index in g.gpus and not r.lost)
+        busy = _group_busy(frame, g)
         ev["busy"] = busy
         # SYS is critical while the group works (warning while it idles); NODE/PHB a warning (info at idle)
         sev = ("critical" if busy else "warning") if p.pcie_path == "SYS" else ("warning" if busy else "info")
@@ -207,10 +200,25 @@ def group_path_findings(inv: Inventory, frames: Sequence[Frame]) -> list[GroupPa
     return out
 
 
-def rule_group_path(inv: Inventory, frames: Sequence[Frame]) -> list[Any]:
-    """The findings-engine rule (``group_path``): :func:`group_path_findings` as candidates."""
-    from gpuscope.core.findings import Candidate  # findings imports this module: import at call time
+def _group_traffic_words(g: ServingGroup) -> str:
+    """What crosses a group's path: ``vLLM's TP=2 all-reduce``, ``…'s PP=2 pipeline traffic``, or its traffic
+    between its GPUs."""
+    name = clean(g.server, 40)
+    if g.tp and g.tp > 1:
+        return f"{name}'s TP={g.tp} all-reduce"
+    if g.pp and g.pp > 1:
+        return f"{name}'s PP={g.pp} pipeline traffic"
+    return f"{name}'s traffic between {gpus_text(g.gpus)}"
 
+
+def _group_busy(frame: Frame, g: ServingGroup) -> bool:
+    """Whether any of the group's GPUs (not lost) is busy now."""
+    return any(reading_busy(r, pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width))
+               for r in frame.gpus if r.index in g.gpus and not r.lost)
+
+
+def rule_group_path(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
+    """The findings-engine rule (``group_path``): :func:`group_path_findings` as candidates."""
     return [Candidate(f.id, "group_path", f.severity, f.subject, f.message, f.evidence,
                       variant=f.evidence["path"] + (" busy" if f.evidence["busy"] else " idle"), basis="live") for f in group_path_findings(inv, frames)]
 

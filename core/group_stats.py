@@ -9,12 +9,14 @@ runs and setups (the same model and load moving fewer bytes per token is a bette
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuscope.core.group_paths import group_traffic, path_text
+from gpuscope.core.group_paths import endpoint_tokens, group_traffic, path_text
 from gpuscope.core.groups import gpus_text, group_label, parallel_text
 from gpuscope.core.model import Frame, Inventory, ServingGroup
+from gpuscope.core.rates import RateReading, rate_over, since_before
 
 
 def group_key(g: ServingGroup) -> str:
@@ -28,7 +30,7 @@ class _Acc:
     frames: int = 0
     pcie: list[float] = field(default_factory=list)
     nvlink: list[float] = field(default_factory=list)
-    tok: list[float] = field(default_factory=list)
+    tok: list[RateReading] = field(default_factory=list)  # (tok/s, s since the frame before, rate window s)
     moved_with_tok: list[float] = field(default_factory=list)  # traffic in the frames where tok/s is known too
     tok_with_moved: list[float] = field(default_factory=list)
     paths: Counter[str] = field(default_factory=Counter)
@@ -40,13 +42,16 @@ class GroupStats:
     def __init__(self, inv: Inventory):
         self.inv = inv
         self._acc: dict[str, _Acc] = {}
+        self._last_t: float | None = None
 
-    def add(self, frame: Frame) -> None:
+    def add(self, frame: Frame, before: float | None = None, *, tokens: bool = True) -> None:
+        """Count ``frame``: its groups, their traffic and path, and (``tokens``) their tok/s. ``before`` is the
+        time of the frame before it in the file (for the first frame of a span, the one before the span; None:
+        the last frame added here)."""
+        dt = since_before(frame.t, before if before is not None else self._last_t)
+        self._last_t = frame.t
         for g in frame.groups:
-            a = self._acc.get(group_key(g))
-            if a is None:
-                a = self._acc[group_key(g)] = _Acc(g)
-            a.group = g if g.gpus or not a.group.gpus else a.group  # keep the latest placed version
+            a = self._entry(g)
             a.frames += 1
             if not g.gpus:
                 continue
@@ -55,8 +60,8 @@ class GroupStats:
                 a.pcie.append(t.pcie_bytes_per_s)
             if t.nvlink_bytes_per_s is not None:
                 a.nvlink.append(t.nvlink_bytes_per_s)
-            if t.tokens_per_s is not None:
-                a.tok.append(t.tokens_per_s)
+            if t.tokens_per_s is not None and tokens:
+                a.tok.append((t.tokens_per_s, dt, _window(g, frame)))
             moved = None if t.pcie_bytes_per_s is None and t.nvlink_bytes_per_s is None else (
                 (t.pcie_bytes_per_s or 0.0) + (t.nvlink_bytes_per_s or 0.0))
             if moved is not None and t.tokens_per_s is not None:
@@ -65,6 +70,23 @@ class GroupStats:
             p = path_text(self.inv, frame, g.gpus)
             if p:
                 a.paths[p] += 1
+
+    def add_tokens(self, frame: Frame, before: float | None, keep: Callable[[float | None], bool]) -> None:
+        """Count the tok/s of ``frame``'s groups whose rate window (s, None: not known) ``keep`` takes: a span
+        takes the readings whose window middle lies in it (core/rates.py), not always its frames' readings."""
+        dt = since_before(frame.t, before)
+        for g in frame.groups:
+            w = _window(g, frame)
+            tok = endpoint_tokens(g, frame.endpoints) if g.gpus else None
+            if tok is not None and keep(w):
+                self._entry(g).tok.append((tok, dt, w))
+
+    def _entry(self, g: ServingGroup) -> _Acc:
+        a = self._acc.get(group_key(g))
+        if a is None:
+            a = self._acc[group_key(g)] = _Acc(g)
+        a.group = g if g.gpus or not a.group.gpus else a.group  # keep the latest placed version
+        return a
 
     def rows(self) -> list[dict[str, Any]]:
         out = []
@@ -76,7 +98,7 @@ class GroupStats:
                 "model": g.model, "port": g.port, "gpus": list(g.gpus), "tp": g.tp, "pp": g.pp,
                 "parallel": parallel_text(g), "container": g.container, "local": g.local, "simulated": g.simulated,
                 "path": a.paths.most_common(1)[0][0] if a.paths else None, "frames": a.frames,
-                "gen_tokens_per_s": _mean(a.tok), "pcie_bytes_per_s": _mean(a.pcie),
+                "gen_tokens_per_s": rate_over(a.tok), "pcie_bytes_per_s": _mean(a.pcie),
                 "nvlink_bytes_per_s": _mean(a.nvlink),
                 "bytes_per_token": sum(a.moved_with_tok) / tok_sum if tok_sum > 0 else None,
             })
@@ -85,6 +107,12 @@ class GroupStats:
 
 def _mean(v: list[float]) -> float | None:
     return sum(v) / len(v) if v else None
+
+
+def _window(g: ServingGroup, frame: Frame) -> float | None:
+    """The rate window (s) of the group's endpoint readings in ``frame`` (the longest of its models')."""
+    ws = [e.rate_window_s for e in frame.endpoints if e.url == g.endpoint and e.rate_window_s is not None]
+    return max(ws) if ws else None
 
 
 def group_rows(inv: Inventory, frames: Any) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from gpuscope.core.model import SERVER_NAMES, ServingGroup
+from gpuscope.core.model import SERVER_NAMES, GpuReading, ServingGroup
 from gpuscope.core.text import clean
 
 TCP_LISTEN = "0A"  # the st column of a listening socket in /proc/net/tcp{,6}
@@ -269,6 +269,15 @@ class ProcView:
     containers: dict[int, str] = field(default_factory=dict)
 
 
+def gpu_pids(gpus: Sequence[GpuReading]) -> dict[int, set[int]]:
+    """pid → the GPUs it holds, from the frame's NVML process lists (compute and graphics)."""
+    out: dict[int, set[int]] = {}
+    for g in gpus:
+        for p in g.processes or ():
+            out.setdefault(p.pid, set()).add(g.index)
+    return out
+
+
 def build_groups(claims: Sequence[Claim], gpu_pids: Mapping[int, Iterable[int]], procs: ProcView
                  ) -> tuple[ServingGroup, ...]:
     """Serving groups from the endpoints (``claims``), NVML's compute processes (``gpu_pids``: pid → the
@@ -295,35 +304,49 @@ def build_groups(claims: Sequence[Claim], gpu_pids: Mapping[int, Iterable[int]],
         if same is not None:  # two URLs of one server (localhost and 127.0.0.1): the same processes and GPUs
             out.append(replace(same, endpoint=c.url, port=c.port, model=c.model or same.model))
             continue
-        members = {c.listener} | descendants(c.listener, procs.ppids)
-        inner: dict[int, int] = {}  # a member's pid in its own namespace(s) → its host pid
-        for m in members:
-            for ns in procs.nspids.get(m, ())[1:]:
-                inner.setdefault(ns, m)
-        pids: list[int] = [c.listener]
-        gpus: set[int] = set()
-        for pid, gs in sorted(held.items()):
-            if pid in claimed:
-                continue
-            host = pid if pid in members else inner.get(pid)
-            if host is None:
-                continue
-            claimed.add(pid)
-            gpus |= gs
-            if host not in pids:
-                pids.append(host)
-        tp, pp = c.tp, c.pp
-        for m in pids:
-            if tp is not None and pp is not None:
-                break
-            a_tp, a_pp = parallel_from_args(procs.args.get(m, ()))
-            tp, pp = tp or a_tp, pp or a_pp
-        container = next((procs.containers[m] for m in pids if m in procs.containers), None)
-        note = None if gpus else "holds no GPU (yet)"
-        out.append(ServingGroup(server=server, kind=c.kind, endpoint=c.url, model=c.model, port=c.port,
-                                pids=tuple(pids), gpus=tuple(sorted(gpus)), tp=tp, pp=pp, container=container,
-                                note=note))
+        out.append(_endpoint_group(c, server, held, claimed, procs))
         by_listener[c.listener] = out[-1]
+    out += _program_groups(held, claimed, procs)
+    return tuple(out)
+
+
+def _endpoint_group(c: Claim, server: str, held: dict[int, set[int]], claimed: set[int], procs: ProcView
+                    ) -> ServingGroup:
+    """The group of a local endpoint whose listener is known: the listener and its descendants (by host pid
+    or, in a container, by ``NSpid``) among the GPU processes not yet ``claimed`` (claimed now)."""
+    assert c.listener is not None  # the caller's check
+    members = {c.listener} | descendants(c.listener, procs.ppids)
+    inner: dict[int, int] = {}  # a member's pid in its own namespace(s) → its host pid
+    for m in members:
+        for ns in procs.nspids.get(m, ())[1:]:
+            inner.setdefault(ns, m)
+    pids: list[int] = [c.listener]
+    gpus: set[int] = set()
+    for pid, gs in sorted(held.items()):
+        if pid in claimed:
+            continue
+        host = pid if pid in members else inner.get(pid)
+        if host is None:
+            continue
+        claimed.add(pid)
+        gpus |= gs
+        if host not in pids:
+            pids.append(host)
+    tp, pp = c.tp, c.pp
+    for m in pids:
+        if tp is not None and pp is not None:
+            break
+        a_tp, a_pp = parallel_from_args(procs.args.get(m, ()))
+        tp, pp = tp or a_tp, pp or a_pp
+    container = next((procs.containers[m] for m in pids if m in procs.containers), None)
+    note = None if gpus else "holds no GPU (yet)"
+    return ServingGroup(server=server, kind=c.kind, endpoint=c.url, model=c.model, port=c.port,
+                        pids=tuple(pids), gpus=tuple(sorted(gpus)), tp=tp, pp=pp, container=container, note=note)
+
+
+def _program_groups(held: dict[int, set[int]], claimed: set[int], procs: ProcView) -> list[ServingGroup]:
+    """GPU processes no endpoint claimed, grouped by program under their top GPU-holding ancestor (a
+    launcher's workers are one group), in the order of their lowest GPU."""
     rest: dict[tuple[int, str], list[int]] = {}
     for pid in sorted(held):
         if pid in claimed or not held[pid]:
@@ -333,13 +356,14 @@ def build_groups(claims: Sequence[Claim], gpu_pids: Mapping[int, Iterable[int]],
         # a launcher's workers share a parent: group under the highest ancestor that holds a GPU or the parent
         top = next((a for a in reversed(anc) if a in held and a not in claimed), anc[0] if anc else pid)
         rest.setdefault((top, label), []).append(pid)
+    out = []
     for (_top, label), pids in sorted(rest.items(), key=lambda kv: min(min(held[p]) for p in kv[1])):
         held_gpus = sorted({g for p in pids for g in held[p]})
         tp, pp = parallel_from_args(procs.args.get(pids[0], ()))
         container = next((procs.containers[m] for m in pids if m in procs.containers), None)
         out.append(ServingGroup(server=label, pids=tuple(pids), gpus=tuple(held_gpus), tp=tp, pp=pp,
                                 container=container))
-    return tuple(out)
+    return out
 
 
 def gpus_text(gpus: Sequence[int]) -> str:

@@ -19,13 +19,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from gpuscope.core.candidate import Candidate
 from gpuscope.core.model import DeviceInfo, Frame, GpuReading, Inventory, XidCount
 from gpuscope.core.text import count
-
-if TYPE_CHECKING:
-    from gpuscope.core.findings import Candidate
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +35,7 @@ class XidInfo:
     severity: str  # critical, warning or info (core/vocab.py SEVERITIES)
 
 
-# NVIDIA's Xid catalogue, the codes an inference server meets most (issue 26's list).
+# NVIDIA's Xid catalogue, the codes an inference server meets most.
 XID_CATALOGUE: dict[int, XidInfo] = {
     13: XidInfo("graphics engine exception (usually the application: an illegal address or out-of-range access)",
                 "check the application; if several applications hit it, run the GPU diagnostics", "warning"),
@@ -103,12 +101,6 @@ def mig_words(n: int) -> str:
     return f"MIG: {count(n, 'instance')}" if n else "MIG: no instances"
 
 
-def _cand(*args: Any, **kw: Any) -> Candidate:
-    from gpuscope.core.findings import Candidate  # noqa: PLC0415 - core.findings imports this module's rules
-
-    return Candidate(*args, **kw)
-
-
 def _clock(t: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t))
 
@@ -122,10 +114,10 @@ def rule_xid(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
         for x in r.xids or ():
             info = xid_info(x.xid)
             times = f"{x.count}×, last at {_clock(x.last_t)}" if x.count > 1 else f"at {_clock(x.last_t)}"
-            out.append(_cand(f"xid:gpu{r.index}:{x.xid}", "xid", info.severity, f"GPU{r.index}",
-                             f"GPU{r.index} Xid {x.xid}: {info.meaning} — {info.action} ({times})",
-                             {"gpu": r.index, "xid": x.xid, "count": x.count, "last_t": x.last_t},
-                             basis="static"))
+            out.append(Candidate(f"xid:gpu{r.index}:{x.xid}", "xid", info.severity, f"GPU{r.index}",
+                                 f"GPU{r.index} Xid {x.xid}: {info.meaning} — {info.action} ({times})",
+                                 {"gpu": r.index, "xid": x.xid, "count": x.count, "last_t": x.last_t},
+                                 basis="static"))
     return out
 
 
@@ -163,11 +155,11 @@ def rule_ecc_uncorrectable(inv: Inventory, frames: Sequence[Frame]) -> list[Cand
         if a is None or b is None or b <= a:
             continue
         agg = f", {r.ecc_uncorrected_aggregate} over the GPU's life" if r.ecc_uncorrected_aggregate is not None else ""
-        out.append(_cand(f"ecc-uncorrectable:gpu{r.index}", "ecc_uncorrectable", "critical", f"GPU{r.index}",
-                         f"GPU{r.index} uncorrectable ECC errors rising: +{b - a} in {dt:.0f} s ({b} now{agg}) — "
-                         f"reset the GPU when it is idle; if they recur, the GPU should be replaced",
-                         {"gpu": r.index, "window_s": dt, "rise": b - a, "ecc_uncorrected": b,
-                          "ecc_uncorrected_aggregate": r.ecc_uncorrected_aggregate}, basis="window"))
+        out.append(Candidate(f"ecc-uncorrectable:gpu{r.index}", "ecc_uncorrectable", "critical", f"GPU{r.index}",
+                             f"GPU{r.index} uncorrectable ECC errors rising: +{b - a} in {dt:.0f} s ({b} now{agg}) — "
+                             f"reset the GPU when it is idle; if they recur, the GPU should be replaced",
+                             {"gpu": r.index, "window_s": dt, "rise": b - a, "ecc_uncorrected": b,
+                              "ecc_uncorrected_aggregate": r.ecc_uncorrected_aggregate}, basis="window"))
     return out
 
 
@@ -188,13 +180,13 @@ def rule_row_remap(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
         ev = {"gpu": r.index, "remapped_rows_uncorrectable": r.remapped_rows_uncorrectable,
               "remapped_rows_correctable": r.remapped_rows_correctable}
         if r.remap_failure:
-            out.append(_cand(f"row-remap-failure:gpu{r.index}", "row_remap", "critical", f"GPU{r.index}",
-                             f"GPU{r.index} row remapping failed{_rows(r)}: the memory has no spare rows left — "
-                             f"the GPU should be replaced", ev, variant="failure", basis="live"))
+            out.append(Candidate(f"row-remap-failure:gpu{r.index}", "row_remap", "critical", f"GPU{r.index}",
+                                 f"GPU{r.index} row remapping failed{_rows(r)}: the memory has no spare rows left — "
+                                 f"the GPU should be replaced", ev, variant="failure", basis="live"))
         elif r.remap_pending:
-            out.append(_cand(f"row-remap-pending:gpu{r.index}", "row_remap", "warning", f"GPU{r.index}",
-                             f"GPU{r.index} row remap pending{_rows(r)}: reset the GPU when it is idle to apply",
-                             ev, variant="pending", basis="live"))
+            out.append(Candidate(f"row-remap-pending:gpu{r.index}", "row_remap", "warning", f"GPU{r.index}",
+                                 f"GPU{r.index} row remap pending{_rows(r)}: reset the GPU when it is idle to apply",
+                                 ev, variant="pending", basis="live"))
     return out
 
 

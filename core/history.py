@@ -1,7 +1,7 @@
 """Bounded per-metric history in ring buffers of the stdlib's typed arrays (for graphs, windows and statistics).
 
 No numpy here: the live screen imports this module, and numpy (its C extension, OpenBLAS and gfortran
-pages) cost it about 20 MB of memory at one GPU (issue 26; docs/performance.md, *Memory at one GPU*).
+pages) cost it about 20 MB of memory at one GPU (docs/performance.md, *Memory at one GPU*).
 Values are stored as float32 (``array('f')``, as the numpy rings did: the same numbers reach the graphs)
 and folded with plain Python over slices: the live screen folds each new sample in (:class:`LiveCells`)
 and resamples a whole window only on a resize, a seek or a redraw away from the newest sample."""
@@ -24,7 +24,7 @@ NAN = math.nan
 Rows = list[list[float]]  # series × columns, NaN where blank
 
 
-def nans(typecode: str, n: int) -> array:
+def nans(typecode: str, n: int) -> array[float]:
     """An ``array`` of ``n`` NaNs."""
     return array(typecode, [NAN]) * n
 
@@ -58,7 +58,7 @@ class History:
         self._graphed: dict[tuple[float, int], dict[str, None]] = {}
 
     @property
-    def tok_s(self) -> array:
+    def tok_s(self) -> array[float]:
         """Generated tokens/s summed over the endpoints, one per sample."""
         return self.endpoint_data["tok_s"]
 
@@ -92,7 +92,7 @@ class History:
         self.count += 1
 
     def window(self, metric: str, gpu: int | None, seconds: float, now: float | None = None
-               ) -> tuple[array, array]:
+               ) -> tuple[array[float], array[float]]:
         """(times, values) of the last ``seconds``, oldest first (``array('d')``, ``array('f')``); ``gpu`` None
         for an endpoint metric (``tok_s``). Raises KeyError for a metric the catalogue does not keep in
         history."""
@@ -154,11 +154,12 @@ class History:
             return None
         return now
 
-    def _columns(self, names: list[str]) -> list[array]:
+    def _columns(self, names: list[str]) -> list[array[float]]:
         """The ring's arrays of ``names``, metric by metric, GPU by GPU (the rows of :meth:`cells`)."""
         return [a for m in names for a in self.data[m]]
 
-    def _stacked(self, names: list[str], seconds: float, now: float | None) -> tuple[array, list[array], float]:
+    def _stacked(self, names: list[str], seconds: float, now: float | None
+                 ) -> tuple[array[float], list[array[float]], float]:
         """The last ``seconds`` of ``names`` (one series per metric × GPU), their times, and the window's end
         (``now``, else the newest sample)."""
         times, take = self._window_rows(seconds, now)
@@ -197,7 +198,8 @@ class History:
                                                  end, out, next(_VERSIONS))
         return live
 
-    def _window_rows(self, seconds: float, now: float | None) -> tuple[array, Callable[[array], array]]:
+    def _window_rows(self, seconds: float, now: float | None
+                     ) -> tuple[array[float], Callable[[array[float]], array[float]]]:
         """The times of the last ``seconds`` (``t >= last - seconds``, oldest first) and a function that
         takes the same slots, in the same order, from any of the ring's arrays."""
         cap, count = self.capacity, self.count
@@ -295,7 +297,7 @@ class LiveCells:
             sums[r], counts[r] = s, c
         return cls(names, dt, columns, generation, upto, last_cell(end, dt), out, last, sums, counts, version)
 
-    def fold(self, times: Sequence[float], arrays: list[array], indices: range) -> bool:
+    def fold(self, times: Sequence[float], arrays: list[array[float]], indices: range) -> bool:
         """Fold the samples at ring slots ``indices`` (modulo the ring's length; in time order) of ``times`` and
         of ``arrays`` (the ring's arrays of the rows: metric × GPU) into the cells, and record the change
         (:meth:`History.cells_change`). False, with nothing changed, when the first sample lies before the
@@ -447,59 +449,85 @@ def resample_rows(times: Sequence[float], series: Sequence[Sequence[float]], t_e
     back = columns - 1 if pinned else 0
     span = columns + back
     gap = columns if pinned else span + 1  # a carry spans a gap shorter than this
-    i0, i1 = runs[0][1], runs[-1][2]
-    if i1 - i0 == len(runs) and all(a[0] < b[0] for a, b in zip(runs, runs[1:])):
+    if _one_sample_a_cell(runs):
         # the usual case: samples in time order, at most one a cell (cells no wider than the sampling
         # interval): each known sample is its cell's mean, carried over the gap to the next one
         cells = [c for c, _i, _j in runs]
+        i0, i1 = runs[0][1], runs[-1][2]
         for r, vals in enumerate(series):
-            row = [NAN] * span
-            prev, mean = -1, NAN
-            for c, v in zip(cells, vals[i0:i1]):
-                if v == v:
-                    if prev >= 0 and 1 < c - prev < gap:
-                        row[prev + 1:c] = [mean] * (c - prev - 1)
-                    mean = row[c] = 0.0 + v  # (0 + v) / 1, as the sums below
-                    prev = c
-            if prev >= 0:
+            row = _carried_samples(cells, vals[i0:i1], span, gap)
+            if row is not None:
                 out[r] = row[back:]
         return out
     for r, vals in enumerate(series):
-        sums: dict[int, float] = {}
-        counts: dict[int, int] = {}
-        for c, i, j in runs:
-            if j - i == 1:  # one sample (a cell as wide as the sampling interval or wider)
-                v = vals[i]
-                if v != v:
-                    continue
-                if c in sums:
-                    sums[c] += v
-                    counts[c] += 1
-                else:
-                    sums[c], counts[c] = 0.0 + v, 1
-                continue
-            s0 = sums.get(c, 0.0)
-            chunk = vals[i:j]
-            s = reduce(add, chunk, s0)  # in sample order, as adding one by one (sum() may compensate)
-            if s == s:
-                sums[c], counts[c] = s, counts.get(c, 0) + (j - i)
-                continue
-            s, n = s0, counts.get(c, 0)  # a NaN (a gap) among them: the known ones only
-            for v in chunk:
-                if v == v:
-                    s += v
-                    n += 1
-            if n:
-                sums[c], counts[c] = s, n
-        if not sums:
-            continue
-        row = [NAN] * span
-        prev = -1
-        for c in sorted(sums):
-            m = sums[c] / counts[c]
-            if prev >= 0 and 1 < c - prev < gap:  # carry the cell before over the gap
-                row[prev + 1:c] = [row[prev]] * (c - prev - 1)
-            row[c] = m
-            prev = c
-        out[r] = row[back:]
+        sums, counts = _cell_sums(runs, vals)
+        if sums:
+            out[r] = _carried_means(sums, counts, span, gap)[back:]
     return out
+
+
+def _one_sample_a_cell(runs: list[tuple[int, int, int]]) -> bool:
+    """Whether the runs of :func:`cell_runs` are one sample each, in cells that only go forward."""
+    return runs[-1][2] - runs[0][1] == len(runs) and all(a[0] < b[0] for a, b in zip(runs, runs[1:]))
+
+
+def _carried_samples(cells: list[int], vals: Sequence[float], span: int, gap: int) -> list[float] | None:
+    """One series' row of ``span`` cells where sample k is cell ``cells[k]``'s only one: each known sample is its
+    cell's value, carried over a gap shorter than ``gap`` to the next; None when no sample is known."""
+    row = [NAN] * span
+    prev, mean = -1, NAN
+    for c, v in zip(cells, vals):
+        if v == v:
+            if prev >= 0 and 1 < c - prev < gap:
+                row[prev + 1:c] = [mean] * (c - prev - 1)
+            mean = row[c] = 0.0 + v  # (0 + v) / 1, as the sums of _cell_sums
+            prev = c
+    return row if prev >= 0 else None
+
+
+def _cell_sums(runs: list[tuple[int, int, int]], vals: Sequence[float]) -> tuple[dict[int, float], dict[int, int]]:
+    """({cell: sum}, {cell: count}) of the known (not NaN) values of one series, summed in sample order."""
+    sums: dict[int, float] = {}
+    counts: dict[int, int] = {}
+    for c, i, j in runs:
+        if j - i > 1:
+            _add_run(sums, counts, c, vals[i:j], j - i)
+            continue
+        v = vals[i]  # one sample (a cell as wide as the sampling interval or wider)
+        if v != v:
+            continue
+        if c in sums:
+            sums[c] += v
+            counts[c] += 1
+        else:
+            sums[c], counts[c] = 0.0 + v, 1
+    return sums, counts
+
+
+def _add_run(sums: dict[int, float], counts: dict[int, int], c: int, chunk: Sequence[float], n: int) -> None:
+    """Add the ``n`` samples ``chunk`` of cell ``c`` to its sum and count (the known ones only)."""
+    s0 = sums.get(c, 0.0)
+    s = reduce(add, chunk, s0)  # in sample order, as adding one by one (sum() may compensate)
+    if s == s:
+        sums[c], counts[c] = s, counts.get(c, 0) + n
+        return
+    s, k = s0, counts.get(c, 0)  # a NaN (a gap) among them: the known ones only
+    for v in chunk:
+        if v == v:
+            s += v
+            k += 1
+    if k:
+        sums[c], counts[c] = s, k
+
+
+def _carried_means(sums: dict[int, float], counts: dict[int, int], span: int, gap: int) -> list[float]:
+    """A row of ``span`` cells: each sampled cell its mean, carried over a gap shorter than ``gap`` to the next."""
+    row = [NAN] * span
+    prev = -1
+    for c in sorted(sums):
+        m = sums[c] / counts[c]
+        if prev >= 0 and 1 < c - prev < gap:  # carry the cell before over the gap
+            row[prev + 1:c] = [row[prev]] * (c - prev - 1)
+        row[c] = m
+        prev = c
+    return row

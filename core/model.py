@@ -239,6 +239,9 @@ class EndpointReading:
     probe_ttft_s: float | None = None
     probe_decode_tokens_per_s: float | None = None
     probe_fields: tuple[str, ...] = ()
+    # Why the last probe failed, a fixed phrase ("probe: HTTP 401 (needs a token?)", "probe: no answer in 2 s");
+    # None when it worked or there is no probe (sources/endpoint.py: probe_chat).
+    probe_error: str | None = None
     resets: int = 0  # restarts / counter resets / outages after which the rate window started afresh
     # On the reading (``model`` None) of an endpoint's served models beyond the per-endpoint cap (the least
     # busy, their rates summed): how many. Recordings made before that reading existed carry it on every

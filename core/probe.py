@@ -13,11 +13,11 @@ What links TYPICALLY achieve (``typical_*``): the share of the theoretical ceili
 * PCIe Gen3 ×16 ≈ 12–13 GB/s of 15.8, Gen4 ×16 ≈ 25 of 31.5 (about 80 %: the rest is TLP/DLLP protocol
   overhead; NVIDIA cuda-samples ``bandwidthTest`` and nvbandwidth ``host_to_device_memcpy_ce`` outputs as
   published by users, e.g. NVIDIA/nvbandwidth's README and issues).
-* PCIe Gen5 ×16 ≈ 50–55 of 63 (84 %): measured by this project on H200 (docs/nvml-facts.md, *Cross-checks*:
-  54.8 GB/s pinned host→device) and in nvbandwidth results for H100 PCIe Gen5 hosts.
+* PCIe Gen5 ×16 ≈ 50–55 of 63 (84 %): measured by this project on H200 (docs/real-gpus.md, *Measured NVML
+  facts*: 54.8 GB/s pinned host→device) and in nvbandwidth results for H100 PCIe Gen5 hosts.
 * NVLink 4 (H100/H200, 18 links) ≈ 370–390 GB/s one way of 450 and ≈ 750 both ways of 900 (83–87 %):
-  NVIDIA cuda-samples ``p2pBandwidthLatencyTest`` on H100 SXM, NVIDIA/nccl issue #1264 (380 / 749 GB/s);
-  this project measured 390.9 GB/s one way on 2× H200 (docs/nvml-facts.md).
+  NVIDIA cuda-samples ``p2pBandwidthLatencyTest`` on H100 SXM, github.com/NVIDIA/nccl/issues/1264 (380 / 749
+  GB/s); this project measured 390.9 GB/s one way on 2× H200 (docs/real-gpus.md, *Measured NVML facts*).
 * PCIe peer to peer and copies staged through host memory: no published reference; the factors in
   :data:`PEER_PATH_FACTOR` are this project's rough engineering figures (said so in the verdict).
 """
@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from gpuscope.core.candidate import Candidate
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.findings import Candidate, Finding
+from gpuscope.core.findings import Finding
 from gpuscope.core.model import DeviceInfo, Event, Inventory
 from gpuscope.core.topology import (
     PATH_RANK,

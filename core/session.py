@@ -45,7 +45,7 @@ class TickErrors:
 
 
 class FrameSink(Protocol):
-    """Where recorded frames go (``gpuscope.sources.recording.Recorder``); ``write`` never raises nor
+    """Where recorded frames go (``gpuscope.outputs.recorder.Recorder``); ``write`` never raises nor
     blocks on the disk: it queues, sets ``error`` and stops on a failure, counts ``dropped`` frames."""
 
     error: str | None

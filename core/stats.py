@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
 from gpuscope.core import catalogue
 from gpuscope.core.group_stats import GroupStats
 from gpuscope.core.health import gpu_health
-from gpuscope.core.model import Event, Frame, GpuReading, Inventory, XidCount
+from gpuscope.core.model import EndpointReading, Event, Frame, GpuReading, Inventory, XidCount
+from gpuscope.core.rates import RATE_FIELDS, RateReading, rate_over, reading_time, since_before
 from gpuscope.core.topology import pcie_capacity_bytes_per_s
 from gpuscope.core.vocab import link_label, reading_busy
 
@@ -125,82 +126,174 @@ class FrameFile(Protocol):
     def frames(self, start: int = 0, stop: int | None = None) -> Iterator[Frame]: ...
 
 
-def summarize(rec: FrameFile) -> dict[str, Any]:
-    """The summary document (schema ``gpuscope.summary/1``)."""
-    inv = rec.inventory
-    n = len(inv.devices)
-    gpu_metrics = catalogue.metrics("gpu", summary=True)
-    ep_metrics = catalogue.metrics("endpoint", summary=True)
-    cols: dict[str, list[list[float]]] = {m.name: [[] for _ in range(n)] for m in gpu_metrics}
-    links_busy: list[dict[str, int]] = [{} for _ in range(n)]
-    lost_at: list[float | None] = [None] * n
-    last_seen: list[GpuReading | None] = [None] * n  # each GPU's last reading (health: ECC, row remapping)
-    last_xids: list[tuple[XidCount, ...] | None] = [None] * n
-    # per (url, model): each metric's readings, and under "_kind" the server kinds seen (strings)
-    ep: dict[tuple[str, str | None], dict[str, list[Any]]] = {}
-    events: list[Event] = []
-    frames = 0
-    groups = GroupStats(inv)  # serving groups (core/group_stats.py)
-    for f in rec.frames():
-        frames += 1
-        events.extend(f.events)
-        groups.add(f)
+class _FileStats:
+    """What :func:`summarize` gathers frame by frame: each GPU's readings, busy links, loss and health, each
+    endpoint and model's readings, the events and the serving groups."""
+
+    def __init__(self, inv: Inventory):
+        n = self.n = len(inv.devices)
+        self.gpu_metrics = catalogue.metrics("gpu", summary=True)
+        self.ep_fields = tuple(m.name for m in catalogue.metrics("endpoint", summary=True))
+        self.cols: dict[str, list[list[float]]] = {m.name: [[] for _ in range(n)] for m in self.gpu_metrics}
+        self.links_busy: list[dict[str, int]] = [{} for _ in range(n)]
+        self.lost_at: list[float | None] = [None] * n
+        self.last_seen: list[GpuReading | None] = [None] * n  # each GPU's last reading (health: ECC, row remapping)
+        self.last_xids: list[tuple[XidCount, ...] | None] = [None] * n
+        self.eps: dict[tuple[str, str | None], _EndpointAcc] = {}  # per (url, model)
+        self.events: list[Event] = []
+        self.frames = 0
+        self.groups = GroupStats(inv)  # serving groups (core/group_stats.py)
+        self.before: float | None = None  # the time of the frame before
+
+    def add(self, f: Frame) -> None:
+        self.frames += 1
+        self.events.extend(f.events)
+        self.groups.add(f, self.before)
+        dt = since_before(f.t, self.before)
+        self.before = f.t
         for r in f.gpus:
-            if r.index >= n:
-                continue
-            if r.xids:
-                last_xids[r.index] = r.xids
-            if r.lost:
-                if lost_at[r.index] is None:
-                    lost_at[r.index] = f.t
-                continue
-            last_seen[r.index] = r
-            for m in gpu_metrics:
-                v = m.value(r)
-                if v is not None:
-                    cols[m.name][r.index].append(float(v))
-            cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
-            if r.pcie_gen and reading_busy(r, cap):
-                key = link_label(r.pcie_gen, r.pcie_width)
-                links_busy[r.index][key] = links_busy[r.index].get(key, 0) + 1
+            if r.index < self.n:
+                self._add_gpu(f.t, r)
         for e in f.endpoints:
-            d = ep.setdefault((e.url, e.model), {m.name: [] for m in ep_metrics})
-            d.setdefault("_kind", []).append(e.kind or "")
-            for m in ep_metrics:
-                v = m.value(e)
-                if v is not None:
-                    d[m.name].append(float(v))
+            ep = self.eps.setdefault((e.url, e.model), _EndpointAcc(e.kind, self.ep_fields))
+            ep.add(e, dt)
+            ep.count_probe(e)
+
+    def _add_gpu(self, t: float, r: GpuReading) -> None:
+        i = r.index
+        if r.xids:
+            self.last_xids[i] = r.xids
+        if r.lost:
+            if self.lost_at[i] is None:
+                self.lost_at[i] = t
+            return
+        self.last_seen[i] = r
+        for m in self.gpu_metrics:
+            v = m.value(r)
+            if v is not None:
+                self.cols[m.name][i].append(float(v))
+        cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
+        if r.pcie_gen and reading_busy(r, cap):
+            key = link_label(r.pcie_gen, r.pcie_width)
+            self.links_busy[i][key] = self.links_busy[i].get(key, 0) + 1
+
+    def gpu_rows(self, inv: Inventory) -> list[dict[str, Any]]:
+        return [{"index": dev.index, "name": dev.name, "lost_at": self.lost_at[dev.index],
+                 "stats": {m.name: describe(self.cols[m.name][dev.index]) for m in self.gpu_metrics},
+                 "pcie_links_while_busy": self.links_busy[dev.index],
+                 "pcie_gen_max": dev.pcie_gen_gpu_max or dev.pcie_gen_sys_max,
+                 "memory_info_version": dev.memory_info_version,
+                 "health": gpu_health(self.last_seen[dev.index], self.last_xids[dev.index])}
+                for dev in inv.devices]
+
+    def endpoint_rows(self) -> list[dict[str, Any]]:
+        return [{"url": url, "model": model, "kind": d.kind(), "stats": d.stats(), **d.probe_row()}
+                for (url, model), d in merge_unnamed(self.eps).items()]
+
+
+MAX_PROBE_ERRORS = 8  # distinct reasons a summary lists for an endpoint's failed probes (fixed phrases: a few)
+
+
+class _EndpointAcc:
+    """One endpoint and model's readings over a stretch (the file, a span): each field's known values, and for
+    the per-second rates (:data:`~gpuscope.core.rates.RATE_FIELDS`) the seconds each reading stands for too."""
+
+    def __init__(self, kind: str | None, fields: Sequence[str]):
+        self.kinds: list[str] = [kind or ""]
+        self.fields = fields
+        self.vals: dict[str, list[float]] = {m: [] for m in fields}
+        self.rates: dict[str, list[RateReading]] = {m: [] for m in fields if m in RATE_FIELDS}
+        self.readings = 0  # readings counted by count_probe (the file's: one per frame)
+        self.probe_errors: dict[str, int] = {}  # why the load probe failed (a fixed phrase) → readings that say so
+
+    def count_probe(self, e: EndpointReading) -> None:
+        """Count ``e`` as one reading, and its ``probe_error`` (the load probe failed) when it has one."""
+        self.readings += 1
+        if e.probe_error:
+            self.probe_errors[e.probe_error] = self.probe_errors.get(e.probe_error, 0) + 1
+
+    def probe_row(self) -> dict[str, Any]:
+        """``readings`` (counted by :meth:`count_probe`), ``probe_failed`` (how many of them say the load probe
+        failed) and ``probe_errors`` (why: the most common phrases, at most :data:`MAX_PROBE_ERRORS`, → count)."""
+        worst = sorted(self.probe_errors.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_PROBE_ERRORS]
+        return {"readings": self.readings, "probe_failed": sum(self.probe_errors.values()), "probe_errors": dict(worst)}
+
+    def add(self, e: EndpointReading, dt: float | None, fields: Sequence[str] | None = None) -> None:
+        """Count ``e``'s known values (of ``fields``; None: all), ``dt`` seconds after the frame before (None:
+        not known)."""
+        self.kinds.append(e.kind or "")
+        for m in self.fields if fields is None else fields:
+            v = getattr(e, m)
+            if v is None or not math.isfinite(v):
+                continue
+            self.vals[m].append(float(v))
+            if m in self.rates:
+                self.rates[m].append((float(v), dt, e.rate_window_s))
+
+    def merged(self, other: _EndpointAcc) -> _EndpointAcc:
+        """These readings and ``other``'s together (the same server's readings from before its model was known)."""
+        out = _EndpointAcc(None, self.fields)
+        out.kinds = self.kinds + other.kinds
+        for m in self.fields:
+            out.vals[m] = self.vals[m] + other.vals[m]
+        for m in self.rates:
+            out.rates[m] = self.rates[m] + other.rates[m]
+        out.readings = self.readings + other.readings
+        out.probe_errors = dict(self.probe_errors)
+        for why, n in other.probe_errors.items():
+            out.probe_errors[why] = out.probe_errors.get(why, 0) + n
+        return out
+
+    def kind(self) -> str | None:
+        kinds = [k for k in self.kinds if k]
+        return kinds[-1] if kinds else None
+
+    def mean(self, m: str) -> float | None:
+        """A rate's is the stretch's rate (:func:`~gpuscope.core.rates.rate_over`); any other field's, the plain
+        mean of its readings; None when none is known."""
+        if m in self.rates:
+            return rate_over(self.rates[m])
+        v = self.vals[m]
+        return sum(v) / len(v) if v else None
+
+    def stats(self) -> dict[str, dict[str, float] | None]:
+        """:func:`describe` of each field, its ``mean`` by :meth:`mean`."""
+        out = {m: describe(self.vals[m]) for m in self.fields}
+        for m, d in out.items():
+            rate = self.mean(m) if m in self.rates and d is not None else None
+            if d is not None and rate is not None:  # a known value is a known rate: never None here
+                d["mean"] = rate
+        return out
+
+
+def merge_unnamed(eps: dict[tuple[str, str | None], _EndpointAcc]) -> dict[tuple[str, str | None], _EndpointAcc]:
+    """Readings of a server from before its model was known (model None) joined to its only named model."""
+    out = dict(eps)
+    for (url, model) in list(out):
+        named = [k for k in out if k[0] == url and k[1] is not None]
+        if model is None and len(named) == 1:
+            out[named[0]] = out[named[0]].merged(out.pop((url, None)))
+    return out
+
+
+def summarize(rec: FrameFile) -> dict[str, Any]:
+    """The summary document (schema ``gpuscope.summary/1``). A per-second rate's ``mean`` (generated tok/s…) is
+    the recording's rate by :func:`gpuscope.core.rates.rate_over`, as a span's and a group's are."""
+    inv = rec.inventory
+    acc = _FileStats(inv)
+    for f in rec.frames():
+        acc.add(f)
     t0 = float(rec.times.min()) if rec.n_frames else 0.0  # frames keep file order; a clock step back is allowed
     t1 = float(rec.times.max()) if rec.n_frames else 0.0
     tally = getattr(rec, "tally", None)
     dropped = tally.describe() if tally is not None else ""
-    gpus = []
-    for dev in inv.devices:
-        i = dev.index
-        gpus.append({
-            "index": i, "name": dev.name, "lost_at": lost_at[i],
-            "stats": {m.name: describe(cols[m.name][i]) for m in gpu_metrics},
-            "pcie_links_while_busy": links_busy[i],
-            "pcie_gen_max": dev.pcie_gen_gpu_max or dev.pcie_gen_sys_max,
-            "memory_info_version": dev.memory_info_version,
-            "health": gpu_health(last_seen[i], last_xids[i]),
-        })
-    for (url, model) in list(ep):  # readings from before the model was known join the only model
-        named = [k for k in ep if k[0] == url and k[1] is not None]
-        if model is None and len(named) == 1:
-            for name, vals in ep.pop((url, None)).items():
-                ep[named[0]].setdefault(name, []).extend(vals)
-    endpoints = []
-    for (url, model), d in ep.items():
-        kinds = [k for k in d.pop("_kind", []) if k]
-        endpoints.append({"url": url, "model": model, "kind": kinds[-1] if kinds else None,
-                          "stats": {m.name: describe(d.get(m.name, [])) for m in ep_metrics}})
+    events = acc.events
     return {
         "schema": SUMMARY_SCHEMA, "file": str(rec.path), "host": inv.host, "simulated": rec.simulated,
-        "scenario": inv.scenario, "start": t0, "end": t1, "duration_s": t1 - t0, "frames": frames,
+        "scenario": inv.scenario, "start": t0, "end": t1, "duration_s": t1 - t0, "frames": acc.frames,
         "complete": rec.complete, "problems": list(rec.problems) + ([dropped] if dropped else []),
-        "notes": list(getattr(rec, "notes", [])), "gpus": gpus, "endpoints": endpoints,
-        "groups": groups.rows(),
+        "notes": list(getattr(rec, "notes", [])), "gpus": acc.gpu_rows(inv), "endpoints": acc.endpoint_rows(),
+        "groups": acc.groups.rows(),
         "findings": finding_durations(events, t1),
         "markers": [{"t": e.t, "text": e.text} for e in events if e.kind == "marker"],
         "probes": [e.data for e in events if e.kind == "probe"],  # `record --probe-links` (core/probe.py)
@@ -231,7 +324,8 @@ SERVING_FIELDS = ("gen_tokens_per_s", "prompt_tokens_per_s", "prompt_computed_to
                   "prompt_cached_tokens_per_s", "requests_running", "requests_waiting", "kv_cache_pct", "ttft_mean_s",
                   "itl_mean_s", "queue_mean_s", "prefill_mean_s", "prefix_cache_hit_pct", "preemptions_per_min",
                   "spec_accept_length", "spec_accept_rate", "rate_window_s")
-INSTANT_FIELDS = ("requests_running", "requests_waiting", "kv_cache_pct", "rate_window_s")  # gauges: no window
+GAUGE_FIELDS = ("requests_running", "requests_waiting", "kv_cache_pct", "rate_window_s")  # as read at the frame
+WINDOWED_FIELDS = tuple(m for m in SERVING_FIELDS if m not in GAUGE_FIELDS)  # over the server's rate window
 RUN_START, RUN_END = "start: ", "end: "  # the markers `record -- CMD` writes around the command
 
 
@@ -267,71 +361,103 @@ def marker_spans(markers: Sequence[tuple[float, str]], t_start: float, t_end: fl
 
 def in_span(t: float, span: dict[str, Any], t_end: float) -> bool:
     """Whether a frame at ``t`` belongs to ``span`` (start inclusive; end exclusive except at the recording's end)."""
-    return span["start"] <= t < span["end"] or (t == span["end"] == t_end)
+    # a span's start and end are floats (marker_spans), so the comparisons are bools
+    return cast(bool, span["start"] <= t < span["end"] or (t == span["end"] == t_end))
 
 
 def _mean(vals: list[float]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def span_stats(frames: Iterable[Frame], spans: list[dict[str, Any]], n_gpus: int, t_end: float,
-               findings: Sequence[dict[str, Any]] = (), margin_s: float = 0.0, inv: Inventory | None = None
-               ) -> list[dict[str, Any]]:
-    """One row per span: frames, per-GPU means of :data:`SPAN_GPU_METRICS`, per endpoint and model means
-    of :data:`SERVING_FIELDS` (None where never known, never 0), and the findings active in the span.
+class _SpanStats:
+    """What :func:`span_stats` gathers for one span: its frames, each GPU's readings, each endpoint and model's
+    (an :class:`_EndpointAcc`: the same rules as the whole file's) and its serving groups."""
 
-    A serving rate (tok/s, TTFT mean…) is computed over the endpoint's window (``rate_window_s``): a
-    reading whose window began before the span (less ``margin_s``, the age a reading may have in its
-    frame) mixes in the previous phase, so the span's mean takes only readings whose window lies inside
-    it, when it has any (a span shorter than the window keeps them all). Gauges are taken as they are."""
-    acc: list[dict[str, Any]] = [{"frames": 0, "gpus": [{m: [] for m in SPAN_GPU_METRICS} for _ in range(n_gpus)], "eps": {},
-                                   "groups": GroupStats(inv) if inv is not None else None} for _ in spans]
-    for f in frames:
-        hits = [k for k, s in enumerate(spans) if in_span(f.t, s, t_end)]
-        if not hits:
-            continue
-        for k in hits:
-            a = acc[k]
-            a["frames"] += 1
-            if a["groups"] is not None:
-                a["groups"].add(f)
-            for r in f.gpus:
-                if 0 <= r.index < n_gpus and not r.lost:
-                    for m in SPAN_GPU_METRICS:
-                        v = getattr(r, m)
-                        if v is not None and math.isfinite(v):
-                            a["gpus"][r.index][m].append(float(v))
-            for e in f.endpoints:
-                d = a["eps"].setdefault((e.url, e.model), {"kind": e.kind, **{m: [] for m in SERVING_FIELDS},
-                                                           "inside": {m: [] for m in SERVING_FIELDS}})
-                d["kind"] = e.kind or d["kind"]
-                if not e.up:
-                    continue
-                w = e.rate_window_s
-                inside = w is None or not math.isfinite(w) or f.t - w - margin_s >= spans[k]["start"]
-                for m in SERVING_FIELDS:
-                    v = getattr(e, m)
+    def __init__(self, span: dict[str, Any], n_gpus: int, inv: Inventory | None, t_end: float):
+        self.span = span
+        self.t_end = t_end
+        self.frames = 0
+        self.gpus: list[dict[str, list[float]]] = [{m: [] for m in SPAN_GPU_METRICS} for _ in range(n_gpus)]
+        self.eps: dict[tuple[str, str | None], _EndpointAcc] = {}
+        self.groups = GroupStats(inv) if inv is not None else None
+
+    def holds(self, t: float) -> bool:
+        return in_span(t, self.span, self.t_end)
+
+    def add_frame(self, f: Frame, before: float | None) -> None:
+        """Count ``f`` (in the span): its GPUs, its groups' traffic, and its endpoints' gauges."""
+        self.frames += 1
+        if self.groups is not None:
+            self.groups.add(f, before, tokens=False)
+        for r in f.gpus:
+            if 0 <= r.index < len(self.gpus) and not r.lost:
+                g = self.gpus[r.index]
+                for m in SPAN_GPU_METRICS:
+                    v = getattr(r, m)
                     if v is not None and math.isfinite(v):
-                        d[m].append(float(v))
-                        if inside:
-                            d["inside"][m].append(float(v))
-    out = []
-    for s, a in zip(spans, acc):
-        eps = [{"url": url, "model": model, "kind": d["kind"],
-                **{m: _mean(d[m] if m in INSTANT_FIELDS or not d["inside"][m] else d["inside"][m])
-                   for m in SERVING_FIELDS}}
-               for (url, model), d in a["eps"].items()]
+                        g[m].append(float(v))
+        for e in f.endpoints:
+            self._endpoint(e).add(e, None, GAUGE_FIELDS)
+
+    def add_windowed(self, f: Frame, before: float | None, t_first: float) -> None:
+        """Count the readings of ``f`` over a rate window whose middle lies in the span (core/rates.py)."""
+        dt = since_before(f.t, before)
+        for e in f.endpoints:
+            if self._holds_reading(f.t, e.rate_window_s, t_first):
+                self._endpoint(e).add(e, dt, WINDOWED_FIELDS)
+        if self.groups is not None:
+            self.groups.add_tokens(f, before, lambda w: self._holds_reading(f.t, w, t_first))
+
+    def _holds_reading(self, t: float, window_s: float | None, t_first: float) -> bool:
+        return self.holds(min(max(reading_time(t, window_s), t_first), self.t_end))
+
+    def _endpoint(self, e: EndpointReading) -> _EndpointAcc:
+        acc = self.eps.setdefault((e.url, e.model), _EndpointAcc(None, SERVING_FIELDS))
+        acc.kinds.append(e.kind or "")
+        return acc
+
+    def endpoint_rows(self) -> list[dict[str, Any]]:
+        eps = [{"url": url, "model": model, "kind": d.kind(), **{m: d.mean(m) for m in SERVING_FIELDS}}
+               for (url, model), d in self.eps.items()]
         # a row with no reading at all (before the first scrape) is dropped where the endpoint has another
-        eps = [e for e in eps if any(e[m] is not None for m in SERVING_FIELDS)
-               or sum(x["url"] == e["url"] for x in eps) == 1]
+        return [e for e in eps if any(e[m] is not None for m in SERVING_FIELDS)
+                or sum(x["url"] == e["url"] for x in eps) == 1]
+
+    def row(self, findings: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        s = self.span
         active = [f for f in findings
                   if f["raised_at"] < s["end"] and (f["cleared_at"] is None or f["cleared_at"] > s["start"])]
-        out.append({**s, "duration_s": s["end"] - s["start"], "frames": a["frames"],
-                    "gpus": [{"index": i, **{m: _mean(g[m]) for m in SPAN_GPU_METRICS}} for i, g in enumerate(a["gpus"])],
-                    "endpoints": eps,
-                    "findings": [{"id": f["id"], "severity": f["severity"], "message": f["message"]} for f in active],
-                    "groups": a["groups"].rows() if a["groups"] is not None else []})
-    return out
+        return {**s, "duration_s": s["end"] - s["start"], "frames": self.frames,
+                "gpus": [{"index": i, **{m: _mean(g[m]) for m in SPAN_GPU_METRICS}} for i, g in enumerate(self.gpus)],
+                "endpoints": self.endpoint_rows(),
+                "findings": [{"id": f["id"], "severity": f["severity"], "message": f["message"]} for f in active],
+                "groups": self.groups.rows() if self.groups is not None else []}
+
+
+def span_stats(frames: Iterable[Frame], spans: list[dict[str, Any]], n_gpus: int, t_end: float,
+               findings: Sequence[dict[str, Any]] = (), inv: Inventory | None = None) -> list[dict[str, Any]]:
+    """One row per span: frames, per-GPU means of :data:`SPAN_GPU_METRICS`, per endpoint and model means
+    of :data:`SERVING_FIELDS` (None where never known, never 0), the serving groups (with ``inv``) and the
+    findings active in the span.
+
+    A per-second rate (generated tok/s…) is the span's rate by :func:`gpuscope.core.rates.rate_over`, the rule
+    of the whole-file summary and of the group lines: a span equal to the whole file gives the file's figure.
+    A reading over a rate window (rates, latency means) counts in the span holding its window's middle
+    (:func:`~gpuscope.core.rates.reading_time`), not its frame's time, so a phase is not averaged with the one
+    before; gauges (requests waiting, KV %) count in their frame's span."""
+    acc = [_SpanStats(s, n_gpus, inv, t_end) for s in spans]
+    before: float | None = None
+    t_first: float | None = None
+    for f in frames:
+        t_first = f.t if t_first is None else t_first
+        earliest = min((reading_time(f.t, e.rate_window_s) for e in f.endpoints), default=f.t)
+        for a in acc:
+            if a.holds(f.t):
+                a.add_frame(f, before)
+            if a.span["start"] <= f.t and a.span["end"] >= earliest:  # its readings' windows can lie in it
+                a.add_windowed(f, before, t_first)
+        before = f.t
+    return [a.row(findings) for a in acc]
 
 
 def summarize_by_marker(rec: FrameFile) -> dict[str, Any]:
@@ -341,9 +467,7 @@ def summarize_by_marker(rec: FrameFile) -> dict[str, Any]:
     t0 = float(rec.times[0]) if rec.n_frames else 0.0
     t1 = float(rec.times[-1]) if rec.n_frames else 0.0
     spans = marker_spans([(e.t, e.text) for e in events if e.kind == "marker"], t0, t1)
-    gaps = np.diff(rec.times) if rec.n_frames > 1 else np.zeros(0)
-    margin = float(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 0.0  # a reading is up to a frame old
-    rows = span_stats(rec.frames(), spans, len(rec.inventory.devices), t1, finding_durations(events, t1), margin,
+    rows = span_stats(rec.frames(), spans, len(rec.inventory.devices), t1, finding_durations(events, t1),
                       rec.inventory)
     return {"schema": PHASES_SCHEMA, "file": str(rec.path), "host": rec.inventory.host, "simulated": rec.simulated,
             "start": t0, "end": t1, "spans": rows}

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuscope.core.groups import group_brief
-from gpuscope.core.model import Event, Frame, Inventory
+from gpuscope.core.model import Event, Frame, GpuReading, Inventory
 from gpuscope.core.topology import best_link, pcie_capacity_bytes_per_s
 from gpuscope.core.vocab import LINK_STATES, SEV_RANK, SEVERITIES, link_label, link_state, reading_busy
 
@@ -106,8 +106,34 @@ def summarise(inv: Inventory, frame: Frame, findings: Iterable[Any] = (), *, seq
     :class:`gpuscope.core.findings.Finding` (id, severity, since or started_at, message), worst first; each
     finding's ``since`` is when its current severity and wording began."""
     live = [r for r in frame.gpus if not r.lost]
-    utils = [r.util_gpu_pct for r in live if r.util_gpu_pct is not None]
-    powers = [r.power_w for r in live if r.power_w is not None]
+    worst = _worst_link(inv, live)
+    link_gpu = worst[0] if worst else None
+    lr = next((r for r in live if r.index == link_gpu), None)
+    return HostSummary(
+        host=inv.host, t=frame.t, seq=seq, interval_s=interval_s, simulated=inv.simulated,
+        gpus=len(inv.devices), lost=tuple(r.index for r in frame.gpus if r.lost),
+        util_pct=_mean([r.util_gpu_pct for r in live]), power_w=_sum([r.power_w for r in live]),
+        link_state=worst[2] if worst else None, link_gpu=link_gpu,
+        link_label=link_label(lr.pcie_gen, lr.pcie_width) if lr is not None else None,
+        findings=_summary_findings(findings), endpoints=_summary_endpoints(frame), from_frame=from_frame,
+        groups=tuple(group_brief(g)[:MAX_GROUP_TEXT] for g in frame.groups[:MAX_GROUPS]))
+
+
+def _mean(values: list[float | None]) -> float | None:
+    """The mean of the known values; None when none is known."""
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def _sum(values: list[float | None]) -> float | None:
+    """The sum of the known values; None when none is known."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _worst_link(inv: Inventory, live: list[GpuReading]) -> tuple[int, int, str] | None:
+    """(GPU index, :data:`LINK_RANK`, link state) of the answering GPU whose link is worst (the first of equals);
+    None when no GPU tells its link."""
     worst: tuple[int, int, str] | None = None
     devs = {d.index: d for d in inv.devices}
     for r in live:
@@ -119,21 +145,20 @@ def summarise(inv: Inventory, frame: Frame, findings: Iterable[Any] = (), *, seq
                            reading_busy(r, pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)))
         if worst is None or LINK_RANK[state] < LINK_RANK[worst[2]]:
             worst = (r.index, LINK_RANK[state], state)
-    fs = tuple(SummaryFinding(f.id, f.severity, float(getattr(f, "since", None) or f.started_at),
-                              str(f.message)[:MAX_TEXT], str(getattr(f, "variant", "") or "")[:40],
-                              float(f.started_at))
-               for f in list(findings)[:MAX_FINDINGS])
-    eps = tuple((_ep_name(e.url, e.kind), e.gen_tokens_per_s) for e in frame.endpoints if not e.probe)[:MAX_ENDPOINTS]
-    link_gpu = worst[0] if worst else None
-    lr = next((r for r in live if r.index == link_gpu), None)
-    return HostSummary(
-        host=inv.host, t=frame.t, seq=seq, interval_s=interval_s, simulated=inv.simulated,
-        gpus=len(inv.devices), lost=tuple(r.index for r in frame.gpus if r.lost),
-        util_pct=sum(utils) / len(utils) if utils else None, power_w=sum(powers) if powers else None,
-        link_state=worst[2] if worst else None, link_gpu=link_gpu,
-        link_label=link_label(lr.pcie_gen, lr.pcie_width) if lr is not None else None,
-        findings=fs, endpoints=eps, from_frame=from_frame,
-        groups=tuple(group_brief(g)[:MAX_GROUP_TEXT] for g in frame.groups[:MAX_GROUPS]))
+    return worst
+
+
+def _summary_findings(findings: Iterable[Any]) -> tuple[SummaryFinding, ...]:
+    """The first :data:`MAX_FINDINGS` findings, their text bounded."""
+    return tuple(SummaryFinding(f.id, f.severity, float(getattr(f, "since", None) or f.started_at),
+                                str(f.message)[:MAX_TEXT], str(getattr(f, "variant", "") or "")[:40],
+                                float(f.started_at))
+                 for f in list(findings)[:MAX_FINDINGS])
+
+
+def _summary_endpoints(frame: Frame) -> tuple[tuple[str, float | None], ...]:
+    """(name, generated tokens/s) of the frame's first :data:`MAX_ENDPOINTS` endpoints (the probe's left out)."""
+    return tuple((_ep_name(e.url, e.kind), e.gen_tokens_per_s) for e in frame.endpoints if not e.probe)[:MAX_ENDPOINTS]
 
 
 def _ep_name(url: str, kind: str | None) -> str:
@@ -209,29 +234,62 @@ def summary_from_dict(d: Any) -> HostSummary:
     t = _num(d, "t", lo=0.0, hi=1e11)
     if t is None:
         raise SummaryError("summary without a sample time 't'")
-    seq = d.get("seq", 0)
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-        raise SummaryError("summary field 'seq' is not a count")
-    gpus = d.get("gpus", 0)
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= MAX_GPUS:
-        raise SummaryError("summary field 'gpus' is not a GPU count")
+    # each field read in this order, so that of several wrong ones the first is named
+    seq = _count(d, "seq", math.inf, "summary field 'seq' is not a count")
+    gpus = _count(d, "gpus", MAX_GPUS, "summary field 'gpus' is not a GPU count")
+    lost = _read_lost(d)
+    ls, lg, ll = _read_link(d)
+    fs = _read_findings(d, t)
+    eps = _read_endpoints(d)
+    groups = tuple(_str(g, "groups", MAX_GROUP_TEXT) for g in _listed(d, "groups")[:MAX_GROUPS])
+    machine, run = _read_id(d, "machine"), _read_id(d, "run")
+    return HostSummary(host=host, t=t, seq=seq, interval_s=_num(d, "interval_s", hi=86400.0),
+                       simulated=d.get("sim") is True, gpus=gpus, lost=lost,
+                       util_pct=_num(d, "util_pct", hi=100.0), power_w=_num(d, "power_w", hi=1e7),
+                       link_state=ls, link_gpu=lg, link_label=ll, findings=fs, endpoints=eps,
+                       groups=groups, machine=machine, run=run)
+
+
+def _count(d: dict[str, Any], k: str, most: float, error: str) -> int:
+    """The whole number 0 … ``most`` at ``d[k]`` (0 when absent); a :class:`SummaryError` saying ``error``."""
+    v = d.get(k, 0)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= most:
+        raise SummaryError(error)
+    return v
+
+
+def _listed(d: dict[str, Any], k: str) -> list[Any]:
+    """The list at ``d[k]``; [] when absent (``groups``: from agents older than serving groups)."""
+    v = d.get(k, [])
+    if not isinstance(v, list):
+        raise SummaryError(f"summary field {k!r} is not a list")
+    return v
+
+
+def _read_lost(d: dict[str, Any]) -> tuple[int, ...]:
     lost = d.get("lost", [])
     if not isinstance(lost, list) or len(lost) > MAX_GPUS or not all(
             isinstance(i, int) and not isinstance(i, bool) and 0 <= i < MAX_GPUS for i in lost):
         raise SummaryError("summary field 'lost' is not a list of GPU indices")
+    return tuple(lost)
+
+
+def _read_link(d: dict[str, Any]) -> tuple[str | None, int | None, str | None]:
+    """(state, GPU, label) of the worst link; all None when the summary has none."""
     link = d.get("link")
-    ls = lg = ll = None
-    if link is not None:
-        if not isinstance(link, dict) or link.get("state") not in LINK_STATES:
-            raise SummaryError("summary field 'link' has no known state")
-        ls = link["state"]
-        lg = link.get("gpu") if isinstance(link.get("gpu"), int) else None
-        ll = _str(link["label"], "link.label", 20) if link.get("label") is not None else None
+    if link is None:
+        return None, None, None
+    if not isinstance(link, dict) or link.get("state") not in LINK_STATES:
+        raise SummaryError("summary field 'link' has no known state")
+    gpu = link.get("gpu") if isinstance(link.get("gpu"), int) else None
+    label = _str(link["label"], "link.label", 20) if link.get("label") is not None else None
+    return link["state"], gpu, label
+
+
+def _read_findings(d: dict[str, Any], t: float) -> tuple[SummaryFinding, ...]:
+    """The first :data:`MAX_FINDINGS` findings; one without ``since`` began at the sample time ``t``."""
     fs = []
-    raw_f = d.get("findings", [])
-    if not isinstance(raw_f, list):
-        raise SummaryError("summary field 'findings' is not a list")
-    for f in raw_f[:MAX_FINDINGS]:
+    for f in _listed(d, "findings")[:MAX_FINDINGS]:
         if not isinstance(f, dict) or f.get("sev") not in SEVERITIES:
             raise SummaryError("a summary finding without a known severity")
         since = _num(f, "since", hi=1e11)
@@ -241,29 +299,24 @@ def summary_from_dict(d: Any) -> HostSummary:
                                  _str(f.get("text", ""), "findings.text", MAX_TEXT),
                                  _str(f.get("variant", ""), "findings.variant", 40),
                                  min(started, since) if started is not None else since))
+    return tuple(fs)
+
+
+def _read_endpoints(d: dict[str, Any]) -> tuple[tuple[str, float | None], ...]:
     eps = []
-    raw_e = d.get("endpoints", [])
-    if not isinstance(raw_e, list):
-        raise SummaryError("summary field 'endpoints' is not a list")
-    for e in raw_e[:MAX_ENDPOINTS]:
+    for e in _listed(d, "endpoints")[:MAX_ENDPOINTS]:
         if not isinstance(e, dict):
             raise SummaryError("a summary endpoint is not an object")
         eps.append((_str(e.get("name", "?"), "endpoints.name", 40), _num(e, "tok_s", hi=1e9)))
-    raw_g = d.get("groups", [])  # absent from agents older than serving groups (issue 29)
-    if not isinstance(raw_g, list):
-        raise SummaryError("summary field 'groups' is not a list")
-    groups = tuple(_str(g, "groups", MAX_GROUP_TEXT) for g in raw_g[:MAX_GROUPS])
-    ids = []
-    for k in ("machine", "run"):  # absent from agents older than issue 27
-        v = d.get(k, "")
-        if not isinstance(v, str) or not AGENT_ID_RE.match(v):
-            raise SummaryError(f"summary field {k!r} is not a hex id")
-        ids.append(v)
-    return HostSummary(host=host, t=t, seq=seq, interval_s=_num(d, "interval_s", hi=86400.0),
-                       simulated=d.get("sim") is True, gpus=gpus, lost=tuple(lost),
-                       util_pct=_num(d, "util_pct", hi=100.0), power_w=_num(d, "power_w", hi=1e7),
-                       link_state=ls, link_gpu=lg, link_label=ll, findings=tuple(fs), endpoints=tuple(eps),
-                       groups=groups, machine=ids[0], run=ids[1])
+    return tuple(eps)
+
+
+def _read_id(d: dict[str, Any], k: str) -> str:
+    """The agent's ``machine`` or ``run`` id: lower-case hex; '' when absent (agents older than these ids)."""
+    v = d.get(k, "")
+    if not isinstance(v, str) or not AGENT_ID_RE.match(v):
+        raise SummaryError(f"summary field {k!r} is not a hex id")
+    return v
 
 
 class SummaryPacer:

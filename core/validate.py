@@ -258,7 +258,7 @@ def check_endpoint(e: EndpointReading, tally: Tally | None = None) -> EndpointRe
     if probe != e.probe_fields:
         ch["probe_fields"] = probe
     ch.update(url=clean(public_url(e.url), 300), kind=clean_opt(e.kind, 40), model=clean_opt(e.model, 200),
-              error=clean_opt(e.error, 300))
+              error=clean_opt(e.error, 300), probe_error=clean_opt(e.probe_error, 120))
     return dataclasses.replace(e, **ch)
 
 
@@ -290,10 +290,25 @@ def check_group(g: ServingGroup, gpu_limit: int = MAX_GPUS, tally: Tally | None 
         container=clean_opt(g.container, 120), note=clean_opt(g.note, 300))
 
 
+START_MARKER = "start:"  # the marker `record -o F -- CMD` writes: "start: " and the command it runs
+
+
+def event_text(kind: str, text: str) -> str:
+    """An event's text as it may be shown: cleaned and bounded; a ``start:`` marker's command redacted
+    (:func:`~gpuscope.core.redact.redact_command`: a recording made before it was redacted at the source holds
+    its ``--api-key``, ``HF_TOKEN=…``); a marker recorded redacted comes out as it went in."""
+    text = clean(text, 500)
+    if kind == "marker" and text.startswith(START_MARKER):
+        command = text[len(START_MARKER):].lstrip(" ")
+        text = clean(text[:len(text) - len(command)] + redact_command(command), 500)
+    return text
+
+
 def check_event(ev: Event) -> Event:
     t = check_finite_time(ev.t, "event")
     data = bounded_data(ev.data) if ev.data else {}
-    return Event(t=t, kind=clean(ev.kind, 40), text=clean(ev.text, 500), data=data if isinstance(data, dict) else {})
+    kind = clean(ev.kind, 40)
+    return Event(t=t, kind=kind, text=event_text(kind, ev.text), data=data if isinstance(data, dict) else {})
 
 
 def check_frame(f: Frame, inventory: Inventory | None = None, tally: Tally | None = None) -> Frame:

@@ -67,4 +67,4 @@ class ViewState:
     graphs: bool = True  # redraw graphs this time (they refresh about once a second)
     status: StatusInfo = field(default_factory=StatusInfo)
     replay: ReplayStatus | None = None
-    probe: ProbeResult | None = None  # the last link probe run from the palette (topology panel, issue 28)
+    probe: ProbeResult | None = None  # the last link probe run from the palette (shown in the topology panel)

@@ -484,3 +484,16 @@ def probe(inv: Inventory, gpus: Sequence[int], *, copy_bytes: int, trials: int =
     cu, backend = driver or load_driver()
     with CudaProbe(cu, backend, inv, gpus, copy_bytes, trials) as run:
         return run.run(link_now, progress)
+
+
+def link_reader(nvml: Any) -> Callable[[int], tuple[int | None, int | None]]:
+    """A function giving GPU ``i``'s PCIe generation and width now (NVML), None where it cannot say."""
+
+    def read(i: int) -> tuple[int | None, int | None]:
+        try:
+            h = nvml.nvmlDeviceGetHandleByIndex(i)
+            return int(nvml.nvmlDeviceGetCurrPcieLinkGeneration(h)), int(nvml.nvmlDeviceGetCurrPcieLinkWidth(h))
+        except Exception:  # noqa: BLE001 - NVML's errors: the link stays unknown
+            return None, None
+
+    return read

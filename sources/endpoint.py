@@ -9,9 +9,12 @@ Metric names per server: the ServerSpec table below (docs/serving.md says what e
 from __future__ import annotations
 
 import asyncio
+import errno
 import heapq
 import math
 import re
+import socket
+import ssl
 import threading
 import time
 from collections import deque
@@ -22,7 +25,7 @@ from typing import Any, Literal, NamedTuple, get_args
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.groups import parallel_from_metrics
 from gpuscope.core.model import EndpointReading
-from gpuscope.core.redact import Endpoint, redact_text, split_endpoint
+from gpuscope.core.redact import Endpoint, split_endpoint
 from gpuscope.core.text import clean, count
 from gpuscope.core.vocab import SERVER_KINDS, EndpointState, state_of
 
@@ -179,18 +182,69 @@ REASON_MAX = 240  # characters of why an endpoint failed, at most (front ends cu
 # recording keeps 300 of the reading's error, which adds "unreachable since HH:MM:SS (…)")
 
 
-def connect_reason(e: BaseException) -> str:
-    """Why a connection failed, one line: ``connection refused`` when anything in the exception's chain
-    says so, else ``cannot connect: `` and the innermost cause's text, whole up to :data:`REASON_MAX`
-    (it was cut at 60 characters here, whatever room the screen had)."""
+# Why a TLS handshake failed, by OpenSSL's verify code (ssl.SSLCertVerificationError.verify_code)
+TLS_VERIFY_REASONS = {10: "TLS error: certificate expired", 9: "TLS error: certificate not yet valid",
+                      18: "TLS error: self-signed certificate", 19: "TLS error: self-signed certificate in the chain",
+                      20: "TLS error: certificate of an unknown issuer", 21: "TLS error: certificate of an unknown issuer",
+                      62: "TLS error: certificate for another host name"}
+# errno of an OSError in a failed connection → what is said
+_ERRNO_REASONS = {errno.ECONNREFUSED: "connection refused", errno.ECONNRESET: "connection reset",
+                  errno.ENETUNREACH: "network unreachable", errno.EHOSTUNREACH: "host unreachable",
+                  errno.ETIMEDOUT: "timed out", errno.ECONNABORTED: "connection reset"}
+
+
+def _chain(e: BaseException) -> list[BaseException]:
     chain: list[BaseException] = []
     c: BaseException | None = e
-    while c is not None and len(chain) < 6:
+    while c is not None and len(chain) < 8:
         chain.append(c)
         c = c.__cause__ or c.__context__
-    if any(isinstance(x, ConnectionRefusedError) or "refused" in str(x).lower() for x in chain):
-        return "connection refused"
-    return f"cannot connect: {clean(str(chain[-1]), REASON_MAX - 16)}"
+    return chain
+
+
+def connect_reason(e: BaseException) -> str:
+    """Why a connection failed, as a fixed phrase chosen by the types in the exception's chain (``connection
+    refused``, ``host name not found``, ``TLS error: self-signed certificate``, … else ``cannot connect``).
+    Never the exceptions' text: it may quote a header's value (a token) or a URL."""
+    chain = _chain(e)
+    for x in chain:
+        if isinstance(x, ssl.SSLCertVerificationError):
+            return TLS_VERIFY_REASONS.get(x.verify_code, "TLS error: certificate not trusted")
+    for x in chain:
+        if isinstance(x, ssl.SSLError):
+            return "TLS error"
+        if isinstance(x, socket.gaierror):
+            return "host name not found"
+        if isinstance(x, OSError) and x.errno in _ERRNO_REASONS:
+            return _ERRNO_REASONS[x.errno]
+        if isinstance(x, ConnectionRefusedError):
+            return "connection refused"
+    return "cannot connect"
+
+
+def transport_reason(e: BaseException) -> str:
+    """Why a request failed, as a fixed phrase chosen by the exception's type (never its text, which may quote
+    a header's value or a URL): ``bad header``, ``connection lost``, ``too many redirects``, …, the phrases of
+    :func:`connect_reason` for a failed connection, else ``request failed (TypeName)``. Timeouts are the
+    caller's (it knows the deadline)."""
+    import httpx
+
+    for types, why in ((httpx.LocalProtocolError, "bad header"),
+                       (httpx.ConnectError, None),
+                       (httpx.ProxyError, "proxy error"),
+                       (httpx.RemoteProtocolError, "connection closed, or the answer is not HTTP"),
+                       ((httpx.ReadError, httpx.WriteError, httpx.CloseError), "connection lost"),
+                       (httpx.TooManyRedirects, "too many redirects"),
+                       (httpx.UnsupportedProtocol, "redirected to a URL that is not http(s)"),
+                       (httpx.DecodingError, "the answer could not be decoded"),
+                       (httpx.InvalidURL, "redirected to a bad URL"),
+                       ((httpx.TimeoutException, asyncio.TimeoutError, TimeoutError), "timed out"),
+                       ((UnicodeError, httpx.CookieConflict), "bad header")):
+        if isinstance(e, types):
+            return why or connect_reason(e)
+    if isinstance(e, httpx.TransportError):
+        return connect_reason(e) if connect_reason(e) != "cannot connect" else "connection failed"
+    return f"request failed ({type(e).__name__})"
 
 
 def what_is_wrong(line: str, why: str) -> str:
@@ -575,6 +629,29 @@ class EndpointTracker:
 
     def feed(self, t: float, text: str) -> None:
         """One successful HTTP response body. Garbage is counted, never raised."""
+        parsed = self._parsed(text)
+        if parsed is None:
+            return
+        samples, kind = parsed
+        was_down = self.down_since is not None
+        self.down_since = None
+        spec = SERVER_SPECS[kind]
+        every = sorted({m for rows in samples.values() for lab, _v in rows if (m := model_of(lab))})
+        keys, counters = self._pick_models(t, samples, spec, every)
+        many = len(every) > MAX_MODELS  # the models beyond those shown are read as one
+        by_model = split_by_model(samples, keys)
+        counters.update({m: read_counters(by_model[m], spec, COUNTER_KEYS) for m in keys})
+        self.models = list(keys)
+        self.models_dropped = len(self.dropped)
+        self.model = every[0][:60] if len(every) == 1 else None
+        starts = tuple(sorted(v for _l, v in samples.get(START_TIME, []) if math.isfinite(v)))
+        self._push(_Snap(t, counters, _hists(by_model, self.models, spec), starts or None), was_down)
+        self._last = by_model
+        self._rest_rates = tuple(summed(model_rates(self.snaps, self.dropped, key).values())
+                                 for key in REST_KEYS) if many else ()
+
+    def _parsed(self, text: str) -> tuple[Samples, str] | None:
+        """(the samples of a response body, the server's kind, now known and set); None for garbage (counted)."""
         wanted = self._wanted()
         try:
             samples = parse_metrics(text, wanted)
@@ -585,7 +662,7 @@ class EndpointTracker:
         except MetricsError as e:
             self.garbage += 1
             self.last_error = str(e)
-            return
+            return None
         tp_pp = parallel_from_metrics(samples)
         if tp_pp != (None, None):
             self.parallel = tp_pp
@@ -593,52 +670,42 @@ class EndpointTracker:
         if kind is None:
             self.garbage += 1
             self.last_error = "no known inference-server metrics in the response"
-            return
+            return None
         self.kind = kind
         self.scrapes += 1
         self.last_error = None
-        was_down = self.down_since is not None
-        self.down_since = None
-        spec = SERVER_SPECS[kind]
-        every = sorted({m for rows in samples.values() for lab, _v in rows if (m := model_of(lab))})
+        return samples, kind
+
+    def _pick_models(self, t: float, samples: Samples, spec: ServerSpec, every: list[str]
+                     ) -> tuple[list[str | None], dict[str | None, dict[str, float]]]:
+        """(the models to read, the counters read so far) at time ``t``: every served model (one reading when it
+        serves one), or past :data:`MAX_MODELS` the busiest, the rest in :attr:`dropped` with their requests
+        running and waiting summed."""
         keys: list[str | None] = list(every) if len(every) > 1 else [None]  # one model: no need to split
-        many = len(keys) > MAX_MODELS
-        counters: dict[str | None, dict[str, float]] = {}
         self.dropped, self._rest_gauges = [], (None, None)
-        if many:  # every model's gen and prompt counters, in one pass over their series: the busiest are
-            # picked by them and the rest's rates summed from them; the other counters of those shown only
-            base = {key: per_model(samples, getattr(spec, key)) for key in REST_KEYS}
-            counters = {m: {key: v for key in REST_KEYS if (v := base[key].get(m)) is not None} for m in every}
-            running, waiting = per_model(samples, spec.running), per_model(samples, spec.waiting)
-            upto_now = [*self.snaps, _Snap(t, counters, {})]
-            keys = list(busiest(model_rates(upto_now, every, "gen"), running, MAX_MODELS))
-            chosen = set(keys)
-            self.dropped = [m for m in every if m not in chosen]
-            self._rest_gauges = (sum(running[m] for m in self.dropped if m in running) if running else None,
-                                 sum(waiting[m] for m in self.dropped if m in waiting) if waiting else None)
-        by_model = split_by_model(samples, keys)
-        counters.update({m: read_counters(by_model[m], spec, COUNTER_KEYS) for m in keys})
-        self.models = list(keys)
-        self.models_dropped = len(self.dropped)
-        self.model = every[0][:60] if len(every) == 1 else None
-        hists: dict[str | None, dict[str, Hist]] = {}
-        for m in self.models:  # histograms of the models shown only
-            hh = hists.setdefault(m, {})
-            for hkey in HIST_KEYS:
-                b = buckets(by_model[m], getattr(spec, hkey))
-                if b is not None:
-                    hh[hkey] = b
-        starts = tuple(sorted(v for _l, v in samples.get(START_TIME, []) if math.isfinite(v)))
-        snap = _Snap(t, counters, hists, starts or None)
-        why = reset_reason(self.snaps[-1] if self.snaps else None, snap, was_down)
-        if why is not None:
+        if len(keys) <= MAX_MODELS:
+            return keys, {}
+        # every model's gen and prompt counters, in one pass over their series: the busiest are picked by them
+        # and the rest's rates summed from them; the other counters of those shown only
+        base = {key: per_model(samples, getattr(spec, key)) for key in REST_KEYS}
+        counters: dict[str | None, dict[str, float]] = {
+            m: {key: v for key in REST_KEYS if (v := base[key].get(m)) is not None} for m in every}
+        running, waiting = per_model(samples, spec.running), per_model(samples, spec.waiting)
+        upto_now = [*self.snaps, _Snap(t, counters, {})]
+        keys = list(busiest(model_rates(upto_now, every, "gen"), running, MAX_MODELS))
+        chosen = set(keys)
+        self.dropped = [m for m in every if m not in chosen]
+        self._rest_gauges = (sum(running[m] for m in self.dropped if m in running) if running else None,
+                             sum(waiting[m] for m in self.dropped if m in waiting) if waiting else None)
+        return keys, counters
+
+    def _push(self, snap: _Snap, was_down: bool) -> None:
+        """Add a scrape to the window: a fresh window after an outage, a restart or a counter reset."""
+        if reset_reason(self.snaps[-1] if self.snaps else None, snap, was_down) is not None:
             self.snaps.clear()
             self.resets += 1
         self.snaps.append(snap)
-        trim_window(self.snaps, t, self.window_s)
-        self._last = by_model
-        self._rest_rates = tuple(summed(model_rates(self.snaps, self.dropped, key).values())
-                                 for key in REST_KEYS) if many else ()
+        trim_window(self.snaps, snap.t, self.window_s)
 
     def _wanted(self) -> Callable[[str], bool] | None:
         """Once the kind is known, only its metrics are parsed in full."""
@@ -678,6 +745,7 @@ class EndpointTracker:
             state=state_of(True, self.garbage > 0, gen, span))
 
     def reading(self, model: str | None = None) -> EndpointReading:
+        """The reading of ``model`` (None: every model together) over the window of scrapes."""
         if self.down_since is not None:
             since = time.strftime("%H:%M:%S", time.localtime(self.down_since))
             return EndpointReading(url=self.url, kind=self.kind, model=self.model, up=False, resets=self.resets,
@@ -690,84 +758,150 @@ class EndpointTracker:
                                    error=err or "waiting for the first scrape",
                                    state=EndpointState.BAD_RESPONSE if self.garbage else EndpointState.STARTING)
         spec = SERVER_SPECS[self.kind or "vllm"]
-        if model in self._last:
-            s = self._last[model]
-        else:  # every model together
-            s = {}
-            for part in self._last.values():
-                for name, part_rows in part.items():
-                    s.setdefault(name, []).extend(part_rows)
+        s = self._samples_of(model)
         pts = list(self.snaps)
         span = pts[-1].t - pts[0].t if len(pts) >= 2 else None
 
         def rate(key: CounterKey) -> float | None:
-            p = [(x.t, x.counters[model][key]) for x in pts if key in x.counters.get(model, {})]
-            return counter_rate(p)
+            return _window_rate(pts, model, key)
 
-        gen = rate("gen")
         running = total(s, spec.running)
-        if spec.gen_gauge and "gen" not in pts[-1].counters.get(model, {}):  # the counter's rate wins
-            g = total(s, spec.gen_gauge)
-            if g is not None:
-                gen = 0.0 if running == 0 else g  # SGLang's gauge keeps its last value when idle
-        kv = None
-        rows = [v for _l, v in _select(s, spec.kv) if math.isfinite(v)]
-        if rows:
-            kv = max(rows) * (100.0 if spec.kv_fraction else 1.0)
-        lat: dict[str, Any] = {}
-        for key in HIST_KEYS:
-            first = pts[0].hists.get(model, {}).get(key) if len(pts) >= 2 else None
-            last = pts[-1].hists.get(model, {}).get(key)
-            mean = None
-            qs: dict[str, tuple[float | None, tuple[float, ...] | None]] = {}
-            if first is not None and last is not None and last[2] >= first[2]:
-                dn = last[2] - first[2]
-                if dn > 0:
-                    if last[1] is not None and first[1] is not None:  # no _sum: no mean (never 0 ms)
-                        mean = (last[1] - first[1]) / dn
-                    delta = {le: last[0].get(le, 0.0) - first[0].get(le, 0.0) for le in last[0]}
-                    qs = {"p50": quantile_with_bounds(0.5, delta), "p95": quantile_with_bounds(0.95, delta)}
-            lat[f"{key}_mean_s"] = mean
-            if key in ("ttft", "itl"):
-                for q in ("p50", "p95"):
-                    lat[f"{key}_{q}_s"], lat[f"{key}_{q}_bounds_s"] = qs.get(q, (None, None))
-        acc, drafts, dtok = rate("spec_accepted"), rate("spec_drafts"), rate("spec_draft_tokens")
-        accept_len = 1 + acc / drafts if acc is not None and drafts else None
-        accept_rate = acc / dtok if acc is not None and dtok else None
-        if accept_len is None and spec.spec_len_gauge:
-            accept_len = total(s, spec.spec_len_gauge)
-        if accept_rate is None and spec.spec_rate_gauge:
-            accept_rate = total(s, spec.spec_rate_gauge)
-        hits, queries = rate("cache_hits"), rate("cache_queries")
-        hit_pct = 100.0 * hits / queries if hits is not None and queries else None
-        if hit_pct is None and spec.cache_hit_gauge:
-            g = total(s, spec.cache_hit_gauge)
-            hit_pct = 100.0 * g if g is not None else None
+        gen = _gen_rate(rate("gen"), s, spec, running, counted="gen" in pts[-1].counters.get(model, {}))
+        accept_len, accept_rate = _spec_decoding(rate, s, spec)
         pre = rate("preemptions")
         return EndpointReading(
             url=self.url, kind=self.kind, model=model or self.model, up=True,
             error=bad_responses(self.garbage) + (f": {self.last_error}" if self.last_error else "")
             if self.garbage else None,
             gen_tokens_per_s=gen, prompt_tokens_per_s=rate("prompt"),
-            requests_running=running, requests_waiting=total(s, spec.waiting), kv_cache_pct=kv,
+            requests_running=running, requests_waiting=total(s, spec.waiting), kv_cache_pct=_kv_pct(s, spec),
             spec_accept_length=accept_len, spec_accept_rate=accept_rate,
             rate_window_s=span, prompt_computed_tokens_per_s=rate("prompt_computed"),
-            prompt_cached_tokens_per_s=rate("prompt_cached"), prefix_cache_hit_pct=hit_pct,
+            prompt_cached_tokens_per_s=rate("prompt_cached"), prefix_cache_hit_pct=_prefix_hit_pct(rate, s, spec),
             preemptions_per_min=None if pre is None else pre * 60.0, resets=self.resets,
-            state=state_of(True, self.garbage > 0, gen, span), **lat,
+            state=state_of(True, self.garbage > 0, gen, span), **_latencies(pts, model),
         )
+
+    def _samples_of(self, model: str | None) -> Samples:
+        """The last scrape's samples of ``model``; of every model together when it is not one of them."""
+        if model in self._last:
+            return self._last[model]
+        s: Samples = {}
+        for part in self._last.values():
+            for name, part_rows in part.items():
+                s.setdefault(name, []).extend(part_rows)
+        return s
+
+
+def _hists(by_model: dict[str | None, Samples], models: list[str | None], spec: ServerSpec
+           ) -> dict[str | None, dict[str, Hist]]:
+    """{model: {histogram key: its buckets}} of the ``models`` shown."""
+    hists: dict[str | None, dict[str, Hist]] = {}
+    for m in models:
+        hh = hists.setdefault(m, {})
+        for hkey in HIST_KEYS:
+            b = buckets(by_model[m], getattr(spec, hkey))
+            if b is not None:
+                hh[hkey] = b
+    return hists
+
+
+def _window_rate(pts: list[_Snap], model: str | None, key: CounterKey) -> float | None:
+    """The rate of ``model``'s counter ``key`` over the scrapes ``pts`` (per second)."""
+    return counter_rate([(x.t, x.counters[model][key]) for x in pts if key in x.counters.get(model, {})])
+
+
+def _gen_rate(gen: float | None, s: Samples, spec: ServerSpec, running: float | None, counted: bool) -> float | None:
+    """Generated tok/s: the counter's rate ``gen``, else (no gen counter ``counted`` in the last scrape) the
+    server's own gauge where it has one, 0 while no request runs (SGLang's gauge keeps its last value when idle)."""
+    if spec.gen_gauge and not counted:  # the counter's rate wins
+        g = total(s, spec.gen_gauge)
+        if g is not None:
+            return 0.0 if running == 0 else g
+    return gen
+
+
+def _kv_pct(s: Samples, spec: ServerSpec) -> float | None:
+    """KV-cache usage (%): the largest over label sets."""
+    rows = [v for _l, v in _select(s, spec.kv) if math.isfinite(v)]
+    if not rows:
+        return None
+    return max(rows) * (100.0 if spec.kv_fraction else 1.0)
+
+
+def _spec_decoding(rate: Callable[[CounterKey], float | None], s: Samples, spec: ServerSpec
+                   ) -> tuple[float | None, float | None]:
+    """(mean acceptance length, acceptance rate) of speculative decoding: from the counters' rates, else the
+    server's gauges."""
+    acc, drafts, dtok = rate("spec_accepted"), rate("spec_drafts"), rate("spec_draft_tokens")
+    accept_len = 1 + acc / drafts if acc is not None and drafts else None
+    accept_rate = acc / dtok if acc is not None and dtok else None
+    if accept_len is None and spec.spec_len_gauge:
+        accept_len = total(s, spec.spec_len_gauge)
+    if accept_rate is None and spec.spec_rate_gauge:
+        accept_rate = total(s, spec.spec_rate_gauge)
+    return accept_len, accept_rate
+
+
+def _prefix_hit_pct(rate: Callable[[CounterKey], float | None], s: Samples, spec: ServerSpec) -> float | None:
+    """Prefix-cache hits (% of queries): from the counters' rates, else the server's gauge."""
+    hits, queries = rate("cache_hits"), rate("cache_queries")
+    if hits is not None and queries:
+        return 100.0 * hits / queries
+    if spec.cache_hit_gauge:
+        g = total(s, spec.cache_hit_gauge)
+        return 100.0 * g if g is not None else None
+    return None
+
+
+def _latencies(pts: list[_Snap], model: str | None) -> dict[str, Any]:
+    """The histograms' means over the window (``ttft_mean_s`` …), and TTFT's and ITL's p50 and p95 with their
+    bucket bounds; None where the window has no observation."""
+    lat: dict[str, Any] = {}
+    for key in HIST_KEYS:
+        first = pts[0].hists.get(model, {}).get(key) if len(pts) >= 2 else None
+        last = pts[-1].hists.get(model, {}).get(key)
+        mean, qs = _hist_window(first, last)
+        lat[f"{key}_mean_s"] = mean
+        if key in ("ttft", "itl"):
+            for q in ("p50", "p95"):
+                lat[f"{key}_{q}_s"], lat[f"{key}_{q}_bounds_s"] = qs.get(q, (None, None))
+    return lat
+
+
+def _hist_window(first: Hist | None, last: Hist | None
+                 ) -> tuple[float | None, dict[str, tuple[float | None, tuple[float, ...] | None]]]:
+    """(mean, {"p50"/"p95": (quantile, its bounds)}) of the observations between two scrapes of a histogram;
+    (None, {}) without any (no mean without ``_sum``: never 0 ms)."""
+    if first is None or last is None or last[2] < first[2]:
+        return None, {}
+    dn = last[2] - first[2]
+    if not dn > 0:
+        return None, {}
+    mean = (last[1] - first[1]) / dn if last[1] is not None and first[1] is not None else None
+    delta = {le: last[0].get(le, 0.0) - first[0].get(le, 0.0) for le in last[0]}
+    return mean, {"p50": quantile_with_bounds(0.5, delta), "p95": quantile_with_bounds(0.95, delta)}
 
 
 def metrics_url(url: str, kind: str | None) -> str:
-    """The URL to poll: as given when it has a path, else ``/metrics`` (trtllm-serve: /prometheus/metrics)."""
+    """The URL to poll: as given when it has a path, else ``/metrics`` (trtllm-serve: /prometheus/metrics);
+    the query is kept either way (``http://h:8000?token=t`` → ``http://h:8000/metrics?token=t``)."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(url if "://" in url else "http://" + url)
     base = f"{parts.scheme}://{parts.netloc}"
+    query = f"?{parts.query}" if parts.query else ""
     if parts.path not in ("", "/"):
-        return base + parts.path + (f"?{parts.query}" if parts.query else "")
+        return base + parts.path + query
     spec = SERVER_SPECS.get(kind) if kind is not None else None
-    return base + (spec.metrics_path if spec is not None else "/metrics")
+    return base + (spec.metrics_path if spec is not None else "/metrics") + query
+
+
+def probe_base(metrics: str) -> tuple[str, str]:
+    """(base, query) of the probe's requests for a :func:`metrics_url`: its path less the last part (and
+    less ``/prometheus``), and its query (``?token=t``, sent with the probe's requests too, or "")."""
+    path, sep, query = metrics.partition("?")
+    return path.rsplit("/", 1)[0].replace("/prometheus", ""), sep + query
 
 
 def httpx_auth(auth: tuple[str, str] | None) -> Any:
@@ -807,7 +941,7 @@ class EndpointPoller:
         self.probe_every_s = probe_every_s
         self.probe_model = probe_model
         self.probes: list[ProbeResult | None] = [None] * len(urls)
-        self._bases = [u.rsplit("/", 1)[0].replace("/prometheus", "") for u in self.urls]
+        self._bases = [probe_base(u) for u in self.urls]
         self._lock = threading.Lock()
         self._ready: list[tuple[EndpointReading, ...]] = [tuple(t.readings()) for t in self.trackers]
         self._stop = threading.Event()
@@ -846,8 +980,8 @@ class EndpointPoller:
             return replace(r, up=True, probe=True, kind=r.kind or "probe", error=None if missing_metrics else r.error,
                            probe_ttft_s=pr.ttft_s, probe_decode_tokens_per_s=pr.decode_tokens_per_s,
                            probe_fields=filled, gen_tokens_per_s=gen, state=state)
-        if pr is not None and r.kind is None:  # the text says why the probe failed; the state stays the server's
-            return replace(r, error=pr.error)
+        if pr is not None:  # probe_error says why the probe failed (a fixed phrase); the state stays the server's
+            return replace(r, probe_error=pr.error, error=pr.error if r.kind is None else r.error)
         return r
 
     def stop(self) -> None:
@@ -865,8 +999,15 @@ class EndpointPoller:
     async def _main(self) -> None:
         import httpx
 
-        async with httpx.AsyncClient(timeout=self.timeout_s, headers=self.headers, verify=self.verify,
-                                     follow_redirects=True) as client:
+        try:
+            client = httpx.AsyncClient(timeout=self.timeout_s, headers=self.headers, verify=self.verify,
+                                       follow_redirects=True)
+        except (UnicodeError, ValueError, TypeError) as e:  # a header httpx cannot encode: said, never quoted
+            for k, tr in enumerate(self.trackers):
+                tr.failed(time.time(), transport_reason(e))
+                self._publish(k)
+            return
+        async with client:
             backoff = [0.0] * len(self.urls)
             next_at = [0.0] * len(self.urls)
             if self.probe_every_s:
@@ -883,8 +1024,9 @@ class EndpointPoller:
 
     async def _probe_loop(self, client: Any) -> None:
         while not self._stop.is_set():
-            for k, base in enumerate(self._bases):
-                res = await probe_chat(client, base, self.probe_model, auth=self._auth[k])
+            for k, (base, query) in enumerate(self._bases):
+                res = await probe_chat(client, base, self.probe_model, auth=self._auth[k], query=query,
+                                       timeout_s=self.timeout_s)
                 with self._lock:
                     self.probes[k] = res
             await asyncio.sleep(self.probe_every_s or 10.0)
@@ -930,10 +1072,8 @@ class EndpointPoller:
             return True
         except (httpx.TimeoutException, asyncio.TimeoutError):  # the deadline covers the whole response
             why = f"no answer in {self.timeout_s:g} s"
-        except httpx.ConnectError as e:
-            why = connect_reason(e)
-        except httpx.HTTPError as e:
-            why = f"{type(e).__name__}: {clean(redact_text(str(e)), REASON_MAX)}"  # it may quote the URL
+        except Exception as e:  # noqa: BLE001 - any failure is this endpoint's, said by type: never its text
+            why = transport_reason(e)
         tr.failed(t, why)
         self._publish(k)
         return False
@@ -994,30 +1134,48 @@ def measure_stream(events: Iterable[tuple[float, dict[str, Any]]], t_start: floa
     return ProbeResult(ttft_s=t_first - t_start, decode_tokens_per_s=rate, completion_tokens=tokens)
 
 
+# what a refused probe may mean, by HTTP status (vLLM started with --api-key answers 401)
+PROBE_STATUS_HINTS = {401: " (needs a token?)", 403: " (token refused?)", 404: " (no such path or model?)"}
+
+
+def probe_status_error(status: int) -> str:
+    """The probe's fixed phrase for an HTTP status other than 200: ``probe: HTTP 401 (needs a token?)``."""
+    return f"probe: HTTP {status}{PROBE_STATUS_HINTS.get(status, '')}"
+
+
 async def probe_chat(client: Any, base_url: str, model: str | None = None, max_tokens: int = 64,
-                     auth: Any = None) -> ProbeResult:
+                     auth: Any = None, query: str = "", timeout_s: float | None = None) -> ProbeResult:
     """POST a streamed OpenAI-compatible chat completion with ``include_usage`` and time it (``auth``: the
-    endpoint's Basic auth, :func:`httpx_auth`)."""
+    endpoint's Basic auth, :func:`httpx_auth`; ``query``: the endpoint URL's ``?…``, sent with each request).
+    A failure is a fixed phrase starting ``probe:`` in ``error`` (:func:`probe_status_error`, the phrases of
+    :func:`transport_reason`), never an exception's text."""
     import httpx
 
     try:
         if model is None:
-            r = await client.get(base_url + "/v1/models", auth=auth)
+            r = await client.get(base_url + "/v1/models" + query, auth=auth)
             data = r.json().get("data") if r.status_code == 200 else None
             model = data[0]["id"] if data else "default"
         body = {"model": model, "stream": True, "stream_options": {"include_usage": True}, "max_tokens": max_tokens,
                 "temperature": 0, "messages": [{"role": "user", "content": "Count from 1 to 100, one number per line."}]}
         t0 = time.perf_counter()
         got: list[tuple[float, dict[str, Any]]] = []
-        async with client.stream("POST", base_url + "/v1/chat/completions", json=body, auth=auth) as resp:
+        async with client.stream("POST", base_url + "/v1/chat/completions" + query, json=body, auth=auth) as resp:
             if resp.status_code != 200:
-                return ProbeResult(error=f"probe: HTTP {resp.status_code}")
+                return ProbeResult(error=probe_status_error(resp.status_code))
             async for line in resp.aiter_lines():
                 for ev in sse_events([line]):
                     got.append((time.perf_counter(), ev))
-        return measure_stream(got, t0)
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as e:
-        return ProbeResult(error=f"probe failed: {type(e).__name__}")
+        res = measure_stream(got, t0)
+        return res if res.error is None else replace(res, error=f"probe: {res.error}")
+    except (httpx.TimeoutException, asyncio.TimeoutError):
+        return ProbeResult(error="probe: timed out" if timeout_s is None else f"probe: no answer in {timeout_s:g} s")
+    except httpx.HTTPError as e:
+        return ProbeResult(error=f"probe: {transport_reason(e)}")
+    except (ValueError, KeyError, IndexError, TypeError):  # /v1/models' JSON not as OpenAI's
+        return ProbeResult(error="probe: bad answer from /v1/models")
+    except Exception as e:  # noqa: BLE001 - said by type, never by text
+        return ProbeResult(error=f"probe: {transport_reason(e)}")
 
 
 def bad_responses(n: int) -> str:

@@ -32,6 +32,7 @@ from gpuscope.core.groups import (
     build_groups,
     descendants,
     endpoint_address,
+    gpu_pids,
     parse_cgroup,
     parse_net_tcp,
     parse_nspid,
@@ -39,7 +40,7 @@ from gpuscope.core.groups import (
     socket_inode,
     split_cmdline,
 )
-from gpuscope.core.model import EndpointReading, Frame, GpuReading, ServingGroup
+from gpuscope.core.model import EndpointReading, Frame, ServingGroup
 from gpuscope.core.text import clean
 
 log = logging.getLogger(__name__)
@@ -195,15 +196,6 @@ def _bindable(addr: str) -> bool:
         return False
 
 
-def gpu_pids(gpus: Sequence[GpuReading]) -> dict[int, set[int]]:
-    """pid → the GPUs it holds, from the frame's NVML process lists (compute and graphics)."""
-    out: dict[int, set[int]] = {}
-    for g in gpus:
-        for p in g.processes or ():
-            out.setdefault(p.pid, set()).add(g.index)
-    return out
-
-
 class GroupFinder:
     """Builds the serving groups of a frame's endpoints and GPU processes from ``/proc`` (see the module
     docstring for what it reads and how often). ``parallel(url)`` gives TP/PP sizes from an endpoint's own
@@ -352,7 +344,7 @@ class WithGroups:
         self.nvml = getattr(source, "nvml", None)
 
     def sample(self) -> Frame:
-        frame = self.source.sample()
+        frame: Frame = self.source.sample()  # source: any frame source (typed Any: NVML, simulated, replay)
         if self.servers is not None:
             frame = self.servers.add(frame)
         elif self.finder is not None:

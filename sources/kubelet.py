@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuscope.core.errors import SHOWN, GpuscopeError, one_line
+from gpuscope.core.exposition import escape_help, labels
 from gpuscope.core.model import DeviceInfo
 from gpuscope.core.text import clean
-from gpuscope.sources.prometheus import escape_help, labels
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,6 @@ counted. Queues are bounded: an agent whose broker is down keeps sampling and dr
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
@@ -25,7 +24,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,14 +32,12 @@ from gpuscope.core import validate
 from gpuscope.core.codec import (
     CodecError,
     frame_from_dict,
-    frame_to_dict,
     inventory_from_dict,
-    inventory_to_dict,
 )
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import Frame, Inventory
 from gpuscope.core.redact import public_url
-from gpuscope.core.summary import HostSummary, SummaryError, summarise, summary_from_dict, summary_to_dict
+from gpuscope.core.summary import HostSummary, SummaryError, summarise, summary_from_dict
 from gpuscope.core.vocab import SEV_RANK, SEVERITIES
 
 TOPIC_VERSION = "v1"
@@ -187,7 +184,7 @@ class _DropCounter(logging.Handler):
             self.count += 1
 
 
-class _DirectQueue(asyncio.Queue):
+class _DirectQueue(asyncio.Queue[Any]):
     """An incoming "queue" that hands each message to :attr:`sink` as the client library reads it.
 
     The viewer's handler is quick (~30 µs a summary) and runs in the same event-loop thread, so there is
@@ -338,101 +335,6 @@ class _LoopThread:
         self._thread.join(10.0)  # a connect in progress ends within the client's 5 s timeout
 
 
-class Publisher(_LoopThread):
-    """The agent's side: publishes inventory (retained), status (retained, last will offline), frames.
-
-    :meth:`publish_frame` never blocks: frames wait in a bounded queue (oldest dropped) while the
-    broker is away; a background thread reconnects with backoff and resumes.
-    """
-
-    def __init__(self, cfg: BrokerConfig, inventory: Inventory, queue_max: int = 120, *, name: str | None = None,
-                 machine: str = "", run: str = "", on_fatal: Any = None):
-        super().__init__("gpuscope-mqtt")
-        self.cfg = cfg
-        self.host = name or safe_host(inventory.host)  # ``agent --name`` (checked by cli/agent_id.check_name)
-        self.inventory = inventory if self.host == inventory.host else replace(inventory, host=self.host)
-        self.ids = {k: v for k, v in (("machine", machine), ("run", run)) if v}  # in status and will (docs/mqtt.md)
-        self.on_fatal = on_fatal  # called (in the loop's thread) when it gives up: :attr:`fatal` says why
-        self.fatal: str | None = None
-        self.refused = 0  # logins the broker refused in a row
-        self.queue: deque[bytes] = deque(maxlen=queue_max)
-        self.dropped = 0
-        self.sent = 0
-        self.connected = False
-        self.connects = 0  # successful connections so far (1: connected, more: reconnected)
-        self.last_error: str | None = None
-        self.summary_payload: bytes | None = None  # the latest summary not yet published (one slot)
-        self.summaries_sent = 0
-
-    def start(self) -> Publisher:
-        self._thread.start()
-        return self
-
-    def publish_frame(self, frame: Frame) -> None:
-        if len(self.queue) == self.queue.maxlen:
-            self.dropped += 1
-        self.queue.append(json.dumps(frame_to_dict(frame), separators=(",", ":")).encode())
-        self._wake()
-
-    def publish_summary(self, summary: HostSummary) -> None:
-        """Publish ``summary`` (retained) at the next chance, with this agent's machine and run ids; a newer one
-        replaces one not yet sent."""
-        summary = replace(summary, machine=self.ids.get("machine", ""), run=self.ids.get("run", ""))
-        self.summary_payload = json.dumps(summary_to_dict(summary), separators=(",", ":")).encode()
-        self._wake()
-
-    def stop(self) -> None:
-        """Publish ``offline`` (reason ``stopped``) if connected, end the thread and its loop, join."""
-        self._end(grace_s=3.0)
-
-    async def _main(self) -> None:
-        import aiomqtt
-
-        status_t = topic(self.cfg, self.host, "status")
-        mark = {STATUS_SUMMARY_MARK: 1, **self.ids}  # tells viewers this agent publishes summaries
-        will = aiomqtt.Will(status_t, json.dumps({"state": "offline", "reason": "lost", **mark}).encode(), qos=1,
-                            retain=True)
-        backoff = 0.5
-        while not self._stop.is_set():
-            try:
-                async with _client(self.cfg, f"gpuscope-agent-{self.host}-{os.getpid()}", will) as c:
-                    await c.publish(topic(self.cfg, self.host, "inventory"),
-                                    json.dumps(inventory_to_dict(self.inventory)).encode(), qos=1, retain=True)
-                    await c.publish(status_t, json.dumps({"state": "online", "t": time.time(), **mark}).encode(),
-                                    qos=1, retain=True)
-                    self.connected, backoff, self.last_error, self.refused = True, 0.5, None, 0
-                    self.connects += 1
-                    frame_t = topic(self.cfg, self.host, "frame")
-                    summary_t = topic(self.cfg, self.host, "summary")
-                    while not self._stop.is_set():
-                        summary = self.summary_payload
-                        if summary is not None:
-                            await c.publish(summary_t, summary, qos=1, retain=True)
-                            if self.summary_payload is summary:
-                                self.summary_payload = None
-                            self.summaries_sent += 1
-                        while self.queue:
-                            payload = self.queue[0]
-                            await c.publish(frame_t, payload, qos=self.cfg.qos)
-                            self.queue.popleft()
-                            self.sent += 1
-                        await self._pause(1.0, self._nudge)  # until the next frame (or stop)
-                    await c.publish(status_t, json.dumps({"state": "offline", "reason": "stopped", "t": time.time(),
-                                                          **mark}).encode(), qos=1, retain=True)
-                    return
-            except (aiomqtt.MqttError, OSError) as e:
-                self.connected, self.last_error = False, describe_error(e)
-                self.refused = self.refused + 1 if auth_refused(e) else 0
-                if self.refused >= AUTH_TRIES:  # credentials do not fix themselves: say so and stop
-                    self.fatal = (f"{AUTH_FAILED} {self.refused} times at {self.cfg.host}:{self.cfg.port} "
-                                  f"({AUTH_HINT})")
-                    if self.on_fatal is not None:
-                        self.on_fatal()
-                    return
-            await self._pause(backoff, self._astop)
-            backoff = min(backoff * 2, 30.0)
-
-
 @dataclass
 class RemoteHost:
     host: str
@@ -500,17 +402,35 @@ class Health:
     behind_s: float  # the oldest live data (publish → arrival) in the last ~10 s
 
     def line(self) -> str:
-        """'' when nothing was dropped and the data is fresh, else e.g. 'behind: 6,510 messages dropped; data up
-        to 27 s old'."""
+        """'' when nothing was dropped and the data is fresh, else one phrase, no count of zero: e.g. '6,513
+        messages dropped (3 bad); data up to 27 s old' (bad: malformed; the others never arrived or overflowed
+        the client's queue)."""
         parts = []
-        dropped = self.lost + self.queue_dropped
-        if dropped:
-            parts.append(f"{dropped:,} messages dropped")
+        missed = self.lost + self.queue_dropped
+        if missed or self.bad:
+            n = missed + self.bad
+            noun = ("" if missed else "bad ") + ("message" if n == 1 else "messages")
+            parts.append(f"{n:,} {noun} dropped" + (f" ({self.bad:,} bad)" if missed and self.bad else ""))
         if self.broker_dropped:
-            parts.append(f"broker dropped {self.broker_dropped:,} (all clients)")
+            parts.append(f"broker lost {self.broker_dropped:,} (all clients)")
         if self.behind_s >= 5.0:
             parts.append(f"data up to {self.behind_s:.0f} s old")
-        return ("behind: " + "; ".join(parts)) if parts else ""
+        return "; ".join(parts)
+
+
+def _note_findings(h: RemoteHost, f: Frame) -> None:
+    """A frame's finding events on the host's open findings: raised or changed (at most 1000) and cleared."""
+    for ev in f.events:
+        fid = ev.data.get("id") if isinstance(ev.data, dict) else None
+        if not isinstance(fid, str):
+            continue
+        if ev.kind in ("finding_raised", "finding_changed") and len(h.findings) < 1000:
+            ago = ev.data.get("since_s")
+            ok = isinstance(ago, (int, float)) and not isinstance(ago, bool) and 0 <= ago < 1e9
+            h.findings[fid] = (str(ev.data.get("severity")), ev.text[:300],
+                               ev.t - float(ago) if ok and ago is not None else ev.t)
+        elif ev.kind == "finding_cleared":
+            h.findings.pop(fid, None)
 
 
 class Subscriber(_LoopThread):
@@ -662,22 +582,11 @@ class Subscriber(_LoopThread):
         """Apply one message. True: applied, or left aside on purpose (another host's, an older agent's frame
         within its 5 s, a duplicate, a cleared message); False: dropped and counted in :attr:`dropped`."""
         if topic_name == BROKER_DROPPED_TOPIC:
-            try:
-                n = int(payload or b"")
-            except ValueError:
-                return self._drop()
-            with self._lock:
-                if self._broker_dropped0 is None:
-                    self._broker_dropped0 = n  # count from when this viewer started
-                self.broker_dropped = n
-            return True
-        parts = topic_name.split("/")
-        plen = len(self.cfg.prefix.split("/"))
-        if len(parts) != plen + 3 or parts[plen] != TOPIC_VERSION:
+            return self._broker_count(payload)
+        route = self._route(topic_name)
+        if route is None:
             return self._drop()
-        host, kind = parts[plen + 1], parts[plen + 2]
-        if not HOST_RE.match(host):
-            return self._drop()
+        host, kind = route
         if self.only_host and host != self.only_host:
             return True  # not this viewer's host (not bad: another host's message), left aside
         if payload is None or isinstance(payload, (int, float)) or len(payload) > MAX_PAYLOAD:
@@ -685,105 +594,142 @@ class Subscriber(_LoopThread):
         if len(payload) == 0:
             return self._cleared(host, kind)
         now = time.time()
-        if kind == "frame" and not self.only_host:
-            with self._lock:
-                h0 = self.hosts.get(host)
-                if host not in self.watched and h0 is not None and h0.legacy is False:
-                    return True  # a late frame after unwatch, or an agent with a summary stream: not needed
-                mono = time.monotonic()
-                if (host not in self.watched and h0 is not None
-                        and mono - h0.last_decode < self.legacy_every_s
-                        and (b"finding_" not in payload if isinstance(payload, (bytes, bytearray))
-                             else "finding_" not in payload)):
-                    return True  # bounded rate for an older agent; frames with finding events always read
+        if kind == "frame" and not self.only_host and self._frame_not_needed(host, payload):
+            return True
         try:  # the validation gate: size, depth, valid JSON (a one-line ValidationError, counted as a drop)
             doc = validate.loads(payload, "payload", max_bytes=MAX_PAYLOAD)
         except validate.ValidationError:
             return self._drop()
         with self._lock:
-            h = self.hosts.get(host)
-            new = h is None  # a host's row appears with its first valid message, never with a bad one
-            if h is None:
-                if len(self.hosts) >= MAX_HOSTS:
-                    return self._drop_locked()
-                h = RemoteHost(host=host)
-            was = (h.online, h.rank)
-            try:
-                if kind == "summary":
-                    s = summary_from_dict(doc)
-                    if not self._stream(h, s, retained, time.monotonic()):
-                        return True  # a duplicate (overlapping subscriptions, a resent retained message)
-                    if h.legacy:
-                        h.legacy = False
-                        self._resync()
-                    h.legacy = False
-                    h.summary = s
-                    h.rank = s.worst()[0]
-                    if h.clash(time.monotonic()):
-                        h.rank = min(h.rank, SEV_RANK["warning"])  # sorted with the warnings: it needs a fix
-                    h.data_t = s.t
-                    if not retained:
-                        h.online = True
-                        h.offsets.append(now - s.t)
-                        offset = h.clock_offset()
-                        if offset is not None:  # a skewed clock is not lag
-                            self._forget_lag(host)
-                        self._note_lag(s.t + (offset or 0.0), now, host)
-                elif kind == "inventory":
-                    h.inventory = inventory_from_dict(doc)
-                    if h.legacy and h.frame is not None:
-                        self._legacy_summary(h, h.frame)
-                    self._cond.notify_all()
-                elif kind == "status":
-                    if not isinstance(doc, dict) or doc.get("state") not in ("online", "offline"):
-                        return self._drop_locked()
-                    h.online = doc["state"] == "online"
-                    legacy = STATUS_SUMMARY_MARK not in doc and h.summary is None
-                    if legacy != h.legacy:
-                        h.legacy = legacy
-                        self._resync()
-                elif kind == "frame":
-                    f = frame_from_dict(doc, h.inventory, self.tally)  # rejects GPUs the inventory lacks
-                    for ev in f.events:
-                        fid = ev.data.get("id") if isinstance(ev.data, dict) else None
-                        if not isinstance(fid, str):
-                            continue
-                        if ev.kind in ("finding_raised", "finding_changed") and len(h.findings) < 1000:
-                            ago = ev.data.get("since_s")
-                            ok = isinstance(ago, (int, float)) and not isinstance(ago, bool) and 0 <= ago < 1e9
-                            h.findings[fid] = (str(ev.data.get("severity")), ev.text[:300],
-                                               ev.t - float(ago) if ok and ago is not None else ev.t)
-                        elif ev.kind == "finding_cleared":
-                            h.findings.pop(fid, None)
-                    if f.events:
-                        h.rank = h.worst()[0]
-                    if h.legacy is None:
-                        h.legacy = True  # frames, and neither a summary nor a status with the mark
-                    if host in self.watched or self.only_host or h.legacy:
-                        h.frame = f  # one frame per host at most: flat memory
-                    if host in self.watched or self.only_host:
-                        h.recent.append(f)
-                        h.frames += 1
-                    if h.legacy:
-                        h.last_decode = time.monotonic()
-                        self._legacy_summary(h, f)
-                        h.data_t = f.t
-                    h.online = True
-                    if not retained:
-                        self._note_lag(f.t, now)
-                    self._cond.notify_all()
-                else:
-                    return self._drop_locked()
-            except (CodecError, SummaryError, RecursionError, ValueError):
-                return self._drop_locked()
-            finally:
-                if (h.online, h.rank) != was:
-                    self.order_gen += 1
-            if new:
-                self.hosts[host] = h
-                self.order_gen += 1
-                self._cond.notify_all()
+            return self._apply(host, kind, doc, retained, now)
+
+    def _broker_count(self, payload: bytes | bytearray | str | None) -> bool:
+        """The broker's count of messages it dropped (all clients), counted from this viewer's start."""
+        try:
+            n = int(payload or b"")
+        except ValueError:
+            return self._drop()
+        with self._lock:
+            if self._broker_dropped0 is None:
+                self._broker_dropped0 = n  # count from when this viewer started
+            self.broker_dropped = n
         return True
+
+    def _route(self, topic_name: str) -> tuple[str, str] | None:
+        """(host, kind) of a topic under this viewer's prefix and version; None for any other topic."""
+        parts = topic_name.split("/")
+        plen = len(self.cfg.prefix.split("/"))
+        if len(parts) != plen + 3 or parts[plen] != TOPIC_VERSION:
+            return None
+        host, kind = parts[plen + 1], parts[plen + 2]
+        if not HOST_RE.match(host):
+            return None
+        return host, kind
+
+    def _frame_not_needed(self, host: str, payload: bytes | bytearray | str) -> bool:
+        """A frame of a host not watched that is not decoded: its agent sends summaries, or it is an older
+        agent's within :attr:`legacy_every_s` of the last one decoded (frames with finding events always are)."""
+        with self._lock:
+            h0 = self.hosts.get(host)
+            if host not in self.watched and h0 is not None and h0.legacy is False:
+                return True  # a late frame after unwatch, or an agent with a summary stream: not needed
+            mono = time.monotonic()
+            return (host not in self.watched and h0 is not None
+                    and mono - h0.last_decode < self.legacy_every_s
+                    and (b"finding_" not in payload if isinstance(payload, (bytes, bytearray))
+                         else "finding_" not in payload))  # bounded rate for an older agent
+
+    def _apply(self, host: str, kind: str, doc: Any, retained: bool, now: float) -> bool:
+        """Apply a valid message of ``kind`` to ``host``'s row (made with its first valid message). Under the lock."""
+        h = self.hosts.get(host)
+        new = h is None  # a host's row appears with its first valid message, never with a bad one
+        if h is None:
+            if len(self.hosts) >= MAX_HOSTS:
+                return self._drop_locked()
+            h = RemoteHost(host=host)
+        was = (h.online, h.rank)
+        apply = {"summary": self._on_summary, "inventory": self._on_inventory, "status": self._on_status,
+                 "frame": self._on_frame}.get(kind)
+        try:
+            if apply is None:
+                return self._drop_locked()
+            early = apply(h, host, doc, retained, now)
+            if early is not None:
+                return early
+        except (CodecError, SummaryError, RecursionError, ValueError):
+            return self._drop_locked()
+        finally:
+            if (h.online, h.rank) != was:
+                self.order_gen += 1
+        if new:
+            self.hosts[host] = h
+            self.order_gen += 1
+            self._cond.notify_all()
+        return True
+
+    # Each ``_on_KIND`` applies one valid message under the lock: None when applied, else what handle returns
+    # at once (True: left aside, e.g. a duplicate; False: dropped).
+    def _on_summary(self, h: RemoteHost, host: str, doc: Any, retained: bool, now: float) -> bool | None:
+        s = summary_from_dict(doc)
+        if not self._stream(h, s, retained, time.monotonic()):
+            return True  # a duplicate (overlapping subscriptions, a resent retained message)
+        if h.legacy:
+            h.legacy = False
+            self._resync()
+        h.legacy = False
+        h.summary = s
+        h.rank = s.worst()[0]
+        if h.clash(time.monotonic()):
+            h.rank = min(h.rank, SEV_RANK["warning"])  # sorted with the warnings: it needs a fix
+        h.data_t = s.t
+        if not retained:
+            h.online = True
+            h.offsets.append(now - s.t)
+            offset = h.clock_offset()
+            if offset is not None:  # a skewed clock is not lag
+                self._forget_lag(host)
+            self._note_lag(s.t + (offset or 0.0), now, host)
+        return None
+
+    def _on_inventory(self, h: RemoteHost, host: str, doc: Any, retained: bool, now: float) -> bool | None:
+        h.inventory = inventory_from_dict(doc)
+        if h.legacy and h.frame is not None:
+            self._legacy_summary(h, h.frame)
+        self._cond.notify_all()
+        return None
+
+    def _on_status(self, h: RemoteHost, host: str, doc: Any, retained: bool, now: float) -> bool | None:
+        if not isinstance(doc, dict) or doc.get("state") not in ("online", "offline"):
+            return self._drop_locked()
+        h.online = doc["state"] == "online"
+        legacy = STATUS_SUMMARY_MARK not in doc and h.summary is None
+        if legacy != h.legacy:
+            h.legacy = legacy
+            self._resync()
+        return None
+
+    def _on_frame(self, h: RemoteHost, host: str, doc: Any, retained: bool, now: float) -> bool | None:
+        f = frame_from_dict(doc, h.inventory, self.tally)  # rejects GPUs the inventory lacks
+        _note_findings(h, f)
+        if f.events:
+            h.rank = h.worst()[0]
+        if h.legacy is None:
+            h.legacy = True  # frames, and neither a summary nor a status with the mark
+        full = host in self.watched or bool(self.only_host)
+        if full or h.legacy:
+            h.frame = f  # one frame per host at most: flat memory
+        if full:
+            h.recent.append(f)
+            h.frames += 1
+        if h.legacy:
+            h.last_decode = time.monotonic()
+            self._legacy_summary(h, f)
+            h.data_t = f.t
+        h.online = True
+        if not retained:
+            self._note_lag(f.t, now)
+        self._cond.notify_all()
+        return None
 
     def _stream(self, h: RemoteHost, s: HostSummary, retained: bool, mono: float) -> bool:
         """Count ``s`` against its publisher's sequence (lost summaries: gaps in it) and note a clash (two

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, NamedTuple, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict, cast
 
 from gpuscope.core.energy import EnergyMeter
 from gpuscope.core.errors import GpuscopeError
@@ -60,7 +60,7 @@ GPM_NVLINK_RX, GPM_NVLINK_TX = 60, 61
 _GPM_METRICS = (GPM_SM_UTIL, GPM_SM_OCC, GPM_TENSOR, GPM_DRAM_BW, GPM_PCIE_TX, GPM_PCIE_RX, GPM_NVLINK_RX,
                 GPM_NVLINK_TX)  # every tick
 # on the health ticks only (every 15 s), over the time since the last one: the graphics engine's activity costs
-# 1.4-1.9 ms of CPU a read on H200 (driver 580), the eight above 0.01 ms together (tools/gpm_costs.py)
+# 1.4-1.9 ms of CPU a read on H200 (driver 580), the eight above 0.01 ms together (tools/nvml_call_costs.py)
 GPM_SLOW = (GPM_GR_ENGINE,)
 _MIB = 1024 * 1024
 GpmKey = Literal["gr_engine_active_pct", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct",
@@ -176,7 +176,8 @@ FI_PCIE_RECOVERY = 169
 FI_PCIE_ERRORS = (175, 176, 177, 178, 179, 180, 183)  # receiver, bad TLP, NAKs sent, bad DLLP, non-fatal, fatal, lane
 FI_NVLINK_DATA_TX, FI_NVLINK_DATA_RX = 138, 139
 # NVLink speed per link, MB/s (10^6 bytes) one direction (``nvidia-smi nvlink -s`` shows it /1000 as GB/s):
-# COMMON (all links), then links 0-5 and 6-11. NOT_SUPPORTED on H200 / driver 580 (docs nvml-facts.md).
+# COMMON (all links), then links 0-5 and 6-11. NOT_SUPPORTED on H200 / driver 580 (docs/real-gpus.md,
+# *Measured NVML facts*).
 FI_NVLINK_SPEED_COMMON = 90
 FI_NVLINK_SPEED_LINKS = (84, 85, 86, 87, 88, 89, 132, 133, 134, 135, 136, 137)
 
@@ -198,8 +199,9 @@ def _field_value(fv: Any) -> float | None:
         return None
     vt = fv.valueType
     v = fv.value
-    return {0: lambda: v.dVal, 1: lambda: v.uiVal, 2: lambda: v.ulVal, 3: lambda: v.ullVal,
-            4: lambda: v.sllVal, 5: lambda: v.siVal}.get(vt, lambda: v.ullVal)()
+    # every member of the value union is a C double or integer, which ctypes hands over as a Python number
+    return cast(float, {0: lambda: v.dVal, 1: lambda: v.uiVal, 2: lambda: v.ulVal, 3: lambda: v.ullVal,
+                        4: lambda: v.sllVal, 5: lambda: v.siVal}.get(vt, lambda: v.ullVal)())
 
 
 def slow_tick_due(now: float, last: float | None, interval: float, util_wanted: bool, util_was_wanted: bool) -> bool:
@@ -461,37 +463,10 @@ class NvmlSource:
         arch = st(lambda: nv.nvmlDeviceGetArchitecture(h))
         ncpu = os.cpu_count() or 64
         masks = st(lambda: nv.nvmlDeviceGetCpuAffinity(h, max(16, math.ceil(ncpu / 64))))  # ≥ 1024 CPUs
-        numa = st(lambda: nv.nvmlDeviceGetNumaNodeId(h))
-        if (numa is None or numa < 0) and self.read_sysfs:
-            numa = _sysfs_numa(bus_id)
-        if numa is None or numa < 0:  # nvidia-smi's "NUMA Affinity": the memory affinity node set
-            nodes = st(lambda: nv.nvmlDeviceGetMemoryAffinity(h, 1, 0))  # 0 = NVML_AFFINITY_SCOPE_NODE
-            if nodes is not None and int(nodes[0]):
-                m = int(nodes[0])
-                numa = (m & -m).bit_length() - 1
+        numa = self._numa_node(h, bus_id)
         gpm = bool(st(lambda: nv.nvmlGpmQueryDeviceSupport(h).isSupportedDevice))
         self._gpm_ok[i] = gpm and self.pcie_mode != "throughput"
-        links, version, remotes = [], None, []
-        switch_links = 0
-        for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
-            try:
-                state = nv.nvmlDeviceGetNvLinkState(h, link)
-            except self._base_error:
-                break
-            if not state:
-                continue
-            links.append(link)
-            if version is None:
-                version = st(lambda link=link: nv.nvmlDeviceGetNvLinkVersion(h, link))
-            kind = st(lambda link=link: nv.nvmlDeviceGetNvLinkRemoteDeviceType(h, link))
-            if kind == 2:
-                switch_links += 1
-            else:
-                rb = st(lambda link=link: _s(nv.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId))
-                if rb:
-                    remotes.append((rb, kind or 0))
-        self._nvlink_links[i] = links
-        self._nvlink_remote[i] = (remotes, switch_links)
+        links, version = self._probe_nvlinks(i, h)
         link_rate = self._nvlink_speed(h, links) if links else None
         return DeviceInfo(
             index=i,
@@ -517,6 +492,50 @@ class NvmlSource:
             memory_info_version=None if mem is None else (2 if self._mem_v2.get(i) else 1),
             mig_instances=self._mig_instances(h),
         )
+
+    def _numa_node(self, h: Any, bus_id: str) -> int | None:
+        """The GPU's NUMA node: NVML's, else sysfs's (a live machine), else the lowest node of NVML's memory
+        affinity (nvidia-smi's "NUMA Affinity"); None or negative when none answers."""
+        nv = self.nvml
+        numa: int | None = self._static(lambda: nv.nvmlDeviceGetNumaNodeId(h))  # an int, or None where NVML fails
+        if (numa is None or numa < 0) and self.read_sysfs:
+            numa = _sysfs_numa(bus_id)
+        if numa is None or numa < 0:  # nvidia-smi's "NUMA Affinity": the memory affinity node set
+            nodes = self._static(lambda: nv.nvmlDeviceGetMemoryAffinity(h, 1, 0))  # 0 = NVML_AFFINITY_SCOPE_NODE
+            if nodes is not None and int(nodes[0]):
+                m = int(nodes[0])
+                numa = (m & -m).bit_length() - 1
+        return numa
+
+    def _probe_nvlinks(self, i: int, h: Any) -> tuple[list[int], int | None]:
+        """GPU ``i``'s active NVLinks and their version; remembers the links and what is at their far ends
+        (the peers' bus ids and kinds, and how many links go to an NVSwitch) for the topology."""
+        nv = self.nvml
+        st = self._static
+        links: list[int] = []
+        version = None
+        remotes: list[tuple[str, int]] = []
+        switch_links = 0
+        for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+            try:
+                state = nv.nvmlDeviceGetNvLinkState(h, link)
+            except self._base_error:
+                break
+            if not state:
+                continue
+            links.append(link)
+            if version is None:
+                version = st(lambda link=link: nv.nvmlDeviceGetNvLinkVersion(h, link))
+            kind = st(lambda link=link: nv.nvmlDeviceGetNvLinkRemoteDeviceType(h, link))
+            if kind == 2:
+                switch_links += 1
+            else:
+                rb = st(lambda link=link: _s(nv.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId))
+                if rb:
+                    remotes.append((rb, kind or 0))
+        self._nvlink_links[i] = links
+        self._nvlink_remote[i] = (remotes, switch_links)
+        return links, version
 
     def _mig_instances(self, h: Any) -> int | None:
         """How many MIG devices GPU ``h`` is split into, or None when MIG mode is off (or not supported).
@@ -625,8 +644,26 @@ class NvmlSource:
     def sample(self) -> Frame:
         """Read every GPU once. Never raises for one GPU's failure."""
         assert self.inventory is not None and self._pool is not None, "open() first"
-        nv = self.nvml
         t0 = self.clock()
+        tick = self._plan_tick(t0)
+        futures = self._submit_concurrent(tick)  # the slow calls run on the pool while the basics are read here
+        readings = self._read_basics(tick)
+        t = self.clock()
+        out = [self._reading(i, basic, futures, tick, t) for i, basic in readings]
+        if tick.slow and self.read_sysfs:
+            self._procs.keep(p.pid for g in out for p in g.processes or ())
+        if self._event_set is not None and self._xid_thread is None:
+            self._poll_xids()
+        self._take_xids()
+        if self._xid_tallies:  # every reading carries its GPU's tally (a lost GPU too: Xid 79 comes with it)
+            out = [replace(r, xids=self._xid_tallies[r.index]) if r.index in self._xid_tallies else r for r in out]
+        events = tuple(self._pending_events)
+        self._pending_events.clear()
+        return Frame(t=(t0 + t) / 2, gpus=tuple(out), events=events)
+
+    def _plan_tick(self, t0: float) -> Tick:
+        """What this tick reads (the slow path, the health counters, per-process utilisation, energy), decided
+        once for every GPU; the last-read times and wants are updated."""
         util_wanted = self._util_wanted_fn is None or self._util_wanted_fn()
         energy_wanted = self._energy_wanted_fn is None or self._energy_wanted_fn()  # once a tick: every GPU alike
         energy_was_wanted, self._energy_was_wanted = self._energy_was_wanted, energy_wanted
@@ -641,7 +678,13 @@ class NvmlSource:
                            or t0 < self._health_last)
         if health:
             self._health_last = t0
-        tick = Tick(slow, health, util_wanted, energy_wanted, energy_was_wanted)
+        return Tick(slow, health, util_wanted, energy_wanted, energy_was_wanted)
+
+    def _submit_concurrent(self, tick: Tick) -> dict[tuple[int, str], Future[Any]]:
+        """Start the slow calls of every GPU still there on the pool: PCIe throughput (where GPM is not), the
+        field values, ECC and the row remapper on a slow tick. Keyed (GPU, what)."""
+        assert self._pool is not None
+        nv = self.nvml
         futures: dict[tuple[int, str], Future[Any]] = {}
         for i, h in enumerate(self._handles):
             if i in self._lost:
@@ -652,14 +695,18 @@ class NvmlSource:
                         futures[(i, key)] = self._pool.submit(self._call_safe, i, key, nv.nvmlDeviceGetPcieThroughput,
                                                               h, counter)
             # health counters and per-link NVLink counters go in separate calls: mixed in one call they
-            # corrupted the heap on H200 / driver 580 (tools/crash_probe3.py)
-            for key, ids in (("fields", self._field_ids(i, slow, health)),
-                             ("nvlink_fields", self._nvlink_field_ids(i) if slow else [])):
+            # corrupted the heap on H200 / driver 580 (tools/crash_probe.py)
+            for key, ids in (("fields", self._field_ids(i, tick.slow, tick.health)),
+                             ("nvlink_fields", self._nvlink_field_ids(i) if tick.slow else [])):
                 if ids:
                     futures[(i, key)] = self._pool.submit(self._call_safe, i, key, nv.nvmlDeviceGetFieldValues, h, ids)
-            if slow:  # ECC and row remapper: five calls a GPU every slow tick (5 s), ~0.003 ms CPU each on H200
+            if tick.slow:  # ECC and row remapper: five calls a GPU every slow tick (5 s), ~0.003 ms CPU each on H200
                 futures[(i, "ecc")] = self._pool.submit(self._ecc_safe, i, h)
-        readings: list[tuple[int, BasicFields | None]] = []  # each GPU's basic fields (None: lost)
+        return futures
+
+    def _read_basics(self, tick: Tick) -> list[tuple[int, BasicFields | None]]:
+        """Each GPU's basic fields, on this thread (None: lost, now or before)."""
+        readings: list[tuple[int, BasicFields | None]] = []
         for i, h in enumerate(self._handles):
             if i in self._lost:
                 readings.append((i, None))
@@ -669,76 +716,87 @@ class NvmlSource:
             except _Lost:
                 self._mark_lost(i)
                 readings.append((i, None))
-        t = self.clock()
-        out = []
-        for i, basic in readings:
-            if basic is None:
-                out.append(GpuReading(index=i, lost=True))
-                continue
-            extra: ReadingFields = {}
-            lost = False
-            for key, name in _PCIE_THROUGHPUT:
-                f = futures.get((i, key))
-                if f is not None:
-                    v = f.result()
-                    if v is _LOST:
-                        lost = True
-                    elif v is not None:
-                        extra[name] = float(v) * 1000.0  # KB/s
-            fv = []
-            for key in ("fields", "nvlink_fields"):
-                fut = futures.get((i, key))
-                got = fut.result() if fut is not None else None
-                if got is _LOST:
-                    lost = True
-                elif got is not None:
-                    fv.extend(got)
-            ecc = futures.get((i, "ecc"))
-            got_ecc = ecc.result() if ecc is not None else None
-            kept = self._slow.setdefault(i, _SlowState()).fields
-            if got_ecc is _LOST:
-                lost = True
-            elif got_ecc is not None:
-                for ek in ECC_KEYS:
-                    if (ev := got_ecc.get(ek)) is not None:
-                        kept[ek] = extra[ek] = ev
+        return readings
+
+    def _reading(self, i: int, basic: BasicFields | None, futures: dict[tuple[int, str], Future[Any]], tick: Tick,
+                 t: float) -> GpuReading:
+        """GPU ``i``'s reading: its basic fields and what the pool's calls and GPM gave (lost if any call found
+        the GPU gone)."""
+        if basic is None:
+            return GpuReading(index=i, lost=True)
+        extra: ReadingFields = {}
+        lost = self._take_throughput(i, futures, extra)
+        fv, fields_lost = self._field_results(i, futures)
+        kept = self._slow.setdefault(i, _SlowState()).fields
+        ecc_lost = self._take_ecc(futures.get((i, "ecc")), kept, extra)
+        lost = lost or fields_lost or ecc_lost
+        if fv:
+            fields = self._fields(i, fv, t)
+            if tick.slow:
+                for sk in (*_SLOW_EVERY, *(HEALTH_KEYS if tick.health else ())):
+                    if (sv := fields.get(sk)) is not None:
+                        kept[sk] = sv
                     else:
-                        kept.pop(ek, None)
-            if fv:
-                fields = self._fields(i, fv, t)
-                if slow:
-                    for sk in (*_SLOW_EVERY, *(HEALTH_KEYS if health else ())):
-                        if (sv := fields.get(sk)) is not None:
-                            kept[sk] = sv
-                        else:
-                            kept.pop(sk, None)
-                extra.update(fields)
-            if not slow:
-                extra.update(kept)
-            else:  # the health counters not read this tick (not due, or the read failed): the last ones read
-                for hk in (*HEALTH_KEYS, *ECC_KEYS):
-                    if hk not in extra and (hv := kept.get(hk)) is not None:
-                        extra[hk] = hv
-            if self._gpm_ok.get(i):
-                try:
-                    extra.update(self._gpm(i, self._handles[i], health))
-                except _Lost:
+                        kept.pop(sk, None)
+            extra.update(fields)
+        if not tick.slow:
+            extra.update(kept)
+        else:  # the health counters not read this tick (not due, or the read failed): the last ones read
+            for hk in (*HEALTH_KEYS, *ECC_KEYS):
+                if hk not in extra and (hv := kept.get(hk)) is not None:
+                    extra[hk] = hv
+        if self._gpm_ok.get(i):
+            try:
+                extra.update(self._gpm(i, self._handles[i], tick.health))
+            except _Lost:
+                lost = True
+        if lost:
+            self._mark_lost(i)
+            return GpuReading(index=i, lost=True)
+        return GpuReading(**basic, **extra)  # one reading, built once from both
+
+    @staticmethod
+    def _take_throughput(i: int, futures: dict[tuple[int, str], Future[Any]], extra: ReadingFields) -> bool:
+        """PCIe throughput (NVML's KB/s → bytes/s) into ``extra``; True when a call found the GPU gone."""
+        lost = False
+        for key, name in _PCIE_THROUGHPUT:
+            f = futures.get((i, key))
+            if f is not None:
+                v = f.result()
+                if v is _LOST:
                     lost = True
-            if lost:
-                self._mark_lost(i)
-                out.append(GpuReading(index=i, lost=True))
-                continue
-            out.append(GpuReading(**basic, **extra))  # one reading, built once from both
-        if slow and self.read_sysfs:
-            self._procs.keep(p.pid for g in out for p in g.processes or ())
-        if self._event_set is not None and self._xid_thread is None:
-            self._poll_xids()
-        self._take_xids()
-        if self._xid_tallies:  # every reading carries its GPU's tally (a lost GPU too: Xid 79 comes with it)
-            out = [replace(r, xids=self._xid_tallies[r.index]) if r.index in self._xid_tallies else r for r in out]
-        events = tuple(self._pending_events)
-        self._pending_events.clear()
-        return Frame(t=(t0 + t) / 2, gpus=tuple(out), events=events)
+                elif v is not None:
+                    extra[name] = float(v) * 1000.0  # KB/s
+        return lost
+
+    @staticmethod
+    def _field_results(i: int, futures: dict[tuple[int, str], Future[Any]]) -> tuple[list[Any], bool]:
+        """The field values both field calls answered, and whether one found the GPU gone."""
+        fv: list[Any] = []
+        lost = False
+        for key in ("fields", "nvlink_fields"):
+            fut = futures.get((i, key))
+            got = fut.result() if fut is not None else None
+            if got is _LOST:
+                lost = True
+            elif got is not None:
+                fv.extend(got)
+        return fv, lost
+
+    @staticmethod
+    def _take_ecc(fut: Future[Any] | None, kept: ReadingFields, extra: ReadingFields) -> bool:
+        """ECC and row-remapper counts into ``extra`` and the kept slow readings (a count not answered is
+        forgotten); True when the call found the GPU gone."""
+        got_ecc = fut.result() if fut is not None else None
+        if got_ecc is _LOST:
+            return True
+        if got_ecc is not None:
+            for ek in ECC_KEYS:
+                if (ev := got_ecc.get(ek)) is not None:
+                    kept[ek] = extra[ek] = ev
+                else:
+                    kept.pop(ek, None)
+        return False
 
     def _ecc_safe(self, i: int, h: Any) -> Any:
         try:
@@ -854,36 +912,11 @@ class NvmlSource:
             graphics = self._call(i, "gprocs", nv.nvmlDeviceGetGraphicsRunningProcesses, h)
         if compute is None and graphics is None:
             return None
-        merged: dict[int, tuple[str, int | None, Any]] = {}
-        for kind, plist in (("C", compute or ()), ("G", graphics or ())):
-            for p in plist:
-                pid = int(p.pid)
-                used = getattr(p, "usedGpuMemory", None)
-                used = int(used) if used is not None else None
-                if pid in merged:  # in both lists: one row, C+G, the larger memory figure
-                    k0, u0, p0 = merged[pid]
-                    merged[pid] = ("C+G" if k0 != kind else k0, u0 if used is None else max(u0 or 0, used), p0)
-                else:
-                    merged[pid] = (kind, used, p)
-        if not util_wanted:  # nothing carried into the next wanted spell, nor NVML's samples from before it
-            self._util_kept.pop(i, None)
-            self._util_seen.pop(i, None)
-            util = None
-        elif util_due or i not in self._util_kept:  # a process without a sample since the last read used 0 %
-            got = self._process_util(i, h) if merged else None
-            util = self._util_kept[i] = None if got is None else {pid: got.get(pid, (0.0, 0.0)) for pid in merged}
-        else:
-            util = self._util_kept[i]
+        merged = _merge_process_lists(compute, graphics)
+        util = self._util_of(i, h, merged, util_due, util_wanted)
         out = []
         for pid, (kind, used, p) in merged.items():
-            if self.read_sysfs:
-                facts = self._procs.facts(pid)
-                user, name, command = facts.user, facts.name, facts.command
-            else:  # the simulated NVML carries its own (simulated) facts
-                user = getattr(p, "user", None) or UNKNOWN_USER
-                name = clean_opt(getattr(p, "name", None), 32)
-                cmd = getattr(p, "cmdline", None)
-                command = clean_opt(cmd and redact_command(cmd), COMMAND_MAX)  # as /proc's: secrets redacted
+            user, name, command = self._process_facts(pid, p)
             sm: float | None = None
             mem: float | None = None
             if util is not None and pid in util:  # else new since the read: no figure yet
@@ -893,6 +926,31 @@ class NvmlSource:
                                    sm_pct=sm, mem_pct=mem, kind=kind,
                                    gpu_instance=int(gi) if gi is not None and 0 <= int(gi) < 0xFFFFFFFF else None))
         return tuple(out)
+
+    def _util_of(self, i: int, h: Any, merged: dict[int, Any], util_due: bool, util_wanted: bool
+                 ) -> dict[int, tuple[float, float]] | None:
+        """Per-process (SM %, memory %) of GPU ``i``'s processes: read when due, else the last read's."""
+        if not util_wanted:  # nothing carried into the next wanted spell, nor NVML's samples from before it
+            self._util_kept.pop(i, None)
+            self._util_seen.pop(i, None)
+            return None
+        if util_due or i not in self._util_kept:  # a process without a sample since the last read used 0 %
+            got = self._process_util(i, h) if merged else None
+            util = self._util_kept[i] = None if got is None else {pid: got.get(pid, (0.0, 0.0)) for pid in merged}
+            return util
+        return self._util_kept[i]
+
+    def _process_facts(self, pid: int, p: Any) -> tuple[str, str | None, str | None]:
+        """(user, name, command) of a process: /proc's on a live machine, the simulated NVML's own otherwise."""
+        if self.read_sysfs:
+            facts = self._procs.facts(pid)
+            return facts.user, facts.name, facts.command
+        # the simulated NVML carries its own (simulated) facts
+        user = getattr(p, "user", None) or UNKNOWN_USER
+        name = clean_opt(getattr(p, "name", None), 32)
+        cmd = getattr(p, "cmdline", None)
+        command = clean_opt(cmd and redact_command(cmd), COMMAND_MAX)  # as /proc's: secrets redacted
+        return user, name, command
 
     def _process_util(self, i: int, h: Any) -> dict[int, tuple[float, float]] | None:
         """Per-pid (SM %, memory %) from ``nvmlDeviceGetProcessUtilization`` since the previous read: the
@@ -981,8 +1039,8 @@ class NvmlSource:
     def _gpm(self, i: int, h: Any, health: bool) -> ReadingFields:
         """GPU ``i``'s GPM metrics since the last tick; on a ``health`` tick (every 15 s) also the graphics
         engine's activity since the last of those (:data:`GPM_SLOW`: that one metric costs 1.4–1.9 ms of CPU a
-        read on H200, the other eight 0.01 ms together, tools/gpm_costs.py), and once at the start over the
-        first tick (so that it shows from the second sample), carried between reads (a failed read on a
+        read on H200, the other eight 0.01 ms together, tools/nvml_call_costs.py), and once at the start over
+        the first tick (so that it shows from the second sample), carried between reads (a failed read on a
         health tick leaves it out until the next)."""
         nv = self.nvml
         if (i, "gpm") in self._unsupported:
@@ -1151,6 +1209,22 @@ class NvmlSource:
 
 
 _LOST = object()
+
+
+def _merge_process_lists(compute: Any, graphics: Any) -> dict[int, tuple[str, int | None, Any]]:
+    """NVML's compute and graphics process lists by pid → (kind C, G or C+G, memory bytes, the first entry)."""
+    merged: dict[int, tuple[str, int | None, Any]] = {}
+    for kind, plist in (("C", compute or ()), ("G", graphics or ())):
+        for p in plist:
+            pid = int(p.pid)
+            used = getattr(p, "usedGpuMemory", None)
+            used = int(used) if used is not None else None
+            if pid in merged:  # in both lists: one row, C+G, the larger memory figure
+                k0, u0, p0 = merged[pid]
+                merged[pid] = ("C+G" if k0 != kind else k0, u0 if used is None else max(u0 or 0, used), p0)
+            else:
+                merged[pid] = (kind, used, p)
+    return merged
 
 
 def _num(v: Any) -> float | None:

@@ -11,308 +11,38 @@ decompresses only the member it needs to seek.
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
-import errno
 import json
 import logging
 import math
 import os
-import queue
-import stat
-import threading
-import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
-from gpuscope import __version__
+from gpuscope.core import recording_format as fmt  # MEMBER_BYTES read when used: tests shrink it
 from gpuscope.core.codec import (
     CodecError,
     frame_from_dict,
-    frame_to_dict,
     inventory_from_dict,
-    inventory_to_dict,
 )
-from gpuscope.core.errors import SHOWN, GpuscopeError
+from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import Event, Frame, Inventory
-from gpuscope.core.redact import redact_argv
+from gpuscope.core.recording_format import FORMAT as FORMAT  # re-exported: the reader's names as before
+from gpuscope.core.recording_format import FORMAT_VERSION as FORMAT_VERSION
+from gpuscope.core.recording_format import MEMBER_BYTES as MEMBER_BYTES
+from gpuscope.core.recording_format import RecordingError as RecordingError
 from gpuscope.core.text import clean, count
 from gpuscope.core.units import duration
 from gpuscope.core.validate import Tally, ValidationError, in_range, loads
-from gpuscope.sources.files import not_a_regular_file, not_writable_as_file, read_error
+from gpuscope.sources.files import not_a_regular_file, read_error
 from gpuscope.sources.recording_scan import Prefetch, events_at, threads_for
 
 if TYPE_CHECKING:  # numpy only where a recording is read: `gpuscope record` and the live screen do not load it
     import numpy as np
 
-FORMAT = "gpuscope-recording"
-FORMAT_VERSION = 1
-MEMBER_BYTES = 256 * 1024
-
 log = logging.getLogger(__name__)
-
-
-class RecordingError(GpuscopeError):
-    """A file that cannot be opened as a recording; the message is one line for the user."""
-
-
-class Recorder:
-    """Appends frames to a recording on its own writer thread (``gpuscope-recorder``).
-
-    :meth:`write` only queues the frame (a bounded queue of ``queue_frames``), so the caller, who holds
-    the session lock the UI also takes, never waits for gzip, ``write`` or ``fsync``. It never raises:
-    on an I/O error (a full disk) the writer stops, keeps what was written readable, and sets
-    :attr:`error`; a frame that finds the queue full (the disk stalls) is not lost silently but counted
-    in :attr:`dropped` and logged. :meth:`close` drains the queue, writes the end line and joins the
-    writer. The header is written before the constructor returns, so an unwritable path fails there
-    (``RecordingError``) or shows in :attr:`error` before any frame.
-    """
-
-    QUEUE_FRAMES = 256  # about 4 minutes at 1 Hz, 25 s at 10 Hz
-
-    def __init__(self, path: str | os.PathLike[str], inventory: Inventory, *, command: list[str] | None = None,
-                 origin: dict[str, Any] | None = None, interval_s: float | None = None, flush_s: float = 1.0,
-                 fsync: bool = True, queue_frames: int = QUEUE_FRAMES, close_timeout_s: float = 10.0,
-                 force: bool = False):
-        self.path = Path(path)
-        self.flush_s = flush_s
-        self.fsync = fsync
-        self.close_timeout_s = close_timeout_s
-        self.error: str | None = None
-        self.frames = 0  # frames written (by the writer thread)
-        self.kept = 0  # frames on the disk for sure: written, flushed and synced; after an error, what the file holds
-        self.dropped = 0  # frames refused because the queue was full
-        self.accepted = 0  # frames queued (written, or to be written, unless an error stops the writer)
-        self.removed = False  # the file was created here, nothing reached it, and it was removed (see _remove_if_empty)
-        self.created = False  # the file did not exist before: gpuscope made it (only such a file is ever removed)
-        self._bytes = 0  # bytes written to the file
-        self._durable_bytes = 0  # the file's length at the last flush that reached the disk
-        self._member_raw = 0
-        self._unflushed = False
-        self._last_flush = time.monotonic()
-        self._t_last: float | None = None
-        self._closing = False
-        self._q: queue.Queue[Frame | None] = queue.Queue(maxsize=max(1, queue_frames))
-        why = not_writable_as_file(self.path)  # even with --force: a FIFO with no reader would block forever
-        if why is not None:
-            raise RecordingError(f"{self.path} {why}; refusing to write there")
-        try:  # never overwrite: an existing file is refused unless force (`--force`)
-            # unbuffered: after a failed write the file can be cut back to its last flush point, with no
-            # buffer left to spill past it on close
-            existed = force and os.path.lexists(self.path)
-            self._f: BinaryIO | None = open(self.path, "wb" if force else "xb", buffering=0)  # noqa: SIM115
-            self.created = not existed
-            st = os.fstat(self._f.fileno())
-            self._identity = (st.st_dev, st.st_ino)  # the file this recorder made: only it is ever removed
-            # fsync is for files: on a device (`-o /dev/null --force`, which not_writable_as_file allows) it
-            # fails with EINVAL and stopped the recording at its first frame
-            self._syncable = stat.S_ISREG(st.st_mode)
-        except FileExistsError:
-            raise RecordingError(f"{self.path} exists; refusing to overwrite it (use --force)") from None
-        except OSError as e:
-            raise RecordingError(f"cannot write {self.path}: {e.strerror or e}") from None
-        header = {
-            "type": "header", "format": FORMAT, "version": FORMAT_VERSION, "gpuscope": __version__,
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": redact_argv(command or []), "simulated": inventory.simulated, "source": inventory.source,
-            "scenario": inventory.scenario, "interval_s": interval_s, "origin": origin or {},
-            "inventory": inventory_to_dict(inventory),
-        }
-        self._z = zlib.compressobj(6, zlib.DEFLATED, 31)
-        self._emit(_dumps(header), force_flush=True, end_member=True)
-        self._thread = threading.Thread(target=self._run, name="gpuscope-recorder", daemon=True)
-        if self._f is not None:
-            self._thread.start()
-
-    @property
-    def closed(self) -> bool:
-        return self._f is None
-
-    def write(self, frame: Frame, *, wait: bool = False) -> None:
-        """Queue one frame (its events travel with it). Never blocks unless ``wait`` (bulk writers such
-        as a benchmark or a converter, where no UI is waiting): a full queue counts the frame in
-        :attr:`dropped` instead."""
-        if self._f is None or self._closing:
-            return
-        try:
-            if wait:
-                self._q.put(frame)
-            else:
-                self._q.put_nowait(frame)
-            self.accepted += 1
-        except queue.Full:
-            self.dropped += 1
-            if self.dropped == 1 or self.dropped % 100 == 0:
-                log.warning("recorder queue full (the disk is slow or stalled): %d frames dropped from %s",
-                            self.dropped, self.path)
-
-    def close(self, wait: bool = True) -> None:
-        """Drain the queue, end the recording cleanly (end line, gzip trailer) and join the writer.
-
-        If the disk does not take the queued frames within ``close_timeout_s``, gives up waiting and
-        sets :attr:`error` (the writer thread is a daemon and cannot hold the process). With
-        ``wait=False`` (a UI stopping a recording) it returns at once and the writer finishes on its
-        own; a later ``close()`` waits for that."""
-        first = not self._closing
-        self._closing = True
-        if not self._thread.is_alive():
-            self._abandon()
-            return
-        deadline = time.monotonic() + self.close_timeout_s
-        if first:
-            try:
-                if wait:
-                    self._q.put(None, timeout=self.close_timeout_s)
-                else:
-                    self._q.put_nowait(None)
-            except queue.Full:
-                pass  # the writer also stops once it has drained the queue and sees _closing
-        if not wait:
-            return
-        self._thread.join(max(0.0, deadline - time.monotonic()))
-        if self._thread.is_alive():
-            self.error = self.error or (f"recording of {self.path} did not finish: the disk did not take the last "
-                                        f"frames within {self.close_timeout_s:g} s")
-            log.error("%s", self.error, extra=SHOWN)
-
-    # ------------------------------------------------------------ writer thread
-    def _run(self) -> None:
-        while True:
-            try:
-                frame = self._q.get(timeout=self.flush_s)
-            except queue.Empty:
-                if self._unflushed:
-                    self._emit(b"", force_flush=True)  # an idle recorder still reaches the disk within flush_s
-                    if not self._unflushed:
-                        self.kept = self.frames
-                if self._f is None:
-                    return
-                if self._closing and self._q.empty():
-                    break  # closed without waiting, and everything queued is written (frames queued between the
-                    # wait above and close() are not: a writer that broke out then lost them all)
-                continue
-            if frame is None or self._f is None:
-                break  # closing, or stopped on an error (the rest is discarded: error says so)
-            try:
-                line = _dumps(frame_to_dict(frame))
-            except Exception as e:  # noqa: BLE001 - a bug must stop the recording visibly, not kill it silently
-                log.exception("cannot encode frame at t=%s", frame.t)
-                self._fail(f"recording stopped: cannot encode a frame ({type(e).__name__}: {e}); frames up to "
-                           "then are kept")
-                return
-            self._t_last = frame.t
-            self._emit(line)
-            if self._f is None:
-                return  # a write error: error is set, the file closed
-            self.frames += 1
-            if not self._unflushed:
-                self.kept = self.frames
-        if self._f is not None:
-            end: dict[str, Any] = {"type": "end", "t": self._t_last, "frames": self.frames}
-            if self.dropped:
-                end["dropped"] = self.dropped
-            self._emit(_dumps(end), end_member=True)
-            if self._f is not None:
-                self.kept = self.frames
-        self._abandon()
-
-    def _emit(self, line: bytes, *, force_flush: bool = False, end_member: bool = False) -> None:
-        if self._f is None:
-            return
-        try:
-            data = self._z.compress(line)
-            self._member_raw += len(line)
-            now = time.monotonic()
-            if end_member or self._member_raw >= MEMBER_BYTES:
-                data += self._z.flush(zlib.Z_FINISH)
-                self._z = zlib.compressobj(6, zlib.DEFLATED, 31)
-                self._member_raw = 0
-                force_flush = True
-            elif force_flush or now - self._last_flush >= self.flush_s:
-                data += self._z.flush(zlib.Z_SYNC_FLUSH)
-                force_flush = True
-            if data:
-                view = memoryview(data)
-                while view:  # an unbuffered write may take part of it
-                    n = self._f.write(view)
-                    if not n:
-                        raise OSError(errno.EIO, "the file took no more bytes")
-                    self._bytes += n
-                    view = view[n:]
-            self._unflushed = not force_flush
-            if force_flush:
-                if self.fsync and self._syncable:
-                    os.fsync(self._f.fileno())
-                self._last_flush = now
-                self._durable_bytes = self._bytes
-        except OSError as e:
-            self._cut_back()
-            if self._remove_if_empty():
-                self._fail(f"recording stopped: {e.strerror or e} while writing {self.path}; nothing was written; "
-                           f"removed the empty {self.path}")
-            else:
-                self._fail(f"recording stopped: {e.strerror or e} while writing {self.path}; {self.kept:,} "
-                           f"frame{'' if self.kept == 1 else 's'} kept")
-
-    def _cut_back(self) -> None:
-        """After a failed write or sync, cut the file back to its last flush point: what follows it may be
-        half a deflate block, and what it holds is then exactly the :attr:`kept` frames."""
-        if self._f is not None and self._bytes != self._durable_bytes:
-            try:
-                os.ftruncate(self._f.fileno(), self._durable_bytes)
-            except OSError as e:
-                log.warning("cannot cut %s back to %d bytes after a write error: %s", self.path,
-                            self._durable_bytes, e.strerror or e)
-
-    def _remove_if_empty(self) -> bool:
-        """After a write error that left the file empty (not even the header reached the disk): remove it,
-        but only if this recorder created it (never a file that was there before, even with ``--force``)
-        and the path still names this very file and it holds 0 bytes. True when it was removed."""
-        if self._f is None or not self.created or self._durable_bytes or self.kept:
-            return False
-        try:
-            if os.fstat(self._f.fileno()).st_size != 0:
-                return False
-        except OSError:
-            return False
-        return self.discard()
-
-    def discard(self) -> bool:
-        """Remove the file this recorder created (``record -- CMD`` whose command never ran; a write error
-        that left it empty): only if it created it (never a file that was there before, even with
-        ``--force``) and the path still names that very file. True when it was removed."""
-        if not self.created or self.removed:
-            return False
-        try:
-            there = os.stat(self.path, follow_symlinks=False)
-            if (there.st_dev, there.st_ino) != self._identity:
-                return False
-            os.unlink(self.path)
-        except OSError as e:
-            log.warning("cannot remove %s: %s", self.path, e.strerror or e)
-            return False
-        self.removed = True
-        return True
-
-    def _fail(self, message: str) -> None:
-        self.error = message
-        log.error("%s", message, extra=SHOWN)  # every front end shows record errors itself
-        self._abandon()
-
-    def _abandon(self) -> None:
-        f, self._f = self._f, None
-        if f is not None:
-            try:
-                f.close()
-            except OSError:
-                pass
-
-
-def _dumps(obj: Any) -> bytes:
-    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
-
 
 MAGIC = b"\x1f\x8b\x08"  # a gzip member (deflate) starts with these bytes: where the reader resynchronises
 MAX_MEMBER_TEXT = 64 * 1024 * 1024  # a member inflating beyond this is refused (the writer's hold ~256 KB)
@@ -375,6 +105,7 @@ class Part:
     change: str
     note: str = ""  # for a part after the first: "a second recording starts at frame N (different machine: …)"
     folded: tuple[_PartMark, ...] = ()  # recordings with no frames, kept with this part (not read)
+    overlaps: bool = False  # the same machine, but its time overlaps the part before's: ``change`` is the whole note
 
     @property
     def stored(self) -> tuple[_PartMark, ...]:
@@ -520,7 +251,7 @@ class Recording:
                         damaged_at=[d for d in self.damaged_at if lo <= d < hi], expected_frames=pt.expected_frames,
                         tally=self.tally, parts=[here],
                         notes=[f"part {number} of {len(self.parts)}: frames {pt.start:,}–{pt.stop - 1:,} of the file"
-                               + (f" ({pt.change})" if pt.change else "")
+                               + (f"; {pt.change}" if pt.overlaps else f" ({pt.change})" if pt.change else "")
                                + (f"; it joins {len(pt.marks)} recordings of this machine (resumed)"
                                   if len(pt.marks) > 1 else "")], _raw=self._raw,
                         _cut=self._cut and nxt is None,
@@ -529,10 +260,11 @@ class Recording:
         rec.problems = _problems(rec)
         return rec
 
-    def parts_line(self) -> str:
-        """Why a reader must pick a part of a mixed file, and how, in one line."""
+    def parts_line(self, option: str = "--part") -> str:
+        """Why a reader must pick a part of a mixed file, and how (with ``option``: ``compare`` has
+        ``--part-a`` and ``--part-b``), in one line."""
         return "; ".join(p.note for p in self.parts[1:]) + (
-            f"; pick one with --part N (1–{len(self.parts)}), or write each to a file of its own with "
+            f"; pick one with {option} N (1–{len(self.parts)}), or write each to a file of its own with "
             f"`gpuscope split {self.path}`")
 
     def raw_line(self, i: int) -> bytes:
@@ -591,7 +323,7 @@ def part_lines(rec: Recording, part: Part) -> Iterator[bytes]:
 
 def write_lines(path: str | os.PathLike[str], lines: Iterator[bytes], compress: bool = True) -> int:
     """Write ``lines`` as a new recording file at ``path`` in the writer's layout (gzip members of about
-    :data:`MEMBER_BYTES` of text, so the file seeks like a recorded one; ``compress=False``: plain JSON
+    :data:`gpuscope.core.recording_format.MEMBER_BYTES` of text, so the file seeks like a recorded one; ``compress=False``: plain JSON
     lines); never overwrites (an existing path is a FileExistsError, any other failure an OSError, and a
     file left half-written is removed). Returns the bytes written."""
     f = open(path, "xb")  # noqa: SIM115 - closed below, and removed when the writing fails
@@ -604,7 +336,7 @@ def write_lines(path: str | os.PathLike[str], lines: Iterator[bytes], compress: 
                 continue
             data = z.compress(ln + b"\n")
             raw += len(ln) + 1
-            if raw >= MEMBER_BYTES or ln.startswith(b'{"type":"header"'):  # a header alone, as the writer has it
+            if raw >= fmt.MEMBER_BYTES or ln.startswith(b'{"type":"header"'):  # a header alone, as the writer has it
                 data += z.flush(zlib.Z_FINISH)
                 z, raw = zlib.compressobj(6, zlib.DEFLATED, 31), 0
             size += f.write(data) or 0
@@ -752,57 +484,80 @@ def read_recording(p: Path, raw: bytes, *, threads: int | None = None, fast: boo
     the calling thread and reads every line one by one (what the fast path must agree with: tests)."""
     import numpy as np  # reading only (the writer, `gpuscope record`, does without)
 
+    plain = _is_plain(p, raw)
+    damage: list[int] = []
+    ix = _Index(p)
+    _walk(ix, raw, plain, damage, threads, fast)
+    header, inv, times = ix.header, ix.inv, ix.times
+    if header is None or inv is None:
+        raise _no_header(p, raw, ix.cut, damage)
+    parts = _parts(ix.parts, times)
+    _expect_frames(ix.parts, times, bool(damage) or ix.cut)
+    rec = Recording(path=p, header=parts[0].header, inventory=parts[0].inventory,
+                    times=np.asarray(times, dtype=np.float64), members=ix.members, events=ix.events,
+                    complete=all(p_.complete for p_ in parts), damaged_at=damage,
+                    expected_frames=_expected_frames(parts), tally=ix.tally, parts=parts,
+                    notes=join_notes(ix.parts, parts, times), _cut=ix.cut, _damaged_lines=ix.damaged_lines,
+                    _bad_headers=ix.bad_headers)
+    rec.problems = _problems(rec)
+    if plain:
+        rec._raw = raw
+    return rec
+
+
+def _is_plain(p: Path, raw: bytes) -> bool:
+    """Whether ``raw`` is an uncompressed recording (JSON lines) rather than gzip members; a
+    :class:`RecordingError` when it can be neither."""
     if not raw:
         raise RecordingError(f"{p}: empty file, not a recording")
     if len(raw) < len(MAGIC) and MAGIC.startswith(raw):
         raise _cut_early(p, raw)  # not even a whole gzip header
-    damage: list[int] = []
     plain = raw[:2] != b"\x1f\x8b"
     if plain and raw[:1] != b"{":  # not an uncompressed recording (e.g. `zcat run.jsonl.gz > run.jsonl`)
         raise RecordingError(f"{p}: not a gpuscope recording (not gzip-compressed JSON lines)")
-    ix = _Index(p)
+    return plain
+
+
+def _walk(ix: _Index, raw: bytes, plain: bool, damage: list[int], threads: int | None, fast: bool) -> None:
+    """Read every member of ``raw`` into ``ix`` (the whole of a ``plain`` file as one), noting in ``damage``
+    where damaged members start; stops where the header's member was damaged."""
     with Prefetch(raw, _inflate, MAGIC, threads_for(len(raw)) if threads is None else threads) as pf:
         decoded = iter([_Decoded(0, len(raw), raw, False)]) if plain else _members(raw, damage, pf if fast else None)
         for dec in decoded:
             if ix.header is None and damage and not dec.text.startswith(b'{"type":"header"'):
                 break  # the header's member was damaged: what follows has no header to be read against
-            first = len(ix.times)
-            ix.at = dec.start
-            if fast and not dec.damaged and not dec.cut:
-                keep = ix.intact(dec.text, events_at(dec.text) if dec.events is None else dec.events)
-            else:
-                keep = ix.salvage(dec)
-            if keep:
-                ix.members.append(_Member(offset=dec.start, end=dec.end, first=first, count=len(keep), keep=keep))
-            ix.cut = ix.cut or dec.cut
-    header, inv, times = ix.header, ix.inv, ix.times
-    if header is None or inv is None:
-        if ix.cut and not damage:
-            raise _cut_early(p, raw)
-        if damage:
-            at, why = damage_at(raw, damage[0])
-            raise RecordingError(f"{p}: damaged at byte {at:,} ({why}) before its first complete second: "
-                                 "nothing to read")
-        raise RecordingError(f"{p}: not a gpuscope recording (no header line)")
-    parts = _parts(ix.parts, len(times))
-    for mark, stop in zip(ix.parts, [m.frame for m in ix.parts[1:]] + [len(times)]):
+            ix.member(dec, fast)
+
+
+def _no_header(p: Path, raw: bytes, cut: bool, damage: list[int]) -> RecordingError:
+    """Why a file yielded no header to read its frames against: cut off, damaged, or not a recording."""
+    if cut and not damage:
+        return _cut_early(p, raw)
+    if damage:
+        at, why = damage_at(raw, damage[0])
+        return RecordingError(f"{p}: damaged at byte {at:,} ({why}) before its first complete second: "
+                              "nothing to read")
+    return RecordingError(f"{p}: not a gpuscope recording (no header line)")
+
+
+def _expect_frames(marks: list[_PartMark], times: list[float], lossy: bool) -> None:
+    """Set each recording's expected frame count: the writer's, else (in a ``lossy`` file: damaged or cut)
+    estimated from its time span and interval."""
+    for mark, stop in zip(marks, [m.frame for m in marks[1:]] + [len(times)]):
         span = times[mark.frame:stop]
         interval = mark.header.get("interval_s")
         mark.expected = mark.end_frames
-        if mark.expected is None and (damage or ix.cut) and len(span) > 1 and interval:
+        if mark.expected is None and lossy and len(span) > 1 and interval:
             mark.expected = int(round((max(span) - min(span)) / interval)) + 1
-    expected = parts[0].expected_frames if len(parts) == 1 else None
-    if len(parts) > 1 and all(p_.expected_frames is not None for p_ in parts):
-        expected = sum(p_.expected_frames or 0 for p_ in parts)
-    rec = Recording(path=p, header=parts[0].header, inventory=parts[0].inventory,
-                    times=np.asarray(times, dtype=np.float64), members=ix.members, events=ix.events,
-                    complete=all(p_.complete for p_ in parts), damaged_at=damage, expected_frames=expected,
-                    tally=ix.tally, parts=parts, notes=join_notes(ix.parts, parts, times), _cut=ix.cut,
-                    _damaged_lines=ix.damaged_lines, _bad_headers=ix.bad_headers)
-    rec.problems = _problems(rec)
-    if plain:
-        rec._raw = raw
-    return rec
+
+
+def _expected_frames(parts: list[Part]) -> int | None:
+    """The frames the file should hold: the one part's count, or the sum where every part's is known."""
+    if len(parts) == 1:
+        return parts[0].expected_frames
+    if all(p_.expected_frames is not None for p_ in parts):
+        return sum(p_.expected_frames or 0 for p_ in parts)
+    return None
 
 
 def _problems(rec: Recording) -> list[str]:
@@ -851,22 +606,26 @@ def inventory_change(a: Inventory, b: Inventory) -> str:
     return ""
 
 
-def _parts(marks: list[_PartMark], n_frames: int) -> list[Part]:
+def _parts(marks: list[_PartMark], times: Sequence[float]) -> list[Part]:
     """The file's parts: runs of recordings on one machine (see :class:`Part`); a recording with no
-    frames is folded into the part before it (the first part when none is)."""
+    frames is folded into the part before it (the first part when none is). A recording of the same
+    machine whose first frame is earlier than the run's latest (two recorders at once, a file joined to
+    itself) starts a part of its own: :func:`overlap_change` says why."""
+    n_frames = len(times)
     stops = [m.frame for m in marks[1:]] + [n_frames]
     live = [m for m, stop in zip(marks, stops) if stop > m.frame] or marks[:1]
     parts: list[Part] = []
     run: list[_PartMark] = []
-    change = ""
+    change, overlaps = "", False
     for k, mark in enumerate(live):
         why = inventory_change(run[0].inventory, mark.inventory) if run else ""
-        if run and why:
-            parts.append(Part(len(parts) + 1, run[0].frame, mark.frame, tuple(run), change))
-            run, change = [], why
+        back = "" if why or not run else overlap_change(times, run[0].frame, mark, len(parts) + 1)
+        if run and (why or back):
+            parts.append(Part(len(parts) + 1, run[0].frame, mark.frame, tuple(run), change, overlaps=overlaps))
+            run, change, overlaps = [], why or back, bool(back)
         run.append(mark)
         if k == len(live) - 1:
-            parts.append(Part(len(parts) + 1, run[0].frame, n_frames, tuple(run), change))
+            parts.append(Part(len(parts) + 1, run[0].frame, n_frames, tuple(run), change, overlaps=overlaps))
     folded: list[list[_PartMark]] = [[] for _ in parts]
     at = 0
     for mark in marks:
@@ -875,6 +634,23 @@ def _parts(marks: list[_PartMark], n_frames: int) -> list[Part]:
         else:
             folded[at].append(mark)
     return [replace(p, folded=tuple(f)) for p, f in zip(parts, folded)]
+
+
+def overlap_change(times: Sequence[float], start: int, mark: _PartMark, number: int) -> str:
+    """Why the recording ``mark`` cannot join part ``number`` (its frames ``start`` … before ``mark``'s first)
+    although it is the same machine with the same GPUs: time goes back at the boundary, so the two overlap
+    (two recorders at once, a file joined to itself) and a reader that joined them would count the same
+    moments twice. The whole note: ``part 2 overlaps part 1 in time (a second recording starts at frame 30,
+    29s before part 1's last frame; same machine and GPUs): kept apart``; ``""`` when time goes on."""
+    frame = mark.frame
+    if not start < frame < len(times):
+        return ""
+    back = float(max(times[start:frame])) - float(times[frame])
+    if not back > 0:
+        return ""
+    ago = duration(back) if back >= 1 else f"{back:.1f}s"
+    return (f"part {number + 1} overlaps part {number} in time ({_ordinal(mark.seq)} starts at frame {frame:,}, "
+            f"{ago} before part {number}'s last frame; same machine and GPUs): kept apart")
 
 
 def join_notes(marks: list[_PartMark], parts: list[Part], times: list[float]) -> list[str]:
@@ -892,6 +668,10 @@ def join_notes(marks: list[_PartMark], parts: list[Part], times: list[float]) ->
                        f"({how}{'' if mark.complete else '; it did not close cleanly'}): skipped")
             continue
         if part.number == 1 and part.marks[0] is mark:  # the file's first recording that holds frames
+            continue
+        if part.overlaps and part.marks[0] is mark:
+            out.append(part.change)
+            parts[part.number - 1] = replace(part, note=out[-1])
             continue
         if part.marks[0] is mark:
             how = part.change
@@ -961,6 +741,19 @@ class _Index:
         self.parts: list[_PartMark] = []  # one per header line: where each joined recording starts
         self.bad_headers: list[str] = []  # a later header line that could not be read: why
         self.at = 0  # where the member being read starts
+
+    def member(self, dec: _Decoded, fast: bool) -> None:
+        """Read one member: an intact one fast (unless ``fast`` is off), any other line by line; the frames it
+        keeps become a :class:`_Member`."""
+        first = len(self.times)
+        self.at = dec.start
+        if fast and not dec.damaged and not dec.cut:
+            keep = self.intact(dec.text, events_at(dec.text) if dec.events is None else dec.events)
+        else:
+            keep = self.salvage(dec)
+        if keep:
+            self.members.append(_Member(offset=dec.start, end=dec.end, first=first, count=len(keep), keep=keep))
+        self.cut = self.cut or dec.cut
 
     def salvage(self, dec: _Decoded) -> list[int]:
         """Read a member line by line (one that is damaged or cut, or any with ``fast=False``); the
@@ -1121,3 +914,41 @@ def _header(p: Path, line: bytes) -> dict[str, Any]:
     if not isinstance(h.get("origin", {}), dict) or not isinstance(h.get("command", []), list):
         raise RecordingError(f"{p}: the header's origin/command fields are damaged")
     return h
+def open_or_fail(path: Any, part: int | None = None, *, mixed: bool = False, option: str = "--part") -> Any:
+    """Open a recording for a command; a bad or empty file is a one-line GpuscopeError (RecordingError).
+
+    ``part``: only that part of a file joining recordings of different machines (or overlapping in time).
+    Without it such a file is refused ("a second recording starts at frame N (different machine: …); pick one
+    with --part N …", ``option`` naming the command's own flag), unless ``mixed`` (a caller that reads each part
+    apart itself): statistics never mix two inventories, nor count the same moments twice."""
+    rec = open_recording(path)
+    if part is not None:
+        rec = rec.part(part)
+    elif rec.mixed and not mixed:
+        raise GpuscopeError(clean(f"{path}: {rec.parts_line(option)}", 600))
+    if rec.n_frames == 0:
+        raise GpuscopeError(clean(f"{path}: the recording holds no frames" + (f" ({'; '.join(rec.problems)})"
+                                                                           if rec.problems else ""), 400))
+    first_error = readable_sample(rec)
+    if first_error is not None:  # every frame tried is damaged: not "0 frames" and exit 0, nor an empty replay
+        raise GpuscopeError(clean(f"{path}: no frame can be read ({rec.n_frames:,} in the file; {first_error})", 400))
+    return rec
+
+
+
+def readable_sample(rec: Any, tries: int = 9) -> str | None:
+    """None when at least one of ``tries`` frames spread over the recording (first, last and between)
+    decodes; else the first one's error. A recording whose frames are all damaged is then one error, while
+    one with some damaged frames still opens (and lists them as problems)."""
+    n = rec.n_frames
+    picks = sorted({round(k * (n - 1) / max(1, tries - 1)) for k in range(tries)}) if n else []
+    first: str | None = None
+    for i in picks:
+        try:
+            rec.frame(i)
+            return None
+        except RecordingError as e:
+            first = first or str(e).split(": ", 1)[-1]
+    return first
+
+

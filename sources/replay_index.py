@@ -240,8 +240,8 @@ class HistoryIndex:
         return True
 
 
-def _typed(typecode: str, values: np.ndarray) -> array:
+def _typed(typecode: str, values: np.ndarray) -> array[float]:
     """``values`` as a stdlib ``array`` of ``typecode`` ('d': float64, 'f': float32), copied as raw bytes."""
-    out = array(typecode)
+    out: array[float] = array(typecode)  # typecode 'd' or 'f'
     out.frombytes(np.ascontiguousarray(values, dtype=np.float64 if typecode == "d" else np.float32).tobytes())
     return out

@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from gpuscope.core import catalogue
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.text import clean
 from gpuscope.core.vocab import CLOCK_EVENT_NAMES
@@ -65,34 +66,30 @@ GPU_FIELDS: dict[str, tuple[Any, Any]] = {
     "xid_events": (bool, True),
     "mig_instances": (int, None),
 }
-PHASE_FIELDS: dict[str, tuple[Any, Any]] = {
+# A phase's own fields, around its readings: the readings are the catalogue's metrics with a phase key
+# (core/catalogue.py ``Metric.phase``), read at use time by :func:`phase_fields`.
+PHASE_HEAD: dict[str, tuple[Any, Any]] = {
     "name": (str, "phase"),
     "duration_s": (float, None),
     "gpus": (list, None),
-    "util_gpu_pct": ("pct", 0.0),
-    "util_mem_pct": ("pct", 0.0),
-    "power_w": (float, None),
-    "sm_clock_mhz": (int, None),
-    "mem_clock_mhz": (int, None),
-    "temp_gpu_c": (float, 35.0),
-    "temp_mem_c": (float, None),
-    "fan_pct": ("pct", 30.0),
-    "mem_used_gib": (float, 0.5),
-    "pcie_tx_gb_per_s": (float, 0.0),
-    "pcie_rx_gb_per_s": (float, 0.0),
-    "nvlink_tx_gb_per_s": (float, 0.0),
-    "nvlink_rx_gb_per_s": (float, 0.0),
-    "sm_active_pct": ("pct", None),
-    "sm_occupancy_pct": ("pct", None),
-    "tensor_active_pct": ("pct", None),
-    "dram_bw_util_pct": ("pct", None),
-    "pstate": (int, None),
+}
+PHASE_TAIL: dict[str, tuple[Any, Any]] = {
     "clock_events": (list, None),
     "load": (bool, None),
     "processes": (int, None),
     "noise": (float, None),
     "overrides": (list, None),
 }
+PHASE_KIND = {"pct": "pct", "number": float, "integer": int}  # a catalogue PhaseKey's kind → this module's
+PHASE_ONLY = ("name", "duration_s", "gpus", "overrides")  # fields of a phase that are not per-GPU values
+
+
+def phase_fields() -> dict[str, tuple[Any, Any]]:
+    """Every field a ``[[phases]]`` entry may set → (type, default): its name, duration and GPUs, the readings
+    the catalogue gives phase keys (in catalogue order), then clock events, load, processes, noise and overrides."""
+    readings = {m.phase.name: (PHASE_KIND[m.phase.kind], m.phase.default)
+                for m in catalogue.metrics("gpu") if m.phase is not None}
+    return {**PHASE_HEAD, **readings, **PHASE_TAIL}
 EVENT_KINDS = ("gpu_lost", "pcie_errors", "xid", "ecc", "row_remap")
 EVENT_FIELDS: dict[str, tuple[Any, Any]] = {
     "at_s": (float, None),
@@ -344,132 +341,198 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
     for k in data:
         if k not in TOP_FIELDS:
             raise _err(src, k, "unknown field")
-    raw_gpus = data.get("gpus")
-    if not isinstance(raw_gpus, list) or not raw_gpus:
+    gpus = _gpus(src, data.get("gpus"))
+    n = len(gpus)
+    nvswitch, pairs = _topology(src, data.get("topology", {}), n)
+    noise = data.get("noise", 0.03)
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0 <= noise <= 1:
+        raise _err(src, "noise", "expected a number 0-1")
+    phases, idle = _phases(src, data.get("phases", []), n)
+    events = _events(src, data.get("events", []), n)
+    processes = _processes(src, data.get("processes", []), n)
+    servers = _servers(src, data.get("servers", []), n, len(phases), processes)
+    _check_top_values(src, data)
+    return Scenario(
+        # words a scenario file gives reach headers and terminals: one printable line each, no escapes
+        name=clean(data.get("name", Path(src).stem), 80), description=clean(data.get("description", ""), 500),
+        host=clean(data.get("host", "simulated"), 80), driver_version=clean(data.get("driver_version", "550.54.15"), 40),
+        cuda_driver_version=data.get("cuda_driver_version", 12040), cpu_count=data.get("cpu_count", 64),
+        loop=data.get("loop", True), seed=data.get("seed", 1), noise=float(noise), gpus=gpus, pairs=pairs,
+        nvswitch_links=nvswitch, phases=phases, events=events, source=src, idle=idle,
+        processes=processes, servers=servers,
+    )
+
+
+def _check_top_values(src: str, data: dict[str, Any]) -> None:
+    """The top-level words, numbers and the loop flag (their defaults are filled by :func:`parse`)."""
+    for k, kind in (("name", str), ("description", str), ("host", str), ("driver_version", str)):
+        if k in data and not isinstance(data[k], kind):
+            raise _err(src, k, "expected a string")
+    for k in ("cuda_driver_version", "cpu_count", "seed"):
+        if k in data and (isinstance(data[k], bool) or not isinstance(data[k], int) or data[k] < 0):
+            raise _err(src, k, "expected a non-negative integer")
+    if "loop" in data and not isinstance(data["loop"], bool):
+        raise _err(src, "loop", "expected true or false")
+
+
+def _gpus(src: str, raw: Any) -> tuple[GpuSpec, ...]:
+    """``[[gpus]]``: each entry is ``count`` GPUs alike (1-64), numbered in file order."""
+    if not isinstance(raw, list) or not raw:
         raise _err(src, "gpus", "expected at least one [[gpus]] entry")
     gpus: list[GpuSpec] = []
-    for gi, g in enumerate(raw_gpus):
-        gd = _table(src, f"gpus[{gi}]", g, GPU_FIELDS)
-        n = gd["count"]
-        if not 1 <= n <= 64:
-            raise _err(src, f"gpus[{gi}].count", "expected 1-64")
-        numa = gd["numa_nodes"]
-        aff = gd["cpu_affinity"]
-        if numa is not None and len(numa) != n:
-            raise _err(src, f"gpus[{gi}].numa_nodes", f"expected {n} entries, one per GPU")
-        if aff is not None and len(aff) != n:
-            raise _err(src, f"gpus[{gi}].cpu_affinity", f"expected {n} entries, one per GPU")
-        speed = gd["nvlink_speed_mbps"]
-        if speed is not None and not 0 <= speed <= 1_000_000:
-            raise _err(src, f"gpus[{gi}].nvlink_speed_mbps", "expected 0 (not supported) or MB/s per link up to 1000000")
-        if gd["mig_instances"] is not None and not 0 <= gd["mig_instances"] <= 7:
-            raise _err(src, f"gpus[{gi}].mig_instances", "expected 0-7 (MIG devices on one GPU)")
-        reserved_mib = gd["memory_reserved_mib"]
-        if reserved_mib is None:  # about what drivers reserve: 615 MiB of an H200's 141 GiB (docs nvml-facts.md)
-            reserved_mib = round(gd["memory_gib"] * 4.3)
-        if reserved_mib > gd["memory_gib"] * 1024 / 2:
-            raise _err(src, f"gpus[{gi}].memory_reserved_mib", "expected at most half the memory")
-        reserved = int(reserved_mib * 2**20)
-        for j in range(n):
-            gen_max = gd["pcie_gen_gpu_max"]
-            sys_max = gd["pcie_gen_sys_max"] or gen_max
-            best = min(gen_max, sys_max)
-            gpus.append(GpuSpec(
-                index=len(gpus), name=gd["name"], architecture=gd["architecture"],
-                memory_bytes=int(gd["memory_gib"] * 2**30), sm_clock_max_mhz=gd["sm_clock_max_mhz"],
-                mem_clock_max_mhz=gd["mem_clock_max_mhz"],
-                graphics_clock_max_mhz=gd["graphics_clock_max_mhz"] or gd["sm_clock_max_mhz"],
-                power_limit_w=gd["power_limit_w"], pcie_gen_gpu_max=gen_max, pcie_gen_sys_max=sys_max,
-                pcie_width_max=gd["pcie_width_max"],
-                pcie_gen_idle=gd["pcie_gen_idle"] or best, pcie_gen_load=gd["pcie_gen_load"] or best,
-                pcie_width_idle=gd["pcie_width_idle"] or gd["pcie_width_max"],
-                pcie_width_load=gd["pcie_width_load"] or gd["pcie_width_max"],
-                numa_node=int(numa[j]) if numa is not None else None,
-                cpu_affinity=str(aff[j]) if aff is not None else None,
-                gpm=gd["gpm"], nvlink_version=gd["nvlink_version"], fan=gd["fan"], memory_temp=gd["memory_temp"],
-                pcie_counters=gd["pcie_counters"], nvlink_speed_mbps=speed,
-                process_list=gd["process_list"], process_util=gd["process_util"],
-                memory_info_v2=gd["memory_info_v2"], memory_reserved_bytes=reserved, ecc=gd["ecc"],
-                row_remapping=gd["row_remapping"], xid_events=gd["xid_events"], mig_instances=gd["mig_instances"],
-            ))
-    n = len(gpus)
-    topo = data.get("topology", {})
+    for gi, g in enumerate(raw):
+        gd = _gpu_entry(src, f"gpus[{gi}]", g)
+        gpus += [_gpu_spec(gd, len(gpus) + j, j) for j in range(gd["count"])]
+    return tuple(gpus)
+
+
+def _gpu_entry(src: str, path: str, g: Any) -> dict[str, Any]:
+    """One ``[[gpus]]`` entry's fields, checked, with ``memory_reserved_bytes`` worked out."""
+    gd = _table(src, path, g, GPU_FIELDS)
+    n = gd["count"]
+    if not 1 <= n <= 64:
+        raise _err(src, f"{path}.count", "expected 1-64")
+    for k in ("numa_nodes", "cpu_affinity"):
+        if gd[k] is not None and len(gd[k]) != n:
+            raise _err(src, f"{path}.{k}", f"expected {n} entries, one per GPU")
+    speed = gd["nvlink_speed_mbps"]
+    if speed is not None and not 0 <= speed <= 1_000_000:
+        raise _err(src, f"{path}.nvlink_speed_mbps", "expected 0 (not supported) or MB/s per link up to 1000000")
+    if gd["mig_instances"] is not None and not 0 <= gd["mig_instances"] <= 7:
+        raise _err(src, f"{path}.mig_instances", "expected 0-7 (MIG devices on one GPU)")
+    reserved_mib = gd["memory_reserved_mib"]
+    if reserved_mib is None:
+        # about what drivers reserve: 615 MiB of an H200's 141 GiB (docs/real-gpus.md, *Measured NVML facts*)
+        reserved_mib = round(gd["memory_gib"] * 4.3)
+    if reserved_mib > gd["memory_gib"] * 1024 / 2:
+        raise _err(src, f"{path}.memory_reserved_mib", "expected at most half the memory")
+    gd["memory_reserved_bytes"] = int(reserved_mib * 2**20)
+    return gd
+
+
+def _gpu_spec(gd: dict[str, Any], index: int, j: int) -> GpuSpec:
+    """GPU ``index`` of the scenario, the ``j``-th of its ``[[gpus]]`` entry ``gd`` (checked)."""
+    numa, aff = gd["numa_nodes"], gd["cpu_affinity"]
+    gen_max = gd["pcie_gen_gpu_max"]
+    sys_max = gd["pcie_gen_sys_max"] or gen_max
+    best = min(gen_max, sys_max)
+    return GpuSpec(
+        index=index, name=gd["name"], architecture=gd["architecture"],
+        memory_bytes=int(gd["memory_gib"] * 2**30), sm_clock_max_mhz=gd["sm_clock_max_mhz"],
+        mem_clock_max_mhz=gd["mem_clock_max_mhz"],
+        graphics_clock_max_mhz=gd["graphics_clock_max_mhz"] or gd["sm_clock_max_mhz"],
+        power_limit_w=gd["power_limit_w"], pcie_gen_gpu_max=gen_max, pcie_gen_sys_max=sys_max,
+        pcie_width_max=gd["pcie_width_max"],
+        pcie_gen_idle=gd["pcie_gen_idle"] or best, pcie_gen_load=gd["pcie_gen_load"] or best,
+        pcie_width_idle=gd["pcie_width_idle"] or gd["pcie_width_max"],
+        pcie_width_load=gd["pcie_width_load"] or gd["pcie_width_max"],
+        numa_node=int(numa[j]) if numa is not None else None,
+        cpu_affinity=str(aff[j]) if aff is not None else None,
+        gpm=gd["gpm"], nvlink_version=gd["nvlink_version"], fan=gd["fan"], memory_temp=gd["memory_temp"],
+        pcie_counters=gd["pcie_counters"], nvlink_speed_mbps=gd["nvlink_speed_mbps"],
+        process_list=gd["process_list"], process_util=gd["process_util"],
+        memory_info_v2=gd["memory_info_v2"], memory_reserved_bytes=gd["memory_reserved_bytes"], ecc=gd["ecc"],
+        row_remapping=gd["row_remapping"], xid_events=gd["xid_events"], mig_instances=gd["mig_instances"],
+    )
+
+
+def _links(src: str, path: str, v: Any) -> int:
+    """An NVLink count 0-36 (NVML's most per GPU)."""
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 36:
+        raise _err(src, path, "expected an integer 0-36")
+    return v
+
+
+def _pcie_path(src: str, path: str, v: Any) -> str:
+    if v not in PATHS:
+        raise _err(src, path, f"expected one of {', '.join(PATHS)}")
+    return str(v)
+
+
+def _topology(src: str, topo: Any, n: int) -> tuple[int, dict[tuple[int, int], tuple[str, int]]]:
+    """``[topology]``: (NVSwitch links per GPU, {(a, b): (PCIe path, direct NVLinks)} for every pair a < b)."""
     if not isinstance(topo, dict):
         raise _err(src, "topology", "expected a table")
     for k in topo:
         if k not in TOPO_FIELDS:
             raise _err(src, f"topology.{k}", "unknown field")
-    default_path = topo.get("default_path", "PHB")
-    if default_path not in PATHS:
-        raise _err(src, "topology.default_path", f"expected one of {', '.join(PATHS)}")
-    nvswitch = topo.get("nvswitch_links", 0)
-    if isinstance(nvswitch, bool) or not isinstance(nvswitch, int) or not 0 <= nvswitch <= 36:
-        raise _err(src, "topology.nvswitch_links", "expected an integer 0-36")
+    default_path = _pcie_path(src, "topology.default_path", topo.get("default_path", "PHB"))
+    nvswitch = _links(src, "topology.nvswitch_links", topo.get("nvswitch_links", 0))
     pairs = {(a, b): (default_path, 0) for a in range(n) for b in range(a + 1, n)}
     raw_pairs = topo.get("pairs", [])
     if not isinstance(raw_pairs, list):
         raise _err(src, "topology.pairs", "expected a list")
     for pi, p in enumerate(raw_pairs):
-        path = f"topology.pairs[{pi}]"
-        if not isinstance(p, dict):
-            raise _err(src, path, "expected a table")
-        for k in p:
-            if k not in PAIR_FIELDS:
-                raise _err(src, f"{path}.{k}", "unknown field")
-        a, b = p.get("a"), p.get("b")
-        for name, v in (("a", a), ("b", b)):
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n:
-                raise _err(src, f"{path}.{name}", f"expected a GPU index 0-{n - 1}")
-        assert isinstance(a, int) and isinstance(b, int)  # checked just above
-        if a == b:
-            raise _err(src, f"{path}.b", "must differ from a")
-        pp = p.get("path", default_path)
-        if pp not in PATHS:
-            raise _err(src, f"{path}.path", f"expected one of {', '.join(PATHS)}")
-        nl = p.get("nvlinks", 0)
-        if isinstance(nl, bool) or not isinstance(nl, int) or not 0 <= nl <= 36:
-            raise _err(src, f"{path}.nvlinks", "expected an integer 0-36")
-        pairs[(min(a, b), max(a, b))] = (pp, nl)
+        a, b, pair = _pair(src, f"topology.pairs[{pi}]", p, n, default_path)
+        pairs[(min(a, b), max(a, b))] = pair
     for g in range(n):
         used = sum(nl for (a, b), (_p, nl) in pairs.items() if g in (a, b)) + nvswitch
         if used > 36:
             raise _err(src, "topology", f"GPU{g} would have {used} NVLinks (NVML allows 36)")
-    noise = data.get("noise", 0.03)
-    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0 <= noise <= 1:
-        raise _err(src, "noise", "expected a number 0-1")
-    phases = []
-    raw_phases = data.get("phases", [])
-    if not isinstance(raw_phases, list):
+    return nvswitch, pairs
+
+
+def _pair(src: str, path: str, p: Any, n: int, default_path: str) -> tuple[int, int, tuple[str, int]]:
+    """One ``topology.pairs`` entry: (a, b, (PCIe path, direct NVLinks))."""
+    if not isinstance(p, dict):
+        raise _err(src, path, "expected a table")
+    for k in p:
+        if k not in PAIR_FIELDS:
+            raise _err(src, f"{path}.{k}", "unknown field")
+    a, b = p.get("a"), p.get("b")
+    for name, v in (("a", a), ("b", b)):
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n:
+            raise _err(src, f"{path}.{name}", f"expected a GPU index 0-{n - 1}")
+    assert isinstance(a, int) and isinstance(b, int)  # checked just above
+    if a == b:
+        raise _err(src, f"{path}.b", "must differ from a")
+    pp = _pcie_path(src, f"{path}.path", p.get("path", default_path))
+    return a, b, (pp, _links(src, f"{path}.nvlinks", p.get("nvlinks", 0)))
+
+
+def _phases(src: str, raw: Any, n: int) -> tuple[tuple[Phase, ...], dict[str, Any]]:
+    """``[[phases]]`` and the idle values (every field's default: what a GPU outside a phase's ``gpus`` reads)."""
+    if not isinstance(raw, list):
         raise _err(src, "phases", "expected a list of [[phases]]")
-    idle = _table(src, "idle", {}, PHASE_FIELDS)
-    for pi, p in enumerate(raw_phases):
-        path = f"phases[{pi}]"
-        pd = _table(src, path, p, PHASE_FIELDS)
-        if pd["duration_s"] is None or pd["duration_s"] <= 0:
-            raise _err(src, f"{path}.duration_s", "expected a positive number of seconds")
-        gsel = _gpu_list(src, f"{path}.gpus", pd["gpus"], n)
-        _check_events(src, f"{path}.clock_events", pd["clock_events"])
-        overrides = []
-        for oi, o in enumerate(pd["overrides"] or []):
-            opath = f"{path}.overrides[{oi}]"
-            if not isinstance(o, dict) or "gpus" not in o:
-                raise _err(src, opath, "expected a table with gpus = [...]")
-            od = {k: v for k, v in _table(src, opath, o, PHASE_FIELDS).items() if k in o and k != "gpus"}
-            for bad in ("duration_s", "overrides", "name"):
-                if bad in od:
-                    raise _err(src, f"{opath}.{bad}", "not allowed in an override")
-            _check_events(src, f"{opath}.clock_events", od.get("clock_events"))
-            ogpus = _gpu_list(src, f"{opath}.gpus", o["gpus"], n)
-            assert ogpus is not None  # "gpus" is in o, and parsed TOML has no null
-            overrides.append((ogpus, od))
-        values = {k: v for k, v in pd.items() if k not in ("name", "duration_s", "gpus", "overrides")}
-        phases.append(Phase(name=pd["name"], duration_s=pd["duration_s"], values=values,
-                            gpus=gsel, overrides=tuple(overrides)))
-    events = []
-    raw_events = data.get("events", [])
-    if not isinstance(raw_events, list):
+    fields = phase_fields()
+    idle = _table(src, "idle", {}, fields)
+    phases = tuple(_phase(src, f"phases[{pi}]", p, n, fields) for pi, p in enumerate(raw))
+    return phases, {k: v for k, v in idle.items() if k not in PHASE_ONLY}
+
+
+def _phase(src: str, path: str, p: Any, n: int, fields: dict[str, tuple[Any, Any]]) -> Phase:
+    pd = _table(src, path, p, fields)
+    if pd["duration_s"] is None or pd["duration_s"] <= 0:
+        raise _err(src, f"{path}.duration_s", "expected a positive number of seconds")
+    gsel = _gpu_list(src, f"{path}.gpus", pd["gpus"], n)
+    _check_events(src, f"{path}.clock_events", pd["clock_events"])
+    overrides = tuple(_override(src, f"{path}.overrides[{oi}]", o, n, fields)
+                      for oi, o in enumerate(pd["overrides"] or []))
+    values = {k: v for k, v in pd.items() if k not in PHASE_ONLY}
+    return Phase(name=pd["name"], duration_s=pd["duration_s"], values=values, gpus=gsel, overrides=overrides)
+
+
+def _override(src: str, path: str, o: Any, n: int, fields: dict[str, tuple[Any, Any]]
+              ) -> tuple[tuple[int, ...], dict[str, Any]]:
+    """One entry of a phase's ``overrides``: (its GPUs, the values it sets)."""
+    if not isinstance(o, dict) or "gpus" not in o:
+        raise _err(src, path, "expected a table with gpus = [...]")
+    od = {k: v for k, v in _table(src, path, o, fields).items() if k in o and k != "gpus"}
+    for bad in ("duration_s", "overrides", "name"):
+        if bad in od:
+            raise _err(src, f"{path}.{bad}", "not allowed in an override")
+    _check_events(src, f"{path}.clock_events", od.get("clock_events"))
+    ogpus = _gpu_list(src, f"{path}.gpus", o["gpus"], n)
+    assert ogpus is not None  # "gpus" is in o, and parsed TOML has no null
+    return ogpus, od
+
+
+def _events(src: str, raw: Any, n: int) -> tuple[SimEvent, ...]:
+    """``[[events]]``: faults at a time on one GPU (``kind``: one of :data:`EVENT_KINDS`)."""
+    if not isinstance(raw, list):
         raise _err(src, "events", "expected a list of [[events]]")
-    for ei, e in enumerate(raw_events):
+    events = []
+    for ei, e in enumerate(raw):
         path = f"events[{ei}]"
         ed = _table(src, path, e, EVENT_FIELDS)
         if ed["at_s"] is None:
@@ -484,26 +547,7 @@ def parse(data: dict[str, Any], src: str = "<scenario>") -> Scenario:
             if ed[k] >= 2**31:
                 raise _err(src, f"{path}.{k}", "expected at most 2147483647")
         events.append(SimEvent(**ed))
-    values_idle = {k: v for k, v in idle.items() if k not in ("name", "duration_s", "gpus", "overrides")}
-    processes = _processes(src, data.get("processes", []), n)
-    servers = _servers(src, data.get("servers", []), n, len(phases), processes)
-    for k, kind in (("name", str), ("description", str), ("host", str), ("driver_version", str)):
-        if k in data and not isinstance(data[k], kind):
-            raise _err(src, k, "expected a string")
-    for k in ("cuda_driver_version", "cpu_count", "seed"):
-        if k in data and (isinstance(data[k], bool) or not isinstance(data[k], int) or data[k] < 0):
-            raise _err(src, k, "expected a non-negative integer")
-    if "loop" in data and not isinstance(data["loop"], bool):
-        raise _err(src, "loop", "expected true or false")
-    return Scenario(
-        # words a scenario file gives reach headers and terminals: one printable line each, no escapes
-        name=clean(data.get("name", Path(src).stem), 80), description=clean(data.get("description", ""), 500),
-        host=clean(data.get("host", "simulated"), 80), driver_version=clean(data.get("driver_version", "550.54.15"), 40),
-        cuda_driver_version=data.get("cuda_driver_version", 12040), cpu_count=data.get("cpu_count", 64),
-        loop=data.get("loop", True), seed=data.get("seed", 1), noise=float(noise), gpus=tuple(gpus), pairs=pairs,
-        nvswitch_links=nvswitch, phases=tuple(phases), events=tuple(events), source=src, idle=values_idle,
-        processes=processes, servers=servers,
-    )
+    return tuple(events)
 
 
 def _servers(src: str, raw: Any, n: int, n_phases: int, processes: tuple[SimProcess, ...]) -> tuple[SimServer, ...]:
@@ -534,23 +578,35 @@ def _servers(src: str, raw: Any, n: int, n_phases: int, processes: tuple[SimProc
         for name in ("tp", "pp"):
             if d[name] is not None and not 1 <= d[name] <= 4096:
                 raise _err(src, f"{path}.{name}", "expected a size 1-4096")
-        pids = d["pids"]
-        if pids is None:
-            pids = sorted({p.pid for p in processes if p.gpu in gpus})
-            if not pids:
-                raise _err(src, f"{path}.pids", "no simulated process on its GPUs: list them in [[processes]] "
-                           "or give pids = [...]")
-        elif not pids:
-            raise _err(src, f"{path}.pids", "expected at least one process id")
-        elif not all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x < MAX_PID for x in pids):
-            raise _err(src, f"{path}.pids", f"expected a list of process ids 1-{MAX_PID - 1}")
-        tok = d["tok_s"] if d["tok_s"] is not None else [0.0] * n_phases
-        if len(tok) != n_phases or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                           and math.isfinite(x) and 0 <= x <= 1e7 for x in tok):
-            raise _err(src, f"{path}.tok_s", f"expected {n_phases} numbers 0-1e7, one per phase")
+        pids = _server_pids(src, f"{path}.pids", d["pids"], gpus, processes)
+        tok = _tok_s(src, f"{path}.tok_s", d["tok_s"], n_phases)
         out.append(SimServer(kind=d["kind"], model=d["model"], port=port, gpus=gpus, tp=d["tp"], pp=d["pp"],
-                             pids=tuple(pids), tok_s=tuple(float(x) for x in tok)))
+                             pids=pids, tok_s=tok))
     return tuple(out)
+
+
+def _server_pids(src: str, path: str, pids: Any, gpus: tuple[int, ...], processes: tuple[SimProcess, ...]
+                 ) -> tuple[int, ...]:
+    """A server's ``pids``; without them, the listed processes on its GPUs."""
+    if pids is None:
+        pids = sorted({p.pid for p in processes if p.gpu in gpus})
+        if not pids:
+            raise _err(src, path, "no simulated process on its GPUs: list them in [[processes]] "
+                       "or give pids = [...]")
+    elif not pids:
+        raise _err(src, path, "expected at least one process id")
+    elif not all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x < MAX_PID for x in pids):
+        raise _err(src, path, f"expected a list of process ids 1-{MAX_PID - 1}")
+    return tuple(pids)
+
+
+def _tok_s(src: str, path: str, tok: Any, n_phases: int) -> tuple[float, ...]:
+    """A server's generated tok/s, one number per phase (default: 0 in each)."""
+    tok = tok if tok is not None else [0.0] * n_phases
+    if len(tok) != n_phases or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                       and math.isfinite(x) and 0 <= x <= 1e7 for x in tok):
+        raise _err(src, path, f"expected {n_phases} numbers 0-1e7, one per phase")
+    return tuple(float(x) for x in tok)
 
 
 def _processes(src: str, raw: Any, n: int) -> tuple[SimProcess, ...]:

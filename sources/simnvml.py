@@ -15,7 +15,7 @@ import time
 import zlib
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import pynvml as _real
 
@@ -25,7 +25,8 @@ from gpuscope.sources.scenario import GpuSpec, Scenario, SimProcess
 
 _PATH_LEVEL = {"PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
 # Parts whose NVLINK_SPEED_MBPS fields answer NOT_SUPPORTED on real hardware (H200, driver 580:
-# docs nvml-facts.md); every other part answers its per-link rate from core.topology's table.
+# docs/real-gpus.md, *Measured NVML facts*); every other part answers its per-link rate from core.topology's
+# table.
 _SPEED_NOT_SUPPORTED = ("H200",)
 _FI_NVLINK_SPEED = (84, 85, 86, 87, 88, 89, 90, 132, 133, 134, 135, 136, 137)
 
@@ -135,7 +136,8 @@ class SimNvml:
     def _is_load(self, h: _Handle, v: dict[str, Any]) -> bool:
         if v.get("load") is not None:
             return bool(v["load"])
-        return v["util_gpu_pct"] >= 10 or v["pcie_tx_gb_per_s"] + v["pcie_rx_gb_per_s"] > 0.1
+        # a phase's values are the scenario's numbers (floats): the comparisons are bools
+        return cast(bool, v["util_gpu_pct"] >= 10 or v["pcie_tx_gb_per_s"] + v["pcie_rx_gb_per_s"] > 0.1)
 
     def _num(self, h: _Handle, v: dict[str, Any], key: str, default: float, at: float | None = None) -> float:
         base = v.get(key)
@@ -305,7 +307,7 @@ class SimNvml:
 
     def nvmlDeviceGetNvLinkVersion(self, h: Any, link: int) -> int:
         self._link_of(h, link)
-        return h.spec.nvlink_version
+        return cast(int, h.spec.nvlink_version)  # h is a _Handle (checked by _link_of): GpuSpec.nvlink_version
 
     def nvmlDeviceGetNvLinkRemoteDeviceType(self, h: Any, link: int) -> int:
         return self._link_of(h, link)[1]
@@ -376,7 +378,7 @@ class SimNvml:
         hh = self._h(h)
         v = self._values(hh)
         if v.get("pstate") is not None:
-            return v["pstate"]
+            return cast(int, v["pstate"])  # pstate is an "integer" phase key (core/catalogue.py)
         return 0 if self._is_load(hh, v) else 8
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, h: Any) -> int:

@@ -1,9 +1,15 @@
 """Simulated inference servers: a scenario's ``[[servers]]`` as endpoint readings and serving groups.
 
 Nothing listens and nothing is polled: each frame gets, for every declared server, an
-:class:`~gpuscope.core.model.EndpointReading` (its URL ``http://localhost:PORT``, its tok/s in the
-scenario's current phase) and a :class:`~gpuscope.core.model.ServingGroup` marked ``simulated`` (the panel
-says SIMULATED, as the header does). Timed by the simulated NVML's own clock, so phases line up.
+:class:`~gpuscope.core.model.EndpointReading` (its URL ``http://localhost:PORT``, its tok/s over the last
+``rate_window_s`` seconds, as a real server's poller gives it) and a :class:`~gpuscope.core.model.ServingGroup`
+marked ``simulated`` (the panel says SIMULATED, as the header does). Timed by the simulated NVML's own clock,
+so phases line up.
+
+The tok/s is a trailing window's: the mean of the scenario's instant rate (its phase's tok/s, with noise) over
+the last :data:`RATE_WINDOW_S` seconds (fewer at the start: the server starts with the scenario), so a phase
+change shows as a ramp over a window, and a reading tells of the middle of its window, as
+:mod:`gpuscope.core.rates` reads it. Gauges (requests running) are the instant's, as a server's are.
 """
 
 from __future__ import annotations
@@ -11,13 +17,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gpuscope.core.groups import Claim, ProcView, build_groups
+from gpuscope.core.groups import Claim, ProcView, build_groups, gpu_pids
 from gpuscope.core.model import EndpointReading, Frame, ServingGroup
-from gpuscope.sources.groups import gpu_pids
 from gpuscope.sources.scenario import Scenario, SimServer
 from gpuscope.sources.simnvml import SimNvml
 
 RATE_WINDOW_S = 10.0  # what a real poller's window would be
+STEP_S = 0.1  # the scenario noise's tick: a window's mean is taken at the middle of each tick in it
 
 
 def server_url(s: SimServer) -> str:
@@ -58,17 +64,32 @@ class SimServers:
             return None
         return cls(nvml)
 
+    def instant_tok_s(self, n: int, t: float) -> float:
+        """Server ``n``'s generated tok/s at the instant ``t`` seconds into the scenario: its phase's, with the
+        scenario's noise."""
+        k = phase_index(self.scenario, t)
+        tok = self.scenario.servers[n].tok_s[k] if k is not None else 0.0
+        return tok * self.nvml._noise(1000 + n, "tok_s", t) if tok else 0.0
+
+    def window_tok_s(self, n: int, t: float) -> tuple[float, float | None]:
+        """Server ``n``'s generated tok/s as its poller reads it at ``t`` (seconds into the scenario), and the
+        window it is over (s): the mean of :meth:`instant_tok_s` over the last :data:`RATE_WINDOW_S` seconds,
+        or over the time since the start when shorter; the instant's, window None, at the very start."""
+        window = min(RATE_WINDOW_S, t)
+        if window < STEP_S:
+            return self.instant_tok_s(n, t), None
+        steps = round(window / STEP_S)
+        return sum(self.instant_tok_s(n, t - (i + 0.5) * window / steps) for i in range(steps)) / steps, window
+
     def readings(self, t: float) -> tuple[EndpointReading, ...]:
-        """Every server's reading ``t`` seconds into the scenario (the phase's tok/s, with the scenario's noise)."""
+        """Every server's reading ``t`` seconds into the scenario (tok/s over its window: :meth:`window_tok_s`)."""
         k = phase_index(self.scenario, t)
         out = []
         for n, s in enumerate(self.scenario.servers):
-            tok = s.tok_s[k] if k is not None else 0.0
-            if tok:
-                tok *= self.nvml._noise(1000 + n, "tok_s", t)
-            running = 8.0 if tok else 0.0
+            tok, window = self.window_tok_s(n, t)
+            running = 8.0 if k is not None and s.tok_s[k] else 0.0  # a gauge: the instant's
             out.append(EndpointReading(url=server_url(s), kind=s.kind, model=s.model, gen_tokens_per_s=round(tok, 1),
-                                       requests_running=running, requests_waiting=0.0, rate_window_s=RATE_WINDOW_S))
+                                       requests_running=running, requests_waiting=0.0, rate_window_s=window))
         return tuple(out)
 
     def groups(self, frame: Frame) -> tuple[ServingGroup, ...]:

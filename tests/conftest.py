@@ -16,9 +16,6 @@ time.tzset()
 # (the default mode adds it for this file too; importlib mode does not).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-# For older imports: test files on other branches still say ``from conftest import X``; every helper is
-# re-exported here for them. New code says ``from helpers import X``.
-from helpers import *  # noqa: E402, F403
 from helpers import FUZZ_SCALE, MOSQUITTO, Broker, sim_source  # noqa: E402
 
 
@@ -30,7 +27,7 @@ def sim():
 @pytest.fixture(autouse=True)
 def _collector_as_it_was():
     """A command run in this process (``record``, ``agent``) sets the collector for a long run
-    (cli/gc_tune.py: frozen survivors, higher thresholds); the next test gets it back as it was."""
+    (core/gc_tune.py: frozen survivors, higher thresholds); the next test gets it back as it was."""
     import gc
 
     before = gc.get_threshold()

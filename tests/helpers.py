@@ -3,7 +3,7 @@ example counts, the real parts (Mosquitto, tmux, gpuscope agents, Prometheus) an
 
 Import them with ``from helpers import …``: tests/conftest.py puts tests/ on ``sys.path`` (pytest's default
 import mode does it too, for the root conftest), so this works from tests/ and every folder under it.
-conftest.py keeps the fixtures and re-exports these names for older ``from conftest import …`` lines.
+conftest.py keeps the fixtures.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def record_sim(path, scenario: str, seconds: int, start: float = 0.0, marker: st
     """Record ``seconds`` frames (1 Hz, virtual clock from ``start``) of a scenario to ``path``, as
     ``gpuscope record --simulate`` writes them, with a marker at the third frame when given."""
     from gpuscope.core.session import Session
-    from gpuscope.sources.recording import Recorder
+    from gpuscope.outputs.recorder import Recorder
 
     src = sim_source(scenario, at=start)
     s = Session(src.inventory, interval_s=1.0)

@@ -1,6 +1,7 @@
-"""GPU health check on a real GPU machine (issue 26): memory info v1 vs v2 vs nvidia-smi, the CPU cost of every
-new NVML call, and gpuscope's own readings. Prints a plain-text report on stdout. Read-only: it never changes a
-GPU setting (no clocks, no power limits, no ECC or MIG mode, no resets); it only reads and waits for events.
+"""GPU health check on a real GPU machine: memory info v1 vs v2 vs nvidia-smi, ECC, row remapping, Xid events,
+the CPU cost of each of these NVML calls, and gpuscope's own readings. Prints a plain-text report on stdout.
+Read-only: it never changes a GPU setting (no clocks, no power limits, no ECC or MIG mode, no resets); it only
+reads and waits for events.
 
 How to run (from the repository root; Python 3 with nvidia-ml-py; nvidia-smi on PATH; no network needed):
 
@@ -8,9 +9,9 @@ How to run (from the repository root; Python 3 with nvidia-ml-py; nvidia-smi on 
     python3 tools/device_health_check.py --reps 200 --no-load
 
 gpuscope does not need to be installed: the script always tests the checkout it sits in, by building the
-package's installed shape in a temporary folder (symlinks to this checkout's core/, sources/, …, as .ci/mypy
-does) and importing from there (only the standard library and nvidia-ml-py are needed). ``--installed`` uses
-an installed gpuscope instead.
+package's installed shape in a temporary folder (symlinks to this checkout's core/, sources/, …) and importing
+from there (only the standard library and nvidia-ml-py are needed). ``--installed`` uses an installed gpuscope
+instead.
 
 (a) For each GPU: NVML memory info v1 and v2 and ``nvidia-smi --query-gpu=index,memory.used,memory.reserved,
     memory.total`` read within the same second, the differences in MiB; once idle and once while a process holds
@@ -315,7 +316,7 @@ def main() -> int:
         nv: Any = SimNvml(load(a.simulate), pcie_block_s=0.0)
     else:
         nv = pynvml
-    print("gpuscope device health check (issue 26)" + (" — SIMULATED NVML" if a.simulate else ""))
+    print("gpuscope device health check" + (" — SIMULATED NVML" if a.simulate else ""))
     print(f"    {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; gpuscope from {where}")
     ver = getattr(pynvml, "__version__", None)
     try:

@@ -1,8 +1,8 @@
-"""Check the scrapes of tools/device_exporter_check.sh (a real GPU's exporter text, one per second): the families
+"""Check the scrapes of `tools/gpu_machine.sh exporter` (a real GPU's exporter text, one per second): the families
 dcgm-exporter's defaults alert on are there, in both name sets, and the energy counter advances every frame at
 the rate of the power it reports.
 
-    python tools/exporter_scrapes.py DIR        (DIR: the unpacked x/ folder)
+    python tools/exporter_scrapes.py DIR        (DIR: the unpacked exporter/ folder of exporter.tgz)
 """
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ import signal
 import sys
 from typing import Any, ClassVar
 
-from gpuscope.cli.gc_tune import settle_gc, unsettle_gc
 from gpuscope.core.errors import GpuscopeError
+from gpuscope.core.gc_tune import settle_gc, unsettle_gc
 from gpuscope.tui.hangup import exit_soon, terminal_gone, watch
 from gpuscope.widgets.textual_private import HookedApp, R, WakingEvent
 
@@ -86,7 +86,7 @@ def check_terminal() -> None:
 def run_app(app: HookedApp[Any]) -> Any:
     """Run the App and return its result; an exception that escaped one of its handlers is raised again
     once it has closed."""
-    settle_gc()  # started: the collector set for a long run (cli/gc_tune.py)
+    settle_gc()  # started: the collector set for a long run (core/gc_tune.py)
     try:
         result = app.run()
     finally:  # this App is over: what it held may be collected (the fleet opens one App per visit)

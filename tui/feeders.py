@@ -23,11 +23,12 @@ from gpuscope.core.model import EndpointReading, Event, Frame, GpuReading, Proce
 from gpuscope.core.session import Session, run_ticks
 from gpuscope.core.text import clean
 from gpuscope.core.units import duration
-from gpuscope.core.validate import ENDPOINT_RANGES, GPU_RANGES, ValidationError, check_frame, check_gpu
+from gpuscope.core.validate import ENDPOINT_RANGES, GPU_RANGES, Tally, ValidationError, check_frame, check_gpu
 from gpuscope.core.view import ReplayStatus
 from gpuscope.tui.workers import Worker
 
 if TYPE_CHECKING:  # a replay's modules are loaded by the replay (ReplayFeeder), not by the live screen
+    from gpuscope.core.probe import ProbeResult
     from gpuscope.sources.recording import Recording
     from gpuscope.sources.replay_index import HistoryIndex
 
@@ -101,6 +102,10 @@ class ReplayFeeder(Worker):
         self._mark_text: dict[float, list[str]] = {}  # what each mark says (marker labels, finding messages)
         for e in marks:
             self._mark_text.setdefault(e.t, []).append(clean(e.text or e.kind, 120))
+        # the link probes the recording holds (``record --probe-links``, the palette's probe while recording):
+        # the last one at or before the position reaches the topology panel, as the live probe does
+        self._probes = [e for e in rec.events if e.kind == "probe"]
+        self._probe_read: dict[int, ProbeResult | None] = {}  # its index in _probes → the probe read back
         self._wake_ev = threading.Event()
         self.history_index: HistoryIndex | None = None
         self._quiet_until = 0.0
@@ -123,6 +128,26 @@ class ReplayFeeder(Worker):
     @property
     def position(self) -> float:
         return float(self.rec.times[self.index]) if self.index >= 0 else self.t0
+
+    @property
+    def probe(self) -> ProbeResult | None:
+        """The last link probe recorded at or before the position (None: none yet), read once per probe; a
+        probe event that cannot be read is logged and shown as none."""
+        if not self._probes:
+            return None
+        at = self.position
+        k = max((i for i, e in enumerate(self._probes) if e.t <= at + 1e-6), default=-1)
+        if k < 0:
+            return None
+        if k not in self._probe_read:
+            from gpuscope.core.probe import ProbeError, from_json
+
+            try:
+                self._probe_read[k] = from_json(self._probes[k].data)
+            except ProbeError as e:
+                log.warning("%s: a recorded link probe cannot be read: %s", self.rec.path, e)
+                self._probe_read[k] = None
+        return self._probe_read[k]
 
     def status(self) -> ReplayStatus:
         """Where the replay stands, as one immutable value (read under the session lock)."""
@@ -375,28 +400,13 @@ def _trusted_frame(rec: Recording, i: int, full_check: bool = True) -> Frame | N
     Without ``full_check`` (frames that only feed the findings, never shown) a GPU whose readings are
     all in range skips the gate's copy (its process list is then not re-cleaned); a frame with events
     always takes the full gate."""
-    # loaded by now (the replay loads it)
-    from gpuscope.sources.replay_index import ENDPOINT_INTS, GPU_INTS, numbers_ok
-
     try:
         d = json.loads(rec.raw_line(i))
-        gpus = []
         plain = not full_check and not d.get("events")
-        for g in d.get("gpus") or ():
-            if not numbers_ok(g, _GPU_NUMERIC, GPU_INTS):
-                raise TypeError("a reading that is not a number")
-            kw = {k: v for k, v in g.items() if k in _GPU}
-            if kw.get("processes") is not None:
-                kw["processes"] = tuple(ProcessInfo(**{k: v for k, v in p.items() if k in _PROC})
-                                        for p in kw["processes"])
-            r = GpuReading(**kw)
-            gpus.append(r if plain and _in_ranges(g) else check_gpu(r, rec.tally))
+        gpus = _trusted_gpus(d.get("gpus") or (), plain, rec.tally)
         kw = {k: v for k, v in d.items() if k in _FRAME}
-        kw["gpus"] = tuple(gpus)
-        eps = d.get("endpoints") or ()
-        if not all(numbers_ok(e, _EP_NUMERIC, ENDPOINT_INTS) and isinstance(e.get("state", ""), str) for e in eps):
-            raise TypeError("a reading that is not a number (or a state that is not a string)")
-        kw["endpoints"] = tuple(EndpointReading(**{k: v for k, v in e.items() if k in _EP}) for e in eps)
+        kw["gpus"] = gpus
+        kw["endpoints"] = _trusted_endpoints(d.get("endpoints") or ())
         kw["events"] = tuple(Event(**{k: v for k, v in e.items() if k in _EV}) for e in d.get("events") or ())
         f = Frame(**kw)
         # the frame-level gate (time, GPU indices, counts, endpoints, events); GPUs are already through it
@@ -405,6 +415,35 @@ def _trusted_frame(rec: Recording, i: int, full_check: bool = True) -> Frame | N
         return dataclasses.replace(checked, gpus=f.gpus)
     except (ValueError, TypeError, AttributeError, KeyError, IndexError, ValidationError):
         return next(rec.frames(i, i + 1), None)
+
+
+def _trusted_gpus(gpus: Any, plain: bool, tally: Tally) -> tuple[GpuReading, ...]:
+    """A frame's GPU readings from their JSON objects, each through the gate (``plain``: only those with a
+    reading out of range). Raises TypeError for a reading that is not a number."""
+    # loaded by now (the replay loads it)
+    from gpuscope.sources.replay_index import GPU_INTS, numbers_ok
+
+    out = []
+    for g in gpus:
+        if not numbers_ok(g, _GPU_NUMERIC, GPU_INTS):
+            raise TypeError("a reading that is not a number")
+        kw = {k: v for k, v in g.items() if k in _GPU}
+        if kw.get("processes") is not None:
+            kw["processes"] = tuple(ProcessInfo(**{k: v for k, v in p.items() if k in _PROC})
+                                    for p in kw["processes"])
+        r = GpuReading(**kw)
+        out.append(r if plain and _in_ranges(g) else check_gpu(r, tally))
+    return tuple(out)
+
+
+def _trusted_endpoints(eps: Any) -> tuple[EndpointReading, ...]:
+    """A frame's endpoint readings from their JSON objects. Raises TypeError for a reading that is not a
+    number or a state that is not a string."""
+    from gpuscope.sources.replay_index import ENDPOINT_INTS, numbers_ok
+
+    if not all(numbers_ok(e, _EP_NUMERIC, ENDPOINT_INTS) and isinstance(e.get("state", ""), str) for e in eps):
+        raise TypeError("a reading that is not a number (or a state that is not a string)")
+    return tuple(EndpointReading(**{k: v for k, v in e.items() if k in _EP}) for e in eps)
 
 
 def _check_indices(f: Frame, rec: Recording) -> None:

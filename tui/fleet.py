@@ -8,11 +8,10 @@ from collections.abc import Callable
 
 from textual.binding import Binding
 
-from gpuscope.cli.options import LiveOptions
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session
 from gpuscope.core.summary import finding_hints
-from gpuscope.sources.mqtt import Subscriber
+from gpuscope.sources.mqtt import BrokerConfig, Subscriber
 from gpuscope.tui.app import GpuscopeApp
 from gpuscope.tui.base import check_terminal, run_app
 from gpuscope.tui.fleet_app import FleetApp
@@ -75,12 +74,12 @@ def release_closed_app() -> None:
     gc.collect()
 
 
-def run_fleet(opts: LiveOptions) -> int:
-    """The fleet screen of ``opts.broker``; enter opens a host (its frames subscribed while open, released when
-    closed). With ``--host`` (``opts.host``) only that host's topics are subscribed and its view opens at once."""
+def run_fleet(config: Callable[[], BrokerConfig], only: str | None = None, interval_s: float = 1.0) -> int:
+    """The fleet screen of the broker ``config()`` names (called once a terminal is known to be there); enter opens
+    a host (its frames subscribed while open, released when closed). With ``only`` (``--host``) only that host's
+    topics are subscribed and its view opens at once."""
     check_terminal()
-    cfg = opts.broker.config()
-    only = opts.host
+    cfg = config()
     sub = Subscriber(cfg, only_host=only).start()  # --host: that host's topics only
     try:
         host = only
@@ -102,7 +101,7 @@ def run_fleet(opts: LiveOptions) -> int:
             if not only:
                 sub.watch(host)  # subscribe to this host's frames and inventory while it is open
             try:
-                hung_up = _show_host(sub, host, opts.source.interval, from_fleet=not only)
+                hung_up = _show_host(sub, host, interval_s, from_fleet=not only)
             finally:
                 if not only:
                     sub.unwatch(host)

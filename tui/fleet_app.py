@@ -23,17 +23,15 @@ def status_line(sub: Subscriber, cfg: BrokerConfig, hosts: int, width: int | Non
     ``width`` cells when given (long forms shortened, then the least useful parts dropped whole: a number is
     never cut)."""
     state = "connected" if sub.connected else "connecting…"
-    h = sub.health()
-    behind = h.line()
+    behind = sub.health().line()
     parts: list[tuple[str, str, int]] = [  # (long form, short form, priority: 0 never dropped, higher first)
         ("gpuscope  FLEET", "FLEET", 0),
         (f"{'mqtts' if cfg.tls else 'mqtt'}://{cfg.host}:{cfg.port}", f"{cfg.host}:{cfg.port}", 3),
         (state, state, 0),
         (f"{hosts:,} hosts", f"{hosts:,} hosts", 0),
-        (f"{h.bad:,} bad messages dropped", f"{h.bad:,} bad", 1 if h.bad else 5),
     ]
-    if behind:
-        parts.append((behind, behind.replace("behind: ", ""), 1))
+    if behind:  # what was dropped (bad or missed, one count) and how old the data is; never a count of zero
+        parts.append((behind, behind.replace(" messages dropped", " dropped").replace(" message dropped", " dropped"), 1))
     if sub.tally.readings:
         parts.append((f"{sub.tally.readings} impossible readings shown as unknown",
                       f"{sub.tally.readings} unknown readings", 2))

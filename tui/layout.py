@@ -21,6 +21,15 @@ class Plan:
     legend: bool  # its legend line is shown
     procs_lines: int = 0  # lines inside the processes panel (P); 0 = hidden
     inference_lines: int = 0  # lines inside the inference panel; 0 = no endpoint (hidden)
+    gpus_shown: int = 0  # GPU rows the compact table has room for (all of them unless the terminal is too short)
+    topology_rows: int = 0  # rows of the topology panel: its form's lines, its legend and border; 0 = hidden
+    n_gpus: int = 0  # GPUs in the inventory
+
+    @property
+    def gpus_hidden(self) -> int:
+        """GPUs without a row (the table's last row then says ``+N GPU``): only when even the table alone does
+        not fit."""
+        return max(0, self.n_gpus - self.gpus_shown)
 
     @property
     def procs_rows(self) -> int:
@@ -41,7 +50,8 @@ def plan_layout(width: int, height: int, n_gpus: int, n_findings: int, *, topo_l
     ``topo_lines``: lines each form of the topology panel needs at this width, best form first
     (matrix, pair list; 0: that form cannot be drawn);
     ``chrome``: rows taken by the header, footer and replay timeline.
-    1. every GPU's table row (``n_gpus`` + 1 header) — never pushed off;
+    1. every GPU's table row (``n_gpus`` + 1 header) — never pushed off; a terminal too short for the table
+       alone shows the GPUs that fit and a last row ``+N GPU`` (``gpus_shown``);
     2. one findings line (``✔ nothing limits…`` or the worst finding, with "+k more — f");
        then the inference panel (``inference_lines``: the lines it wants; 0: no endpoint): at least its
        tok/s line, up to a third of the rows left (a server with many models or groups never pushes the
@@ -57,43 +67,77 @@ def plan_layout(width: int, height: int, n_gpus: int, n_findings: int, *, topo_l
     wants and at most half the rows left; rows still left at the end go to it before the graphs.
     """
     rest = height - chrome - (n_gpus + 1)
+    room = max(0, height - chrome)  # the table's rows when nothing else is shown
+    shown = n_gpus if rest >= 0 else max(0, min(n_gpus, room - 2))  # its header and the "+N GPU" row
     f_lines = 1 if rest >= 3 else 0
     rest -= f_lines + 2 if f_lines else 0
-    i_lines = 0
-    if inference_lines > 0 and rest >= 1 + 2:
-        i_lines = max(1, min(inference_lines, (rest - 2) // 3))
-        rest -= i_lines + 2
-    p_lines = 0
-    if procs_lines > 0 and rest >= 2 + 2:
-        p_lines = max(2, min(procs_lines, rest // 2 - 2, rest - 2)) if procs_lines >= 2 else 1
-        rest -= p_lines + 2
-    topo = -1
-    if not findings_focused:
-        for k, need in enumerate(topo_lines):
-            if need > 0 and rest >= need + 2:
-                topo = k
-                rest -= need + 2
-                break
-    if f_lines:
-        more = max(0, (max(n_findings, 1) if not findings_focused else 10**6) - f_lines)
-        more = min(more, FINDINGS_MAX - f_lines) if not findings_focused else more
-        add = max(0, min(more, rest))
-        f_lines += add
-        rest -= add
+    i_lines, rest = _inference_first(inference_lines, rest)
+    p_lines, rest = _procs_first(procs_lines, rest)
+    topo, rest = (-1, rest) if findings_focused else _topology_form(topo_lines, rest)
+    f_lines, rest = _more_findings(f_lines, n_findings, findings_focused, rest)
     cols = 2 if width >= 160 and n_gpus > 1 else 1
+    compact, rest = _gpu_form(width, n_gpus, cols, panel_rows, compact, rest)
+    legend = topo >= 0 and rest >= legend_lines  # never at the cost of a GPU row
+    rest -= legend_lines if legend else 0
+    p_lines, rest = _top_up(p_lines, procs_lines, rest)
+    i_lines, rest = _top_up(i_lines, inference_lines, rest)
+    topo_rows = topo_lines[topo] + 2 + (legend_lines if legend else 0) if topo >= 0 else 0
+    return Plan(compact=compact, cols=cols, findings_lines=f_lines, topology=topo, legend=legend, procs_lines=p_lines,
+                inference_lines=i_lines, gpus_shown=shown, topology_rows=topo_rows, n_gpus=n_gpus)
+
+
+def _inference_first(wanted: int, rest: int) -> tuple[int, int]:
+    """(lines, rows left): the inference panel's first share, its tok/s line up to a third of ``rest``."""
+    if wanted <= 0 or rest < 1 + 2:
+        return 0, rest
+    lines = max(1, min(wanted, (rest - 2) // 3))
+    return lines, rest - (lines + 2)
+
+
+def _procs_first(wanted: int, rest: int) -> tuple[int, int]:
+    """(lines, rows left): the processes panel's first share, two lines up to half of ``rest``."""
+    if wanted <= 0 or rest < 2 + 2:
+        return 0, rest
+    lines = max(2, min(wanted, rest // 2 - 2, rest - 2)) if wanted >= 2 else 1
+    return lines, rest - (lines + 2)
+
+
+def _topology_form(topo_lines: tuple[int, ...], rest: int) -> tuple[int, int]:
+    """(form, rows left): the first topology form that fits whole in ``rest`` (-1: none)."""
+    for k, need in enumerate(topo_lines):
+        if need > 0 and rest >= need + 2:
+            return k, rest - (need + 2)
+    return -1, rest
+
+
+def _more_findings(f_lines: int, n_findings: int, focused: bool, rest: int) -> tuple[int, int]:
+    """(lines, rows left): the findings panel grown from its first line, up to :data:`FINDINGS_MAX` (all of
+    ``rest`` when it is focused)."""
+    if not f_lines:
+        return f_lines, rest
+    if focused:
+        more = max(0, 10**6 - f_lines)
+    else:
+        more = min(max(0, max(n_findings, 1) - f_lines), FINDINGS_MAX - f_lines)
+    add = max(0, min(more, rest))
+    return f_lines + add, rest - add
+
+
+def _gpu_form(width: int, n_gpus: int, cols: int, panel_rows: int, compact: bool | None,
+              rest: int) -> tuple[bool, int]:
+    """(compact, rows left): full GPU panels where they fit in ``rest`` beside the table's rows (``compact``
+    None: and the terminal is wide enough; False asks for them, never at the cost of a GPU's row)."""
     full_need = math.ceil(n_gpus / cols) * panel_rows - (n_gpus + 1)
     if compact is None:
         compact = width < 100 or full_need > rest
     elif not compact and full_need > rest:
         compact = True  # panels asked for (c) that do not fit would push GPUs off the screen: the table stays
-        rest -= full_need
-    legend = topo >= 0 and rest >= legend_lines  # never at the cost of a GPU row
-    rest -= legend_lines if legend else 0
-    if p_lines:
-        add = max(0, min(procs_lines - p_lines, rest))
-        p_lines += add
-        rest -= add
-    if i_lines:
-        i_lines += max(0, min(inference_lines - i_lines, rest - (0 if compact else full_need)))
-    return Plan(compact=compact, cols=cols, findings_lines=f_lines, topology=topo, legend=legend, procs_lines=p_lines,
-                inference_lines=i_lines)
+    return compact, rest if compact else rest - full_need
+
+
+def _top_up(lines: int, wanted: int, rest: int) -> tuple[int, int]:
+    """(lines, rows left): a panel already shown (``lines`` > 0) grown towards the lines it ``wanted``."""
+    if not lines:
+        return lines, rest
+    add = max(0, min(wanted - lines, rest))
+    return lines + add, rest - add

@@ -16,12 +16,19 @@ from gpuscope.core.view import ViewState
 from gpuscope.tui.layout import Plan, plan_layout
 from gpuscope.widgets.findings_panel import FindingsPanel
 from gpuscope.widgets.inference_panel import InferencePanel
+from gpuscope.widgets.keybar import KeyBar
 from gpuscope.widgets.processes_panel import ProcessesPanel, lines_wanted
-from gpuscope.widgets.topology_panel import TopologyPanel, legend_lines, matrix_columns, topology_lines
+from gpuscope.widgets.topology_panel import (
+    TopologyPanel,
+    legend_lines,
+    link_key,
+    matrix_columns,
+    topology_lines,
+)
 
 if TYPE_CHECKING:
     from gpuscope.core.model import Frame
-    from gpuscope.tui.app import GpuscopeApp
+    from gpuscope.tui.main_base import MainBase
 
 TOPOLOGY_FORMS = ("matrix", "pairs")  # the topology panel's forms, best first (Plan.topology indexes them)
 
@@ -30,7 +37,7 @@ class LayoutController:
     """Shares the main screen's rows out (tui/layout.py: GPUs first, then findings, topology, graphs) and
     remembers what the plan was made for."""
 
-    def __init__(self, app: GpuscopeApp):
+    def __init__(self, app: MainBase):
         self.app = app
         self.legend_off = False  # the topology legend hidden with `a` (else shown where rows are left)
         self.plan: Plan | None = None
@@ -39,6 +46,8 @@ class LayoutController:
         self.inference_want = 0  # lines the inference panel wanted at the last layout (0: no endpoint)
         self.important = False  # the note line (a message or an error) was shown at the last layout
         self.redraw_queued = False  # a redraw at the panels' new sizes is queued (relayout)
+        self.topo_key: tuple[object, ...] | None = None  # what the topology panel's lines were counted for
+        self.topo_need: tuple[int, ...] = ()  # the lines each of its forms needed at the last layout
 
     def apply(self) -> None:
         """Share the rows out and size the widgets accordingly (no redraw)."""
@@ -51,8 +60,8 @@ class LayoutController:
         n = len(devices)
         topo = app.query_one(TopologyPanel)
         cw = w - 4
-        need = tuple(len(topology_lines(v, cw, form=f)) if (f == "pairs" or matrix_columns(n, cw) is not None)
-                     and n >= 2 else 0 for f in TOPOLOGY_FORMS) if n else (0, 0)
+        need = self.topology_need(v, cw)
+        self.topo_key, self.topo_need = (link_key(v), v.probe), need
         has_eps = bool(v.frame and v.frame.endpoints)
         inference = app.query_one(InferencePanel)
         self.inference_want = inference.lines_wanted(v, w - 4) if has_eps else 0  # inside border and padding
@@ -81,8 +90,15 @@ class LayoutController:
         grid.set_class(fits, "fill")
         findings.display = plan.findings_lines > 0
         findings.budget = plan.findings_lines
-        findings.styles.max_height = plan.findings_rows if findings.has_focus else None
-        app.query_one("#bottom").display = plan.topology >= 0
+        # every panel keeps to the rows the plan gave it, so a line longer than planned (a wrapped line, a
+        # panel that grew before the next layout) is cut in its own panel, never taken from a GPU's row
+        findings.styles.max_height = plan.findings_rows or None
+        inference.styles.max_height = plan.inference_lines + 2
+        procs.styles.max_height = plan.procs_rows or None
+        bottom = app.query_one("#bottom")
+        bottom.display = plan.topology >= 0
+        bottom.styles.max_height = plan.topology_rows or None
+        self._topology_hint(hidden=plan.topology < 0 and any(need))
         if plan.topology >= 0:
             topo.form = TOPOLOGY_FORMS[plan.topology]
             topo.legend = plan.legend and not self.legend_off
@@ -92,6 +108,38 @@ class LayoutController:
         side_w = w - (content_w + 4)
         app.query_one("#side").display = side_w >= 24
         app.query_one("#note").display = important  # a message or error gets a whole line: never cut narrow
+
+    @staticmethod
+    def topology_need(v: ViewState, cw: int) -> tuple[int, ...]:
+        """Lines each form of the topology panel needs in ``cw`` cells (0: that form cannot be drawn)."""
+        n = len(v.inventory.devices)
+        if not n:
+            return (0, 0)
+        return tuple(len(topology_lines(v, cw, form=f)) if (f == "pairs" or matrix_columns(n, cw) is not None)
+                     and n >= 2 else 0 for f in TOPOLOGY_FORMS)
+
+    def topology_changed(self, v: ViewState) -> bool:
+        """The topology panel's lines came or went since the last layout (a link left its max, a serving
+        group or a link probe came, a seek in a replay to before or after a recorded probe): looked at only
+        when what the lines depend on changed."""
+        key = (link_key(v), v.probe)
+        if key == self.topo_key:
+            return False
+        self.topo_key = key
+        return self.topology_need(v, self.app.size.width - 4) != self.topo_need
+
+    def _topology_hint(self, hidden: bool) -> None:
+        """The footer's ``t topology`` comes right after ``? help`` and ``q quit`` while the topology panel has
+        no room (the GPUs' rows come first): the screen says where the topology went and which key tells."""
+        hints = self.app._hints()
+        if hidden:
+            t = next((h for h in hints if h[0] == "t"), None)
+            if t is not None:
+                hints.remove(t)
+                hints.insert(2, t)
+        keys = self.app.query_one(KeyBar)
+        if keys.hints != hints:
+            keys.set_hints(hints)
 
     def relayout(self) -> None:
         """Share the rows out again (a resize; inside a redraw: findings, a note line or processes came or
@@ -117,10 +165,10 @@ class LayoutController:
 
     def outdated(self, v: ViewState, important: bool) -> bool:
         """Whether what a redraw is about to show no longer fits the plan: the number of findings lines,
-        the note line (``important``: a message or an error is shown), or with the processes panel on, the
-        lines its processes want."""
+        the note line (``important``: a message or an error is shown), with the processes panel on, the
+        lines its processes want, or the topology panel's lines."""
         return (len(v.findings) != self.n_findings or important != self.important
-                or self.procs_changed(v.frame))
+                or self.procs_changed(v.frame) or self.topology_changed(v))
 
     def procs_changed(self, frame: Frame | None) -> bool:
         """With the processes panel on: its processes came or went since the last layout."""

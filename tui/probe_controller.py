@@ -1,4 +1,4 @@
-"""The link probe from the live screen's command palette (issue 28 item 4): the same measure path as
+"""The link probe from the live screen's command palette: the same measure path as
 ``gpuscope probe``, run on a worker thread, never on the event loop.
 
 Steps, each of which the App shows: :meth:`LinkProbe.refusal` (replay, a remote host), :meth:`LinkProbe.prepare`
@@ -51,7 +51,7 @@ class ProbePrep:
 
     def busy_text(self) -> str:
         """``GPU0: 1234 python, …; GPU1: …`` (empty: nobody else)."""
-        from gpuscope.cli.probe import busy_text
+        from gpuscope.core.probe_plan import busy_text
 
         return busy_text(self.busy)
 
@@ -91,7 +91,7 @@ class LinkProbe:
     def prepare(self) -> ProbePrep:
         """The plan (worker thread). On real GPUs CUDA is loaded first: without it, one line
         (:class:`gpuscope.sources.cudaprobe.CudaUnavailable`) before anything is asked."""
-        from gpuscope.cli.probe import chosen_gpus, make_plan, other_processes
+        from gpuscope.core.probe_plan import chosen_gpus, make_plan, other_processes
 
         inv = self.session.inventory
         with self.session.lock:
@@ -124,7 +124,7 @@ class LinkProbe:
             if stop.is_set():
                 raise ProbeStopped("link probe stopped")
 
-        from gpuscope.cli.probe import link_reader
+        from gpuscope.sources.cudaprobe import link_reader
 
         nvml = self.nvml()
         link_now = link_reader(nvml) if nvml is not None else None

@@ -32,7 +32,8 @@ class RecordingController:
         """Record to ``path``; the message line (where it records, or why it cannot)."""
         # here, not at the top: the live screen loads the recording module only once it records (its
         # RSS, docs/performance.md *Memory at one GPU*)
-        from gpuscope.sources.recording import Recorder, RecordingError
+        from gpuscope.core.recording_format import RecordingError
+        from gpuscope.outputs.recorder import Recorder
 
         try:
             inv = self.session.inventory

@@ -1,5 +1,6 @@
-"""From the command line's typed options to a running main screen: ``gpuscope`` (live) and ``gpuscope replay``
-/ ``demo``. ``cli/main.py`` hands over here once the options are built (``gpuscope --broker``: tui/fleet.py)."""
+"""From the command line's choices to a running main screen: ``gpuscope`` (live) and ``gpuscope replay`` /
+``demo``. ``cli/main.py`` hands over here with plain values once the options are built (``gpuscope --broker``:
+tui/fleet.py); the screen never imports the command line."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gpuscope.cli.options import LiveOptions, ReplayOptions, SourceOptions
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.session import Session
 from gpuscope.core.text import clean
@@ -19,20 +19,19 @@ from gpuscope.tui.base import check_terminal, run_app
 from gpuscope.tui.feeders import LiveFeeder, ReplayFeeder
 
 
-def run_live(opts: LiveOptions, open_source: Callable[[SourceOptions], Any]) -> int:
-    """The live view of the source ``opts.source`` names, opened with ``open_source``. Refused, in this order:
-    without a terminal, with ``--record FILE`` that exists (without ``--force``), with source flags that do
-    not go together (``SourceOptions.checked``)."""
+def run_live(open_source: Callable[[], tuple[Any, float]], *, record: str | None = None, force: bool = False,
+             history: str = "1m", compact: bool = False) -> int:
+    """The live view of the source ``open_source()`` opens (it returns the source and its interval in seconds).
+    Refused, in this order: without a terminal, with ``--record FILE`` that exists (without ``--force``), then
+    whatever ``open_source`` refuses (source flags that do not go together)."""
     check_terminal()
-    if opts.record and not opts.force and os.path.lexists(opts.record):
-        raise GpuscopeError(f"{opts.record} exists; refusing to overwrite it (use --force)")
-    source = opts.source.checked()
-    interval = source.interval
-    src = open_source(source)
+    if record and not force and os.path.lexists(record):
+        raise GpuscopeError(f"{record} exists; refusing to overwrite it (use --force)")
+    src, interval = open_source()
     session = Session(src.inventory, interval_s=interval)
-    app = GpuscopeApp(session, None, label=src.label, interval_s=interval, window=opts.history,
-                      compact=True if opts.compact else None, record_path=opts.record)
-    app.recording.force = opts.force
+    app = GpuscopeApp(session, None, label=src.label, interval_s=interval, window=history,
+                      compact=True if compact else None, record_path=record)
+    app.recording.force = force
     read_on_demand(src, session, app)
     app.feeder = LiveFeeder(src, session, interval, app.notify_update)
     run_app(app)
@@ -87,15 +86,15 @@ def parts_line(whole: Any) -> str:
     return clean(f"playing part 1 of {n}: {why}; `gpuscope replay {which} {whole.path}` plays the other", 400)
 
 
-def run_replay(opts: ReplayOptions) -> int:
-    """Replay ``opts.file`` (None: the demo) at ``opts.speed``. The file is opened first (its errors come
-    before the terminal check)."""
-    from gpuscope.cli.report import open_or_fail  # here: the live screen needs none of the reports' modules
+def run_replay(file: str | None, *, part: int | None = None, speed: float = 1.0, compact: bool = False) -> int:
+    """Replay ``file`` (None: the demo) at ``speed`` (``part``: that part of a joined file). The file is opened
+    first (its errors come before the terminal check)."""
+    from gpuscope.sources.recording import open_or_fail
 
-    path = opts.file or demo_path()
+    path = file or demo_path()
     whole = open_or_fail(path, mixed=True)
     # a file joining recordings of different machines plays its first part (or --part N), and says so on screen
-    rec = whole.part(opts.part or 1)
+    rec = whole.part(part or 1)
     check_terminal()
     interval = float(rec.header.get("interval_s") or 1.0)
     session = Session(rec.inventory, interval_s=interval, history_s=3600.0)
@@ -103,12 +102,12 @@ def run_replay(opts: ReplayOptions) -> int:
     if rec.problems:
         note += " — " + "; ".join(rec.problems)
     if whole.mixed:
-        note += f" — part {opts.part or 1} of {len(whole.parts)}"
-    app = GpuscopeApp(session, None, label="REPLAY", interval_s=interval, compact=True if opts.compact else None,
+        note += f" — part {part or 1} of {len(whole.parts)}"
+    app = GpuscopeApp(session, None, label="REPLAY", interval_s=interval, compact=True if compact else None,
                       origin_note=f"{Path(path).name} ({note})", origin_name=Path(path).name)
-    app.feeder = ReplayFeeder(rec, session, app.notify_update, speed=opts.speed, window_s=lambda: app.window_s)
+    app.feeder = ReplayFeeder(rec, session, app.notify_update, speed=speed, window_s=lambda: app.window_s)
     app.message_line = damage_line(rec.problems)  # on screen, not only in the header's note (cut when narrow)
-    if whole.mixed and opts.part is None:  # on screen, and on stderr (it stays there after the replay ends)
+    if whole.mixed and part is None:  # on screen, and on stderr (it stays there after the replay ends)
         sys.stderr.write(f"gpuscope: note: {parts_line(whole)}\n")
         app.message_line = parts_line(whole) + (f"  {app.message_line}" if app.message_line else "")
     elif rec.notes and not app.message_line:

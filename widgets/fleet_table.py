@@ -43,7 +43,7 @@ class Column:
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("host", "host", 22),
+    Column("host", "host", 21),
     Column("state", "state", 7),
     Column("gpus", "GPUs", 10, drop=5),
     Column("util", "util", 5, right=True, drop=4),
@@ -51,7 +51,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("tok", "tok/s", 7, right=True, drop=3),
     Column("groups", "serving", 20, drop=7),  # the first to go when narrow
     Column("link", "link", 8, drop=2),
-    Column("seen", "seen", 9, right=True, drop=1),
+    Column("seen", "seen", 10, right=True, drop=1),  # holds every age: "59m59s ago", "23h59m ago", "99d23h ago"
     Column("finding", "worst finding", 0),
 )
 HOST_MIN = 10  # the host column shrinks to this before anything else is cut
@@ -145,10 +145,26 @@ def scroll_top(top: int, index: int, rows: int, total: int) -> int:
     return max(0, min(top, max(0, total - rows)))
 
 
+def age_text(seconds: float) -> str:
+    """An age in at most 6 cells, two units at most: ``42s``, ``10m03s``, ``23h59m``, ``3d04h``, ``99d23h``;
+    ``>99d`` beyond (never negative)."""
+    s = max(0, int(seconds + 0.5))
+    d, rem = divmod(s, 86400)
+    h, rem = divmod(rem, 3600)
+    m, sec = divmod(rem, 60)
+    if d >= 100:
+        return ">99d"
+    if d:
+        return f"{d}d{h:02d}h"
+    if h:
+        return f"{h}h{m:02d}m"
+    return f"{m}m{sec:02d}s" if m else f"{sec}s"
+
+
 def _age(now: float, t: float | None) -> str:
     if t is None:
         return "never"
-    return f"{duration(now - t, short=True)} ago" if now - t >= 0 else "0s ago"
+    return f"{age_text(now - t)} ago"
 
 
 def seen_cell(now: float, t: float | None, clock_offset: float | None) -> tuple[str, str]:
@@ -181,9 +197,7 @@ def cells(h: RemoteHost, now: float, broker_up: bool = True, mono: float | None 
     sim_flag = s.simulated if s is not None else bool(h.inventory is not None and h.inventory.simulated)
     out: dict[str, Any] = {"host": (clean(h.host, 128), "bold"), "sim": (" (sim)" if sim_flag else "", "bold")}
     out["clash"] = h.clash(time.monotonic() if mono is None else mono)
-    out["state"] = ("online", OK) if h.online else ("OFFLINE", BAD)
-    if not broker_up:
-        out["state"] = ("unknown", WARN)
+    out["state"] = (("online", OK) if h.online else ("OFFLINE", BAD)) if broker_up else ("unknown", WARN)
     if s is None:
         n = len(h.inventory.devices) if h.inventory else 0
         out["gpus"] = (count(n, "GPU"), DIM)
@@ -192,32 +206,45 @@ def cells(h: RemoteHost, now: float, broker_up: bool = True, mono: float | None 
     else:
         out["gpus"] = ((f"{s.gpus} ({len(s.lost)} lost)", BAD) if s.lost
                        else (count(s.gpus, "GPU"), ""))
-        out["util"] = (f"{s.util_pct:.0f} %", "") if s.util_pct is not None else (NONE, DIM)
-        out["power"] = (f"{s.power_w:.0f} W", "") if s.power_w is not None else (NONE, DIM)
-        tok = s.tok_s()
-        out["tok"] = (f"{tok:.0f}", "") if tok is not None else (NONE, DIM)
-        if s.link_state and s.link_state != "at_max":
-            out["link"] = ((s.link_label or "?") + "▼", LEVEL_STYLE[LINK_LEVEL[s.link_state]])
-        else:
-            out["link"] = ("ok" if s.link_state else NONE, DIM)
+        out["util"] = _figure(s.util_pct, " %")
+        out["power"] = _figure(s.power_w, " W")
+        out["tok"] = _figure(s.tok_s(), "")
+        out["link"] = _link_cell(s)
     out["groups"] = groups_cell(s.groups if s is not None else ())
     out["seen"] = seen_cell(now, h.data_t, h.clock_offset())
+    out["finding"] = _finding_cell(h, s, now, broker_up)
+    return out
+
+
+def _figure(x: float | None, unit: str) -> tuple[str, str]:
+    """A summed or mean figure, whole, with its ``unit``; ``–`` dim when the host has none."""
+    return (f"{x:.0f}{unit}", "") if x is not None else (NONE, DIM)
+
+
+def _link_cell(s: HostSummary) -> tuple[str, str]:
+    """The worst link: its label and ``▼`` in its level's colour when below its max; ``ok`` or ``–`` dim."""
+    if s.link_state and s.link_state != "at_max":
+        return ((s.link_label or "?") + "▼", LEVEL_STYLE[LINK_LEVEL[s.link_state]])
+    return ("ok" if s.link_state else NONE, DIM)
+
+
+def _finding_cell(h: RemoteHost, s: HostSummary | None, now: float, broker_up: bool) -> tuple[str, str, str, int]:
+    """The worst finding ``(text, style, since, more)``: how long it has been active and how many others there
+    are; with the broker down, the last known one (the viewer cannot know it is still active)."""
     rank, msg = h.worst()
+    if not broker_up:
+        last = clean(msg, 300) if rank < len(SEVERITIES) else ""
+        return (f"broker down; last known: {last}" if last else "(broker down)", WARN, "", 0)
     if rank < len(SEVERITIES):
         since = next((f.since for f in s.findings if f.text == msg), None) if s is not None else None
         if since is None:
             since = next((t0 for sev, m, t0 in h.findings.values() if m == msg), None)
         n = len(s.findings) if s is not None and not s.from_frame else len(h.findings)
-        out["finding"] = (clean(msg, 300), SEV_STYLE[SEVERITIES[rank]],
-                          duration(now - since, short=True) if since is not None else "", n - 1)
-    elif s is None:
-        out["finding"] = ("(no data yet)", DIM, "", 0)
-    else:
-        out["finding"] = ("", "", "", 0)
-    if not broker_up:
-        msg = out["finding"][0] if rank < len(SEVERITIES) else ""
-        out["finding"] = (f"broker down; last known: {msg}" if msg else "(broker down)", WARN, "", 0)
-    return out
+        return (clean(msg, 300), SEV_STYLE[SEVERITIES[rank]],
+                duration(now - since, short=True) if since is not None else "", n - 1)
+    if s is None:
+        return ("(no data yet)", DIM, "", 0)
+    return ("", "", "", 0)
 
 
 def groups_cell(groups: Sequence[str]) -> tuple[str, str, str]:

@@ -74,6 +74,85 @@ def rate_line(label: str, val: float | None, cap: float | None) -> Text:
     return t
 
 
+GRAPH_AT = 36  # every graph starts at this column, so their time axes line up
+
+
+def rate_rows(dev: DeviceInfo, r: GpuReading, cap: float | None) -> list[tuple[str, float | None, str, float | None]]:
+    """(label, bytes/s, metric, ceiling) of each link rate the panel shows: PCIe RX and TX, then NVLink's
+    when the GPU has active links."""
+    rates = [("  RX", r.pcie_rx_bytes_per_s, "pcie_rx", cap), ("  TX", r.pcie_tx_bytes_per_s, "pcie_tx", cap)]
+    if dev.nvlinks_active:
+        ncap = catalogue.raw_ceiling(catalogue.by_key("nvlink_rx"), dev, r)  # the findings' ceiling too
+        rates += [("NV RX", r.nvlink_rx_bytes_per_s, "nvlink_rx", ncap),
+                  ("NV TX", r.nvlink_tx_bytes_per_s, "nvlink_tx", ncap)]
+    return rates
+
+
+def status_text(dev: DeviceInfo, r: GpuReading, util: str) -> Text:
+    """``util  97%  P0  71°C HBM 80°C  fan 40%  mem 70.1/80 GiB`` and the clock-event badges."""
+    t = Text()
+    t.append(f"util {util:>4}", style="bold " + level_style((r.util_gpu_pct or 0) / 100, 2, 2))
+    t.append(f"  P{r.pstate if r.pstate is not None else '?'}", style=DIM)
+    t.append(f"  {fmt_num(r.temp_gpu_c, '°C')}")
+    if r.temp_mem_c is not None:
+        t.append(f" {memory_temp_label(dev.name)} {fmt_num(r.temp_mem_c, '°C')}", style=DIM)
+    if r.fan_pct is not None:
+        t.append(f"  fan {r.fan_pct:.0f}%", style=DIM)
+    if r.mem_used_bytes is not None and r.mem_total_bytes:
+        t.append(f"  mem {r.mem_used_bytes / 2**30:.1f}/{r.mem_total_bytes / 2**30:.0f} GiB")
+    t.append("  ")
+    t.append_text(badges(r))
+    return t
+
+
+def clock_text(r: GpuReading, sm_max: int | None, barw: int) -> Text:
+    """The SM clock against its max, as a bar ``barw`` cells wide and in MHz; the memory clock."""
+    t = Text("SM  ")
+    t.append_text(bar(r.sm_clock_mhz, sm_max, barw, style=OK))
+    t.append(f" {fmt_num(r.sm_clock_mhz)}/{fmt_num(sm_max)} MHz")
+    t.append(f"   MEM {fmt_num(r.mem_clock_mhz)} MHz", style=DIM)
+    return t
+
+
+def power_text(r: GpuReading, plimit: float | None, barw: int) -> Text:
+    """Power against its limit, as a bar ``barw`` cells wide and in W; SM, tensor and DRAM activity where
+    the GPU reports them."""
+    t = Text("PWR ")
+    t.append_text(bar(r.power_w, plimit, barw))
+    t.append(f" {fmt_num(r.power_w)}/{fmt_num(plimit)} W")
+    if r.sm_active_pct is not None:
+        t.append("   SM act ", style=DIM)
+        t.append(f"{r.sm_active_pct:.0f}%", style="bold")
+        t.append(f" tensor {fmt_num(r.tensor_active_pct, '%')} DRAM {fmt_num(r.dram_bw_util_pct, '%')}",
+                 style=DIM)
+    return t
+
+
+def pcie_text(dev: DeviceInfo, r: GpuReading, busy: bool) -> Text:
+    """``PCIe Gen4×16`` (:func:`link_text`) and the GPU's active NVLinks."""
+    t = Text("PCIe ")
+    t.append_text(link_text(dev, r, busy))
+    if dev.nvlinks_active:
+        t.append(f"  NVLink ×{dev.nvlinks_active}", style=DIM)
+    return t
+
+
+def rate_graph_text(name: str, val: float | None, c: float | None, share: float | None, graph: str) -> Text:
+    """:func:`rate_line` and its sparkline from column :data:`GRAPH_AT`, in the share's level colour."""
+    t = rate_line(name, val, c)
+    t.pad_right(GRAPH_AT - t.cell_len)
+    t.append(graph, style=level_style(share))
+    return t
+
+
+def util_graph_text(head_text: str, graph: str) -> Text:
+    """The closing line of a panel without spare rows: util and the window, dim, and its sparkline."""
+    t = Text(head_text, style=DIM)
+    t.pad_right(GRAPH_AT - t.cell_len)
+    t.append(graph, style=OK)
+    return t
+
+
 class GpuPanel(LineWidget):
     """One GPU, several lines. ``index`` is the GPU's NVML index.
 
@@ -124,130 +203,77 @@ class GpuPanel(LineWidget):
             self.set_lines([Text("waiting for the first sample…", style=DIM)])
             return
         if r.lost:
-            self.add_class("lost")
-            if self.border_subtitle != "LOST":
-                self.border_subtitle = "LOST"
-            lost = [self._line("lost", (dev.bus_id,), lambda: Text(
-                f"LOST: fell off the bus ({clean(dev.bus_id, 20)}); the other GPUs go on", style="bold red"),
-                max(20, self.size.width or 76))]
-            spare = (self.size.height or 0) - 2  # all its rows: it draws unlike the others anyway
-            if spare >= 1:  # what it was doing before it fell off: its graphs up to that moment
-                lost.append(Text("before it was lost:", style=DIM))
-                lost += self._graph_lines(v, dev, r, spare, max(20, self.size.width or 76),
-                                          f"over {int(v.window_s // 60)} min")
-            self.set_lines(lost)
+            self._show_lost(v, dev, r)
             return
         if self.has_class("lost"):
             self.remove_class("lost")
         width = max(20, self.size.width or 76)  # the content area: inside the border and padding
         cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
-        busy = reading_busy(r, cap)
-        barw = max(8, min(30, width // 4))
-        prefix = 36  # every graph starts at the same column, so their time axes line up
-        graphw = max(8, width - prefix)
-
-        line = self._line  # each line is rebuilt only when what it shows changed (keys: the shown values)
         util = fmt_num(r.util_gpu_pct, '%')
-
-        def build1() -> Text:
-            t = Text()
-            t.append(f"util {util:>4}", style="bold " + level_style((r.util_gpu_pct or 0) / 100, 2, 2))
-            t.append(f"  P{r.pstate if r.pstate is not None else '?'}", style=DIM)
-            t.append(f"  {fmt_num(r.temp_gpu_c, '°C')}")
-            if r.temp_mem_c is not None:
-                t.append(f" {memory_temp_label(dev.name)} {fmt_num(r.temp_mem_c, '°C')}", style=DIM)
-            if r.fan_pct is not None:
-                t.append(f"  fan {r.fan_pct:.0f}%", style=DIM)
-            if r.mem_used_bytes is not None and r.mem_total_bytes:
-                t.append(f"  mem {r.mem_used_bytes / 2**30:.1f}/{r.mem_total_bytes / 2**30:.0f} GiB")
-            t.append("  ")
-            t.append_text(badges(r))
-            return t
-
-        mem = (f"{r.mem_used_bytes / 2**30:.1f}/{r.mem_total_bytes / 2**30:.0f}"
-               if r.mem_used_bytes is not None and r.mem_total_bytes else None)
-        lines = [line("1", (util, r.pstate, fmt_num(r.temp_gpu_c), fmt_num(r.temp_mem_c),
-                            fmt_num(r.fan_pct), mem, tuple(r.clock_events)), build1, width)]
-
-        sm_max = dev.sm_clock_max_mhz
-
-        def build2() -> Text:
-            t = Text("SM  ")
-            t.append_text(bar(r.sm_clock_mhz, sm_max, barw, style=OK))
-            t.append(f" {fmt_num(r.sm_clock_mhz)}/{fmt_num(sm_max)} MHz")
-            t.append(f"   MEM {fmt_num(r.mem_clock_mhz)} MHz", style=DIM)
-            return t
-
-        lines.append(line("2", (bar_key(r.sm_clock_mhz, sm_max, barw), fmt_num(r.sm_clock_mhz), sm_max,
-                                fmt_num(r.mem_clock_mhz)), build2, width))
-        plimit = r.power_limit_w or dev.power_limit_w
-
-        def build3() -> Text:
-            t = Text("PWR ")
-            t.append_text(bar(r.power_w, plimit, barw))
-            t.append(f" {fmt_num(r.power_w)}/{fmt_num(plimit)} W")
-            if r.sm_active_pct is not None:
-                t.append("   SM act ", style=DIM)
-                t.append(f"{r.sm_active_pct:.0f}%", style="bold")
-                t.append(f" tensor {fmt_num(r.tensor_active_pct, '%')} DRAM {fmt_num(r.dram_bw_util_pct, '%')}",
-                         style=DIM)
-            return t
-
-        lines.append(line("3", (bar_key(r.power_w, plimit, barw), fmt_num(r.power_w), fmt_num(plimit),
-                                fmt_num(r.sm_active_pct), fmt_num(r.tensor_active_pct),
-                                fmt_num(r.dram_bw_util_pct)), build3, width))
-
-        def build4() -> Text:
-            t = Text("PCIe ")
-            t.append_text(link_text(dev, r, busy))
-            if dev.nvlinks_active:
-                t.append(f"  NVLink ×{dev.nvlinks_active}", style=DIM)
-            return t
-
-        lines.append(line("4", (r.pcie_gen, r.pcie_width, best_link(dev), busy, dev.nvlinks_active), build4, width))
-        rates = [("  RX", r.pcie_rx_bytes_per_s, "pcie_rx", cap), ("  TX", r.pcie_tx_bytes_per_s, "pcie_tx", cap)]
-        if dev.nvlinks_active:
-            ncap = catalogue.raw_ceiling(catalogue.by_key("nvlink_rx"), dev, r)  # the findings' ceiling too
-            rates += [("NV RX", r.nvlink_rx_bytes_per_s, "nvlink_rx", ncap),
-                      ("NV TX", r.nvlink_tx_bytes_per_s, "nvlink_tx", ncap)]
+        lines = self._reading_lines(dev, r, util, width, reading_busy(r, cap))
+        rates = rate_rows(dev, r, cap)
         # spare rows (the panel is taller than its lines) go to block graphs of several metrics, each
         # scaled to its ceiling (widgets/panel_graphs.py); ``size`` is the content area (inside border
         # and padding), so every row of it is used. Without them, a util sparkline closes the panel.
         spare = max(0, (self.size.height or 0) - len(lines) - len(rates))
         same = max(0, self.rows() - len(lines) - len(rates))  # as many in every GPU's panel: what is shown
         graphs = self._graphs(v, [(metric, c) for _, _, metric, c in rates] + ([] if same >= 2 else [("util", 100.0)]),
-                              graphw)
-        for name, val, metric, c in rates:
-            share = (val / c) if (val is not None and c) else None
-            graph = graphs[metric]
-
-            def build_rate(name: str = name, val: float | None = val, c: float | None = c,
-                           share: float | None = share, graph: str = graph) -> Text:
-                t = rate_line(name, val, c)
-                t.pad_right(prefix - t.cell_len)
-                t.append(graph, style=level_style(share))
-                return t
-
-            pct = f"{share * 100:3.0f}" if share is not None else None
-            lines.append(line(name, (fmt_rate(val), pct, level_style(share), c, graph), build_rate, width))
+                              max(8, width - GRAPH_AT))
+        lines += [self._rate_line(name, val, c, graphs[metric], width) for name, val, metric, c in rates]
         over = f"over {int(v.window_s // 60)} min"
-        head_text = f"util {util} {over}"
         if same >= 2:
             lines += self._graph_lines(v, dev, r, spare, width, over, same)
         else:
-            graph = graphs["util"]
-
-            def build_head() -> Text:
-                t = Text(head_text, style=DIM)
-                t.pad_right(prefix - t.cell_len)
-                t.append(graph, style=OK)
-                return t
-
-            lines.append(line("g0", (head_text, graph), build_head, width))
+            head_text = f"util {util} {over}"
+            lines.append(self._line("g0", (head_text, graphs["util"]), util_graph_text, width, head_text,
+                                    graphs["util"]))
         sub = mig_text(dev) or ""  # "MIG: 3 instances": the GPU is split, its figures are the whole GPU's
         if self.border_subtitle != sub:
             self.border_subtitle = sub
         self.set_lines(lines)
+
+    def _show_lost(self, v: ViewState, dev: DeviceInfo, r: GpuReading) -> None:
+        """A GPU that fell off the bus: said so, then what it was doing before, where there are rows."""
+        self.add_class("lost")
+        if self.border_subtitle != "LOST":
+            self.border_subtitle = "LOST"
+        lost = [self._line("lost", (dev.bus_id,), lambda: Text(
+            f"LOST: fell off the bus ({clean(dev.bus_id, 20)}); the other GPUs go on", style="bold red"),
+            max(20, self.size.width or 76))]
+        spare = (self.size.height or 0) - 2  # all its rows: it draws unlike the others anyway
+        if spare >= 1:  # what it was doing before it fell off: its graphs up to that moment
+            lost.append(Text("before it was lost:", style=DIM))
+            lost += self._graph_lines(v, dev, r, spare, max(20, self.size.width or 76),
+                                      f"over {int(v.window_s // 60)} min")
+        self.set_lines(lost)
+
+    def _reading_lines(self, dev: DeviceInfo, r: GpuReading, util: str, width: int, busy: bool) -> list[Text]:
+        """The reading's four lines: util and temperatures, clocks, power, the PCIe link; each rebuilt only
+        when what it shows changed (keys: the shown values)."""
+        line = self._line
+        barw = max(8, min(30, width // 4))
+        mem = (f"{r.mem_used_bytes / 2**30:.1f}/{r.mem_total_bytes / 2**30:.0f}"
+               if r.mem_used_bytes is not None and r.mem_total_bytes else None)
+        sm_max = dev.sm_clock_max_mhz
+        plimit = r.power_limit_w or dev.power_limit_w
+        return [
+            line("1", (util, r.pstate, fmt_num(r.temp_gpu_c), fmt_num(r.temp_mem_c), fmt_num(r.fan_pct), mem,
+                       tuple(r.clock_events)), status_text, width, dev, r, util),
+            line("2", (bar_key(r.sm_clock_mhz, sm_max, barw), fmt_num(r.sm_clock_mhz), sm_max,
+                       fmt_num(r.mem_clock_mhz)), clock_text, width, r, sm_max, barw),
+            line("3", (bar_key(r.power_w, plimit, barw), fmt_num(r.power_w), fmt_num(plimit),
+                       fmt_num(r.sm_active_pct), fmt_num(r.tensor_active_pct), fmt_num(r.dram_bw_util_pct)),
+                 power_text, width, r, plimit, barw),
+            line("4", (r.pcie_gen, r.pcie_width, best_link(dev), busy, dev.nvlinks_active), pcie_text, width,
+                 dev, r, busy),
+        ]
+
+    def _rate_line(self, name: str, val: float | None, c: float | None, graph: str, width: int) -> Text:
+        """A link's rate line (:func:`rate_line`) and its sparkline, rebuilt only when what it shows changed."""
+        share = (val / c) if (val is not None and c) else None
+        pct = f"{share * 100:3.0f}" if share is not None else None
+        return self._line(name, (fmt_rate(val), pct, level_style(share), c, graph), rate_graph_text, width,
+                          name, val, c, share, graph)
 
     def rows(self) -> int:
         """The content rows to fill: the panel's height, or :attr:`rows_cap` when that is lower."""

@@ -188,7 +188,11 @@ class GpuTable(LineWidget):
                 if r.clock_events and set(r.clock_events) - {"gpu_idle"}:
                     runs.append((" !", WARN))
             lines.append(texts.text(runs))
-        if plan:
+        shown = rows_shown(self.size.height or 0, n)
+        if shown < n:  # a terminal too short for every GPU's row: say how many are left out, never silently
+            more = Text(f"+{n - shown} GPU: a taller terminal shows {'it' if n - shown == 1 else 'them'}", style=WARN)
+            lines[1 + shown:] = [fit_words(more, width)]
+        elif plan:
             lines += self._spare_graphs(v, width, plan)
         self.set_lines(lines)
 
@@ -270,6 +274,14 @@ def table_metrics(v: ViewState) -> list[TableMetric]:
     """The graphs the spare rows under the table can show, most useful first."""
     nvlink = any(d.nvlinks_active for d in v.inventory.devices)
     return [t for t in _TABLE_METRICS if nvlink or not t[0].startswith("nvlink")]
+
+
+def rows_shown(rows: int, n: int) -> int:
+    """GPUs that get a row in a table of ``rows`` rows (0: not laid out yet, all of them): every one when
+    the header and ``n`` rows fit, else those that fit above a last row saying ``+N GPU``."""
+    if rows <= 0 or rows >= n + 1:
+        return n
+    return max(0, rows - 2)
 
 
 MIN_CELL_GRAPH = 8  # a packed graph narrower than this says too little to be worth a row

@@ -10,17 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import Static
 
 from gpuscope.core.group_paths import group_line, group_traffic, traffic_line
 from gpuscope.core.history import carry_span, resample
 from gpuscope.core.model import EndpointReading, Frame, Inventory, ServingGroup
+from gpuscope.core.redact import public_url
 from gpuscope.core.text import clean, count
 from gpuscope.core.units import NONE
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import EndpointState
+from gpuscope.widgets.fit import fit_words, middle_cut
 from gpuscope.widgets.style import ACCENT, BAD, DIM, fmt_num, set_content, sparkline
 
 INDENT = " " * 9
@@ -95,34 +99,101 @@ def prompt_head(e: EndpointReading) -> str:
     return "" if prompt_split(e) else " prompt –"
 
 
+NAME_W = 40  # the endpoint and model column of an endpoint's first line, at most (80 columns: 36)
+NAME_MIN = 16
+RATES_W = 24  # what the name column leaves for the rates (``gen 1,234 prompt 567 tok/s``) on a narrow panel
+
+
+def name_width(width: int) -> int:
+    """The name column of the endpoints' first lines in a panel ``width`` cells wide: the same for every
+    endpoint (their rates line up), between :data:`NAME_MIN` and :data:`NAME_W`."""
+    return max(NAME_MIN, min(NAME_W, width - 9 - 1 - RATES_W))
+
+
+def endpoint_where(url: str) -> str:
+    """Which server a reading is from, as ``host:port`` (``http://user:pw@gpu-1:8000/metrics?token=t`` →
+    ``gpu-1:8000``; the scheme's port when the URL names none; an IPv6 host in brackets): never its user info,
+    path or query, and sanitised for the screen. A URL that cannot be split is shown redacted and cleaned."""
+    public = clean(public_url(url), 200)
+    try:
+        parts = urlsplit(public if "://" in public else "//" + public)
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is not a number
+        return clean(public, 40)
+    if not host:
+        return clean(public, 40)
+    host = f"[{host}]" if ":" in host else host
+    port = port or {"http": 80, "https": 443}.get(parts.scheme)
+    return clean(f"{host}:{port}" if port else host, 60)
+
+
+def endpoint_name(e: EndpointReading, width: int) -> Text:
+    """An endpoint's name on its first line, in ``width`` cells: ``host:port`` (dim), then its model (cut with
+    ``…`` first: several servers on one host differ by their port, which stays)."""
+    where = endpoint_where(e.url)
+    out = Text(middle_cut(where, width) if cell_len(where) > width else where, style=DIM)
+    room = width - out.cell_len - 1
+    if e.model and room >= 4:
+        out.append(" " + clean(e.model, room))
+    return out
+
+
 def endpoint_lines(e: EndpointReading, width: int = 76) -> list[Text]:
     """The lines of one endpoint/model in a panel ``width`` cells wide (76: 80 columns less border and
     padding): the numbers fit 76 for any realistic reading; why an endpoint is down or gives no rate is
     cut to the room left on its line (at least 10 characters), not to a fixed length."""
     if e.models_dropped and e.model is None:  # the models beyond the per-endpoint cap, together
-        rest = Text(f"{clean(e.kind or '?', 8):<8} {'+' + count(e.models_dropped, 'model'):<28} ", style=DIM)
-        rest.append(f"gen {fmt_num(e.gen_tokens_per_s)} prompt {fmt_num(e.prompt_tokens_per_s)} tok/s", style=DIM)
-        return [rest, Text(INDENT + f"run {fmt_num(e.requests_running)} wait {fmt_num(e.requests_waiting)}  "
-                           "(together: not read one by one)", style=DIM)]
-    head = Text(f"{clean(e.kind or '?', 8):<8} {clean(e.model or e.url, 28):<28} ")
-    if e.state is UNREACHABLE:
+        return _together_lines(e)
+    name_w = name_width(width)
+    head = Text(f"{clean(e.kind or '?', 8):<8} ")
+    head.append_text(endpoint_name(e, name_w))
+    if e.state is UNREACHABLE:  # why, in all the room its line has
+        head.append(" ")
         head.append(clean(e.error or "unreachable", max(10, width - len(head))), style=BAD)
-        return [head]
+        return [fit_words(head, max(width, len(head)))]
+    head.append(" " * (name_w - head.cell_len + 9) + " ")  # the rates line up under each other
     gen_src = " (probe)" if "gen_tokens_per_s" in e.probe_fields else ""
     head.append(f"gen {fmt_num(e.gen_tokens_per_s)}{gen_src}{prompt_head(e)} tok/s")
-    lines = [head]
+    lines = [head, _state_line(e, width)]
+    work = _work_text(e)
+    if work:
+        lines.append(Text(INDENT + work))
+    lines += [_ttft_line(e), _itl_line(e)]
+    if e.probe_ttft_s is not None or e.probe_decode_tokens_per_s is not None:
+        lines.append(Text(INDENT + f"probe (one request): TTFT {fmt_ms(e.probe_ttft_s)}, decode "
+                          f"{fmt_num(e.probe_decode_tokens_per_s)} tok/s", style=DIM))
+    if e.probe_error and e.probe_error != e.error:  # the head line says it already where no metrics are read
+        lines.append(Text(INDENT + clean(e.probe_error, max(10, width - len(INDENT))), style=BAD))
+    return [fit_words(t, width) for t in lines]  # one row each: whole words, never a cut number
+
+
+def _together_lines(e: EndpointReading) -> list[Text]:
+    """The reading of an endpoint's models beyond the per-endpoint cap, read together: their rates and queue."""
+    rest = Text(f"{clean(e.kind or '?', 8):<8} {'+' + count(e.models_dropped, 'model'):<28} ", style=DIM)
+    rest.append(f"gen {fmt_num(e.gen_tokens_per_s)} prompt {fmt_num(e.prompt_tokens_per_s)} tok/s", style=DIM)
+    return [rest, Text(INDENT + f"run {fmt_num(e.requests_running)} wait {fmt_num(e.requests_waiting)}  "
+                       "(together: not read one by one)", style=DIM)]
+
+
+def _state_line(e: EndpointReading, width: int) -> Text:
+    """Requests running and waiting, KV cache use, speculative acceptance; the rates' window, or why there
+    is no rate (every answer refused or unreadable, or too early)."""
     state = Text(INDENT + f"run {fmt_num(e.requests_running)} wait {fmt_num(e.requests_waiting)}  "
                  f"KV {fmt_num(e.kv_cache_pct, '%', 1 if e.kv_cache_pct and 99 < e.kv_cache_pct < 100 else 0)}")
     if e.spec_accept_length is not None:
         state.append(f"  accept {e.spec_accept_length:.2f}")
     if e.rate_window_s:
         state.append(f"  rates over {e.rate_window_s:.0f} s", style=DIM)
-    elif e.gen_tokens_per_s is None:  # no rate: say why (every answer refused or unreadable, or too early)
+    elif e.gen_tokens_per_s is None:
         bad = e.state is BAD_RESPONSE
         room = max(10, width - len(state) - 2)
         why = clean(e.error or "bad response", room) if bad else "rates: waiting for two scrapes"
         state.append("  " + why, style=BAD if bad else DIM)
-    lines.append(state)
+    return state
+
+
+def _work_text(e: EndpointReading) -> str:
+    """The prompt's split, prefix-cache hits and preemptions, those the server reports ("" when none)."""
     work = []
     parts = prompt_split(e)
     if parts:
@@ -131,23 +202,26 @@ def endpoint_lines(e: EndpointReading, width: int = 76) -> list[Text]:
         work.append(f"hit {e.prefix_cache_hit_pct:.0f}%")
     if e.preemptions_per_min is not None:
         work.append(f"preempt {e.preemptions_per_min:.0f}/min")
-    if work:
-        lines.append(Text(INDENT + "  ".join(work)))
+    return "  ".join(work)
+
+
+def _ttft_line(e: EndpointReading) -> Text:
+    """The mean time to first token, with its queue and prefill parts where the server reports them."""
     ttft = Text(INDENT + f"TTFT mean {fmt_ms(e.ttft_mean_s)}")
     split = [f"queue {fmt_ms(e.queue_mean_s)}" if e.queue_mean_s is not None else "",
              f"prefill {fmt_ms(e.prefill_mean_s)}" if e.prefill_mean_s is not None else ""]
     if any(split):
         ttft.append(" (" + ", ".join(x for x in split if x) + ")")
-    lines.append(ttft)
+    return ttft
+
+
+def _itl_line(e: EndpointReading) -> Text:
+    """The mean inter-token latency and its median (or the bucket the median lies in)."""
     itl = Text(INDENT + f"ITL mean {fmt_ms(e.itl_mean_s)}")
     q = fmt_bounds("p50", e.itl_p50_s, e.itl_p50_bounds_s)
     if q:
         itl.append(f" ({q})", style=DIM)
-    lines.append(itl)
-    if e.probe_ttft_s is not None or e.probe_decode_tokens_per_s is not None:
-        lines.append(Text(INDENT + f"probe (one request): TTFT {fmt_ms(e.probe_ttft_s)}, decode "
-                          f"{fmt_num(e.probe_decode_tokens_per_s)} tok/s", style=DIM))
-    return lines
+    return itl
 
 
 def unsummed_models(eps: Sequence[EndpointReading]) -> list[tuple[str, int]]:
@@ -216,7 +290,8 @@ class InferencePanel(Static):
         lines.append((0, t))
         lines.extend(body_lines(v, width))
         self.wanted = len(lines)
-        set_content(self, Text("\n").join(fit_budget(lines, self.budget)))
+        # one row each, whatever a server sends: a wrapped line would take a row the layout gave the GPUs
+        set_content(self, Text("\n").join(fit_words(t, width) for t in fit_budget(lines, self.budget)))
 
 
 def _ranked(lines: list[Text]) -> list[tuple[int, Text]]:

@@ -10,18 +10,16 @@ most of the TUI's CPU and of the bytes it wrote to the terminal; benchmarks/benc
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.filter import ANSIToTruecolor
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
 from gpuscope.widgets.fit import narrow
-from gpuscope.widgets.textual_private import repaint, styled_row
 
 
 def _first_diff(a: str, b: str) -> int:
@@ -49,6 +47,22 @@ def changed_cells(old: Strip, new: Strip) -> tuple[int, int] | None:
     sa, sb = list(old), list(new)
     if len("".join([seg.text for seg in sa])) != width or len("".join([seg.text for seg in sb])) != width:
         return (0, width)  # a wide character: cells and characters do not line up
+    ends = _equal_ends(sa, sb, width)
+    if ends is None:
+        return None
+    i, pos, j, end = ends
+    ma, mb = sa[i:len(sa) - j], sb[i:len(sb) - j]  # cells [pos, end) of each
+    if len(ma) == len(mb) and all(len(x.text) == len(y.text) and x.style == y.style for x, y in zip(ma, mb)):
+        ta, tb = "".join([x.text for x in ma]), "".join([y.text for y in mb])  # same styles: the text decides
+        if ta == tb:
+            return None
+        return (pos + _first_diff(ta, tb), end - _first_diff(ta[::-1], tb[::-1]))
+    return _cell_by_cell(ma, mb, pos)
+
+
+def _equal_ends(sa: list[Segment], sb: list[Segment], width: int) -> tuple[int, int, int, int] | None:
+    """``(i, pos, j, end)``: the first ``i`` segments of both strips are equal and end at cell ``pos``, the last
+    ``j`` are equal and start at cell ``end``; ``None`` when every segment is equal."""
     n = min(len(sa), len(sb))
     i = pos = 0
     while i < n and sa[i] == sb[i]:
@@ -60,12 +74,12 @@ def changed_cells(old: Strip, new: Strip) -> tuple[int, int] | None:
     while j < n - i and sa[-1 - j] == sb[-1 - j]:
         end -= len(sa[-1 - j].text)
         j += 1
-    ma, mb = sa[i:len(sa) - j], sb[i:len(sb) - j]  # cells [pos, end) of each
-    if len(ma) == len(mb) and all(len(x.text) == len(y.text) and x.style == y.style for x, y in zip(ma, mb)):
-        ta, tb = "".join([x.text for x in ma]), "".join([y.text for y in mb])  # same styles: the text decides
-        if ta == tb:
-            return None
-        return (pos + _first_diff(ta, tb), end - _first_diff(ta[::-1], tb[::-1]))
+    return i, pos, j, end
+
+
+def _cell_by_cell(ma: list[Segment], mb: list[Segment], pos: int) -> tuple[int, int] | None:
+    """The cells where the segments ``ma`` and ``mb`` (from cell ``pos`` of two strips, cut or styled unlike)
+    differ, compared a cell at a time; ``None`` when they draw the same."""
     a = [(ch, seg.style) for seg in ma for ch in seg.text]
     b = [(ch, seg.style) for seg in mb for ch in seg.text]
     k, m = 0, len(a)
@@ -140,22 +154,6 @@ def line_segments(text: Text, width: int, base: Style,
     return segments
 
 
-class PreFilter(NamedTuple):
-    """Textual's default line filter, applied to a :class:`LineWidget`'s content styles as they are made, and the
-    widget's background it takes (a Textual ``Color`` for ``apply``, a Rich one for ``truecolor_style``)."""
-
-    filter: ANSIToTruecolor
-    background: Any
-    rich_background: Any
-
-
-# what surrounds a LineWidget's content rows (LineWidget._frame): the segments before and after a row, the content
-# rows [top, bottom), the width and the background the line filters take
-FrameParts = tuple[list[Segment], list[Segment], int, int, int, Any]
-
-_UNUSED = Strip([], 0)  # a row of a partial update that the compositor does not use
-
-
 class LineWidget(Widget):
     """A widget whose content is a list of one-row ``Text`` lines, set with :meth:`set_lines`.
 
@@ -170,15 +168,6 @@ class LineWidget(Widget):
         self._base_style: Style | None = None  # self.rich_style, cached: it walks the ancestors' CSS
         self._style_memo: dict[tuple[str | Style, str | Style | None], Style] = {}
         self._joined: Text | None = None  # _gs_last, once asked for
-        # _frame's answer (None is an answer too) and the sizes it was taken for (None: not taken, or dropped
-        # by a style change or a resize). _rows: each content row as drawn, with the content segments it came from
-        self._frame_key: tuple[object, ...] | None = None
-        self._frame_parts: FrameParts | None = None
-        self._rows: dict[int, tuple[list[Segment], object, Strip]] = {}
-        # the line filter applied to content styles as they are made (Textual's default filters: ANSIToTruecolor
-        # alone), with the background it takes as a Color and a Rich color; the frame's edges filtered for it
-        self._pre: PreFilter | None = None
-        self._edges: tuple[object, list[Segment], list[Segment]] | None = None
 
     @property
     def _gs_last(self) -> Text | None:
@@ -198,12 +187,10 @@ class LineWidget(Widget):
         super().notify_style_update()
         self._base_style = None
         self._style_memo = {}
-        self._frame_key = None
         self._made = [None] * len(self._lines)
 
     def on_resize(self) -> None:
         self._made = [None] * len(self._lines)
-        self._frame_key = None
 
     def _style(self) -> Style:
         style = self._base_style
@@ -212,8 +199,7 @@ class LineWidget(Widget):
         return style
 
     def _make_row(self, text: Text, width: int) -> list[Segment]:
-        """One line as the segments of exactly ``width`` cells, in the widget's style (and through the line
-        filter, when :meth:`_sync_filters` applies it as styles are made)."""
+        """One line as the segments of exactly ``width`` cells, in the widget's style."""
         fast = line_segments(text, width, self._styled("", None), self._styled)
         if fast is not None:
             return fast
@@ -222,9 +208,7 @@ class LineWidget(Widget):
         segments = list(text.render(console))
         if text.style and not text.spans:  # Rich applies a span-less text's own style only in __rich_console__
             segments = list(Segment.apply_style(segments, console.get_style(text.style)))
-        segments = list(Strip(segments).crop_extend(0, width, style).apply_style(style))
-        pre = self._pre
-        return segments if pre is None else pre.filter.apply(segments, pre.background)
+        return list(Strip(segments).crop_extend(0, width, style).apply_style(style))
 
     def _styled(self, text_style: str | Style, span_style: str | Style | None) -> Style:
         """The widget's style, then a text's own, then a span's: what Rich's ``Text.render`` and
@@ -238,118 +222,8 @@ class LineWidget(Widget):
                 got = got + get(text_style, default=Style.null())
             if span_style:
                 got = got + get(span_style, default=Style.null())
-            pre = self._pre
-            if pre is not None:
-                got = pre.filter.truecolor_style(got, pre.rich_background)
             self._style_memo[key] = got
         return got
-
-    def _sync_filters(self) -> tuple[list[Any], FrameParts | None]:
-        """The line filters and :meth:`_frame`, and whether content styles go through them as they are made: when
-        the only filter is Textual's ANSIToTruecolor (its default) and this widget draws its own rows
-        (:meth:`_frame`). Then a changed row is not filtered segment by segment at every draw (a Segment made anew
-        for each, every second), only its handful of styles once. Applied twice, as Textual's own path does to
-        :meth:`render_line`, it changes nothing (a true colour stays itself). A change of filter or background
-        drops every row made for the old one."""
-        filters = list(self.get_line_filters())
-        frame = self._frame()
-        pre = None
-        if frame is not None and len(filters) == 1 and isinstance(filters[0], ANSIToTruecolor):
-            pre = PreFilter(filters[0], frame[5], frame[5].rich_color)
-        if pre != self._pre:
-            self._pre = pre
-            self._style_memo = {}
-            self._made = [None] * len(self._lines)
-            self._rows = {}
-            self._edges = None
-        return filters, frame
-
-    def render_rows(self, crop: Region, rows: list[int]) -> list[Strip]:
-        """:meth:`render_lines` for a partial update that uses only ``rows`` (in ``crop``): the other rows of
-        ``crop`` are given as an empty strip, which the compositor never reads (widgets/textual_private.py
-        ``get_renders``)."""
-        return self._draw_rows(crop, None if len(rows) == crop.height else set(rows))
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        return self._draw_rows(crop, None)
-
-    def _draw_rows(self, crop: Region, wanted: set[int] | None) -> list[Strip]:
-        """The widget's rows in ``crop``, as Textual's ``Widget.render_lines`` gives them. The content rows are
-        put together here (the border and padding segments Textual draws around a content row, taken once
-        from Textual itself, then the line filters, already applied to the content when :meth:`_sync_filters`
-        says so, and the crop, as its style cache does): Textual's per-row
-        path re-reads a dozen style rules for every changed row of every panel, a third of the screen's
-        update time. Border rows (titles), and any widget with effects this does not copy (tint, opacity,
-        hatch, outline), are Textual's own (tests/widgets/test_lines.py compares the two, row for row). Only the
-        rows in ``wanted`` when given (:meth:`render_rows`)."""
-        filters, frame = self._sync_filters()
-        if frame is None:
-            return super().render_lines(crop)
-        prefix, suffix, top, bottom, width, background = frame
-        pre = self._pre
-        if pre is not None:  # the edges through the filter, once a frame; content rows were filtered as made
-            if self._edges is None or self._edges[0] is not frame:
-                self._edges = (frame, pre.filter.apply(prefix, background), pre.filter.apply(suffix, background))
-            prefix, suffix = self._edges[1], self._edges[2]
-        x1, x2 = crop.column_span
-        whole = (x1, x2) == (0, width)
-        out: list[Strip] = []
-        rows = self._rows
-        content_width = self.size.width
-        y, end = crop.y, crop.bottom
-        while y < end:
-            if wanted is not None and y not in wanted:
-                out.append(_UNUSED)
-                y += 1
-                continue
-            if top <= y < bottom:
-                content = self._row(y - top, content_width)
-                done = rows.get(y)
-                if done is None or done[0] is not content or done[1] != filters:
-                    segments = [*prefix, *content, *suffix]
-                    for f in filters if pre is None else ():  # Strip.apply_filter's work, without a Strip each
-                        segments = f.apply(segments, background)
-                    done = rows[y] = (content, filters, Strip(segments, width))
-                out.append(done[2] if whole else done[2].crop(x1, x2))
-                y += 1
-                continue
-            z = y + 1
-            while z < end and not top <= z < bottom and (wanted is None or z in wanted):
-                z += 1
-            out += super().render_lines(Region(crop.x, y, crop.width, z - y))
-            y = z
-        return out
-
-    def _frame(self) -> FrameParts | None:
-        """What surrounds a content row (segments before and after it), the content rows ``[top, bottom)``,
-        the width and the background the line filters take; ``None`` where Textual must draw. Taken from
-        Textual once, and again after a style change (focus, a class, the theme) or a resize."""
-        size = self.region.size
-        if self._frame_key == (size, self.size):
-            return self._frame_parts
-        styles = self.styles
-        self._rows = {}
-        self._frame_key, self._frame_parts = (size, self.size), None
-        if (styles.has_rule("hatch") or styles.tint.a or styles.opacity != 1.0 or styles.text_opacity != 1.0
-                or any(edge for edge, _ in styles.outline)):
-            return None
-        content = self.content_region.size
-        base_background, background = self.background_colors
-        gutter = styles.gutter
-        if content.width != self.size.width or content.height <= 0:
-            return None
-        sentinel = Segment("\0" * content.width)
-        row = styled_row(self, gutter.top, size, content, base_background, background, Strip([sentinel], content.width))
-        if row is None:  # Textual's public path only (widgets/textual_private.py): its render_lines draws
-            return None
-        segments = list(row)
-        hits = [k for k, seg in enumerate(segments) if seg == sentinel]
-        if len(hits) != 1 or row.cell_length != size.width:
-            return None
-        k = hits[0]
-        frame = (segments[:k], segments[k + 1:], gutter.top, gutter.top + content.height, size.width, background)
-        self._frame_parts = frame
-        return frame
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
@@ -378,8 +252,6 @@ class LineWidget(Widget):
             self._made = [None] * len(lines)
             self.refresh(layout=True)
             return True
-        if self.is_mounted:  # before the rows are made: they are made through the filter, or not
-            self._sync_filters()
         width = self.size.width
         dirty: list[Region] = []
         for y, (a, b) in enumerate(zip(old, lines)):
@@ -397,5 +269,5 @@ class LineWidget(Widget):
             if cells is not None:
                 dirty.append(Region(cells[0], y, cells[1] - cells[0], 1))
         if dirty:
-            repaint(self, dirty)  # one call: the bookkeeping once, not once a line
+            self.refresh(*dirty)  # one call: the bookkeeping once, not once a line
         return True

@@ -150,19 +150,33 @@ def process_lines(frame: Frame | None, width: int, budget: int, gpu: int | None 
     if not gpus:
         return [Text(f"GPU{gpu} lost" if gpu is not None else "no GPU answers", style=DIM)]
     silent = [g.index for g in gpus if g.processes is None]
-    rows = sorted_processes(frame, gpu)
-    notes: list[Text] = []
     if len(silent) == len(gpus):  # nothing to list: say why, once
         what = "processes " + (NOT_REPORTED if len(gpus) == 1 else "not reported by these GPUs")
         return [fit_words(Text(what, style=DIM), width)]
-    if silent:
-        notes.append(fit_words(Text(", ".join(f"GPU{i}" for i in silent) + ": processes " + NOT_REPORTED,
-                                    style=DIM), width))
+    notes = [_silent_note(silent, width)] if silent else []
+    rows = sorted_processes(frame, gpu)
     if not rows:
-        where = f"GPU{gpu}" if gpu is not None else ("any GPU" if len(gpus) > 1 else "this GPU")
-        return [Text(f"no processes on {where}", style=DIM), *notes][:budget]
+        return [_no_processes(gpu, len(gpus)), *notes][:budget]
+    return _listing(rows, notes, width, budget, gpu_column=gpu is None)
+
+
+def _silent_note(silent: list[int], width: int) -> Text:
+    """Which GPUs do not report their processes (beside those that do)."""
+    return fit_words(Text(", ".join(f"GPU{i}" for i in silent) + ": processes " + NOT_REPORTED, style=DIM), width)
+
+
+def _no_processes(gpu: int | None, n_gpus: int) -> Text:
+    """No process on GPU ``gpu`` (None: on any of the ``n_gpus``)."""
+    where = f"GPU{gpu}" if gpu is not None else ("any GPU" if n_gpus > 1 else "this GPU")
+    return Text(f"no processes on {where}", style=DIM)
+
+
+def _listing(rows: list[tuple[int, ProcessInfo]], notes: list[Text], width: int, budget: int,
+             gpu_column: bool) -> list[Text]:
+    """``rows`` listed in ``budget`` lines (at least 1): a header and one row per process, ``+k more`` when
+    they do not fit, then the ``notes`` where there is room for them beside two rows."""
     kinds = any(p.kind != "C" for _, p in rows)
-    cols = columns_for(width, gpu_column=gpu is None, kind_column=kinds)
+    cols = columns_for(width, gpu_column=gpu_column, kind_column=kinds)
     room = budget - 1 - len(notes)  # the header, and the note on silent GPUs
     if room < 1 or (room < len(rows) and room < 2):
         notes = []

@@ -87,48 +87,60 @@ class StatusBar(Static):
         if inputs == self._inputs:
             return
         self._inputs = inputs
-        # (text, style, priority, short form): priority 0 always shown, higher dropped first (widgets/fit.py)
-        segs: list[tuple[str, str, int, str | None]] = []
-
-        def seg(text: str, style: str = "", prio: int = 0, short: str | None = None) -> None:
-            segs.append((text, style, prio, short))
-
-        p = self.palette
-        bad = f"bold {p.bad}"
-        seg(" gpuscope", "bold", 6)
-        seg(f" {v.label} ", label_style(v.label, p), 0)
-        if v.inventory.scenario and v.label == "SIMULATED":
-            seg(v.inventory.scenario, p.warn, 2)
-        elif v.inventory.simulated:
-            seg(f"SIMULATED {v.inventory.scenario or ''}".strip(), f"bold {p.warn}", 0)
-        if st.tick_errors.count:  # a high priority: a narrow terminal must still show it
-            seg(st.tick_errors.text(), bad, 1)
-        if st.origin_note:
-            seg(clean(st.origin_note, 300), p.accent, 3, clean(st.origin_name, 300))  # narrow: the file's name
-        seg(clean(v.inventory.host, 60), "", 3)
-        seg(f"{len(v.inventory.devices)} GPU", "", 4)
-        mig = [d for d in v.inventory.devices if d.mig_instances is not None]
-        if len(mig) == 1:
-            seg(f"GPU{mig[0].index} {mig_text(mig[0])}", "bold", 2)
-        elif mig:
-            seg(f"MIG on {len(mig)} GPUs", "bold", 2)
-        seg(f"driver {clean(v.inventory.driver_version or '?', 20)}", "", 5)
-        seg(f"every {st.interval_s:g}s", "", 4)
-        seg(f"window {fmt_duration(v.window_s)}", "", 0)
-        if st.paused:
-            seg("❚❚ PAUSED", f"bold {p.warn}", 0)
-        if rec is not None:
-            seg(f"● REC {fmt_duration(rec.elapsed_s)}", bad, 0)
-            if rec.dropped:
-                seg(f"{rec.dropped} frames dropped: disk too slow", bad, 1)
-        if st.record_error:
-            seg(clean(st.record_error, 300), bad, 1)
-        if stale:
-            seg(stale, bad, 0)
-        if clock:
-            seg(clock, "", 0)
+        segs = source_segments(v, self.palette) + state_segments(v, self.palette, stale, clock)
         key = (tuple(segs), width)
         if key == self._key:  # other inputs, the same words at the same width: nothing to fit or compare again
             return
         self._key = key
         set_content(self, fit_segments([(Text(t, style=style), prio, short) for t, style, prio, short in segs], key[1]))
+
+
+# (text, style, priority, short form): priority 0 always shown, higher dropped first (widgets/fit.py)
+Word = tuple[str, str, int, str | None]
+
+
+def source_segments(v: ViewState, p: Palette) -> list[Word]:
+    """The header's words on where the readings come from: the source label, a scenario, sampling errors, the
+    origin (a recording's file), the host, its GPUs and MIG, the driver."""
+    st = v.status
+    inv = v.inventory
+    segs: list[Word] = [(" gpuscope", "bold", 6, None), (f" {v.label} ", label_style(v.label, p), 0, None)]
+    if inv.scenario and v.label == "SIMULATED":
+        segs.append((inv.scenario, p.warn, 2, None))
+    elif inv.simulated:
+        segs.append((f"SIMULATED {inv.scenario or ''}".strip(), f"bold {p.warn}", 0, None))
+    if st.tick_errors.count:  # a high priority: a narrow terminal must still show it
+        segs.append((st.tick_errors.text(), f"bold {p.bad}", 1, None))
+    if st.origin_note:  # narrow: the file's name
+        segs.append((clean(st.origin_note, 300), p.accent, 3, clean(st.origin_name, 300)))
+    segs += [(clean(inv.host, 60), "", 3, None), (f"{len(inv.devices)} GPU", "", 4, None)]
+    mig = [d for d in inv.devices if d.mig_instances is not None]
+    if len(mig) == 1:
+        segs.append((f"GPU{mig[0].index} {mig_text(mig[0])}", "bold", 2, None))
+    elif mig:
+        segs.append((f"MIG on {len(mig)} GPUs", "bold", 2, None))
+    segs.append((f"driver {clean(inv.driver_version or '?', 20)}", "", 5, None))
+    return segs
+
+
+def state_segments(v: ViewState, p: Palette, stale: str, clock: str) -> list[Word]:
+    """The header's words on the sampling: its interval, the graphs' window, paused, recording (and its
+    trouble), an overdue sample, the clock."""
+    st = v.status
+    rec = st.recording
+    bad = f"bold {p.bad}"
+    segs: list[Word] = [(f"every {st.interval_s:g}s", "", 4, None),
+                        (f"window {fmt_duration(v.window_s)}", "", 0, None)]
+    if st.paused:
+        segs.append(("❚❚ PAUSED", f"bold {p.warn}", 0, None))
+    if rec is not None:
+        segs.append((f"● REC {fmt_duration(rec.elapsed_s)}", bad, 0, None))
+        if rec.dropped:
+            segs.append((f"{rec.dropped} frames dropped: disk too slow", bad, 1, None))
+    if st.record_error:
+        segs.append((clean(st.record_error, 300), bad, 1, None))
+    if stale:
+        segs.append((stale, bad, 0, None))
+    if clock:
+        segs.append((clock, "", 0, None))
+    return segs

@@ -12,8 +12,12 @@ from rich.text import Span, Text
 
 from gpuscope.core.history import History, resample_rows
 from gpuscope.core.text import clean
-from gpuscope.core.units import duration, fmt_gb, fmt_num, fmt_rate  # noqa: F401 - re-exported for the panels
-from gpuscope.core.vocab import SEV_LEVEL, SEV_MARK, SEVERITIES, path_level  # noqa: F401 - SEV_MARK re-exported
+from gpuscope.core.units import duration
+from gpuscope.core.units import fmt_gb as fmt_gb  # ``X as X``: re-exported for the panels (mypy: explicitly)
+from gpuscope.core.units import fmt_num as fmt_num
+from gpuscope.core.units import fmt_rate as fmt_rate
+from gpuscope.core.vocab import SEV_LEVEL, SEVERITIES, path_level
+from gpuscope.core.vocab import SEV_MARK as SEV_MARK  # re-exported for the findings panel
 
 SPARK = "▁▂▃▄▅▆▇█"
 BAR_FULL = "█"

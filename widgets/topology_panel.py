@@ -121,12 +121,31 @@ def topology_lines(v: ViewState, width: int, sel: tuple[int, int] | None = None,
     """The topology panel's lines for a content ``width``: the matrix when it fits without wrapping
     (dropping the affinity and NUMA columns first), else a pair list grouped by path; then the
     links below their max, the selected pair, and the legend when asked for."""
-    inv = v.inventory
-    n = len(inv.devices)
+    n = len(v.inventory.devices)
     cols = matrix_columns(n, width) if form == "matrix" else None
-    lines: list[Text] = []
+    if n and cols is not None:
+        lines = _matrix_lines(v, width, cols, sel)
+    elif n >= 2:
+        lines = _pair_list_lines(v, width)
+    else:
+        lines = []
+    lines += [fit_words(t, width) for t in _link_notes(v)]
+    lines += _group_lines(v, width, underlined=cols is not None)
+    if v.probe is not None:
+        lines += probe_lines(v.probe, width, sel)
+    if n >= 2:
+        t = _selected_pair_line(v, width, sel, legend_on)
+        if t is not None:
+            lines.append(t)
+    if legend_on:
+        lines += legend_lines(width)
+    return lines
+
+
+def _link_notes(v: ViewState) -> list[Text]:
+    """Each GPU whose PCIe link runs below its max (coloured by whether it is busy), then each MIG GPU."""
+    inv = v.inventory
     links: list[Text] = []
-    grouped = grouped_pairs(v.frame)  # pairs inside a serving group: underlined in the matrix
     for i, d in enumerate(inv.devices):
         r = v.frame.gpus[i] if v.frame and i < len(v.frame.gpus) else None
         row = link_row(d, r.pcie_gen if r else None, r.pcie_width if r else None)
@@ -140,79 +159,101 @@ def topology_lines(v: ViewState, width: int, sel: tuple[int, int] | None = None,
                 t.append(" (idle)", style=DIM)
             links.append(t)
     links += [Text(f"GPU{d.index} {mig_text(d)}", style="bold") for d in inv.devices if d.mig_instances is not None]
-    if n and cols is not None:
-        m = matrix(inv)
-        head = Text(" " * CELL + "".join(f"{'GPU' + str(j):>{CELL}}" for j in range(n)), style="bold")
-        aff_w = affinity_width([d.cpu_affinity for d in inv.devices], width - (CELL + CELL * n) - 2 - 5)
+    return links
+
+
+def _matrix_lines(v: ViewState, width: int, cols: tuple[str, ...], sel: tuple[int, int] | None) -> list[Text]:
+    """The matrix: a head row, then per GPU its path to each GPU (pairs inside a serving group underlined,
+    the selected pair reversed) and the side ``cols`` (affinity, NUMA)."""
+    inv = v.inventory
+    n = len(inv.devices)
+    grouped = grouped_pairs(v.frame)
+    m = matrix(inv)
+    head = Text(" " * CELL + "".join(f"{'GPU' + str(j):>{CELL}}" for j in range(n)), style="bold")
+    aff_w = affinity_width([d.cpu_affinity for d in inv.devices], width - (CELL + CELL * n) - 2 - 5)
+    if "affinity" in cols:
+        head.append(f"  {'CPU affinity':<{aff_w}}")
+    if "numa" in cols:
+        head.append(" NUMA")
+    lines = [head]
+    for i, d in enumerate(inv.devices):
+        t = Text(f"{'GPU' + str(i):<{CELL}}")
+        for j in range(n):
+            lab = m[i][j]
+            style = path_style(lab)
+            if (min(i, j), max(i, j)) in grouped:
+                style = f"underline {style}"
+            if sel is not None and (i, j) == sel:
+                style = f"reverse {style}"
+            t.append(f"{lab:>{CELL}}", style=style)
         if "affinity" in cols:
-            head.append(f"  {'CPU affinity':<{aff_w}}")
+            t.append(f"  {short_affinity(d.cpu_affinity, aff_w):<{aff_w}}")
         if "numa" in cols:
-            head.append(" NUMA")
-        lines.append(head)
-        for i, d in enumerate(inv.devices):
-            t = Text(f"{'GPU' + str(i):<{CELL}}")
-            for j in range(n):
-                lab = m[i][j]
-                style = path_style(lab)
-                if (min(i, j), max(i, j)) in grouped:
-                    style = f"underline {style}"
-                if sel is not None and (i, j) == sel:
-                    style = f"reverse {style}"
-                t.append(f"{lab:>{CELL}}", style=style)
-            if "affinity" in cols:
-                t.append(f"  {short_affinity(d.cpu_affinity, aff_w):<{aff_w}}")
-            if "numa" in cols:
-                t.append(f" {d.numa_node if d.numa_node is not None else NONE:>4}")
-            lines.append(t)
-    elif n >= 2:
-        m = matrix(inv)
-        groups: dict[str, list[str]] = {}
-        for i in range(n):
-            for j in range(i + 1, n):
-                groups.setdefault(m[i][j], []).append(f"{i}↔{j}")
-        for lab, pairs in groups.items():
-            items = ["all pairs"] if len(pairs) == n * (n - 1) // 2 else pairs
-            t = Text(f"{lab:<5}", style=path_style(lab))
-            for it in items:
-                if t.cell_len + len(it) + 1 > width:
-                    lines.append(t)
-                    t = Text(" " * 5)
-                t.append(it + " ")
-            t.rstrip()
-            lines.append(t)
-    lines += [fit_words(t, width) for t in links]
-    for g in v.frame.groups if v.frame else ():  # each serving group of two GPUs or more: its worst path
-        p = worst_pair(inv, g.gpus)
+            t.append(f" {d.numa_node if d.numa_node is not None else NONE:>4}")
+        lines.append(t)
+    return lines
+
+
+def _pair_list_lines(v: ViewState, width: int) -> list[Text]:
+    """The pair list drawn when the matrix does not fit: per path label its pairs, wrapped between pairs."""
+    n = len(v.inventory.devices)
+    m = matrix(v.inventory)
+    groups: dict[str, list[str]] = {}
+    for i in range(n):
+        for j in range(i + 1, n):
+            groups.setdefault(m[i][j], []).append(f"{i}↔{j}")
+    lines: list[Text] = []
+    for lab, pairs in groups.items():
+        items = ["all pairs"] if len(pairs) == n * (n - 1) // 2 else pairs
+        t = Text(f"{lab:<5}", style=path_style(lab))
+        for it in items:
+            if t.cell_len + len(it) + 1 > width:
+                lines.append(t)
+                t = Text(" " * 5)
+            t.append(it + " ")
+        t.rstrip()
+        lines.append(t)
+    return lines
+
+
+def _group_lines(v: ViewState, width: int, underlined: bool) -> list[Text]:
+    """Each serving group of two GPUs or more: its worst path (``underlined`` in the matrix when drawn)."""
+    lines: list[Text] = []
+    for g in v.frame.groups if v.frame else ():
+        p = worst_pair(v.inventory, g.gpus)
         if p is not None:
             t = Text(f"{group_label(g)} on {gpus_text(g.gpus)}: ")
             t.append(p.label, style=path_style(p.label))
-            if cols is not None:
+            if underlined:
                 t.append(" (underlined)", style=DIM)
             lines.append(fit_words(t, width))
-    if v.probe is not None:
-        lines += probe_lines(v.probe, width, sel)
-    if n >= 2:
-        a, b = sorted(sel or (0, 1))
-        p = inv.pair(a, b)
-        if p is not None:
-            cur = {r.index: (r.pcie_gen, r.pcie_width) for r in (v.frame.gpus if v.frame else ())
-                   if r.pcie_gen and r.pcie_width}
-            pair_bw = pair_bandwidth_bytes_per_s(inv, p, cur)
-            what = (f"{p.nvlinks} NVLinks" + (" via NVSwitch" if p.via_nvswitch else " direct")) if p.nvlinks \
-                else PATH_MEANING.get(p.pcie_path, p.pcie_path)
-            t = Text(f"GPU{a}↔GPU{b} ")
-            t.append(p.label, style=path_style(p.label))
-            t.append(f": up to {fmt_gb(pair_bw)} GB/s each way, {what}")
-            t = fit_words(t, width)
-            # what t adds: other pairs only when there are some (2 GPUs have one), the legend when it is off
-            offers = (["other pairs"] if n > 2 else []) + ([] if legend_on else ["legend"])
-            hint = f"  (t: {', '.join(offers)})" if offers else ""
-            if hint and sel is None and t.cell_len + len(hint) <= width:
-                t.append(hint, style=DIM)
-            lines.append(t)
-    if legend_on:
-        lines += legend_lines(width)
     return lines
+
+
+def _selected_pair_line(v: ViewState, width: int, sel: tuple[int, int] | None, legend_on: bool) -> Text | None:
+    """The selected pair (GPU0↔GPU1 when none is): its path, the bandwidth it gives each way and what it
+    runs through; unfocused, a hint of what focusing adds when it fits."""
+    inv = v.inventory
+    n = len(inv.devices)
+    a, b = sorted(sel or (0, 1))
+    p = inv.pair(a, b)
+    if p is None:
+        return None
+    cur = {r.index: (r.pcie_gen, r.pcie_width) for r in (v.frame.gpus if v.frame else ())
+           if r.pcie_gen and r.pcie_width}
+    pair_bw = pair_bandwidth_bytes_per_s(inv, p, cur)
+    what = (f"{p.nvlinks} NVLinks" + (" via NVSwitch" if p.via_nvswitch else " direct")) if p.nvlinks \
+        else PATH_MEANING.get(p.pcie_path, p.pcie_path)
+    t = Text(f"GPU{a}↔GPU{b} ")
+    t.append(p.label, style=path_style(p.label))
+    t.append(f": up to {fmt_gb(pair_bw)} GB/s each way, {what}")
+    t = fit_words(t, width)
+    # what t adds: other pairs only when there are some (2 GPUs have one), the legend when it is off
+    offers = (["other pairs"] if n > 2 else []) + ([] if legend_on else ["legend"])
+    hint = f"  (t: {', '.join(offers)})" if offers else ""
+    if hint and sel is None and t.cell_len + len(hint) <= width:
+        t.append(hint, style=DIM)
+    return t
 
 
 PROBE_MARK = {"bad": SEV_MARK["critical"], "warn": SEV_MARK["warning"], "ok": "✓", "dim": ""}

@@ -95,11 +95,13 @@ def test_check_name(name, ok):
             check_name(name)
         msg = str(e.value)
         assert msg.startswith("--name ") and "\n" not in msg and "\x1b" not in msg
+        assert "ASCII letters, digits, '.', '_' and '-' only" in msg and e.value.exit_status == 2
 
 
 @pytest.mark.slow
 def test_agent_refuses_a_bad_name_in_one_line():
     r = subprocess.run([sys.executable, "-m", "gpuscope", "agent", "--broker", "mqtt://127.0.0.1:1", "--simulate",
                         "mixed-4", "--name", "rack/7"], capture_output=True, text=True, timeout=60)
-    assert r.returncode != 0 and r.stdout == ""
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith("gpuscope: error: --name 'rack/7': use 1 to 128"), r.stderr
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("gpuscope: error: argument --name: 'rack/7': '/' is not "
+                                                              "allowed: ASCII letters"), r.stderr

@@ -259,7 +259,7 @@ def gpuscope(*args: str) -> subprocess.CompletedProcess[str]:
                                      ["compare", str(DEMO), "{f}"]])
 def test_every_frame_damaged_is_one_error(tmp_path, command):
     """A recording whose every frame is damaged (valid JSON, wrong types) is one error for summary, export and
-    compare, not "0 frames" with exit 0 (new-user trial); one with some damaged frames still opens and says
+    compare (it said "0 frames" and exited 0); one with some damaged frames still opens and says
     how many, in one readable line."""
     f = damaged_copy(tmp_path, 1)
     out = gpuscope(*[a.replace("{f}", str(f)).replace("{out}", str(tmp_path / "o.csv")) for a in command])
@@ -271,7 +271,7 @@ def test_every_frame_damaged_is_one_error(tmp_path, command):
 
 def test_some_damaged_frames_still_open_in_one_line(tmp_path):
     """A recording whose every frame is damaged (valid JSON, wrong types) is one error for summary, export and
-    compare, not "0 frames" with exit 0 (new-user trial); one with some damaged frames still opens and says
+    compare (it said "0 frames" and exited 0); one with some damaged frames still opens and says
     how many, in one readable line."""
     f = damaged_copy(tmp_path, 3)  # a third of the frames
     out = gpuscope("summary", str(f))
@@ -282,7 +282,7 @@ def test_some_damaged_frames_still_open_in_one_line(tmp_path):
 
 def test_export_and_compare_say_an_input_was_cut_off(tmp_path):
     """A recording whose every frame is damaged (valid JSON, wrong types) is one error for summary, export and
-    compare, not "0 frames" with exit 0 (new-user trial); one with some damaged frames still opens and says
+    compare (it said "0 frames" and exited 0); one with some damaged frames still opens and says
     how many, in one readable line.
 
     `summary` said a file was cut off; export and compare said nothing (their means are of what survived)."""
@@ -295,11 +295,11 @@ def test_export_and_compare_say_an_input_was_cut_off(tmp_path):
 
 
 def test_settle_gc_freezes_the_survivors_and_raises_the_thresholds():
-    """cli/gc_tune.py: after start-up the collector passes every ~20 s instead of every second (0.35 → 0.1 ms
+    """core/gc_tune.py: after start-up the collector passes every ~20 s instead of every second (0.35 → 0.1 ms
     of CPU a second on the live screen); what was alive then is never traversed again."""
     import gc
 
-    from gpuscope.cli.gc_tune import GC_THRESHOLD, settle_gc
+    from gpuscope.core.gc_tune import GC_THRESHOLD, settle_gc
 
     assert gc.get_freeze_count() == 0
     settle_gc()

@@ -44,7 +44,7 @@ def test_options_are_frozen(argv):
     (["record", "-o", "x", "--endpoint-header", "NoColon"], "--endpoint-header needs --endpoint URL"),
     (["record", "-o", "x", "--endpoint-header", "X-Key: k"], "--endpoint-header needs --endpoint URL"),
     (["record", "-o", "x", "--endpoint", "ftp://x"], "--endpoint 'ftp://x': expected"),
-    (["record", "-o", "x", "--endpoint", "http://h:1", "--endpoint-header", "bad"], "bad header 'bad'"),
+    (["record", "-o", "x", "--endpoint", "http://h:1", "--endpoint-header", "bad"], "bad header in --endpoint-header:"),
     (["agent"], "agent needs --broker URL, --prometheus [HOST:]PORT, or both"),
     (["agent", "--prometheus", "1.2.3"], "--prometheus '1.2.3': the port must be a number"),
     (["export", "f", "--csv", "o", "--serving", "o"], "--serving needs a path of its own"),
@@ -91,5 +91,5 @@ def test_the_live_view_checks_the_terminal_before_its_source_flags(monkeypatch, 
     from gpuscope.tui import run
 
     monkeypatch.setattr(run, "check_terminal", lambda: None)
-    with pytest.raises(GpuscopeError, match="^--probe needs --endpoint URL"):
-        run.run_live(_options(["--probe", "3"]), lambda source: pytest.fail("opened a source"))
+    assert cli_main.main(["--probe", "3"]) == 2  # refused before any source is opened
+    assert "--probe needs --endpoint URL" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""Reports of joined recordings and exports other tools read together (issue 27, points 3 and 5).
+"""Reports of joined recordings and exports other tools read together.
 
 `cat l40s.jsonl.gz a6000.jsonl.gz`: `summary` reports each machine apart, `export` and `compare` refuse
 without `--part N`, `split` writes the parts out and never overwrites; Parquet files of any two
@@ -24,7 +24,8 @@ from gpuscope.cli.main import main
 from gpuscope.cli.report import split_names
 from gpuscope.cli.tables import FORMULA_START, column_types, column_unit, csv_cell
 from gpuscope.core.model import DeviceInfo, EndpointReading, Frame, GpuReading, Inventory
-from gpuscope.sources.recording import Recorder, open_recording
+from gpuscope.outputs.recorder import Recorder
+from gpuscope.sources.recording import open_recording
 
 NOTE = ("a second recording starts at frame 12 (different machine: sim-powercap 2× NVIDIA L40S → "
         "sim-a6000-tp2 2× NVIDIA RTX A6000)")
@@ -83,10 +84,12 @@ def test_summary_json_parts(files, capsys):
 def test_commands_refuse_a_mix(files, capsys, args):
     f, a = files / "both.jsonl.gz", files / "a6000.jsonl.gz"
     rc, out, err = run(capsys, *[x.format(f=f, a=a, d=files) for x in args])
+    # each command names its own option: compare has --part-a and --part-b, never --part
+    option = {"compare": "--part-a" if args[1] == "{f}" else "--part-b"}.get(args[0], "--part")
     if "--part" in args:
         one_line_error(rc, err, "has 2 parts: no part 3")
     else:
-        one_line_error(rc, err, NOTE, "pick one with --part N (1–2)", f"gpuscope split {f}")
+        one_line_error(rc, err, NOTE, f"pick one with {option} N (1–2)", f"gpuscope split {f}")
     assert out == "" and not (files / "x.csv").exists()
 
 
@@ -173,6 +176,68 @@ def test_resumed_recordings_are_joined_and_said(files, capsys, tmp_path):
     assert rc == 0 and "2 GPUs × 13 frames" in err
 
 
+OVERLAP = ("part 2 overlaps part 1 in time (a second recording starts at frame 8, 7s before part 1's last frame; "
+           "same machine and GPUs): kept apart")
+
+
+def test_a_recording_joined_to_itself_is_reported_per_part(files, capsys, tmp_path):
+    """`cat a a`: the same frames twice are two parts (never one mean over both), and every report says so."""
+    twice = tmp_path / "twice.jsonl.gz"
+    twice.write_bytes((files / "a6000.jsonl.gz").read_bytes() * 2)
+    rc, out, _ = run(capsys, "summary", twice)
+    assert rc == 0 and out.splitlines()[0] == f"{twice}: 2 parts, each summarised apart: {OVERLAP}"
+    assert out.count(", 8 frames") == 2 and "16 frames" not in out
+    rc, out, _ = run(capsys, "summary", twice, "--json")
+    assert [p["frames"] for p in json.loads(out)["parts"]] == [8, 8]
+    rc, _, err = run(capsys, "export", twice, "--csv", tmp_path / "x.csv")
+    one_line_error(rc, err, OVERLAP, "pick one with --part N (1–2)")
+    rc, _, err = run(capsys, "compare", files / "a6000.jsonl.gz", twice)
+    one_line_error(rc, err, OVERLAP, "pick one with --part-b N (1–2)")
+    rc, _, err = run(capsys, "export", twice, "--part", "2", "--csv", tmp_path / "p2.csv")
+    assert rc == 0 and "2 GPUs × 8 frames" in err and OVERLAP in err
+
+
+# ------------------------------------------------------------------ compare: a probe on one side
+@pytest.mark.slow  # records for about a second
+def test_compare_says_which_side_has_no_probe(tmp_path, capsys):
+    probed, plain = tmp_path / "probed.jsonl.gz", tmp_path / "plain.jsonl.gz"
+    for path, extra in ((probed, ["--probe-links"]), (plain, [])):
+        assert main(["record", "-o", str(path), "--simulate", "a6000-tp2-pcie-gen1", *extra, "--duration", "0.3",
+                     "--interval", "0.1"]) == 0
+    capsys.readouterr()
+    for a, b, missing in ((probed, plain, "B"), (plain, probed, "A")):
+        rc, out, _ = run(capsys, "compare", a, b)
+        assert rc == 0 and "probe (GB/s)" in out
+        line = next(x for x in out.splitlines() if x.startswith("GPU0 host→device"))
+        assert line.endswith(f"no probe in {missing}") and "–" in line
+        rc, out, _ = run(capsys, "compare", a, b, "--json")
+        doc = json.loads(out)
+        assert doc["probe_missing"] == missing and doc["probes"]
+        assert all(r[f"{missing.lower()}_gb_per_s"] is None for r in doc["probes"])
+    rc, out, _ = run(capsys, "compare", plain, plain, "--json")
+    assert json.loads(out)["probes"] == [] and json.loads(out)["probe_missing"] is None
+
+
+# ------------------------------------------------------------------ an output that cannot hold every character
+@pytest.mark.parametrize("args", [["summary", "{f}"], ["compare", "{f}", "{f}", "--part-a", "1", "--part-b", "2"],
+                                  ["summary", "{f}", "--by-marker"], ["scenarios"], ["export", "{f}", "--csv", "{d}/x.csv"]])
+def test_an_ascii_output_degrades_never_fails(files, tmp_path, args):
+    """`PYTHONIOENCODING=ascii` (or a C locale): "→", "–" and "×" come out as escapes; the report is all there."""
+    import os
+
+    f, a = files / "both.jsonl.gz", files / "a6000.jsonl.gz"
+    argv = [x.format(f=f, a=a, d=tmp_path) for x in args]
+    p = subprocess.run([sys.executable, "-m", "gpuscope", *argv], capture_output=True, timeout=120,
+                       env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    out, err = p.stdout.decode("ascii"), p.stderr.decode("ascii")  # ASCII through and through
+    assert "internal error" not in err and "Traceback" not in err
+    if argv[0] == "export":  # a mixed file: refused in one line, its dash escaped
+        one_line_error(p.returncode, err, "pick one with --part N (1\\u20132)")
+    else:
+        assert p.returncode == 0, err
+        assert "\\u2192" in out or "\\u2013" in out or "\\xb0" in out  # → – °, escaped
+
+
 # ------------------------------------------------------------------ endpoints in the text summary
 def _serving_recording(path):
     inv = Inventory(host="srv", devices=(DeviceInfo(index=0, name="NVIDIA L40S", uuid="u0", bus_id="b0"),))
@@ -197,6 +262,54 @@ def test_summary_lists_every_endpoint_with_what_is_known(tmp_path, capsys):
                         "KV cache % mean 40; TTFT mean ms mean 200; ITL mean ms mean 12.5")
     assert lines[1] == 'endpoint http://gpu1:8001 (triton) =HYPERLINK("http://x"): KV cache % mean 70; TTFT mean ms mean 350'
     assert lines[2] == "endpoint -http://down:9 (tgi): no readings (unreachable, or no rate yet)"
+
+
+# ------------------------------------------------------------------ a load probe that failed, in the summary
+@pytest.mark.parametrize("row,want", [
+    ({"readings": 30, "probe_failed": 12, "probe_errors": {"probe: HTTP 501": 12}},
+     "probe failed in 12 of 30 readings: HTTP 501"),
+    ({"readings": 1, "probe_failed": 1, "probe_errors": {"probe: no answer in 2 s": 1}},
+     "probe failed in 1 of 1 reading: no answer in 2 s"),
+    ({"readings": 20, "probe_failed": 14, "probe_errors": {"probe: HTTP 401 (needs a token?)": 10, "probe: HTTP 501": 4}},
+     "probe failed in 14 of 20 readings: HTTP 401 (needs a token?) ×10, HTTP 501 ×4"),
+    ({"readings": 9, "probe_failed": 9, "probe_errors": {"probe: a": 3, "probe: b": 2, "probe: c": 2, "d": 1, "e": 1}},
+     "probe failed in 9 of 9 readings: a ×3, b ×2, c ×2 and 2 more"),
+    ({"readings": 5, "probe_failed": 2, "probe_errors": {"probe: HTTP 404\x1b[2J (no such path)": 2}},
+     "probe failed in 2 of 5 readings: HTTP 404 (no such path)"),  # text from a file: cleaned
+    ({"probe_errors": {"probe: HTTP 501": 2}}, "probe failed in 2 readings: HTTP 501"),  # no count of readings
+    ({"readings": 30, "probe_failed": 0, "probe_errors": {}}, None),  # the probe worked, or there is none
+    ({"stats": {}}, None),  # a summary from before probe_errors
+])
+def test_probe_line(row, want):
+    from gpuscope.cli.report import probe_line
+
+    assert probe_line(row) == want
+
+
+def test_summary_says_why_the_probe_failed(tmp_path, capsys):
+    """`summary` (text and --json) says, per endpoint, that its load probe failed, why and in how many readings;
+    an endpoint whose probe never failed says nothing of it."""
+    path = tmp_path / "p.jsonl.gz"
+    inv = Inventory(host="srv", devices=(DeviceInfo(index=0, name="NVIDIA L40S", uuid="u0", bus_id="b0"),))
+    r = Recorder(path, inv, interval_s=1.0, fsync=False)
+    for i in range(10):
+        why = "probe: HTTP 501" if i < 6 else "probe: no answer in 2 s" if i < 8 else None
+        r.write(Frame(t=1.7e9 + i, gpus=(GpuReading(index=0, util_gpu_pct=50.0),), endpoints=(
+            EndpointReading(url="http://gpu1:8000", kind="vllm", model="llama", gen_tokens_per_s=100.0,
+                            probe_error=why),
+            EndpointReading(url="http://gpu1:8001", kind="vllm", model="qwen", gen_tokens_per_s=50.0),
+        )), wait=True)
+    r.close()
+    rc, out, _ = run(capsys, "summary", path)
+    lines = out.splitlines()
+    at = next(k for k, x in enumerate(lines) if x.startswith("endpoint http://gpu1:8000"))
+    assert rc == 0 and lines[at + 1] == "  probe failed in 8 of 10 readings: HTTP 501 ×6, no answer in 2 s ×2", out
+    assert out.count("probe failed") == 1
+    rc, out, _ = run(capsys, "summary", "--json", path)
+    eps = {e["model"]: e for e in json.loads(out)["endpoints"]}
+    assert (eps["llama"]["readings"], eps["llama"]["probe_failed"], eps["llama"]["probe_errors"]) == (
+        10, 8, {"probe: HTTP 501": 6, "probe: no answer in 2 s": 2})
+    assert (eps["qwen"]["readings"], eps["qwen"]["probe_failed"], eps["qwen"]["probe_errors"]) == (10, 0, {})
 
 
 # ------------------------------------------------------------------ exports

@@ -28,10 +28,11 @@ from gpuscope.core.topology import (
     nvlink_link_bytes_per_s,
     pair_bandwidth_bytes_per_s,
 )
+from gpuscope.outputs.recorder import Recorder
 from gpuscope.sources import scenario as scenario_mod
 from gpuscope.sources.live import VirtualClock
 from gpuscope.sources.nvml import NvmlSource
-from gpuscope.sources.recording import Recorder, open_recording
+from gpuscope.sources.recording import open_recording
 from gpuscope.sources.simnvml import SimNvml
 
 DEMO = ROOT / "recordings" / "h200-2gpu-load-phases.jsonl.gz"

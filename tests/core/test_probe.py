@@ -37,7 +37,7 @@ def _result(*gpus: P.GpuResult, pairs: tuple[P.PairResult, ...] = (), rates: dic
     (4, 4, 16, 15.0, "warn", "at its best but delivers less"),
     (1, 4, 16, 3.1, "bad", "the link trained at Gen1×16"),  # the design story: 12 % of Gen4×16 (typical 25.2)
     (4, 4, 8, 12.0, "bad", "the link trained at Gen4×8"),
-    (5, 5, 16, 54.8, "ok", "as expected"),  # H200 measured (docs/nvml-facts.md)
+    (5, 5, 16, 54.8, "ok", "as expected"),  # H200 measured (docs/real-gpus.md, *Measured NVML facts*)
     (3, 3, 16, 12.5, "ok", "as expected"),
     (5, 5, 16, 20.0, "bad", "at its best but delivers less"),
 ])

@@ -1,4 +1,4 @@
-"""The per-host summary (core/summary.py): the serving groups it carries to the fleet row (issue 29)."""
+"""The per-host summary (core/summary.py): the serving groups it carries to the fleet row."""
 
 from __future__ import annotations
 

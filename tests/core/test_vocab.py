@@ -221,7 +221,7 @@ OLD_EXPORT_COLUMNS = [  # the export header before the catalogue: kept, in this 
     "pcie_rx_bytes_per_s", "pcie_replay_count", "pcie_recovery_count", "pcie_error_count", "nvlink_tx_bytes_per_s",
     "nvlink_rx_bytes_per_s", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_bw_util_pct",
     "gen_tokens_per_s"]
-HEALTH_EXPORT_COLUMNS = [  # GPU health (issue 26): after the old GPU columns, before the endpoint ones
+HEALTH_EXPORT_COLUMNS = [  # GPU health: after the old GPU columns, before the endpoint ones
     "mem_reserved_bytes", "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
     "ecc_uncorrected_aggregate", "remapped_rows_correctable", "remapped_rows_uncorrectable", "remap_pending",
     "remap_failure"]
@@ -235,7 +235,7 @@ def test_catalogue_declares_every_reading_field_once():
     gpu_fields = [f.name for f in dataclasses.fields(GpuReading) if f.name not in ("index", "lost", "processes")]
     assert [m.name for m in catalogue.metrics("gpu")] == gpu_fields
     assert catalogue.export_columns() == [*OLD_EXPORT_COLUMNS[:-1], *HEALTH_EXPORT_COLUMNS, "gr_engine_active_pct",
-                                          OLD_EXPORT_COLUMNS[-1]]  # GPM's graphics engine (issue 30)
+                                          OLD_EXPORT_COLUMNS[-1]]  # GPM's graphics engine
     assert all(m.history for m in catalogue.metrics("gpu", detail=True))
 
 
@@ -243,7 +243,7 @@ def _exposition(inv, frame) -> dict[str, tuple[str, list[tuple[dict[str, str], f
     """The Prometheus exporter's text for ``frame`` → {family: [(labels, value)]} via prometheus_client's parser."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    from gpuscope.sources.prometheus import Renderer
+    from gpuscope.outputs.prometheus import Renderer
     return {f.name: (f.type, [(s.labels, s.value) for s in f.samples])
             for f in text_string_to_metric_families(Renderer(inv).render(frame))}
 
@@ -311,3 +311,103 @@ def test_exporter_fields_added_to_a_catalogue_metric_reach_the_exporter(monkeypa
     assert {lab["gpu"]: v for lab, v in rows}["0"] == pytest.approx(value(r0))
     assert set(rows[0][0]) == (labels or {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname",
                                           "DCGM_FI_DRIVER_VERSION"})
+
+
+# ------------------------------------------------------------------ the catalogue drives the scenario keys and the exporter
+# GPU metrics a scenario phase does not set, each with where the simulated NVML takes it from instead.
+NOT_A_PHASE_KEY = {
+    "mem_total_bytes": "[[gpus]] memory_gib",
+    "graphics_clock_mhz": "follows the SM clock",
+    "power_limit_w": "[[gpus]] power_limit_w",
+    "energy_j": "power integrated over the clock",
+    "clock_event_reasons": "the phase's clock_events list",
+    "pcie_gen": "[[gpus]] pcie_gen_idle / pcie_gen_load",
+    "pcie_width": "[[gpus]] pcie_width_idle / pcie_width_load",
+    "pcie_replay_count": "[[events]] pcie_errors", "pcie_recovery_count": "[[events]] pcie_errors",
+    "pcie_error_count": "[[events]] pcie_errors",
+    "mem_reserved_bytes": "[[gpus]] memory_reserved_mib",
+    "ecc_corrected_volatile": "[[events]] ecc", "ecc_uncorrected_volatile": "[[events]] ecc",
+    "ecc_corrected_aggregate": "[[events]] ecc", "ecc_uncorrected_aggregate": "[[events]] ecc",
+    "remapped_rows_correctable": "[[events]] row_remap", "remapped_rows_uncorrectable": "[[events]] row_remap",
+    "remap_pending": "[[events]] row_remap", "remap_failure": "[[events]] row_remap",
+    "xids": "[[events]] xid",
+    "gr_engine_active_pct": "GPM's, from the phase's utilization",
+}
+# Metrics in no Prometheus family: shown, recorded and exported to CSV only.
+NOT_EXPORTED = {
+    "graphics_clock_mhz": "dcgm-exporter has no graphics-clock field by default",
+    "fan_pct": "not in dcgm-exporter's default counters",
+    "pstate": "not in dcgm-exporter's default counters",
+    **dict.fromkeys(("queue_mean_s", "prefill_mean_s", "prompt_computed_tokens_per_s", "prompt_cached_tokens_per_s",
+                     "prefix_cache_hit_pct", "preemptions_per_min", "probe_ttft_s", "probe_decode_tokens_per_s",
+                     "rate_window_s"), "the inference panel's detail, not a series"),
+}
+
+
+def _one_phase_scenario(**phase):
+    return {"gpus": [{"count": 1}], "phases": [{"duration_s": 1.0, **phase}]}
+
+
+def test_every_gpu_metric_is_a_scenario_phase_key_or_says_where_it_comes_from():
+    """Scenario phases accepted only the keys the parser listed: a new metric needed a fifth file."""
+    from gpuscope.sources.scenario import parse, phase_fields
+
+    fields = phase_fields()
+    for m in catalogue.metrics("gpu"):
+        if m.phase is None:
+            assert m.name in NOT_A_PHASE_KEY, f"{m.name}: give it a phase key or say where the simulation takes it"
+            continue
+        assert m.name not in NOT_A_PHASE_KEY
+        assert m.phase.kind in catalogue.PHASE_KINDS and m.phase.name in fields
+        value = 0 if m.phase.kind == "integer" else 50.0
+        sc = parse(_one_phase_scenario(**{m.phase.name: value}))
+        assert sc.phases[0].values[m.phase.name] == value
+    assert set(NOT_A_PHASE_KEY) <= {m.name for m in catalogue.metrics("gpu")}
+
+
+def test_every_metric_has_an_exporter_family_or_an_explicit_not_exported_mark():
+    """The DCGM 4.9 name table lived apart from the catalogue: a renamed DCGM field needed a second file."""
+    from gpuscope.outputs.prometheus import DERIVED_49, dcgm_49
+
+    for m in catalogue.METRICS:
+        exported = m.dcgm is not None or m.prom is not None
+        assert exported != (m.name in NOT_EXPORTED), m.name
+    table = dcgm_49()
+    for m in catalogue.metrics("gpu"):
+        if m.dcgm is not None and m.dcgm.v49 is not None:
+            v = m.dcgm.v49
+            assert table[m.dcgm.name] == (v.name, v.factor, v.integer, v.type, v.help)
+    assert len(table) == len(DERIVED_49) + sum(1 for m in catalogue.METRICS if m.dcgm and m.dcgm.v49)
+
+
+def test_a_metric_added_to_the_catalogue_is_a_scenario_key_and_exported_under_both_dcgm_names(monkeypatch):
+    """Adding encoder utilization took five files (the scenario parser's list) and seven with the DCGM 4.9 table:
+    one catalogue entry now gives the phase key, the DCGM family and its 4.9 name."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gpuscope.core.catalogue import PhaseKey, Renamed
+    from gpuscope.outputs.prometheus import Renderer, dcgm_49
+    from gpuscope.sources.scenario import ScenarioError, parse
+
+    with pytest.raises(ScenarioError, match="enc_util_pct: unknown field"):
+        parse(_one_phase_scenario(enc_util_pct=40))
+    new = Metric("enc_util_pct", "encoder %", unit="%", maximum=100.0, read=lambda r: r.util_gpu_pct,
+                 phase=PhaseKey("enc_util_pct", "pct"),
+                 dcgm=Series("DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).",
+                             v49=Renamed("DCGM_FI_DEV_ENC_UTIL_RATIO", 0.01, False, "gauge",
+                                         "Encoder utilization (ratio 0-1).")))
+    monkeypatch.setattr(catalogue, "METRICS", (*catalogue.METRICS, new))
+    # the scenario parser: a phase and an override may set it, with the catalogue's kind checked
+    sc = parse(_one_phase_scenario(enc_util_pct=40, overrides=[{"gpus": [0], "enc_util_pct": 10}]))
+    assert sc.phases[0].values["enc_util_pct"] == 40.0 and sc.phases[0].overrides[0][1] == {"enc_util_pct": 10.0}
+    assert sc.idle["enc_util_pct"] is None
+    with pytest.raises(ScenarioError, match=r"phases\[0\].enc_util_pct: expected a percentage 0-100"):
+        parse(_one_phase_scenario(enc_util_pct=140))
+    # the exporter: its legacy family and its 4.9 name, from the same reading
+    assert dcgm_49()["DCGM_FI_DEV_ENC_UTIL"][0] == "DCGM_FI_DEV_ENC_UTIL_RATIO"
+    inv, frames = _frames_busy_and_idle()
+    text = Renderer(inv, dcgm_names="both").render(frames[-1])
+    got = {f.name: {s.labels.get("gpu"): s.value for s in f.samples} for f in text_string_to_metric_families(text)}
+    util = frames[-1].gpus[0].util_gpu_pct
+    assert got["DCGM_FI_DEV_ENC_UTIL"]["0"] == pytest.approx(util)
+    assert got["DCGM_FI_DEV_ENC_UTIL_RATIO"]["0"] == pytest.approx(util / 100)

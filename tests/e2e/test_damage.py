@@ -1,4 +1,4 @@
-"""Dependable under damage, hostile input and lost terminals (issue 13): salvage, never overwrite, the
+"""Dependable under damage, hostile input and lost terminals: salvage, never overwrite, the
 validation gate, sanitised text, loud failures, no orphans."""
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpuscope.core import recording_format
 from gpuscope.core.codec import CodecError, frame_from_dict, inventory_from_dict, inventory_to_dict
 from gpuscope.core.model import DeviceInfo, Frame, GpuReading, Inventory
 from gpuscope.core.stats import summarize
 from gpuscope.core.text import clean
 from gpuscope.core.validate import Tally, dumps_out, loads
-from gpuscope.sources import recording as recmod
-from gpuscope.sources.recording import Recorder, RecordingError, open_recording
+from gpuscope.outputs.recorder import Recorder
+from gpuscope.sources.recording import RecordingError, open_recording
 
 GPUSCOPE = [sys.executable, "-m", "gpuscope"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +47,7 @@ def frame(t: float, n: int = 2, **kw) -> Frame:
 def write(path: Path, frames: list[Frame], inventory: Inventory | None = None, member_bytes: int | None = None,
           monkeypatch: pytest.MonkeyPatch | None = None, close: bool = True) -> Path:
     if member_bytes is not None and monkeypatch is not None:
-        monkeypatch.setattr(recmod, "MEMBER_BYTES", member_bytes)
+        monkeypatch.setattr(recording_format, "MEMBER_BYTES", member_bytes)
     r = Recorder(path, inventory or inv(), interval_s=1.0, fsync=False, force=True)
     for f in frames:
         r.write(f, wait=True)
@@ -65,7 +66,7 @@ def header_line(**over) -> bytes:
 # ----------------------------------------------------------------------------------------------- salvage
 @pytest.fixture(scope="module")
 def multi(tmp_path_factory):
-    """A 401-frame recording of 8 simulated-looking GPUs in ~10 gzip members (like the issue's case)."""
+    """A 401-frame recording of 8 simulated-looking GPUs in ~10 gzip members (a long recording's shape)."""
     p = tmp_path_factory.mktemp("multi") / "multi.jsonl.gz"
     mp = pytest.MonkeyPatch()
     try:

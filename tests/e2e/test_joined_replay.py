@@ -28,3 +28,16 @@ def test_replay_of_a_joined_file_plays_part_1_and_says_how_to_pick(tmp_path):
     with Tmux(f"{gpuscope_cmd()} replay --part 3 {both}") as t:
         screen = t.wait_screen("EXITED 1", timeout=30)
         assert "gpuscope: error:" in screen and "has 2 parts: no part 3" in screen and "Traceback" not in screen
+
+
+def test_replay_of_a_recording_joined_to_itself_says_the_parts_overlap(tmp_path):
+    """`cat a a`: replay plays part 1 and says why the second is apart (its line, on screen and on stderr)."""
+    from gpuscope.sources.recording import open_recording
+    from gpuscope.tui.run import parts_line
+
+    a = record_sim(tmp_path / "a.jsonl.gz", "a6000-tp2-pcie-gen1", 8)
+    twice = tmp_path / "twice.jsonl.gz"
+    twice.write_bytes(a.read_bytes() * 2)
+    assert parts_line(open_recording(twice)) == (
+        "playing part 1 of 2: part 2 overlaps part 1 in time (a second recording starts at frame 8, 7s before part "
+        f"1's last frame; same machine and GPUs): kept apart; `gpuscope replay --part 2 {twice}` plays the other")

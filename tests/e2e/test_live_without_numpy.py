@@ -1,4 +1,4 @@
-"""The live screen and ``gpuscope record`` run without numpy (issue 26, "lighter than nvitop at one GPU"):
+"""The live screen and ``gpuscope record`` run without numpy (the goal: lighter than nvitop at one GPU):
 numpy's C extension, OpenBLAS and gfortran pages cost the live TUI about 20 MB of RSS at one GPU, and its
 history rings and graphs now use the stdlib's ``array`` and plain Python (core/history.py). numpy stays
 for the offline commands (replay index, summary, export).

@@ -24,8 +24,10 @@ def test_wheel_adds_only_the_gpuscope_package(tmp_path):
     assert top == {"gpuscope"}, top
     for must in ("gpuscope/sources/nvml.py", "gpuscope/widgets/gpu_panel.py", "gpuscope/tui/app.py",
                  "gpuscope/tui/gpuscope.tcss", "gpuscope/sources/scenarios/a6000-tp2-pcie-gen1.toml",
-                 "gpuscope/recordings/h200-2gpu-load-phases.jsonl.gz"):
+                 "gpuscope/recordings/h200-2gpu-load-phases.jsonl.gz",
+                 "gpuscope/py.typed"):  # PEP 561: mypy, pyright and editors read the installed package's hints
         assert must in names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), "the Apache-2.0 text ships in the wheel"
     assert not any(n.startswith("gpuscope/tests") for n in names)
 
 
@@ -36,7 +38,7 @@ def test_console_script_is_declared():
 
 def test_test_only_packages_are_not_imported_at_run_time():
     """prometheus-client is in the `test` extra only: no runtime module may import it (the exporter writes the
-    text format itself, sources/prometheus.py)."""
+    text format itself, outputs/prometheus.py)."""
     import ast
 
     root = ROOT

@@ -18,8 +18,9 @@ from gpuscope.cli import logs
 from gpuscope.cli import main as cli_main
 from gpuscope.core.errors import SHOWN, GpuscopeError, one_line
 from gpuscope.core.session import Session, TickErrors, run_ticks
+from gpuscope.outputs.recorder import Recorder
 from gpuscope.sources import recording as recording_mod
-from gpuscope.sources.recording import Recorder, open_recording
+from gpuscope.sources.recording import open_recording
 from gpuscope.tui.app import GpuscopeApp
 from gpuscope.tui.feeders import LiveFeeder
 from gpuscope.widgets.status_bar import StatusBar
@@ -444,9 +445,8 @@ async def test_an_exception_in_the_ui_is_kept_for_main_not_printed(capsys):
     assert "Traceback" not in err and "ui boom" not in err  # Textual printed no traceback on the terminal
 
 
-async def test_a_feeder_wakes_the_screen_without_a_message_and_its_crash_is_kept(capsys):
-    """A feeder thread's wake-up redraws through a loop callback (widgets/textual_private.py call_from_thread_soon)
-    where the private paths apply, else through the DataReady message: at once, or held back by the redraw throttle
+async def test_a_feeder_wakes_the_screen_and_its_crash_is_kept(capsys):
+    """A feeder thread's wake-up redraws through the DataReady message: at once, or held back by the redraw throttle
     (a Textual timer, which needs the App's context), the redraw running as the App's handlers do; a redraw that
     raises there ends the app as a handler's exception does (kept for main, no traceback on the terminal)."""
     from helpers import pilot_until
@@ -489,7 +489,7 @@ async def test_a_feeder_wakes_the_screen_without_a_message_and_its_crash_is_kept
                 await pilot_until(pilot, lambda now=now: any(at == now for at, _ in redraws) and not app.redraw.dirty)
             assert {who for _, who in redraws} == {app}
             data_ready = [m for m in posted if isinstance(m, GpuscopeApp.DataReady)]
-            assert len(data_ready) == (0 if ACTIVE else 2)
+            assert len(data_ready) == 2
 
             def broken(force: bool = False) -> None:
                 raise ValueError("redraw boom")
@@ -503,34 +503,6 @@ async def test_a_feeder_wakes_the_screen_without_a_message_and_its_crash_is_kept
         assert isinstance(app.crash, ValueError)
         err = capsys.readouterr().err
         assert "Traceback" not in err and "redraw boom" not in err
-
-
-@pytest.mark.skipif(not ACTIVE, reason="the private paths are off: every wake-up is a message")
-async def test_a_wake_up_is_not_run_by_a_closing_app_nor_put_on_a_closed_loop():
-    """call_from_thread_soon: False (post the message instead) without a loop or a context, or on a closed loop; a
-    callback that reaches an App already closing is not run (as post_message drops a message then)."""
-    import asyncio
-    import contextvars
-
-    from gpuscope.widgets.textual_private import call_from_thread_soon
-
-    app = GpuscopeApp(Session(sim_source("mixed-4").inventory), None, label="SIMULATED", interval_s=1.0)
-    ran: list[int] = []
-    loop = asyncio.get_running_loop()
-    context = contextvars.copy_context()
-    assert not call_from_thread_soon(app, None, context, lambda: ran.append(1))
-    assert not call_from_thread_soon(app, loop, None, lambda: ran.append(1))
-    closed = asyncio.new_event_loop()
-    closed.close()
-    assert not call_from_thread_soon(app, closed, context, lambda: ran.append(1))
-    app._closing = True
-    assert call_from_thread_soon(app, loop, context, lambda: ran.append(2))
-    await asyncio.sleep(0.01)
-    assert ran == []
-    app._closing = False
-    assert call_from_thread_soon(app, loop, context, lambda: ran.append(3))
-    await asyncio.sleep(0.01)
-    assert ran == [3]
 
 
 def test_replay_skips_a_damaged_frame_and_counts_it(tmp_path, monkeypatch):

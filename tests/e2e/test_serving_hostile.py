@@ -1,4 +1,4 @@
-"""Endpoints can't hurt sampling (issue 13.6): real local HTTP servers that are huge, slow or hostile
+"""Endpoints can't hurt sampling: real local HTTP servers that are huge, slow or hostile
 beside a real `gpuscope record`; the poller's memory with a 200 MB body."""
 
 from __future__ import annotations

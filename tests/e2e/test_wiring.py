@@ -20,7 +20,7 @@ from helpers import (
 )
 
 from gpuscope.core.session import Session
-from gpuscope.sources.recording import Recorder
+from gpuscope.outputs.recorder import Recorder
 
 
 @pytest.mark.slow
@@ -69,7 +69,8 @@ def test_replay_of_a_missing_file_is_one_line(tmp_path):
 def test_fleet_screen_picks_a_host_and_opens_its_full_view(broker):
     """Two agents (in-process publishers) on a real Mosquitto; `gpuscope --broker URL` lists them worst
     first; down + enter opens the second host's REMOTE view; esc (and q) go back to the fleet, q there quits."""
-    from gpuscope.sources.mqtt import Publisher, parse_broker
+    from gpuscope.outputs.mqtt_publish import Publisher
+    from gpuscope.sources.mqtt import parse_broker
 
     cfg = parse_broker(broker.url, env={})
     stop = threading.Event()
@@ -143,7 +144,9 @@ async def test_inference_panel_shows_real_endpoint_readings():
         await pilot.pause()
         text_out = str(app.query_one(InferencePanel).render())
     assert "500 tok/s" in text_out
-    assert "vllm     meta-llama/Llama-3.1-8B" in text_out and "gen 500" in text_out and "run 8" in text_out
+    # each block names its server (host:port, never credentials), then the model
+    assert re.search(r"vllm +gpu1:8000 meta-llama/Llama-3\.1-8B", text_out), text_out
+    assert "gen 500" in text_out and "run 8" in text_out
     # the error is cut to fit 80 columns (whole text in the log and in `summary`)
-    assert "http://gpu2:8000" in text_out and "unreachable since" in text_out and "(connection" in text_out
+    assert "gpu2:8000" in text_out and "unreachable since" in text_out and "(connection" in text_out
     assert isinstance(up, EndpointReading)

@@ -1,4 +1,4 @@
-"""Fuzz suite (issue 13): hostile input through every parser and command, deterministic and bounded.
+"""Fuzz suite: hostile input through every parser and command, deterministic and bounded.
 
 The assertion everywhere: a one-line error (:class:`GpuscopeError`) or a counted drop, never another
 exception. Seeds are fixed (``derandomize=True``) and example counts bounded so the suite runs in well
@@ -21,14 +21,15 @@ from hypothesis import strategies as st
 
 from gpuscope.cli.main import build_parser
 from gpuscope.cli.report import compare_docs, open_or_fail, render_summary
+from gpuscope.core import recording_format
 from gpuscope.core.codec import inventory_to_dict
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import DeviceInfo, Frame, GpuReading, Inventory
 from gpuscope.core.stats import export_rows, summarize
 from gpuscope.core.validate import dumps_out
+from gpuscope.outputs.recorder import Recorder
 from gpuscope.sources import recording as recmod
 from gpuscope.sources.mqtt import BrokerConfig, Subscriber
-from gpuscope.sources.recording import Recorder
 from gpuscope.sources.scenario import ScenarioError, load, shipped
 
 
@@ -47,7 +48,7 @@ json_values = st.recursive(scalars, lambda c: st.lists(c, max_size=4) | st.dicti
 FIELDS = ["index", "util_gpu_pct", "power_w", "sm_clock_mhz", "pcie_gen", "pcie_width", "pcie_rx_bytes_per_s",
           "temp_gpu_c", "processes", "lost", "mem_used_bytes", "mem_reserved_bytes", "ecc_uncorrected_volatile",
           "remapped_rows_uncorrectable", "remap_pending", "remap_failure", "xids", "gr_engine_active_pct"]
-# Xid tallies: lists of objects with the XidCount keys, hostile values included (issue 26)
+# Xid tallies: lists of objects with the XidCount keys, hostile values included
 xid_lists = st.lists(st.dictionaries(st.sampled_from(["xid", "count", "last_t"]), json_values, max_size=3), max_size=3)
 gpu_dicts = st.dictionaries(st.sampled_from(FIELDS), json_values | xid_lists, max_size=6)
 frame_dicts = st.fixed_dictionaries({"t": json_values | st.floats(allow_nan=True, allow_infinity=True),
@@ -86,7 +87,7 @@ def _through_every_command(path: Path) -> None:
 def base_file(tmp_path_factory):
     p = tmp_path_factory.mktemp("fuzz") / "base.jsonl.gz"
     mp = pytest.MonkeyPatch()
-    mp.setattr(recmod, "MEMBER_BYTES", 2000)
+    mp.setattr(recording_format, "MEMBER_BYTES", 2000)
     try:
         r = Recorder(p, _inv(2), interval_s=1.0, fsync=False)
         for i in range(60):
@@ -319,7 +320,7 @@ def test_hostile_metrics_reach_the_inference_panel_clean(name, seed, hostile, nu
         assert "nan" not in line.lower().split() and "inf" not in line.lower().split(), line
 
 
-# ------------------------------------------------------------------ GPU health fields (issue 26)
+# ------------------------------------------------------------------ GPU health fields
 health_values = (json_values
                  | st.lists(st.dictionaries(st.sampled_from(["xid", "count", "last_t"]), json_values, max_size=3),
                             max_size=3)
@@ -349,7 +350,7 @@ def test_hostile_health_fields_through_every_command(tmp_path, gpus_per_frame, v
     _through_every_command(p)
 
 
-# ------------------------------------------------------------------ joined recordings, rewritten keys (issue 27)
+# ------------------------------------------------------------------ joined recordings, rewritten keys
 def _header_line(host: str, names: list[str], extra: object, spaced: bool) -> bytes:
     inv = Inventory(host=host, devices=tuple(DeviceInfo(index=i, name=n, uuid=f"{host}-u{i}", bus_id=f"b{i}")
                                              for i, n in enumerate(names)))

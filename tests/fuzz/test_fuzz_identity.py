@@ -1,5 +1,5 @@
-"""Issue 27's input paths, fuzzed: ``agent --name``, the ``--tls-*`` files, and the machine/run ids in summaries.
-Each is accepted, or one line (a GpuscopeError or argparse's usage error), never a traceback."""
+"""The agent identity's input paths, fuzzed: ``agent --name``, the ``--tls-*`` files, and the machine/run ids
+in summaries. Each is accepted, or one line (a GpuscopeError or argparse's usage error), never a traceback."""
 
 from __future__ import annotations
 

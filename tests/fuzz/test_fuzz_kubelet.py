@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuscope.core.model import DeviceInfo, Frame, GpuReading, Inventory
 from gpuscope.core.text import clean
+from gpuscope.outputs.prometheus import Renderer
 from gpuscope.sources.kubelet import (
     KubeletError,
     PodLabels,
@@ -27,7 +28,6 @@ from gpuscope.sources.kubelet import (
     entries_of,
     messages,
 )
-from gpuscope.sources.prometheus import Renderer
 
 DEVS = tuple(DeviceInfo(index=i, name="SIMULATED GPU", uuid=f"GPU-{i:08x}-0000-4000-8000-000000000000",
                         bus_id=f"0000:{i:02x}:00.0") for i in range(4))

@@ -1,4 +1,4 @@
-"""Fuzz ``--web-config`` (issue 30 point 3): hostile text, hostile values in the right places and mutated good
+"""Fuzz ``--web-config``: hostile text, hostile values in the right places and mutated good
 files through :func:`load_web_config` give a loaded config or one :class:`WebConfigError` line, never a
 traceback (deterministic and bounded, as tests/fuzz/test_fuzz.py)."""
 
@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_fuzz import fuzz, json_values
 
-from gpuscope.sources.webconfig import TLS_KEYS, WebConfig, WebConfigError, load_web_config
+from gpuscope.outputs.webconfig import TLS_KEYS, WebConfig, WebConfigError, load_web_config
 
 
 @pytest.fixture(scope="module")

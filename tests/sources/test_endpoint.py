@@ -165,6 +165,10 @@ def test_latency_from_histogram_deltas_and_spec_decode():
 @pytest.mark.parametrize("url,kind,expect", [
     ("http://h:8000", None, "http://h:8000/metrics"), ("http://h:8000/", "trtllm", "http://h:8000/prometheus/metrics"),
     ("https://h/custom/path", None, "https://h/custom/path"),
+    # the query is kept with or without a path (it was dropped where the URL had none: ?token= never sent)
+    ("http://h:8000?token=t", None, "http://h:8000/metrics?token=t"),
+    ("http://h:8000/?token=t&x=1", "trtllm", "http://h:8000/prometheus/metrics?token=t&x=1"),
+    ("https://h/custom/path?token=t", None, "https://h/custom/path?token=t"),
 ])
 def test_metrics_url(url, kind, expect):
     assert metrics_url(url, kind) == expect
@@ -175,6 +179,18 @@ def test_headers_from_flags_and_environment():
     assert h == {"X-A": "1", "X-B": "two", "X-C": "3", "Authorization": "Bearer s3"}
     with pytest.raises(ValueError):
         parse_headers(["no colon"], {})
+
+
+@pytest.mark.parametrize(("metrics", "base"), [
+    ("http://h:8000/metrics", ("http://h:8000", "")),
+    ("http://h:8000/metrics?token=t/x", ("http://h:8000", "?token=t/x")),  # a '/' in the query is not the path's
+    ("http://h:8000/prometheus/metrics?k=v", ("http://h:8000", "?k=v")),
+    ("https://h/llm/metrics", ("https://h/llm", "")),
+])
+def test_probe_base_keeps_the_query_apart(metrics, base):
+    from gpuscope.sources.endpoint import probe_base
+
+    assert probe_base(metrics) == base
 
 
 # ------------------------------------------------------------------ real HTTP servers
@@ -401,10 +417,11 @@ def test_bad_endpoint_flags_are_one_line_errors():
 
     p = subprocess.run([sys.executable, "-m", "gpuscope", "record", "-o", "/tmp/x.gz", "--simulate", "mixed-4",
                         "--endpoint", "localhost:8000"], capture_output=True, text=True)
-    assert p.returncode == 1 and "expected http://HOST:PORT" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 2 and "expected http://HOST:PORT" in p.stderr and "Traceback" not in p.stderr
     p = subprocess.run([sys.executable, "-m", "gpuscope", "record", "-o", "/tmp/x.gz", "--simulate", "mixed-4",
                         "--endpoint", "http://h:1", "--endpoint-header", "nocolon"], capture_output=True, text=True)
-    assert p.returncode == 1 and "bad header" in p.stderr and p.stderr.count("\n") == 1
+    assert p.returncode == 2 and "bad header in --endpoint-header" in p.stderr and p.stderr.count("\n") == 1
+    assert "nocolon" not in p.stderr  # the flag is named, its value (perhaps a token) never quoted
 
 
 def _reference(text):
@@ -595,7 +612,7 @@ BINARY = bytes(range(256)) * 4 + os.urandom(512)
 def test_garbage_is_said_in_words(text, want):
     """A /metrics body that is not Prometheus text is said in words ("not Prometheus text: line 1 is binary data,
     not text"), with at most a short sanitised excerpt of the line: it used to echo ``repr`` of 60 characters,
-    a long run of ``\\x..`` escapes for a binary body (new-user trial)."""
+    a long run of ``\\x..`` escapes for a binary body."""
     with pytest.raises(MetricsError) as e:
         parse_metrics(text)
     assert str(e.value) == want
@@ -607,7 +624,7 @@ def test_garbage_is_said_in_words(text, want):
 def test_any_garbage_error_is_short_printable_and_escapes_nothing(text):
     """A /metrics body that is not Prometheus text is said in words ("not Prometheus text: line 1 is binary data,
     not text"), with at most a short sanitised excerpt of the line: it used to echo ``repr`` of 60 characters,
-    a long run of ``\\x..`` escapes for a binary body (new-user trial)."""
+    a long run of ``\\x..`` escapes for a binary body."""
     try:
         parse_metrics(text)
     except MetricsError as e:
@@ -633,7 +650,7 @@ class _Garbage(http.server.BaseHTTPRequestHandler):
 def test_a_real_server_serving_binary_garbage_is_said_in_words():
     """A /metrics body that is not Prometheus text is said in words ("not Prometheus text: line 1 is binary data,
     not text"), with at most a short sanitised excerpt of the line: it used to echo ``repr`` of 60 characters,
-    a long run of ``\\x..`` escapes for a binary body (new-user trial)."""
+    a long run of ``\\x..`` escapes for a binary body."""
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Garbage)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, daemon=True).start()

@@ -1,4 +1,4 @@
-"""Smaller truths about endpoint readings (issue 27, point 6), on the real captures in
+"""Smaller truths about endpoint readings, on the real captures in
 tests/fixtures/inference: a histogram without ``_sum`` has no mean ("–", never 0 ms); a reading made before
 any answer does not say the server is up; SGLang's token counter wins over its sticky throughput gauge; past
 :data:`MAX_MODELS` served models the busiest are shown, the rest said once and still counted in the total."""

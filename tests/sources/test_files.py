@@ -64,7 +64,7 @@ def test_record_to_dev_null_with_force_records(tmp_path):
 ])
 def test_force_never_writes_into_a_fifo(tmp_path, command):
     """--force replaces a file, never writes into a FIFO, a device or a directory: `record -o FIFO --force`
-    blocked forever waiting for a reader (new-user trial). One line, exit 1, quickly."""
+    blocked forever waiting for a reader. One line, exit 1, quickly."""
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     args = [a.replace("{out}", str(fifo)) for a in command]

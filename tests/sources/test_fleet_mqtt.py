@@ -10,7 +10,8 @@ from helpers import host_of, needs_mosquitto, publish, run_frames, sim_source, u
 
 from gpuscope.core.session import Session
 from gpuscope.core.summary import SCHEMA, SummaryPacer, summarise
-from gpuscope.sources.mqtt import Publisher, Subscriber, parse_broker
+from gpuscope.outputs.mqtt_publish import Publisher
+from gpuscope.sources.mqtt import Subscriber, parse_broker
 
 pytestmark = needs_mosquitto
 

@@ -23,8 +23,10 @@ from typing import Any
 import pytest
 from helpers import run_frames, sim_source
 
+from gpuscope.core import recording_format
+from gpuscope.outputs.recorder import Recorder
 from gpuscope.sources import recording as recording_mod
-from gpuscope.sources.recording import Recorder, RecordingError, open_recording
+from gpuscope.sources.recording import RecordingError, open_recording
 
 
 def frames_in(path: Path) -> int:
@@ -101,8 +103,8 @@ def test_a_short_write_keeps_what_was_flushed_before_it(tmp_path, frames, budget
     """The disk fills up ``budget`` bytes after the header: with a flush after every frame, or none but
     at member ends (flush_s an hour), the count kept is what the file holds, and the file opens."""
     path = tmp_path / "r.jsonl.gz"
-    old = recording_mod.MEMBER_BYTES
-    recording_mod.MEMBER_BYTES = 20_000  # a few members in 60 frames of 4 GPUs
+    old = recording_format.MEMBER_BYTES
+    recording_format.MEMBER_BYTES = 20_000  # a few members in 60 frames of 4 GPUs
     try:
         rec = Recorder(path, sim_source("mixed-4").inventory, flush_s=flush_s, fsync=False)
         rec._f = ShortFile(rec._f, budget)  # type: ignore[assignment]
@@ -110,7 +112,7 @@ def test_a_short_write_keeps_what_was_flushed_before_it(tmp_path, frames, budget
             rec.write(f, wait=True)
         rec.close()
     finally:
-        recording_mod.MEMBER_BYTES = old
+        recording_format.MEMBER_BYTES = old
     assert rec.error is not None and "No space left on device" in rec.error
     assert 0 <= rec.kept < len(frames)
     assert frames_in(path) == rec.kept
@@ -157,7 +159,7 @@ def test_record_on_a_full_disk_says_what_summary_then_reads(tmp_path):
 @pytest.mark.slow
 def test_record_of_a_command_on_a_full_disk_says_it_once(tmp_path):
     """`record -- CMD`: the command's last frame after it exits went through the error path again, and the
-    "recording stopped" line was printed twice (new-user trial). Once, and the command's status passes on."""
+    "recording stopped" line was printed twice. Once, and the command's status passes on."""
     path = tmp_path / "full.jsonl.gz"
     out = subprocess.run([sys.executable, "-m", "gpuscope", "record", "--simulate", "a6000-tp2-pcie-gen1",
                           "--interval", "0.1", "-o", str(path), "--", sys.executable, "-c",
@@ -197,7 +199,7 @@ def test_an_empty_file_left_by_a_full_disk_is_removed_only_if_gpuscope_made_it(
 @pytest.mark.slow
 def test_record_of_a_command_that_wrote_nothing_removes_the_empty_file(tmp_path):
     """`record -o F -- CMD` where not even the header fits: F was created by gpuscope and is empty, so it is
-    removed and both lines say so (it was left behind as a 0-byte file: new-user trial)."""
+    removed and both lines say so (it was left behind as a 0-byte file)."""
     path = tmp_path / "full.jsonl.gz"
     out = subprocess.run([sys.executable, "-m", "gpuscope", "record", "--simulate", "a6000-tp2-pcie-gen1",
                           "--interval", "0.1", "-o", str(path), "--", sys.executable, "-c", "import sys; sys.exit(3)"],

@@ -28,9 +28,9 @@ from helpers import (
 
 from gpuscope.core import catalogue
 from gpuscope.core.findings import Finding
+from gpuscope.outputs.prometheus import Renderer
 from gpuscope.sources.groups import with_groups
 from gpuscope.sources.live import open_source
-from gpuscope.sources.prometheus import Renderer
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "gpuscope.json"
@@ -132,7 +132,7 @@ def test_every_series_the_dashboard_names_is_exported():
     exprs += [v["query"]["query"] for v in dash["templating"]["list"] if v["type"] == "query"]
     named = {n for e in exprs for n in re.findall(r"\b((?:gpuscope|DCGM)_\w+)", e)}
     assert named and named <= exported_families(), sorted(named - exported_families())
-    # the points of the issue: links against their ceilings, generation now vs max, findings, serving groups
+    # what the dashboard is for: links against their ceilings, generation now vs max, findings, serving groups
     for need in ("gpuscope_pcie_link_capacity_bytes_per_second", "gpuscope_pcie_link_max_capacity_bytes_per_second",
                  "gpuscope_nvlink_capacity_bytes_per_second", "gpuscope_pcie_link_generation_gpu_max",
                  "gpuscope_findings_active", "gpuscope_serving_group_generated_tokens_per_second",

@@ -1,4 +1,4 @@
-"""GPU health (issue 26): memory info v2, Xid errors, ECC and row remapping — the pure rules (tables), the
+"""GPU health: memory info v2, Xid errors, ECC and row remapping — the pure rules (tables), the
 simulated NVML against nvidia-ml-py's real signatures, the NVML source over both driver shapes, the
 scenarios through recording and summary, the exporter, and hostile health fields in recordings."""
 
@@ -25,9 +25,10 @@ from gpuscope.core.model import DeviceInfo, Frame, GpuReading, Inventory, XidCou
 from gpuscope.core.session import Session
 from gpuscope.core.stats import summarize
 from gpuscope.core.validate import Tally
+from gpuscope.outputs.prometheus import Renderer
+from gpuscope.outputs.recorder import Recorder
 from gpuscope.sources.live import open_source
-from gpuscope.sources.prometheus import Renderer
-from gpuscope.sources.recording import Recorder, open_recording
+from gpuscope.sources.recording import open_recording
 from gpuscope.sources.scenario import load
 from gpuscope.sources.simnvml import SimNvml
 
@@ -148,7 +149,8 @@ def test_simulated_structs_have_nvidia_ml_pys_field_names():
     assert set(vars(fake.nvmlDeviceGetMemoryInfo(h))) == {n for n, _ in pynvml.c_nvmlMemory_t._fields_}
     assert v2.used + v2.reserved + v2.free == v2.total
     v1 = fake.nvmlDeviceGetMemoryInfo(h)
-    assert v1.used == v2.used + v2.reserved  # v1's used includes the driver's reserved memory (nvml-facts.md)
+    # v1's used includes the driver's reserved memory (docs/real-gpus.md, *Measured NVML facts*)
+    assert v1.used == v2.used + v2.reserved
     assert len(fake.nvmlDeviceGetRemappedRows(h)) == 4
     es = fake.nvmlEventSetCreate()
     fake.nvmlDeviceRegisterEvents(h, pynvml.nvmlEventTypeXidCriticalError, es)

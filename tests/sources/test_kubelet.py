@@ -25,6 +25,7 @@ from helpers import run_frames, sim_source, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuscope.core.model import DeviceInfo
+from gpuscope.outputs.prometheus import Renderer
 from gpuscope.sources.kubelet import (
     DEFAULT_SOCKET,
     INSTALL_HINT,
@@ -39,7 +40,6 @@ from gpuscope.sources.kubelet import (
     is_gpu_resource,
     mig_parents,
 )
-from gpuscope.sources.prometheus import Renderer
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTO = ROOT / "sources" / "podresources_v1.proto"

@@ -15,7 +15,8 @@ import time
 import pytest
 from helpers import Broker, free_port, host_of, needs_mosquitto, run_frames, sim_source, wait_for
 
-from gpuscope.sources.mqtt import AUTH_TRIES, BrokerError, Publisher, Subscriber, parse_broker
+from gpuscope.outputs.mqtt_publish import Publisher
+from gpuscope.sources.mqtt import AUTH_TRIES, BrokerError, Subscriber, parse_broker
 from gpuscope.widgets.fleet_table import fit_columns, row
 
 pytestmark = needs_mosquitto

@@ -1,4 +1,4 @@
-"""Issue 27: agents that share a host name, TLS files and logins that are wrong, a skewed clock, a broker down.
+"""Agent identity: agents that share a host name, TLS files and logins that are wrong, a skewed clock, a broker down.
 
 Two publishers of one name are told apart by the machine and run ids in their summaries (a clash, and neither's
 ``seq`` is loss for the other); bad ``--tls-*`` files and refused logins are one line and a non-zero exit; a host

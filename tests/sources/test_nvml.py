@@ -83,8 +83,8 @@ def test_gpm_path_gives_activity_and_nvlink():
     (20.0, 4, 3),   # every tick a health tick: one GPM call a tick with all nine metrics
 ])
 def test_gpm_graphics_engine_is_read_on_health_ticks_and_samples_are_freed_once(step, ticks, reads):
-    """GR_ENGINE costs 1.4-1.9 ms of CPU a read on H200 (tools/gpm_costs.py), the other metrics 0.01 ms: it is
-    read once at the start (from the second sample on, as the others), then on the health ticks (15 s), and
+    """GR_ENGINE costs 1.4-1.9 ms of CPU a read on H200 (tools/nvml_call_costs.py), the other metrics 0.01 ms:
+    it is read once at the start (from the second sample on, as the others), then on the health ticks (15 s), and
     carried; every GPM sample is freed exactly once (the simulated NVML raises on a double free or a use after
     free), at most four stay allocated per GPU (the last tick's, the last health tick's and two spares), and they are
     filled again tick after tick, not allocated anew (at most three a GPU over the whole run)."""

@@ -41,7 +41,7 @@ from gpuscope.core.findings import Finding
 from gpuscope.core.model import EndpointReading, ServingGroup, XidCount
 from gpuscope.core.session import Session
 from gpuscope.core.text import clean
-from gpuscope.sources.prometheus import (
+from gpuscope.outputs.prometheus import (
     DCGM_49,
     DCGM_NAME_SETS,
     DEFAULT_PORT,
@@ -469,15 +469,18 @@ def _gpuscope(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[st
     return subprocess.run([sys.executable, "-m", "gpuscope", *args], capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("args,msg", [
-    (["agent", "--simulate", "mixed-4"], "agent needs --broker URL, --prometheus [HOST:]PORT, or both"),
-    (["agent", "--simulate", "mixed-4", "--prometheus", "nope"], "--prometheus 'nope'"),
+@pytest.mark.parametrize("args,msg,rc", [
+    (["agent", "--simulate", "mixed-4"], "agent needs --broker URL, --prometheus [HOST:]PORT, or both", 1),
+    (["agent", "--simulate", "mixed-4", "--prometheus", "nope"], "--prometheus 'nope'", 1),
+    # an argument that is wrong in itself is a usage error (2), as every argparse refusal is
     (["agent", "--simulate", "mixed-4", "--prometheus", "0", "--prometheus-hostname-label", "a-b"],
-     "not a valid Prometheus label name"),
+     "not a valid Prometheus label name", 2),
+    (["agent", "--simulate", "mixed-4", "--prometheus", "0", "--prometheus-hostname-label", "instance"],
+     "instance", 2),
 ])
-def test_agent_bad_flags_are_one_line_errors(args, msg):
+def test_agent_bad_flags_are_one_line_errors(args, msg, rc):
     p = _gpuscope(*args)
-    assert p.returncode == 1 and msg in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == rc and msg in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
 
 
@@ -671,9 +674,9 @@ def test_serving_group_series_for_the_design_story():
     assert "gpuscope_serving_group_nvlink_bytes_per_second" not in text  # A6000 without NVLink: absent, not 0
 
 
-# ---- both DCGM name sets (issue 30) ----
+# ---- both DCGM name sets ----
 
-# Written out here, apart from sources/prometheus.py's DCGM_49, so a slip in either shows: legacy family → (its
+# Written out here, apart from outputs/prometheus.py's DCGM_49, so a slip in either shows: legacy family → (its
 # dcgm-exporter 4.9 name, 4.9 value / legacy value, a unit word the 4.9 help must carry). The names: DCGM's
 # Python bindings (dcgm_fields.py _DEPRECATED_ALIASES) and go-dcgm's base_unit_fields_test.go; see DCGM_49.
 NAMES_49 = {

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuscope.core.session import Session
-from gpuscope.sources.recording import Recorder, RecordingError, open_recording
+from gpuscope.outputs.recorder import Recorder
+from gpuscope.sources.recording import RecordingError, open_recording
 
 
 @pytest.fixture(scope="module")

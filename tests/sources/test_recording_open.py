@@ -19,15 +19,9 @@ from hypothesis import strategies as st
 
 from gpuscope.core.codec import inventory_to_dict
 from gpuscope.core.model import DeviceInfo, Inventory
+from gpuscope.outputs.recorder import Recorder
 from gpuscope.sources import recording_scan
-from gpuscope.sources.recording import (
-    MAGIC,
-    Recorder,
-    RecordingError,
-    damage_at,
-    open_recording,
-    read_recording,
-)
+from gpuscope.sources.recording import MAGIC, RecordingError, damage_at, open_recording, read_recording
 from gpuscope.sources.recording_scan import events_at, threads_for
 
 INV = Inventory(host="h", devices=tuple(DeviceInfo(index=i, name="GPU", uuid=f"u{i}", bus_id=f"b{i}")
@@ -170,7 +164,8 @@ def test_threads_for(monkeypatch, size, cpus, want):
 def small(tmp_path_factory) -> tuple[bytes, int]:
     """A real recording (3 frames) and where its first member (the header's) ends."""
     from gpuscope.core.model import Frame, GpuReading
-    from gpuscope.sources.recording import Recorder, open_recording
+    from gpuscope.outputs.recorder import Recorder
+    from gpuscope.sources.recording import open_recording
 
     p = tmp_path_factory.mktemp("small") / "r.jsonl.gz"
     r = Recorder(p, INV, interval_s=1.0, fsync=False)
@@ -269,7 +264,7 @@ def test_a_flipped_byte_in_the_first_members_trailer_is_damage(tmp_path, six_fra
     """A recording whose first gzip member (the header's) is damaged says so: "damaged at byte N (why) before its
     first complete second", exit 1, one line. One flipped byte in that member's CRC was reported as "not a
     gpuscope recording" (the member's text was lost, and the next member's first line, a frame, was read as
-    the header: new-user trial). And flipping any one byte of a small recording never gives a traceback."""
+    the header). And flipping any one byte of a small recording never gives a traceback."""
     raw, first_end = six_frames
     p = tmp_path / "flip.jsonl.gz"
     with pytest.raises(RecordingError) as e:
@@ -286,7 +281,7 @@ def test_other_damage_in_the_first_member_is_damage_too(tmp_path, six_frames, wh
     """A recording whose first gzip member (the header's) is damaged says so: "damaged at byte N (why) before its
     first complete second", exit 1, one line. One flipped byte in that member's CRC was reported as "not a
     gpuscope recording" (the member's text was lost, and the next member's first line, a frame, was read as
-    the header: new-user trial). And flipping any one byte of a small recording never gives a traceback."""
+    the header). And flipping any one byte of a small recording never gives a traceback."""
     raw, first_end = six_frames
     at = where if isinstance(where, int) else int(first_end * where)
     p = tmp_path / "flip.jsonl.gz"
@@ -302,7 +297,7 @@ def test_damage_at_names_the_byte_and_the_reason(six_frames):
     """A recording whose first gzip member (the header's) is damaged says so: "damaged at byte N (why) before its
     first complete second", exit 1, one line. One flipped byte in that member's CRC was reported as "not a
     gpuscope recording" (the member's text was lost, and the next member's first line, a frame, was read as
-    the header: new-user trial). And flipping any one byte of a small recording never gives a traceback."""
+    the header). And flipping any one byte of a small recording never gives a traceback."""
     raw, first_end = six_frames
     assert damage_at(flipped(raw, first_end - 6), 0) == (first_end - 8, "gzip CRC check failed")
     assert damage_at(flipped(raw, 2), 0) == (0, "not gzip data")
@@ -313,7 +308,7 @@ def test_summary_of_a_flipped_crc_is_one_line_exit_1(tmp_path, six_frames):
     """A recording whose first gzip member (the header's) is damaged says so: "damaged at byte N (why) before its
     first complete second", exit 1, one line. One flipped byte in that member's CRC was reported as "not a
     gpuscope recording" (the member's text was lost, and the next member's first line, a frame, was read as
-    the header: new-user trial). And flipping any one byte of a small recording never gives a traceback."""
+    the header). And flipping any one byte of a small recording never gives a traceback."""
     raw, first_end = six_frames
     p = tmp_path / "flip.jsonl.gz"
     p.write_bytes(flipped(raw, first_end - 7))
@@ -331,7 +326,7 @@ def test_any_one_flipped_byte_is_a_recording_or_a_one_line_error(tmp_path, six_f
     """A recording whose first gzip member (the header's) is damaged says so: "damaged at byte N (why) before its
     first complete second", exit 1, one line. One flipped byte in that member's CRC was reported as "not a
     gpuscope recording" (the member's text was lost, and the next member's first line, a frame, was read as
-    the header: new-user trial). And flipping any one byte of a small recording never gives a traceback.
+    the header). And flipping any one byte of a small recording never gives a traceback.
 
     Flipping any single byte opens the file or raises RecordingError (never anything else), one line
     naming the file; a flip inside the first member (past gzip's two magic bytes, which make it "not

@@ -1,4 +1,4 @@
-"""Recordings joined in one file (`cat a.jsonl.gz b.jsonl.gz`) and files a JSON tool rewrote (issue 27).
+"""Recordings joined in one file (`cat a.jsonl.gz b.jsonl.gz`) and files a JSON tool rewrote.
 
 A second header starts another recording: on another machine it is a part of its own, read against its own
 inventory; on the same machine with the same GPUs (a recording resumed) it joins the part before, and the
@@ -62,6 +62,57 @@ def test_the_same_machine_resumed_is_joined_and_said(files, tmp_path):
     assert rec.n_frames == 13 and rec.complete and rec.expected_frames == 13 and rec.problems == []
     assert rec.notes == ["a second recording starts at frame 8 (same machine and GPUs: resumed after 1m33s; joined)"]
     assert rec.part(1) is rec
+
+
+OVERLAP = ("part 2 overlaps part 1 in time (a second recording starts at frame 8, 7s before part 1's last frame; "
+           "same machine and GPUs): kept apart")
+
+
+def test_a_recording_joined_to_itself_is_two_parts_never_counted_twice(files, tmp_path):
+    """`cat a a`: time goes back at the second header, so the same moments would be counted twice: two parts."""
+    rec = open_recording(joined(tmp_path, files["a6000"], files["a6000"]))
+    assert rec.mixed and [(p.start, p.stop) for p in rec.parts] == [(0, 8), (8, 16)]
+    assert rec.notes == [OVERLAP] and rec.parts[1].note == OVERLAP and rec.problems == []
+    assert rec.parts_line().startswith(OVERLAP + "; pick one with --part N (1–2)")
+    one, two = rec.part(1), rec.part(2)
+    assert [one.frame(i) for i in range(8)] == [two.frame(i) for i in range(8)]
+    assert two.notes == [f"part 2 of 2: frames 8–15 of the file; {OVERLAP}"] and two.complete
+
+
+def test_two_recorders_at_once_are_kept_apart(files, tmp_path):
+    """Two recorders of one machine running at once (frames 0–7 and 3–10 s): the second starts 4 s back."""
+    other = record(tmp_path / "other.jsonl.gz", "a6000-tp2-pcie-gen1", 8, start=3.0)
+    rec = open_recording(joined(tmp_path, files["a6000"], other))
+    assert rec.mixed and [p.n_frames for p in rec.parts] == [8, 8]
+    assert rec.notes == [OVERLAP.replace("7s before", "4s before")]
+    rec = open_recording(joined(tmp_path, other, files["a6000"]))  # the other order: the later-started first
+    assert rec.mixed and rec.notes == [OVERLAP.replace("7s before", "10s before")]
+
+
+def test_an_overlap_after_a_resume_is_said_against_the_joined_part(files, tmp_path):
+    """a, a resumed 1m33s later (joined), then a again: it goes back before the resumed part's last frame."""
+    rec = open_recording(joined(tmp_path, files["a6000"], files["a6000b"], files["a6000"]))
+    assert [(p.start, p.stop, len(p.marks)) for p in rec.parts] == [(0, 13, 2), (13, 21, 1)]
+    assert rec.notes == ["a second recording starts at frame 8 (same machine and GPUs: resumed after 1m33s; joined)",
+                         "part 2 overlaps part 1 in time (a third recording starts at frame 13, 1m44s before part 1's "
+                         "last frame; same machine and GPUs): kept apart"]
+
+
+@pytest.mark.parametrize("times, frame, want", [
+    ([0.0, 1.0, 2.0, 3.0], 2, ""),  # time goes on: a resumed recording
+    ([0.0, 1.0, 1.0, 2.0], 2, ""),  # the same second is not back
+    ([0.0, 5.0, 2.0, 3.0], 2, "3s before part 1's last frame"),
+    ([0.0, 1.0, 0.7, 2.0], 2, "0.3s before part 1's last frame"),  # under a second: not "0s"
+    ([9.0, 1.0, 5.0, 6.0], 2, "4s before part 1's last frame"),  # the latest frame of the part, not its last in the file
+    ([0.0, 1.0], 0, ""),  # no frame before
+])
+def test_overlap_change(times, frame, want):
+    from gpuscope.sources.recording import _PartMark, overlap_change
+
+    mark = _PartMark(frame, 0, {}, _inv(), b"", seq=1)
+    got = overlap_change(times, 0, mark, 1)
+    assert (want in got and got.startswith("part 2 overlaps part 1 in time") and got.endswith("kept apart")) if want \
+        else got == ""
 
 
 def test_three_recordings_two_machines(files, tmp_path):

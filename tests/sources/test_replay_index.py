@@ -1,5 +1,5 @@
 """Replay seeks from the history index: the graphs and findings after a seek are what playing to that
-point leaves (issue 12, deliverable 7), for a few windows and history sizes, with and without the index,
+point leaves, for a few windows and history sizes, with and without the index,
 and on hostile frames (out-of-range values, duplicate GPUs, non-numbers) that playing skips or blanks."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscope.core.session import Session
-from gpuscope.sources.recording import Recorder, open_recording
+from gpuscope.outputs.recorder import Recorder
+from gpuscope.sources.recording import open_recording
 from gpuscope.sources.replay_index import HistoryIndex
 from gpuscope.tui.feeders import ReplayFeeder
 

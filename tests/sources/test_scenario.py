@@ -56,8 +56,8 @@ HOSTILE = "x\\u001b]0;PWN\\u0007\\u001b[2Jzz"
 @pytest.mark.parametrize("field", ["name", "host", "description", "driver_version"])
 def test_scenario_words_are_clean(tmp_path, field):
     """Words a scenario file gives (its name, host, description, driver) reach the TUI header and `topo`: they
-    are one printable line each, whatever the file holds (found by a new-user trial: an OSC title and a screen
-    clear in `name` reached the terminal and wiped the SIMULATED label)."""
+    are one printable line each, whatever the file holds (an OSC title and a screen
+    clear in `name` once reached the terminal and wiped the SIMULATED label)."""
     p = tmp_path / "s.toml"
     p.write_text(f'{field} = "{HOSTILE}"\n[[gpus]]\ncount = 2\n')
     sc = scenario.load(str(p))
@@ -67,8 +67,8 @@ def test_scenario_words_are_clean(tmp_path, field):
 
 def test_topo_header_has_no_escape_sequences(tmp_path):
     """Words a scenario file gives (its name, host, description, driver) reach the TUI header and `topo`: they
-    are one printable line each, whatever the file holds (found by a new-user trial: an OSC title and a screen
-    clear in `name` reached the terminal and wiped the SIMULATED label)."""
+    are one printable line each, whatever the file holds (an OSC title and a screen
+    clear in `name` once reached the terminal and wiped the SIMULATED label)."""
     p = tmp_path / "s.toml"
     p.write_text(f'name = "{HOSTILE}"\nhost = "h\\u001b[5m"\n[[gpus]]\ncount = 2\nname = "GPU\\u001b[31mRED"\n')
     out = subprocess.run([sys.executable, "-m", "gpuscope", "topo", "--simulate", str(p)], capture_output=True,

@@ -1,5 +1,5 @@
-"""Serving metrics that survive restarts and say what they mean (issue 15): tables over the pure parts,
-the issue's reproduction, the real vLLM 0.32 capture, and a real HTTP server that restarts mid-run."""
+"""Serving metrics that survive restarts and say what they mean: tables over the pure parts, a restart that
+once gave wrong rates, the real vLLM 0.32 capture, and a real HTTP server that restarts mid-run."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_quantile_only_where_the_histogram_supports_it(cum, q, value, bounds):
     assert v == value and b == bounds
 
 
-# ------------------------------------------------------------------ the issue's reproduction
+# ------------------------------------------------------------------ a restart that once gave wrong rates
 def _counter_text(n: float, start: float | None = None) -> str:
     s = f"# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {start}\n" if start else ""
     return s + f'# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{{model_name="m"}} {n}\n'

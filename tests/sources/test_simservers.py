@@ -81,3 +81,87 @@ def test_server_errors_name_the_field(tmp_path, server, err):
 def test_every_shipped_scenario_still_loads():
     for name in scenario_mod.shipped():
         scenario_mod.load(name)
+
+
+# ------------------------------------------------------------------ tok/s over a trailing window, as a poller reads it
+PHASED = """
+name = "phased"
+noise = 0
+[[gpus]]
+count = 1
+[[phases]]
+name = "idle"
+duration_s = 10
+[[phases]]
+name = "decode"
+duration_s = 60
+[[processes]]
+gpus = [0]
+pid = 10
+command = "python3 -m vllm.entrypoints.openai.api_server"
+[[servers]]
+kind = "vllm"
+port = 8000
+gpus = [0]
+tok_s = [0, 100]
+"""
+
+
+@pytest.fixture
+def phased(tmp_path):
+    p = tmp_path / "phased.toml"
+    p.write_text(PHASED)
+    return str(p)
+
+
+@pytest.mark.parametrize("t,tok_s,window_s,running", [
+    (0.0, 0.0, None, 0.0),  # the very start: the instant's
+    (5.0, 0.0, 5.0, 0.0),  # since the start, while shorter than the window
+    (10.0, 0.0, 10.0, 8.0),  # the decode phase has just begun: none of it in the window yet
+    (12.5, 25.0, 10.0, 8.0),  # a quarter of the window in it
+    (15.0, 50.0, 10.0, 8.0),
+    (19.0, 90.0, 10.0, 8.0),
+    (20.0, 100.0, 10.0, 8.0),  # the whole window in it
+    (40.0, 100.0, 10.0, 8.0),
+])
+def test_a_simulated_server_reports_its_rate_over_a_trailing_window(phased, t, tok_s, window_s, running):
+    """The simulated tok/s is a rate over the last 10 s (the mean of the phase's instant rate), not the phase's
+    instant rate with a 10 s window claimed: a reading tells of its window's middle, as a real one does."""
+    from gpuscope.sources.simservers import SimServers
+
+    src = open_source(phased, virtual_at=t)
+    try:
+        servers = SimServers.for_source(src)
+        assert servers is not None
+        (e,) = servers.readings(t)
+    finally:
+        src.close()
+    assert e.gen_tokens_per_s == pytest.approx(tok_s, abs=0.05)
+    assert e.rate_window_s == window_s and e.requests_running == running
+
+
+def test_a_marker_at_a_phase_change_credits_the_new_phase_to_its_own_span(phased, tmp_path):
+    """Recorded at 1 Hz with a marker where decoding starts (t = 10 s): the span before it gets at most the
+    window's blur of the new phase (with instant rates claimed over 10 s it got 5 s of it: 33 tok/s), the
+    span after it the decode rate (less the ramp of its first window)."""
+    from helpers import run_frames, sim_source
+
+    from gpuscope.core.session import Session
+    from gpuscope.core.stats import summarize_by_marker
+    from gpuscope.outputs.recorder import Recorder
+    from gpuscope.sources.recording import open_recording
+
+    path = tmp_path / "r.jsonl.gz"
+    src = with_groups(sim_source(phased), phased)  # the scenario's servers, as `record --simulate` has them
+    s = Session(src.inventory, interval_s=1.0)
+    s.start_recording(Recorder(str(path), src.inventory, command=["test"], interval_s=1.0, fsync=False))
+    for k, f in enumerate(run_frames(src, 0, 39)):  # a frame a second from t = 0
+        if k == 10:
+            s.add_marker("decode", t=f.t)
+        s.ingest(f)
+    s.stop_recording()
+    src.close()
+    spans = summarize_by_marker(open_recording(str(path)))["spans"]
+    assert [sp["label"] for sp in spans][-1] == "decode", spans
+    before, after = (sp["endpoints"][0]["gen_tokens_per_s"] for sp in spans)
+    assert before < 10 and after > 85, (before, after)

@@ -227,14 +227,14 @@ async def test_spare_rows_go_to_the_graphs(size: tuple[int, int], scenario: str)
     (None, "W", False, "–"),
 ])
 def test_detail_number(x, unit, ceiling, want):
-    """The detail view (``d``) printed clocks with a decimal ("now 1754.0  peak 1980.0", new-user trial): clocks
+    """The detail view (``d``) printed clocks with a decimal ("now 1754.0  peak 1980.0"): clocks
     (MHz) are whole numbers everywhere; other readings keep their one decimal."""
     assert detail_number(x, unit, ceiling=ceiling) == want
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])
 async def test_the_detail_view_shows_clocks_as_whole_numbers(size):
-    """The detail view (``d``) printed clocks with a decimal ("now 1754.0  peak 1980.0", new-user trial): clocks
+    """The detail view (``d``) printed clocks with a decimal ("now 1754.0  peak 1980.0"): clocks
     (MHz) are whole numbers everywhere; other readings keep their one decimal."""
     from textual.widgets import Static
 

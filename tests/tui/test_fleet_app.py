@@ -13,7 +13,8 @@ from rich.cells import cell_len
 
 from gpuscope.core.session import Session
 from gpuscope.core.summary import SCHEMA, finding_hints, summarise, summary_from_dict, summary_to_dict
-from gpuscope.sources.mqtt import Publisher, RemoteHost, Subscriber, parse_broker
+from gpuscope.outputs.mqtt_publish import Publisher
+from gpuscope.sources.mqtt import RemoteHost, Subscriber, parse_broker
 from gpuscope.tui.fleet import FleetHostApp, prime_from_agent
 from gpuscope.tui.fleet_app import FleetApp, fit_status
 from gpuscope.widgets.fleet_table import (
@@ -231,9 +232,8 @@ def test_finding_hints_round_trip_through_the_wire():
 
 
 @pytest.mark.parametrize("width,want", [
-    (200, " gpuscope  FLEET  mqtt://127.0.0.1:1  connecting…  0 hosts  0 bad messages dropped  [Errno 111] Connection "
-          "refused"),
-    (100, " FLEET  127.0.0.1:1  connecting…  0 hosts  0 bad  [Errno 111] Connection refused"),
+    (200, " gpuscope  FLEET  mqtt://127.0.0.1:1  connecting…  0 hosts  [Errno 111] Connection refused"),
+    (100, " gpuscope  FLEET  mqtt://127.0.0.1:1  connecting…  0 hosts  [Errno 111] Connection refused"),
     (60, " FLEET  connecting…  0 hosts  [Errno 111] Connection refused"),
     (40, " FLEET  connecting…  0 hosts  [Errno 11…"),
 ])
@@ -248,3 +248,44 @@ def test_the_status_line_says_why_it_cannot_connect_at_any_width(width, want):
     sub.last_error = "[Errno 111] Connection refused"
     got = status_line(sub, cfg, 0, width)
     assert got == want and cell_len(got) <= width
+
+
+@pytest.mark.parametrize("bad,lost,queue,broker,behind_s,want", [
+    (0, 0, 0, None, 0.0, ""),  # nothing dropped, fresh: nothing said (never "0 bad messages dropped")
+    (0, 10, 0, None, 0.0, "10 messages dropped"),
+    (1, 0, 0, None, 0.0, "1 bad message dropped"),
+    (5, 0, 0, 0, 0.0, "5 bad messages dropped"),
+    (3, 6, 4, None, 0.0, "13 messages dropped (3 bad)"),  # one count, one phrase
+    (0, 1, 0, None, 0.0, "1 message dropped"),
+    (0, 0, 0, 7, 27.0, "broker lost 7 (all clients); data up to 27 s old"),
+    (0, 2, 0, None, 6.0, "2 messages dropped; data up to 6 s old"),
+])
+def test_what_was_dropped_is_one_phrase_without_zero_counts(bad, lost, queue, broker, behind_s, want):
+    """The fleet header read "0 bad messages dropped  behind: 10 messages dropped": a zero count, and
+    "dropped" twice in two phrasings."""
+    from gpuscope.sources.mqtt import Health
+
+    got = Health(bad=bad, lost=lost, queue_dropped=queue, broker_dropped=broker, behind_s=behind_s).line()
+    assert got == want
+    assert got.count("dropped") <= 1 and " 0 " not in f" {got} "
+
+
+@pytest.mark.parametrize("width,bad,lost,want", [
+    (None, 0, 0, " gpuscope  FLEET  mqtt://127.0.0.1:1  connected  2 hosts"),
+    (None, 0, 10, " gpuscope  FLEET  mqtt://127.0.0.1:1  connected  2 hosts  10 messages dropped"),
+    (None, 3, 10, " gpuscope  FLEET  mqtt://127.0.0.1:1  connected  2 hosts  13 messages dropped (3 bad)"),
+    (50, 3, 10, " FLEET  connected  2 hosts  13 dropped (3 bad)"),
+])
+def test_the_fleet_header_says_dropped_once(width, bad, lost, want):
+    """The fleet header read "0 bad messages dropped  behind: 10 messages dropped" (80x24, a broker that lost
+    messages): now one count and one phrase, and nothing when nothing was dropped."""
+    from gpuscope.sources.mqtt import Subscriber, parse_broker
+    from gpuscope.tui.fleet_app import status_line
+
+    cfg = parse_broker("mqtt://127.0.0.1:1", env={})
+    sub = Subscriber(cfg)
+    sub.connected = True
+    sub.dropped, sub.lost = bad, lost
+    got = status_line(sub, cfg, 2, width)
+    assert got == want
+    assert got.count("dropped") <= 1

@@ -1,4 +1,5 @@
-"""The fleet screen at 80 columns with issue 27's rows: two agents under one name, a skewed clock, the broker down."""
+"""The fleet screen at 80 columns with the rows agent identity can give: two agents under one name, a skewed
+clock, the broker down."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def fed() -> Subscriber:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("down", [False, True])
-def test_issue27_rows_fit_80_columns(down):
+def test_identity_rows_fit_80_columns(down):
     sub = fed()
     if down:  # what the subscriber holds after its connection is lost
         sub.connected, sub.last_error = False, "Connection refused"

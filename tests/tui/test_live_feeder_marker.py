@@ -8,7 +8,8 @@ import time
 from helpers import sim_source
 
 from gpuscope.core.session import Session
-from gpuscope.sources.recording import Recorder, open_recording
+from gpuscope.outputs.recorder import Recorder
+from gpuscope.sources.recording import open_recording
 from gpuscope.tui.feeders import LiveFeeder
 
 

@@ -1,4 +1,4 @@
-"""A bracketed paste with ESC bytes in it, into the marker prompt (issue 27, point 6): the bytes stay in the
+"""A bracketed paste with ESC bytes in it, into the marker prompt: the bytes stay in the
 prompt's text, shown as ``␛`` (core.text.visible), and none of them runs as a key binding: the Escape
 binding does not cancel the prompt, nothing after an ESC is typed as keys, and no ESC reaches the terminal.
 With Pilot (the events the driver's TerminalInput posts) and in a real terminal (tmux ``paste-buffer -p``)."""

@@ -1,4 +1,4 @@
-"""The link probe from the command palette (tui/probe_controller.py, issue 28 item 4): the plan in a modal,
+"""The link probe from the command palette (tui/probe_controller.py): the plan in a modal,
 the run on a worker thread, the figures in the topology panel, the findings, the recording, the refusals."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from rich.cells import cell_len
 
 from gpuscope.core.model import ProcessInfo
 from gpuscope.core.session import Session
+from gpuscope.outputs.recorder import Recorder
 from gpuscope.sources import simprobe
 from gpuscope.sources.cudaprobe import CudaUnavailable
-from gpuscope.sources.recording import Recorder, open_recording
+from gpuscope.sources.recording import open_recording
 from gpuscope.tui.app import GpuscopeApp
 from gpuscope.tui.feeders import ReplayFeeder
 from gpuscope.tui.probe_controller import REPLAY_REFUSAL, LinkProbe
@@ -192,3 +193,38 @@ async def test_a_probe_goes_into_the_running_recording(tmp_path):
     rec = open_recording(path)
     probes = [e for f in rec.frames() for e in f.events if e.kind == "probe"]
     assert len(probes) == 1 and probes[0].data["simulated"] is True and probes[0].data["gpus"]
+
+
+async def test_a_recorded_probe_reaches_the_topology_panel_in_replay(tmp_path):
+    """`gpuscope replay` of a recording holding a link probe showed no probe in the topology panel (live it
+    does): the last probe at or before the position is drawn, and none before it was taken."""
+    from gpuscope.core.probe import probe_event
+
+    path = tmp_path / "r.jsonl.gz"
+    src = sim_source(GEN1)
+    s = Session(src.inventory, interval_s=1.0)
+    s.start_recording(Recorder(str(path), src.inventory, command=["test"], interval_s=1.0, fsync=False))
+    for k, f in enumerate(run_frames(src, 0, 9)):
+        if k == 4:
+            s.add_event(probe_event(simprobe.simulate(GEN1, src.inventory, t=f.t)))
+        s.ingest(f)
+    s.stop_recording()
+    src.close()
+    rec = open_recording(path)
+    assert [e.kind for e in rec.events].count("probe") == 1
+    session = Session(rec.inventory, interval_s=1.0)
+    app = GpuscopeApp(session, None, label="REPLAY", interval_s=1.0)
+    feeder = ReplayFeeder(rec, session, app.notify_update, window_s=lambda: app.window_s)
+    feeder.seek(rec.times[0])
+    feeder.playing = False
+    feeder.start = lambda: None  # type: ignore[method-assign]  # a still picture, moved by the test's seeks
+    feeder.stop = lambda: None  # type: ignore[method-assign]
+    app.feeder = feeder
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: "GPU0↔GPU1" in _text(app.query_one(TopologyPanel)))
+        assert "Link probe" not in _text(app.query_one(TopologyPanel))  # not taken yet at the start
+        feeder.seek(rec.times[-1])
+        await until(pilot, lambda: "Link probe" in _text(app.query_one(TopologyPanel)))
+        assert app.build_view(False).probe is not None
+        feeder.seek(rec.times[0])  # back before it: gone again
+        await until(pilot, lambda: "Link probe" not in _text(app.query_one(TopologyPanel)))

@@ -16,10 +16,11 @@ from rich.cells import cell_len
 from gpuscope.core.codec import frame_from_dict, frame_to_dict
 from gpuscope.core.model import Frame, GpuReading, ProcessInfo
 from gpuscope.core.session import Session
+from gpuscope.outputs.recorder import Recorder
 from gpuscope.sources import scenario as scenario_mod
 from gpuscope.sources.nvml import NvmlSource
 from gpuscope.sources.procinfo import ProcTable, parse_cmdline, parse_uid, read_facts, user_name
-from gpuscope.sources.recording import Recorder, open_recording
+from gpuscope.sources.recording import open_recording
 from gpuscope.sources.scenario import ScenarioError
 from gpuscope.sources.simnvml import SimNvml
 from gpuscope.tui.app import GpuDetailScreen, GpuscopeApp
@@ -497,7 +498,7 @@ SCREEN_SIZES = [(80, 24), (100, 30), (120, 40), (160, 50), (200, 60), (60, 20)]
 @pytest.mark.parametrize("size", SCREEN_SIZES, ids=[f"{w}x{h}" for w, h in SCREEN_SIZES])
 @pytest.mark.parametrize("scenario", ["a6000-tp2-pcie-gen1", "h200-nvswitch-8", "mixed-4"])
 async def test_screen_fits_with_the_panel_on(scenario: str, size: tuple[int, int]) -> None:
-    """The screen check of tests/test_screen.py with the processes panel on."""
+    """The screen check of tests/tui/test_screen.py with the processes panel on."""
     from test_screen import _check
 
     app = _app(scenario, 40)

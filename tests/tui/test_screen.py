@@ -27,8 +27,9 @@ from gpuscope.tui.feeders import ReplayFeeder
 from gpuscope.tui.layout import plan_layout
 from gpuscope.tui.run import demo_path
 from gpuscope.widgets.fit import fit_segments, fit_words, key_names, short_affinity
-from gpuscope.widgets.gpu_table import table_columns
+from gpuscope.widgets.gpu_table import table_columns, table_name
 from gpuscope.widgets.keybar import key_hints
+from gpuscope.widgets.style import short_name
 
 SCENARIOS = sorted(p.stem for p in (Path(__file__).parents[2] / "sources" / "scenarios").glob("*.toml"))
 SIZES = [(80, 24), (100, 30), (120, 40), (160, 50), (200, 60), (60, 20)]
@@ -44,13 +45,24 @@ def screen_lines(app: GpuscopeApp) -> list[str]:
     return ["".join(seg.text for seg in strip) for strip in update.strips]
 
 
+def gpu_shown(text: str, index: int, name: str) -> bool:
+    """True when the screen ``text`` shows GPU ``index`` (model ``name``) itself: its row in the GPU table
+    (``" 7 H200    94% …"``: the index then the model as the table writes it, at the start of a line) or its
+    panel's title on a top border (``"╭─ GPU7 H200 ─"``). A GPU named elsewhere, in the topology (``GPU1 PCIe
+    Gen1×16``), a finding, a graph's label (``1 util %``) or the legend (``PIX 1 bridge``), is not its row."""
+    forms = {table_name(name, w).rstrip("…") for w in range(4, 41)}  # each width drops brand words or cuts
+    names = "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True) if len(f) >= 3)
+    row = rf"^[ │┃]{{0,2}}{index} ?(?:{names})(?:\s|$)"
+    title = rf"[╭┏┌][─━]+ GPU{index} {re.escape(short_name(name))}(?:\s|$)"
+    return re.search(f"{row}|{title}", text, re.M) is not None
+
+
 def problems(app: GpuscopeApp, lines: list[str], w: int, h: int, mode: str) -> list[str]:
     out = []
-    n = len(app.session.inventory.devices)
     text = "\n".join(lines)
-    for i in range(n):  # every GPU, in the table ("7 H200") or a panel title ("GPU7 H200")
-        if not re.search(rf"(^|[│ ─]){i} \S|GPU{i} \S", text, re.M):
-            out.append(f"GPU{i} not visible")
+    for dev in app.session.inventory.devices:  # every GPU, by its table row or its panel's title
+        if not gpu_shown(text, dev.index, dev.name):
+            out.append(f"GPU{dev.index} not visible")
     for k, ln in enumerate(lines):
         if k == len(lines) - 1:
             continue  # the footer's key hints are checked below
@@ -323,6 +335,47 @@ def test_table_name_never_cuts_a_model_number_silently(name: str, want: str) -> 
     from gpuscope.widgets.gpu_table import table_name
 
     assert table_name(name, 8) == want
+
+
+# a 60x20 screen where GPU1's table row is missing while the findings, the graphs and the topology name it
+_NO_ROW_1 = """\
+ SIMULATED   a6000-tp2-pcie-gen1  2 GPU  window 1m00s  11:48
+╭─ Findings ───────────────────────────────────────────────╮
+│ » looks interconnect-bound: GPU1 PCIe RX…  +5 more — f   │
+╰──────────────────────────── 3 critical 2 warning 1 info ─╯
+ GPU           util        W    link PCIe↓ ↑GB/s    NV
+ 0 RTX A6000    96% 168/300  G1×16▼    3.8   3.8     –
+ 1 util %                                    ▁▁▁▁▁▁██████
+╭─ Topology ───────────────────────────────────────────╮
+│       GPU0 GPU1  CPU affinity  NUMA                  │
+│ GPU1   SYS    X  32-63            1                  │
+│ GPU1 PCIe Gen1×16 < Gen4×16                          │
+│ GPU0↔GPU1 SYS: up to 4.0 GB/s each way, across NUMA… │
+│ NV# NVLink  PIX 1 bridge  PXB bridges  PHB host bridge │
+╰──────────────────────────────────────────────────────╯
+ ? help  q quit  p pause  f findings  d detail  t topology"""
+
+
+@pytest.mark.parametrize("text,index,name,shown", [
+    (_NO_ROW_1, 0, "NVIDIA RTX A6000", True),
+    (_NO_ROW_1, 1, "NVIDIA RTX A6000", False),  # named by findings, graphs and topology: no row of its own
+    (" 1 RTX A6000    98% 161/300  G1×16▼    3.9   3.8     –", 1, "NVIDIA RTX A6000", True),
+    (" 1 A6000    98% 161/300", 1, "NVIDIA RTX A6000", True),  # the brand word dropped where narrow
+    (" 3 A100 80…  94%", 3, "NVIDIA A100 80GB PCIe", True),  # the model cut with …
+    ("10H200       94% 526/700", 10, "NVIDIA H200", True),  # a two-digit index leaves no space
+    ("10H200       94% 526/700", 1, "NVIDIA H200", False),
+    ("11 H200      94% 526/700", 1, "NVIDIA H200", False),
+    ("╭─ GPU0 RTX A6000 ────╮ ╭─ GPU1 RTX A6000 ────╮", 1, "NVIDIA RTX A6000", True),  # panels side by side
+    ("╭─ Topology ──╮\n│ GPU1 PCIe Gen1×16 < Gen4×16 │", 1, "NVIDIA RTX A6000", False),
+    ("│ ✖ GPU1 PCIe Gen1×16 under load │", 1, "NVIDIA RTX A6000", False),
+    (" 1 power      ▁▁▂▂▅▅", 1, "NVIDIA RTX A6000", False),  # a graph's label
+    ("│ NV# NVLink  PIX 1 bridge │", 1, "NVIDIA H200", False),
+    ("", 0, "NVIDIA H200", False),
+])
+def test_a_gpu_is_visible_only_by_its_own_row_or_panel(text: str, index: int, name: str, shown: bool) -> None:
+    """The screen check's "every GPU visible" reads the GPU's table row or panel title, nothing that merely
+    names it: a 60x20 screen once lost a GPU's row while the topology panel's "GPU1 PCIe …" passed for it."""
+    assert gpu_shown(text, index, name) is shown
 
 
 @pytest.mark.parametrize("size,n,compact,want", [

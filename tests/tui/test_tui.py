@@ -13,7 +13,8 @@ from helpers import pilot_until as until
 from textual.widgets import Input
 
 from gpuscope.core.session import Session
-from gpuscope.sources.recording import Recorder, open_recording
+from gpuscope.outputs.recorder import Recorder
+from gpuscope.sources.recording import open_recording
 from gpuscope.tui.app import GpuDetailScreen, GpuscopeApp, HelpScreen
 from gpuscope.tui.feeders import ReplayFeeder
 from gpuscope.tui.screens import FindingsScreen

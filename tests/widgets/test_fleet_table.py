@@ -114,7 +114,7 @@ async def test_a_retired_host_goes_away_and_is_not_a_bad_message():
     assert sorted(sub.hosts) == ["host-0000", "host-0002"] and sub.dropped == 0 and sub.removed == 1
 
 
-# ------------------------------------------------------------------ serving groups on the host row (issue 29)
+# ------------------------------------------------------------------ serving groups on the host row
 def _host_with(groups: list[str] | None) -> RemoteHost:
     from gpuscope.core.summary import summary_from_dict
 
@@ -155,3 +155,24 @@ def test_old_agent_without_groups_reads_and_shows_a_dash():
     h = _host_with(None)
     assert h.summary is not None and h.summary.groups == ()
     assert row(h, 0.0, [Column("groups", "serving", 20)]).plain == "–"
+
+
+@pytest.mark.parametrize("age_s,want", [
+    (0.0, "0s ago"), (42.0, "42s ago"), (59.4, "59s ago"), (60.0, "1m00s ago"), (603.0, "10m03s ago"),
+    (3599.0, "59m59s ago"), (3600.0, "1h00m ago"), (86_399.0, "23h59m ago"), (86_400.0, "1d00h ago"),
+    (3 * 86_400 + 4 * 3600.0, "3d04h ago"), (99 * 86_400 + 23 * 3600.0, "99d23h ago"), (400 * 86_400.0, ">99d ago"),
+    (-5.0, "0s ago"), (None, "never"),
+])
+def test_the_seen_column_holds_every_age_and_keeps_the_row_aligned(age_s, want):
+    """At 80x24 a host seen 10m03s ago pushed its row one cell right (the age was wider than its column): the
+    column holds every form (s, m s, h m, d h) and the finding starts in the same cell on every row."""
+    from gpuscope.widgets.fleet_table import COLUMNS, fit_columns, row
+
+    now = 1_800_000_000.0
+    cols = fit_columns(76)  # 80 columns less the table's border and padding
+    seen = next(c for c in COLUMNS if c.key == "seen")
+    assert cell_len(want) <= seen.width
+    text = row(RemoteHost(host="gpu-01", online=True, data_t=None if age_s is None else now - age_s), now, cols).plain
+    assert want in text
+    start = sum(c.width + 2 for c in cols[:-1])  # where the last column (the worst finding) starts
+    assert text[:start - 2].endswith(want) and text.index("(no data yet)") == start, text

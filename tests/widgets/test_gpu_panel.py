@@ -47,7 +47,8 @@ from gpuscope.core.session import Session
 ])
 def test_which_boards_have_hbm(name, hbm):
     """A GPU panel's first line used "mem" twice: memory temperature ("mem 70°C") and memory use ("mem 60.0/141
-    GiB") (new-user trial). The temperature is now "HBM" on an HBM board and "VRAM" on others; "mem" is use."""
+    GiB"), one word for two readings. The temperature is now "HBM" on an HBM board and "VRAM" on others; "mem"
+    is use."""
     assert has_hbm(name) is hbm
     assert memory_temp_label(name) == ("HBM" if hbm else "VRAM")
 
@@ -58,7 +59,8 @@ def test_which_boards_have_hbm(name, hbm):
 ])
 async def test_the_panel_says_hbm_or_vram_for_the_temperature_and_mem_only_for_use(scenario, word):
     """A GPU panel's first line used "mem" twice: memory temperature ("mem 70°C") and memory use ("mem 60.0/141
-    GiB") (new-user trial). The temperature is now "HBM" on an HBM board and "VRAM" on others; "mem" is use."""
+    GiB"), one word for two readings. The temperature is now "HBM" on an HBM board and "VRAM" on others; "mem"
+    is use."""
     from gpuscope.tui.app import GpuscopeApp
 
     src = sim_source(scenario)

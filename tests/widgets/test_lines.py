@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from helpers import examples
 from hypothesis import given, settings
@@ -12,11 +10,9 @@ from hypothesis import strategies as st
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
-from rich.terminal_theme import MONOKAI
 from rich.text import Span, Text
 from textual.strip import Strip
 
-from gpuscope.widgets import textual_private
 from gpuscope.widgets.lines import changed_cells, line_segments
 
 CONSOLE = Console(width=200, color_system="truecolor")
@@ -135,99 +131,12 @@ async def test_a_line_widget_draws_what_rich_draws():
                 strip = strip.apply_filter(f, background)
             return strip
 
-        assert (w._pre is not None) is textual_private.ACTIVE  # the default filter applied as rows are made (not on Textual's path)
         for y, t in enumerate(lines):
             segments = list(t.render(app.console))
             if t.style and not t.spans:
                 segments = list(Segment.apply_style(segments, app.console.get_style(t.style)))
             want = Strip(segments).crop_extend(0, w.size.width, base).apply_style(base)
             assert same_cells(filtered(w.render_line(y)), filtered(want)), y
-
-
-def unfiltered_rows(w: Any, crop: Any) -> list[list[Segment]]:
-    """Textual's ``Widget.render_lines`` of LineWidget ``w`` with its content rows made afresh and without the
-    filter applied as they are made (Textual applies the line filters itself); ``w`` is left as it was."""
-    from textual.widget import Widget
-
-    saved = (w._made, w._rows, w._style_memo, w._pre, w._edges)
-    w._made, w._rows, w._style_memo, w._pre, w._edges = [None] * len(w._lines), {}, {}, None, None
-    w._sync_filters = lambda: (list(w.get_line_filters()), w._frame())  # the filter stays out of the rows as made
-    w._styles_cache.clear()
-    try:
-        return [list(s) for s in Widget.render_lines(w, crop)]
-    finally:
-        del w._sync_filters
-        w._styles_cache.clear()
-        w._made, w._rows, w._style_memo, w._pre, w._edges = saved
-
-
-@pytest.mark.parametrize("scenario, size, compact, no_color", [
-    ("a6000-tp2-pcie-gen1", (120, 40), False, False),  # GPU panels: border, title, padding
-    ("h200-nvswitch-8", (80, 24), None, False),        # the table (padding only), findings, processes
-    ("gpu-lost", (160, 50), False, False),             # a lost GPU's red border and subtitle
-    ("a6000-tp2-pcie-gen1", (120, 40), False, True),   # NO_COLOR: two filters, applied at each draw
-])
-async def test_line_widgets_draw_what_textual_draws(scenario, size, compact, no_color, monkeypatch):
-    """LineWidget.render_lines puts content rows together itself: every row, for whole widgets and for
-    crops of a few rows and columns, focused and not, with the ANSI colour filter and without it, must be
-    Textual's own row (Widget.render_lines)."""
-    import random
-
-    from helpers import make_app
-    from textual.geometry import Region
-    from textual.widget import Widget
-
-    from gpuscope.widgets.lines import LineWidget
-
-    if no_color:
-        monkeypatch.setenv("NO_COLOR", "1")
-    app = make_app(scenario, 0, 30, compact=compact)
-    rnd = random.Random(7)
-    async with app.run_test(size=size) as pilot:
-        for _ in range(4):
-            await pilot.pause()
-        widgets = [w for w in app.screen.query(LineWidget) if w.display and w.region.height]
-        assert widgets
-        pre = [w._pre for w in widgets]
-        steps = ("as drawn", "focused", "a class that changes the border", "the ANSI filter off", "and on",
-                 "another ANSI theme", "a light theme")
-        for step in steps:
-            if step in ("the ANSI filter off", "and on"):  # Textual disables its filter (get_line_filters: none)
-                app.ansi_color = step == "the ANSI filter off"
-            if step == "another ANSI theme":  # Textual replaces its filter, styles unchanged
-                app.ansi_theme_dark = MONOKAI
-            if step == "a light theme":
-                app.theme = "textual-light"
-            if step in steps[3:]:
-                for w in widgets:
-                    w.refresh()
-                await pilot.pause()
-                await pilot.pause()
-            if step == "focused":
-                widgets[-1].focus()
-                await pilot.pause()
-            if step == "a class that changes the border":
-                widgets[0].add_class("lost")  # GpuPanel.lost: a red border
-                await pilot.pause()
-            for w in widgets:
-                h, wd = w.region.height, w.region.width
-                crops = [Region(0, 0, wd, h)]
-                for _ in range(6):
-                    y = rnd.randrange(h)
-                    x = rnd.randrange(wd)
-                    crops.append(Region(x, y, rnd.randint(1, wd - x), rnd.randint(1, h - y)))
-                for crop in crops:
-                    ours = w.render_lines(crop)
-                    textual = Widget.render_lines(w, crop)
-                    assert [list(s) for s in ours] == [list(s) for s in textual], (type(w).__name__, crop)
-                # Textual's own path over rows made afresh and not through the filter: what the filter makes of
-                # them, with nothing kept from a filter or theme before (Textual's path above draws our render_line,
-                # already filtered, so it cannot see a wrong filter)
-                assert [list(s) for s in w.render_lines(crops[0])] == unfiltered_rows(w, crops[0]), (step, type(w).__name__)
-        # the shortcut was taken (not when switched off: Textual's render_lines, widgets/textual_private.py), and
-        # the rows were made through Textual's one default filter, never through NO_COLOR's two
-        assert any(w._frame_parts is not None for w in widgets) is textual_private.ACTIVE
-        assert any(p is not None for p in pre) is (textual_private.ACTIVE and not no_color)
 
 
 run_text = st.text(alphabet=st.sampled_from(["a", " ", "█", "·", "×", "\x1b", "\x07", "é", "1"]), max_size=6)

@@ -57,7 +57,7 @@ def test_affinity_whole_where_there_is_room():
     assert any("CPU affinity" in x for x in narrow) and all(len(x) <= 65 for x in narrow), narrow
 
 
-# ------------------------------------------------------------------ the link probe beside the links (issue 28)
+# ------------------------------------------------------------------ the link probe beside the links
 def _probe(scenario: str):
     from gpuscope.sources import simprobe
 
