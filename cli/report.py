@@ -104,36 +104,13 @@ def probe_line(e: dict[str, Any], shown: int = 3) -> str | None:
 
 
 def render_summary(doc: dict[str, Any]) -> str:
-    out = []
-    sim = "  SIMULATED" if doc["simulated"] else ""
-    start = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc["start"]))
-    out.append(f"{clean(doc['file'], 300)}: {clean(doc['host'])}{sim}, {start}, {human_duration(doc['duration_s'])}, "
-               f"{count(doc['frames'], 'frame')}")
-    if doc["problems"]:
-        out.append("problems: " + problems_line(doc["problems"]))
-    out += [f"note: {clean(n, 300)}" for n in doc.get("notes", [])]
+    """The text summary of a recording: its head line, each GPU, each endpoint, the serving groups, the
+    findings, the markers and any link probe, in that order."""
+    out = _summary_head(doc)
     for g in doc["gpus"]:
-        out.append("")
-        lost = f"  LOST at +{human_duration(g['lost_at'] - doc['start'])}" if g["lost_at"] else ""
-        out.append(f"GPU{g['index']} {clean(g['name'], 100)}{lost}")
-        out.append(f"  {'':<16}{'mean':>9}{'p50':>9}{'p95':>9}{'max':>9}")
-        for m in catalogue.metrics("gpu", summary=True):
-            s = g["stats"].get(m.name)
-            if s is None:
-                continue
-            out.append(f"  {m.label:<16}" + "".join(f"{_fmt(s[k], m.scale, m.digits):>9}"
-                                                    for k in ("mean", "p50", "p95", "max")))
-        links = g["pcie_links_while_busy"]
-        if links:
-            total = sum(links.values())
-            seen = ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in sorted(links.items()))
-            out.append(f"  PCIe link while busy: {seen} (GPU max Gen{g['pcie_gen_max']})")
-        out += [f"  {clean(line, 300)}" for line in health_lines(g.get("health") or {})]
-        if g.get("memory_info_version") == 1:
-            out.append("  memory info v1 (used includes driver-reserved)")
+        out += _summary_gpu(g, doc["start"])
     for e in doc["endpoints"]:
-        out.append("")
-        out.append(endpoint_line(e))
+        out += ["", endpoint_line(e)]
         probe = probe_line(e)
         if probe is not None:
             out.append("  " + probe)
@@ -144,27 +121,64 @@ def render_summary(doc: dict[str, Any]) -> str:
         out.append("serving groups (traffic both ways, summed over each group's GPUs; means over the recording):")
         out.extend("  " + group_stats.group_text(r) for r in doc["groups"])
     out.append("")
-    if doc["findings"]:
-        out.append("findings:")
-        for f in doc["findings"]:
-            eps = f.get("episodes") or []
-            state = "until the end" if f["cleared_at"] is None else "then cleared"
-            if len(eps) > 1:
-                state = f"{len(eps)} episodes, " + state
-            out.append(f"  {f['severity']:<8} {human_duration(f['duration_s']):>7} ({state})  {clean(f['message'], 300)}")
-            for ep in eps:
-                for ch in ep.get("changes", []):
-                    what = (f"{ch['old_severity']} → {ch['severity']}" if ch["old_severity"] != ch["severity"]
-                            else f"{ch['old_variant'] or '-'} → {ch['variant'] or '-'}")
-                    out.append(f"  {'':<8} {'':>7}   at +{human_duration(ch['t'] - doc['start'])}: {clean(what, 200)}")
-    else:
-        out.append("findings: none")
+    out += _summary_findings(doc["findings"], doc["start"])
     if doc["markers"]:
         out.append("markers: " + "; ".join(f"+{human_duration(m['t'] - doc['start'])} {clean(m['text'], 200)}"
                                           for m in doc["markers"][:20]))
     for data in doc.get("probes", []):  # `record --probe-links`
         out += [clean(x, 300) for x in probe_report_lines(data, doc["start"])]
     return "\n".join(out)
+
+
+def _summary_head(doc: dict[str, Any]) -> list[str]:
+    """The file, host, start, length and frames; the file's problems and notes."""
+    sim = "  SIMULATED" if doc["simulated"] else ""
+    start = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc["start"]))
+    out = [f"{clean(doc['file'], 300)}: {clean(doc['host'])}{sim}, {start}, {human_duration(doc['duration_s'])}, "
+           f"{count(doc['frames'], 'frame')}"]
+    if doc["problems"]:
+        out.append("problems: " + problems_line(doc["problems"]))
+    return out + [f"note: {clean(n, 300)}" for n in doc.get("notes", [])]
+
+
+def _summary_gpu(g: dict[str, Any], t0: float) -> list[str]:
+    """One GPU's block: its name (LOST when it fell off), a table of its summary metrics, its PCIe links while
+    busy, its health lines."""
+    lost = f"  LOST at +{human_duration(g['lost_at'] - t0)}" if g["lost_at"] else ""
+    out = ["", f"GPU{g['index']} {clean(g['name'], 100)}{lost}", f"  {'':<16}{'mean':>9}{'p50':>9}{'p95':>9}{'max':>9}"]
+    for m in catalogue.metrics("gpu", summary=True):
+        s = g["stats"].get(m.name)
+        if s is not None:
+            out.append(f"  {m.label:<16}" + "".join(f"{_fmt(s[k], m.scale, m.digits):>9}"
+                                                    for k in ("mean", "p50", "p95", "max")))
+    links = g["pcie_links_while_busy"]
+    if links:
+        total = sum(links.values())
+        seen = ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in sorted(links.items()))
+        out.append(f"  PCIe link while busy: {seen} (GPU max Gen{g['pcie_gen_max']})")
+    out += [f"  {clean(line, 300)}" for line in health_lines(g.get("health") or {})]
+    if g.get("memory_info_version") == 1:
+        out.append("  memory info v1 (used includes driver-reserved)")
+    return out
+
+
+def _summary_findings(findings: list[dict[str, Any]], t0: float) -> list[str]:
+    """Each finding with its time active, its episodes and each change of severity or variant."""
+    if not findings:
+        return ["findings: none"]
+    out = ["findings:"]
+    for f in findings:
+        eps = f.get("episodes") or []
+        state = "until the end" if f["cleared_at"] is None else "then cleared"
+        if len(eps) > 1:
+            state = f"{len(eps)} episodes, " + state
+        out.append(f"  {f['severity']:<8} {human_duration(f['duration_s']):>7} ({state})  {clean(f['message'], 300)}")
+        for ep in eps:
+            for ch in ep.get("changes", []):
+                what = (f"{ch['old_severity']} → {ch['severity']}" if ch["old_severity"] != ch["severity"]
+                        else f"{ch['old_variant'] or '-'} → {ch['variant'] or '-'}")
+                out.append(f"  {'':<8} {'':>7}   at +{human_duration(ch['t'] - t0)}: {clean(what, 200)}")
+    return out
 
 
 SERVING_TEXT = (("gen_tokens_per_s", "gen {} tok/s", 1, 1), ("prompt_tokens_per_s", "prompt {} tok/s", 1, 1),

@@ -315,7 +315,7 @@ class GpuPanel(LineWidget):
         """``spare`` rows of block graphs (:meth:`_panel_graphs`; the metrics that ``same`` rows hold, so that
         every GPU's panel shows the same ones), their words in the first 36 columns and every graph starting
         at column 36, as the rate sparklines do (one time axis)."""
-        prefix = 36
+        prefix = GRAPH_AT
         out = []
         for k, (m, h, rows, peak, top) in enumerate(self._panel_graphs(v, dev, r, spare, max(8, width - prefix),
                                                                        spare if same is None else same)):
