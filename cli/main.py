@@ -104,6 +104,10 @@ def _run_live(o: LiveOptions) -> int:
         from gpuscope.tui.fleet import run_fleet
 
         return run_fleet(o.broker.config, o.host, o.source.interval)
+    if not o.source.endpoint:  # no server to poll: no TLS connection (tui/no_tls.py)
+        from gpuscope.tui.no_tls import load_asyncio_without_tls
+
+        load_asyncio_without_tls()
     from gpuscope.tui.run import run_live
 
     def open_checked() -> tuple[Any, float]:
@@ -146,6 +150,9 @@ def _run_record(o: RecordOptions) -> int:
 
 
 def _run_replay(o: ReplayOptions) -> int:
+    from gpuscope.tui.no_tls import load_asyncio_without_tls
+
+    load_asyncio_without_tls()  # a replay opens no connection (tui/no_tls.py)
     from gpuscope.tui.run import run_replay
 
     return run_replay(o.file, part=o.part, speed=o.speed, compact=o.compact)

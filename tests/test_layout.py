@@ -194,7 +194,8 @@ NOT_LIVE = ("importlib.metadata", "gpuscope.cli.report", "gpuscope.cli.probe", "
             "gpuscope.sources.scenario", "gpuscope.sources.simnvml", "gpuscope.sources.endpoint",
             "gpuscope.sources.mqtt", "gpuscope.outputs.prometheus", "gpuscope.outputs.exporter_http",
             "gpuscope.outputs.webconfig", "httpx", "aiomqtt", "pyarrow", "yaml", "bcrypt",
-            "numpy")  # numpy: ~20 MB of RSS; the history rings and graphs are stdlib arrays (core/history.py)
+            "numpy",  # numpy: ~20 MB of RSS; the history rings and graphs are stdlib arrays (core/history.py)
+            "ssl")  # OpenSSL: 4.2 MB; asyncio loads without it when no --endpoint is polled (tui/no_tls.py)
 
 
 def test_the_live_screen_loads_only_what_it_uses():

@@ -5,7 +5,7 @@ Pure functions (no widget state), tested with tables in tests/tui/test_screen.py
 
 from __future__ import annotations
 
-from rich.cells import cell_len
+from rich.cells import cell_len, get_character_cell_size
 from rich.text import Span, Text
 
 from gpuscope.core.units import NONE
@@ -16,10 +16,13 @@ ELLIPSIS = "…"
 # (the en dash of "0–100%", "…"), super- and subscripts, arrows, mathematical operators (the minus sign of a
 # finding's "−495 MHz", "≥", "≈"), control pictures ("␛"), box drawing and blocks (bars, graphs), symbols and
 # dingbats ("⚠", "✔"). Measured by Rich itself at import, so :func:`is_narrow` never disagrees with it (the
-# blocks' wide emoji are left out there).
-_NARROW = frozenset(c for lo, hi in ((0x20, 0x7E), (0xA0, 0x2FF), (0x2010, 0x2027), (0x2030, 0x205E),
-                                     (0x2070, 0x209F), (0x2190, 0x22FF), (0x2400, 0x243F), (0x2500, 0x27BF))
-                    for c in map(chr, range(lo, hi + 1)) if cell_len(c) == 1)
+# blocks' wide emoji are left out there). Measured past Rich's LRU caches (``__wrapped__``, functools' name for
+# the function it caches): through ``cell_len`` the 1,958 characters stayed in them, 0.5 MB for the life of the
+# process (docs/performance.md, *Memory at one GPU*); tests/widgets/test_lines.py checks it equals ``cell_len``'s.
+_measure = getattr(get_character_cell_size, "__wrapped__", get_character_cell_size)
+NARROW_RANGES = ((0x20, 0x7E), (0xA0, 0x2FF), (0x2010, 0x2027), (0x2030, 0x205E), (0x2070, 0x209F), (0x2190, 0x22FF),
+                 (0x2400, 0x243F), (0x2500, 0x27BF))
+_NARROW = frozenset(c for lo, hi in NARROW_RANGES for c in map(chr, range(lo, hi + 1)) if _measure(c) == 1)
 # narrow()'s answers for whole lines: a changed line is asked about four times (fitted, made into segments, and
 # compared with the line before it and the line after it); cleared past 2,048
 _NARROW_SEEN: dict[str, bool] = {}

@@ -308,6 +308,20 @@ def test_narrow_and_cells_agree_with_rich(text: str) -> None:
         assert all(cell_len(c) == 1 for c in text)
 
 
+def test_the_narrow_set_is_rich_s_cell_len_without_its_caches() -> None:
+    """widgets/fit.py measures its characters past Rich's LRU caches (0.5 MB they would keep): the same set as
+    ``cell_len(c) == 1`` over the same ranges, and nothing put in ``cell_len``'s cache."""
+    from rich.cells import cached_cell_len, cell_len
+
+    from gpuscope.widgets.fit import _NARROW, NARROW_RANGES, _measure
+
+    every = [c for lo, hi in NARROW_RANGES for c in map(chr, range(lo, hi + 1))]
+    cached_cell_len.cache_clear()
+    assert frozenset(c for c in every if _measure(c) == 1) == _NARROW
+    assert cached_cell_len.cache_info().currsize == 0
+    assert _NARROW == frozenset(c for c in every if cell_len(c) == 1)
+
+
 @settings(max_examples=examples(400), deadline=None)
 @given(st.text(alphabet=st.sampled_from("ab ·−…日\t"), max_size=14), st.data())
 def test_text_head_is_rich_s_slice(plain: str, data: st.DataObject) -> None:
