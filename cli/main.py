@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import difflib
 import importlib
 import logging
@@ -248,8 +249,9 @@ def _global_log_file(argv: list[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command. A GpuscopeError is one line on stderr; any other exception is logged with its
-    traceback (to the log file, if any) and shown as one ``internal error`` line; both exit 1."""
+    """Run one command. A GpuscopeError is one line on stderr (exit 2 for a refused command line, else its
+    ``exit_status``, 1 by default); any other exception is logged with its traceback (to the log file, if any)
+    and shown as one ``internal error`` line, exit 1."""
     _degrade_encoding()
     argv = list(sys.argv[1:] if argv is None else argv)
     early_log = _global_log_file(argv)
@@ -288,14 +290,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAIL
 
 
+# what gpuscope's own text uses beyond ASCII, in ASCII (a terminal or pipe that cannot take UTF-8)
+ASCII_FOR = {"×": "x", "–": "-", "—": "-", "…": "...", "·": ".", "→": "->", "←": "<-", "↔": "<->", "↓": "v",
+             "↑": "^", "°": " deg", "±": "+/-", "≤": "<=", "≥": ">=", "≈": "~", "µ": "u", "»": ">>", "«": "<<",
+             "✖": "x", "▲": "^", "●": "*", "│": "|", "─": "-", "‘": "'", "’": "'", "“": '"', "”": '"', "▼": "v"}
+
+
+def ascii_fallback(e: UnicodeError) -> tuple[str, int]:
+    """A codec error handler: gpuscope's own symbols as their ASCII look-alikes (``Gen4×16`` → ``Gen4x16``),
+    anything else as a ``\\u2192`` escape."""
+    if not isinstance(e, UnicodeEncodeError):
+        raise e
+    bad = e.object[e.start:e.end]
+    return "".join(ASCII_FOR.get(c) or c.encode("ascii", "backslashreplace").decode() for c in bad), e.end
+
+
 def _degrade_encoding() -> None:
-    """Let stdout and stderr write what their encoding cannot hold as ``\\u2192`` escapes rather than fail
-    (``PYTHONIOENCODING=ascii``, a C locale): the report, not an internal error."""
+    """Let stdout and stderr write what their encoding cannot hold as an ASCII look-alike or an escape rather
+    than fail (``PYTHONIOENCODING=ascii``, a C locale): the report, not an internal error."""
+    codecs.register_error("gpuscope-ascii", ascii_fallback)
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+        if reconfigure is not None and getattr(stream, "errors", None) in ("strict", "backslashreplace"):
             try:
-                reconfigure(errors="backslashreplace")
+                reconfigure(errors="gpuscope-ascii")
             except (ValueError, OSError):  # a closed or detached stream: nothing to write to anyway
                 pass
 
@@ -344,9 +362,16 @@ def _open(source: SourceOptions) -> Any:
 
 
 def _dispatch(cmd: str, args: argparse.Namespace) -> int:
-    """Build the command's options from the parsed flags (checking them) and run it."""
+    """Build the command's options from the parsed flags (checking them) and run it. A flag, a value or a
+    combination the options refuse is a usage error: exit 2, as argparse's own refusals."""
     command = _BY_NAME[cmd]
-    return command.run(command.options(args))
+    try:
+        opts = command.options(args)
+    except GpuscopeError as e:
+        e.exit_status = EXIT_USAGE
+        raise
+    return command.run(opts)
+
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

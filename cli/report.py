@@ -14,6 +14,7 @@ from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.health import health_lines
 from gpuscope.core.probe import compare_probes
 from gpuscope.core.probe import report_lines as probe_report_lines
+from gpuscope.core.redact import public_url
 from gpuscope.core.stats import (
     SERVING_EXPORT_COLUMNS,
     compare_phases,
@@ -200,7 +201,7 @@ def render_phases(doc: dict[str, Any]) -> str:
     """The per-phase report: a block per marker span with its GPUs, endpoints/models and findings."""
     out = []
     sim = "  SIMULATED" if doc["simulated"] else ""
-    out.append(f"{doc['file']}: {doc['host']}{sim}, {len(doc['spans'])} phases by marker")
+    out.append(f"{doc['file']}: {doc['host']}{sim}, {count(len(doc['spans']), 'phase')} by marker")
     for s in doc["spans"]:
         out.append("")
         kind = "" if s["kind"] == "phase" else f"  [{s['kind']}]"
@@ -286,6 +287,24 @@ def print_group_compare(gr: dict[str, Any]) -> None:
                 print(f"  {label} {change}")
 
 
+def compare_endpoints(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Generated tok/s (mean) of each endpoint and model, A beside B, paired by URL and model (one only on a side
+    has None on the other), in A's order then B's: each row names what it compares."""
+    def key(e: dict[str, Any]) -> tuple[str, str]:
+        return e["url"], e.get("model") or ""
+
+    def mean(e: dict[str, Any] | None) -> float | None:
+        return None if e is None else (e["stats"].get("gen_tokens_per_s") or {}).get("mean")
+
+    by_a, by_b = {key(e): e for e in a}, {key(e): e for e in b}
+    out = []
+    for k in [*by_a, *(k for k in by_b if k not in by_a)]:
+        ma, mb = mean(by_a.get(k)), mean(by_b.get(k))
+        out.append({"url": k[0], "model": k[1], "a": ma, "b": mb, "change": _pct(ma, mb),
+                    "url_a": k[0] if k in by_a else None, "url_b": k[0] if k in by_b else None})
+    return out
+
+
 def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Side-by-side means and their differences, GPU by GPU (and endpoints)."""
     rows = []
@@ -304,11 +323,7 @@ def compare_docs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         if la or lb:
             rows.append({"gpu": ga["index"], "metric": "pcie_link_busy", "label": "PCIe link busy", "a": la, "b": lb,
                          "change": "" if la == lb else f"{la} → {lb}"})
-    eps = []
-    for ea, eb in zip(a["endpoints"], b["endpoints"]):
-        sa, sb = ea["stats"].get("gen_tokens_per_s"), eb["stats"].get("gen_tokens_per_s")
-        ma, mb = (sa or {}).get("mean"), (sb or {}).get("mean")
-        eps.append({"a": ma, "b": mb, "change": _pct(ma, mb), "url_a": ea["url"], "url_b": eb["url"]})
+    eps = compare_endpoints(a["endpoints"], b["endpoints"])
     from gpuscope.core import group_stats  # serving groups (docs/groups.md)
 
     groups = group_stats.compare_groups(a.get("groups", []), b.get("groups", []))
@@ -394,7 +409,8 @@ def run_compare(opts: CompareOptions) -> int:
     for d in doc["gpu_models_differ"]:  # the same index is another model: differences are the hardware's too
         print(f"note: GPU{d['gpu']} {clean(_short(d['a']), 60)} vs {clean(_short(d['b']), 60)}")
     for e in doc["endpoints_tok_s"]:
-        print(f"tok/s (mean)         {_fmt(e['a'], 1, 1):>10} {_fmt(e['b'], 1, 1):>10}  {e['change']}")
+        what = clean(public_url(e["url"]) + (f" {e['model']}" if e.get("model") else ""), 120)
+        print(f"tok/s (mean)         {_fmt(e['a'], 1, 1):>10} {_fmt(e['b'], 1, 1):>10}  {e['change']}  {what}")
     for gr in doc["groups"]:
         print_group_compare(gr)
     print(f"{'GPU':<4}{'metric (mean)':<18}{'A':>10}{'B':>10}  change")
@@ -496,6 +512,11 @@ def run_split(opts: SplitOptions) -> int:
         joined = f" ({len(rec.parts[0].marks)} joined: resumed on the same machine)" if len(rec.parts[0].marks) > 1 else ""
         raise GpuscopeError(clean(f"{opts.file} holds one machine's recording{joined}: nothing to split", 400))
     names = split_names(opts.file, len(rec.parts), opts.dir)
+    if opts.dir:
+        try:  # the folder asked for is made (as `mkdir -p`): nothing in it is overwritten (checked below)
+            os.makedirs(opts.dir, exist_ok=True)
+        except OSError as e:
+            raise GpuscopeError(clean(f"cannot make {opts.dir}: {e.strerror or e}", 400)) from None
     for name in names:
         if os.path.lexists(name):
             raise GpuscopeError(f"{name} exists; split never overwrites a file (move it, or write elsewhere with --dir DIR)")

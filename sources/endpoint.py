@@ -26,7 +26,7 @@ from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.groups import parallel_from_metrics
 from gpuscope.core.model import EndpointReading
 from gpuscope.core.redact import Endpoint, split_endpoint
-from gpuscope.core.text import clean, count
+from gpuscope.core.text import count
 from gpuscope.core.vocab import SERVER_KINDS, EndpointState, state_of
 
 KINDS = SERVER_KINDS
@@ -177,7 +177,6 @@ _LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s
 _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 
 
-EXCERPT = 40  # characters of a bad line quoted in its error, at most
 REASON_MAX = 240  # characters of why an endpoint failed, at most (front ends cut it to the room they have; a
 # recording keeps 300 of the reading's error, which adds "unreachable since HH:MM:SS (…)")
 
@@ -260,13 +259,18 @@ def what_is_wrong(line: str, why: str) -> str:
     return why
 
 
+_HTTP_STATUS_RE = re.compile(r"\b([1-5][0-9]{2}) ([A-Z][A-Za-z]*(?: [A-Z][A-Za-z]*){0,3})\b")
+
+
 def bad_line(n: int, line: str, why: str) -> MetricsError:
-    """The error for line ``n`` (1-based) of a /metrics body: what is wrong, in words, and at most
-    :data:`EXCERPT` characters of the line, sanitised (no escape sequences, controls or bytes shown as
-    escapes): ``not Prometheus text: line 1 looks like HTML ("<html><body>502 Bad Gateway</body></h…")``."""
+    """The error for line ``n`` (1-based) of a /metrics body: what is wrong, in words, never the line's text (a
+    server may echo the request's Authorization header, or anything, in its answer: that text would reach the
+    screen, the log and every recorded frame). Only an HTTP status a proxy's page names is quoted, as its number
+    and reason: ``not Prometheus text: line 1 looks like HTML or XML (it says 502 Bad Gateway)``."""
     what = what_is_wrong(line, why)
-    excerpt = "" if what.startswith("is binary") else clean(line.strip().replace("\ufffd", ""), EXCERPT)
-    return MetricsError(f"not Prometheus text: line {n} {what}" + (f' ("{excerpt}")' if excerpt else ""))
+    status = _HTTP_STATUS_RE.search(line) if what == "looks like HTML or XML" else None
+    said = f" (it says {status.group(1)} {status.group(2)})" if status else ""
+    return MetricsError(f"not Prometheus text: line {n} {what}{said}")
 
 
 def _labels(body: str, line: str, n: int = 1) -> dict[str, str]:

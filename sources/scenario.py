@@ -688,7 +688,7 @@ def load(name_or_path: str) -> Scenario:
         p = builtin[name_or_path]
     elif not p.exists():
         raise ScenarioError(f"unknown scenario {name_or_path!r}: not a file, and not one of "
-                            f"{', '.join(sorted(builtin))} (see `gpuscope scenarios`)")
+                            f"{', '.join(sorted(builtin))} (see `gpuscope scenarios`)", exit_status=2)
     if (why := not_a_regular_file(p)) is not None:
         raise ScenarioError(f"scenario {p}: {why}")
     if p.is_dir():

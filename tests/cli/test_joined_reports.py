@@ -222,7 +222,8 @@ def test_compare_says_which_side_has_no_probe(tmp_path, capsys):
 @pytest.mark.parametrize("args", [["summary", "{f}"], ["compare", "{f}", "{f}", "--part-a", "1", "--part-b", "2"],
                                   ["summary", "{f}", "--by-marker"], ["scenarios"], ["export", "{f}", "--csv", "{d}/x.csv"]])
 def test_an_ascii_output_degrades_never_fails(files, tmp_path, args):
-    """`PYTHONIOENCODING=ascii` (or a C locale): "→", "–" and "×" come out as escapes; the report is all there."""
+    """`PYTHONIOENCODING=ascii` (or a C locale): gpuscope's own symbols ("→", "–", "×", "°") come out as their
+    ASCII look-alikes ("Gen4x16", not "Gen4\\xd716"), anything else as an escape; the report is all there."""
     import os
 
     f, a = files / "both.jsonl.gz", files / "a6000.jsonl.gz"
@@ -232,10 +233,24 @@ def test_an_ascii_output_degrades_never_fails(files, tmp_path, args):
     out, err = p.stdout.decode("ascii"), p.stderr.decode("ascii")  # ASCII through and through
     assert "internal error" not in err and "Traceback" not in err
     if argv[0] == "export":  # a mixed file: refused in one line, its dash escaped
-        one_line_error(p.returncode, err, "pick one with --part N (1\\u20132)")
+        one_line_error(p.returncode, err, "pick one with --part N (1-2)")
     else:
         assert p.returncode == 0, err
-        assert "\\u2192" in out or "\\u2013" in out or "\\xb0" in out  # → – °, escaped
+        assert "\\u2192" not in out and "\\u2013" not in out and "\\xd7" not in out and "\\xb0" not in out
+
+
+@pytest.mark.parametrize("text,want", [
+    ("Gen4×16", "Gen4x16"), ("1–2", "1-2"), ("a → b", "a -> b"), ("69 °C", "69  degC"), ("…", "..."),
+    ("≤ 0.5×", "<= 0.5x"), ("naïve", "na\\xefve"), ("日本", "\\u65e5\\u672c"), ("plain", "plain"),
+])
+def test_ascii_fallback_table(text, want):
+    """What each character becomes on an ASCII-only output: gpuscope's own symbols as look-alikes, others escaped."""
+    import codecs
+
+    from gpuscope.cli.main import ascii_fallback
+
+    codecs.register_error("gpuscope-ascii-test", ascii_fallback)
+    assert text.encode("ascii", "gpuscope-ascii-test").decode() == want
 
 
 # ------------------------------------------------------------------ endpoints in the text summary
@@ -442,3 +457,34 @@ def test_an_empty_recording_joined_is_no_part(files, capsys, tmp_path):
         gzip.decompress((files / "l40s.jsonl.gz").read_bytes()) + header
     assert gzip.decompress((tmp_path / "three.part2.jsonl.gz").read_bytes()) == \
         gzip.decompress((files / "a6000.jsonl.gz").read_bytes())
+
+
+# ------------------------------------------------------------------ compare: each tok/s row names its endpoint
+def _ep(url, model, mean):
+    return {"url": url, "model": model, "stats": {"gen_tokens_per_s": {"mean": mean}} if mean is not None else {}}
+
+
+@pytest.mark.parametrize("a,b,want", [
+    ([_ep("http://h:8000", "m", 10.0)], [_ep("http://h:8000", "m", 20.0)], [("http://h:8000", "m", 10.0, 20.0)]),
+    # the same servers in another order are still paired by URL and model (positions paired the wrong ones)
+    ([_ep("http://h:8000", "m", 10.0), _ep("http://h:8001", "n", 5.0)],
+     [_ep("http://h:8001", "n", 6.0), _ep("http://h:8000", "m", 11.0)],
+     [("http://h:8000", "m", 10.0, 11.0), ("http://h:8001", "n", 5.0, 6.0)]),
+    # one side only: the other side is unknown, never 0
+    ([_ep("http://h:8000", "m", 10.0)], [_ep("http://h:9000", "x", 3.0)],
+     [("http://h:8000", "m", 10.0, None), ("http://h:9000", "x", None, 3.0)]),
+    ([], [], []),
+])
+def test_compare_pairs_endpoints_by_url_and_model(a, b, want):
+    from gpuscope.cli.report import compare_endpoints
+
+    got = [(r["url"], r["model"], r["a"], r["b"]) for r in compare_endpoints(a, b)]
+    assert got == want
+
+
+def test_split_makes_the_folder_it_is_asked_to_write_into(files, tmp_path, capsys):
+    """`split FILE --dir DIR` with DIR not there yet said "No such file or directory"; it is made, as `mkdir -p`."""
+    where = tmp_path / "new" / "parts"
+    rc, _, err = run(capsys, "split", str(files / "both.jsonl.gz"), "--dir", str(where))
+    assert rc == 0, err
+    assert sorted(p.name for p in where.iterdir()) == ["both.part1.jsonl.gz", "both.part2.jsonl.gz"]

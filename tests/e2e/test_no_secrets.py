@@ -343,6 +343,49 @@ def test_a_kubectl_token_a_cookie_and_a_failing_probe(tmp_path, scenario):
     no_secret("summary", out.stdout + out.stderr)
 
 
+class EchoServer(HttpServer):
+    """A server whose /metrics answer repeats the request's Authorization header (a misconfigured proxy, a debug
+    endpoint): not Prometheus text, and a secret in the body."""
+
+    def __init__(self) -> None:
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                text = f"{self.headers.get('Authorization', '')}\n".encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(text)))
+                self.end_headers()
+                self.wfile.write(text)
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+        HttpServer.__init__(self, H)
+
+
+@pytest.mark.parametrize("how", ["token", "basic"])
+def test_an_answer_that_echoes_the_credential_is_never_quoted(tmp_path, scenario, how):
+    """A /metrics body that repeated the request's Authorization header was quoted in the "not Prometheus text"
+    error: the Bearer token (or base64 of user:password) on stderr and in every recorded frame."""
+    srv = EchoServer()
+    rec, log, pw = tmp_path / "r.jsonl.gz", tmp_path / "gpuscope.log", tmp_path / "pw"
+    pw.write_text(PASSWORD + "\n")
+    auth = (["--endpoint-user", USER, "--endpoint-password-file", str(pw)] if how == "basic" else [])
+    env = {"GPUSCOPE_ENDPOINT_TOKEN": TOKEN} if how == "token" else {}
+    basic = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    try:
+        r = gpuscope("--log-file", str(log), "record", "--simulate", str(scenario), "--endpoint", srv.url, *auth,
+                     "--interval", "0.5", "--duration", "2", "-o", str(rec), env=env)
+    finally:
+        srv.close()
+    assert r.returncode == 0, r.stderr
+    raw = gzip.decompress(rec.read_bytes()).decode()
+    assert "not Prometheus text" in raw, raw[-2000:]
+    for what, text in (("stderr", r.stderr + r.stdout), ("the log", log.read_text()), ("the recording", raw),
+                       ("summary", gpuscope("summary", str(rec)).stdout)):
+        no_secret(what, text)
+        assert basic not in text, what
+
+
 def test_basic_auth_from_a_password_file(tmp_path, server, scenario):
     """The password out of the process list: the user name in the URL, the password in a file (a trailing
     newline, as kubectl writes it), the key in the environment. Read with them; no note; no secret anywhere."""

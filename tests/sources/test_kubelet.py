@@ -419,7 +419,7 @@ def _gpuscope(*args: str) -> subprocess.CompletedProcess[str]:
 ])
 def test_agent_kubelet_flag_errors_are_one_line(args, msg):
     p = _gpuscope("agent", "--simulate", "mixed-4", *args)
-    assert p.returncode == 1 and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == 2 and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
 
 

@@ -249,7 +249,7 @@ def test_tls_files_are_checked_at_start_up(pki, ca, cert, key, want):
 def test_agent_with_a_missing_ca_file_says_so_in_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "gpuscope", "agent", "--broker", "mqtts://127.0.0.1:1", "--tls-ca",
                         str(tmp_path / "ca.pem"), "--simulate", "mixed-4"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1 and r.stderr == f"gpuscope: error: --tls-ca {tmp_path}/ca.pem: No such file or directory\n"
+    assert r.returncode == 2 and r.stderr == f"gpuscope: error: --tls-ca {tmp_path}/ca.pem: No such file or directory\n"
 
 
 def test_summary_ids_round_trip_and_bad_ones_are_refused():

@@ -470,9 +470,10 @@ def _gpuscope(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[st
 
 
 @pytest.mark.parametrize("args,msg,rc", [
-    (["agent", "--simulate", "mixed-4"], "agent needs --broker URL, --prometheus [HOST:]PORT, or both", 1),
-    (["agent", "--simulate", "mixed-4", "--prometheus", "nope"], "--prometheus 'nope'", 1),
-    # an argument that is wrong in itself is a usage error (2), as every argparse refusal is
+    # a command line the options refuse is a usage error (2), as every argparse refusal is
+    (["agent", "--simulate", "mixed-4"], "agent needs --broker URL, --prometheus [HOST:]PORT, or both", 2),
+    (["agent", "--simulate", "mixed-4", "--prometheus", "nope"], "--prometheus 'nope'", 2),
+    (["agent", "--simulate", "mixed-4", "--prometheus", "70000"], "the port must be a number", 2),
     (["agent", "--simulate", "mixed-4", "--prometheus", "0", "--prometheus-hostname-label", "a-b"],
      "not a valid Prometheus label name", 2),
     (["agent", "--simulate", "mixed-4", "--prometheus", "0", "--prometheus-hostname-label", "instance"],

@@ -566,14 +566,15 @@ def test_200_aborted_connections_print_no_traceback(pki, tls):
 
 # ---- the command line ----
 
-@pytest.mark.parametrize("args,msg", [
-    (["--broker", "mqtt://127.0.0.1:1", "--web-config", "x.yml"], "--web-config needs --prometheus"),
-    (["--prometheus", "0", "--web-config", "/nonexistent/web.yml"], "--web-config /nonexistent/web.yml: no such file"),
+@pytest.mark.parametrize("args,msg,rc", [
+    # a combination the options refuse: a usage error; a file that cannot be read when the agent starts: 1
+    (["--broker", "mqtt://127.0.0.1:1", "--web-config", "x.yml"], "--web-config needs --prometheus", 2),
+    (["--prometheus", "0", "--web-config", "/nonexistent/web.yml"], "--web-config /nonexistent/web.yml: no such file", 1),
 ])
-def test_agent_web_config_errors_are_one_line(args, msg):
+def test_agent_web_config_errors_are_one_line(args, msg, rc):
     p = subprocess.run([sys.executable, "-m", "gpuscope", "agent", "--simulate", "mixed-4", *args],
                        capture_output=True, text=True, timeout=60)
-    assert p.returncode == 1 and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == rc and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
 
 
