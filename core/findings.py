@@ -96,6 +96,22 @@ def _mean(readings: list[GpuReading], field_name: str) -> float | None:
     return total / n if n else None
 
 
+# a device's NVLink capacity, asked by two rules every tick and fixed for the inventory's life: kept by the
+# DeviceInfo's identity (the object itself held beside its figure, so a reused id never answers for another)
+_NVLINK_CAPACITY: dict[int, tuple[DeviceInfo, float | None]] = {}
+
+
+def nvlink_capacity(dev: DeviceInfo) -> float | None:
+    """:func:`device_nvlink_capacity_bytes_per_s` of ``dev`` (all its active links), bytes/s, worked out once
+    per device."""
+    got = _NVLINK_CAPACITY.get(id(dev))
+    if got is None or got[0] is not dev:
+        if len(_NVLINK_CAPACITY) >= 256:  # inventories come and go (tests, replays): bounded
+            _NVLINK_CAPACITY.clear()
+        got = _NVLINK_CAPACITY[id(dev)] = (dev, device_nvlink_capacity_bytes_per_s(dev))
+    return got[1]
+
+
 def link_capacity(r: GpuReading) -> float | None:
     return pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
 
@@ -154,29 +170,22 @@ def build_gpu_windows(frames: Sequence[Frame]) -> dict[int, GpuWindow]:
     return out
 
 
-class RuleWindow(Sequence[Frame]):
+class RuleWindow(tuple[Frame, ...]):
     """The frames one evaluation reads, with the per-GPU figures the rules share.
 
     :class:`FindingsEngine` builds one per evaluation and hands it to every rule, so each GPU's window
     is averaged once however many rules ask; the cache lives and dies with this object (no hidden
-    per-thread state). Rules see a plain sequence of frames (the last one is "now")."""
+    per-thread state). Rules see a plain sequence of frames (the last one is "now"): a tuple, so that
+    ``len``, indexing and iteration, which every rule does, cost no Python call."""
 
-    __slots__ = ("_frames", "counter_base", "gpus")
+    gpus: dict[int, GpuWindow] | None  # gpu_windows' answer, once asked
+    counter_base: Frame | None  # the oldest frame within COUNTER_WINDOW_S: what the slowly read error counters rise from
 
-    def __init__(self, frames: Sequence[Frame], counter_base: Frame | None = None):
-        self._frames: tuple[Frame, ...] = tuple(frames)
-        self.gpus: dict[int, GpuWindow] | None = None  # gpu_windows' answer, once asked
-        # the oldest frame within COUNTER_WINDOW_S: what the slowly read error counters rise from
+    def __new__(cls, frames: Sequence[Frame], counter_base: Frame | None = None) -> RuleWindow:
+        self = super().__new__(cls, frames)
+        self.gpus = None
         self.counter_base = counter_base
-
-    def __len__(self) -> int:
-        return len(self._frames)
-
-    def __getitem__(self, k: Any) -> Any:
-        return self._frames[k]
-
-    def __iter__(self) -> Iterator[Frame]:
-        return iter(self._frames)
+        return self
 
 
 def gpu_windows(frames: Sequence[Frame]) -> Mapping[int, GpuWindow]:
@@ -405,7 +414,7 @@ def rule_link_saturated(inv: Inventory, frames: Sequence[Frame]) -> list[Candida
                 f"{link_str(now.pcie_gen, now.pcie_width)}: the link is saturated",
                 {"gpu": i, **{f"{n.lower()}_bytes_per_s": v for n, v in over}, "capacity_bytes_per_s": pcie_cap},
                 variant="/".join(n for n, _v in over)))
-        cap = device_nvlink_capacity_bytes_per_s(dev)
+        cap = nvlink_capacity(dev)
         over = [(name, v) for name, v in (("RX", w.nvlink_rx_bytes_per_s), ("TX", w.nvlink_tx_bytes_per_s))
                 if v is not None and cap and v > SATURATED_SHARE * cap]
         if over and cap:
@@ -560,7 +569,7 @@ def rule_bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     Its wording class is the cause (pcie, nvlink, power, thermal, compute): a new cause is a
     ``finding_changed`` event and starts a new "since".
     """
-    return [replace(c, variant=str(c.evidence.get("cause", ""))) for c in _bottleneck(inv, frames)]
+    return _bottleneck(inv, frames)  # each made with its cause as its variant (_bottleneck_candidate)
 
 
 def _bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
@@ -575,7 +584,8 @@ def _bottleneck(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
 
 
 def _bottleneck_candidate(message: str, evidence: dict[str, Any]) -> Candidate:
-    return Candidate("bottleneck", "bottleneck", "info", "server", message, evidence)
+    return Candidate("bottleneck", "bottleneck", "info", "server", message, evidence,
+                     variant=str(evidence.get("cause", "")))
 
 
 def _pcie_bound(inv: Inventory, busy: list[GpuWindow]) -> Candidate | None:
@@ -609,7 +619,7 @@ def _nvlink_bound(inv: Inventory, busy: list[GpuWindow]) -> Candidate | None:
     """The first busy GPU whose NVLinks are nearly full while its SMs are not the limit."""
     for w in busy:
         dev = _dev(inv, w.gpu)
-        cap = device_nvlink_capacity_bytes_per_s(dev) if dev else None
+        cap = nvlink_capacity(dev) if dev else None
         nv = w.nvlink_peak_bytes_per_s
         if cap and nv >= SATURATED_SHARE * cap and (w.sm_active_pct is None or w.sm_active_pct < 60):
             return _bottleneck_candidate(f"looks NVLink-bound: GPU{w.gpu} NVLink {gb(nv)} of {gb(cap)} GB/s",
@@ -632,9 +642,12 @@ def _power_bound(inv: Inventory, busy: list[GpuWindow]) -> Candidate | None:
                                  {"cause": "power"})
 
 
+_HOT = frozenset(("hw_thermal", "sw_thermal", "hw_slowdown"))  # the clock events that mean heat
+
+
 def _thermal_bound(inv: Inventory, busy: list[GpuWindow]) -> Candidate | None:
     """A busy GPU slowing down for heat."""
-    hot = [w for w in busy if {"hw_thermal", "sw_thermal", "hw_slowdown"} & set(w.now.clock_events)]
+    hot = [w for w in busy if not _HOT.isdisjoint(w.now.clock_events)]
     if not hot:
         return None
     w = hot[0]
@@ -665,7 +678,7 @@ KV_FULL_PCT = 90.0
 def rule_kv_pressure(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     """9. An inference server preempting requests (KV cache full): evicted requests are recomputed later."""
     out: list[Candidate] = []
-    if not frames:
+    if not frames or not frames[-1].endpoints:
         return out
     win = recent(frames)
     for e in frames[-1].endpoints:
@@ -814,6 +827,8 @@ class FindingsEngine:
         f = self._state.get(c.id)
         if f is None:
             f = self._new_finding(c, now)
+        elif _unchanged(f, c):
+            pass  # held as it was (most ticks of a steady finding): nothing to copy
         else:
             changed = (f.severity, f.variant) != (c.severity, c.variant)
             old = f
@@ -884,6 +899,13 @@ class FindingsEngine:
         """Raised findings, severity first (the bottleneck summary leads); clearing ones (``ended_at``
         set: the condition ended, the hold has not) are included."""
         return sort_findings([f for f in self._state.values() if f.raised_at is not None])
+
+
+def _unchanged(f: Finding, c: Candidate) -> bool:
+    """Whether tracking candidate ``c`` would leave finding ``f`` as it is: the same wording, figures and
+    severity, the condition not ended, its worst severity already counted."""
+    return (f.ended_at is None and f.message == c.message and f.severity == c.severity and f.variant == c.variant
+            and f.basis == c.basis and f.evidence == c.evidence and worse(f.worst, c.severity) == f.worst)
 
 
 def _num(v: Any, default: float) -> float:

@@ -46,6 +46,9 @@ class History:
         self._ep = [(m.key, m.getter()) for m in catalogue.metrics("endpoint", history=True) if m.key is not None]
         self.data = {key: [nans("f", self.capacity) for _ in range(n_gpus)] for key, _ in self._gpu}
         self.endpoint_data = {key: nans("f", self.capacity) for key, _ in self._ep}
+        # (reader, its rings) per metric, for add(): the rings are filled in place, never replaced
+        self._gpu_rings = [(get, self.data[key]) for key, get in self._gpu]
+        self._ep_rings = [(get, self.endpoint_data[key]) for key, get in self._ep]
         self.count = 0  # total samples ever added
         # how many samples add() has put in, every one at or after the one before (times in order): while
         # it equals count, window() finds the window's start by binary search instead of scanning the ring
@@ -77,18 +80,24 @@ class History:
         if self._ordered == self.count and (self.count == 0 or frame.t >= self.times[(k - 1) % self.capacity]):
             self._ordered += 1
         self.times[k] = frame.t
-        rows = [r for r in frame.gpus if r.index < self.n_gpus and not r.lost]
-        for key, get in self._gpu:
-            cols = self.data[key]
-            for a in cols:
-                a[k] = NAN
-            for r in rows:
-                v = get(r)
-                if v is not None:
-                    cols[r.index][k] = v
-        for key, get in self._ep:
+        n = self.n_gpus
+        rows = [r for r in frame.gpus if r.index < n and not r.lost]
+        if len({r.index for r in rows}) == n:  # every GPU's slot is written (each tick of a live source)
+            for get, cols in self._gpu_rings:
+                for r in rows:
+                    v = get(r)
+                    cols[r.index][k] = NAN if v is None else v
+        else:  # a GPU lost or missing: its slot is blank
+            for get, cols in self._gpu_rings:
+                for a in cols:
+                    a[k] = NAN
+                for r in rows:
+                    v = get(r)
+                    if v is not None:
+                        cols[r.index][k] = v
+        for get, ring in self._ep_rings:
             vals = [v for e in frame.endpoints if (v := get(e)) is not None]
-            self.endpoint_data[key][k] = sum(vals) if vals else NAN
+            ring[k] = sum(vals) if vals else NAN
         self.count += 1
 
     def window(self, metric: str, gpu: int | None, seconds: float, now: float | None = None

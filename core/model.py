@@ -9,6 +9,7 @@ never 0. Units are in the field names: ``_bytes``, ``_bytes_per_s``, ``_mhz``, `
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from gpuscope.core.vocab import CLOCK_EVENTS, EndpointState, state_of
@@ -22,6 +23,13 @@ def decode_clock_events(mask: int | None) -> tuple[str, ...]:
     """Names of the set bits of an NVML clock-event-reasons mask (``()`` for 0, ``()`` for None)."""
     if not mask:
         return ()
+    return _decoded_clock_events(mask)
+
+
+@lru_cache(maxsize=256)
+def _decoded_clock_events(mask: int) -> tuple[str, ...]:
+    """:func:`decode_clock_events` of a mask once per mask (a GPU shows a handful; several findings rules and
+    panels ask every tick)."""
     return tuple(name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit)
 
 

@@ -348,7 +348,9 @@ class WithGroups:
         if self.servers is not None:
             frame = self.servers.add(frame)
         elif self.finder is not None:
-            frame = replace(frame, groups=self.finder.groups(frame))
+            groups = self.finder.groups(frame)
+            if groups or frame.groups:  # no groups (no GPU process, no endpoint): the frame as it came, not a copy
+                frame = replace(frame, groups=groups)
         return frame
 
     def close(self) -> None:

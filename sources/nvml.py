@@ -725,11 +725,14 @@ class NvmlSource:
         if basic is None:
             return GpuReading(index=i, lost=True)
         extra: ReadingFields = {}
-        lost = self._take_throughput(i, futures, extra)
-        fv, fields_lost = self._field_results(i, futures)
-        kept = self._slow.setdefault(i, _SlowState()).fields
-        ecc_lost = self._take_ecc(futures.get((i, "ecc")), kept, extra)
-        lost = lost or fields_lost or ecc_lost
+        kept = self._slow_state(i).fields
+        fv: list[Any] = []
+        lost = False
+        if futures:  # most ticks with GPM start none
+            lost = self._take_throughput(i, futures, extra)
+            fv, fields_lost = self._field_results(i, futures)
+            ecc_lost = self._take_ecc(futures.get((i, "ecc")), kept, extra)
+            lost = lost or fields_lost or ecc_lost
         if fv:
             fields = self._fields(i, fv, t)
             if tick.slow:
@@ -842,6 +845,14 @@ class NvmlSource:
         except _Lost:
             return _LOST
 
+    def _slow_state(self, i: int) -> _SlowState:
+        """GPU ``i``'s kept slow-path readings, made at its first tick (not built anew at every tick to be
+        thrown away, as ``setdefault(i, _SlowState())`` would)."""
+        state = self._slow.get(i)
+        if state is None:
+            state = self._slow[i] = _SlowState()
+        return state
+
     def _mark_lost(self, i: int) -> None:
         if i not in self._lost:
             self._lost.add(i)
@@ -856,7 +867,7 @@ class NvmlSource:
         util = c(i, "util", nv.nvmlDeviceGetUtilizationRates, h)
         mem = c(i, "mem", self._memory, i, h)
         power = c(i, "power", nv.nvmlDeviceGetPowerUsage, h)
-        kept = self._slow.setdefault(i, _SlowState())
+        kept = self._slow_state(i)
         if tick.slow:  # the power limit and the link width on the slow path (5 s), carried: 0.03 and 0.1 ms of CPU a
             # read on H200 (docs/performance.md); the generation drops at idle and is read every tick
             kept.power_limit = self._read_kept(i, "power_limit", kept.power_limit, nv.nvmlDeviceGetEnforcedPowerLimit, h)

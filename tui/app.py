@@ -205,7 +205,7 @@ class GpuscopeApp(ProbeKeys, ReplayKeys, DetailKeys):
                 self._part(GpuTable).show(v)
             else:
                 panels = self._panels()
-                cap = min((p.size.height for p in panels if p.display and p.size.height), default=None)
+                cap = min((h for p in panels if p.display and (h := p.size.height)), default=None)
                 for p in panels:
                     p.rows_cap = cap  # the shortest panel's rows: every GPU draws the same graphs
                     p.show(v)

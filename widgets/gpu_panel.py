@@ -207,7 +207,8 @@ class GpuPanel(LineWidget):
             return
         if self.has_class("lost"):
             self.remove_class("lost")
-        width = max(20, self.size.width or 76)  # the content area: inside the border and padding
+        size = self.size  # read once: each read walks the DOM
+        width = max(20, size.width or 76)  # the content area: inside the border and padding
         cap = pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
         util = fmt_num(r.util_gpu_pct, '%')
         lines = self._reading_lines(dev, r, util, width, reading_busy(r, cap))
@@ -215,8 +216,8 @@ class GpuPanel(LineWidget):
         # spare rows (the panel is taller than its lines) go to block graphs of several metrics, each
         # scaled to its ceiling (widgets/panel_graphs.py); ``size`` is the content area (inside border
         # and padding), so every row of it is used. Without them, a util sparkline closes the panel.
-        spare = max(0, (self.size.height or 0) - len(lines) - len(rates))
-        same = max(0, self.rows() - len(lines) - len(rates))  # as many in every GPU's panel: what is shown
+        spare = max(0, (size.height or 0) - len(lines) - len(rates))
+        same = max(0, self.rows(size.height) - len(lines) - len(rates))  # as many in every GPU's panel: what is shown
         graphs = self._graphs(v, [(metric, c) for _, _, metric, c in rates] + ([] if same >= 2 else [("util", 100.0)]),
                               max(8, width - GRAPH_AT))
         lines += [self._rate_line(name, val, c, graphs[metric], width) for name, val, metric, c in rates]
@@ -275,9 +276,10 @@ class GpuPanel(LineWidget):
         return self._line(name, (fmt_rate(val), pct, level_style(share), c, graph), rate_graph_text, width,
                           name, val, c, share, graph)
 
-    def rows(self) -> int:
-        """The content rows to fill: the panel's height, or :attr:`rows_cap` when that is lower."""
-        height = self.size.height or 0
+    def rows(self, height: int | None = None) -> int:
+        """The content rows to fill: the panel's height (``height``, else read), or :attr:`rows_cap` when that is
+        lower."""
+        height = (self.size.height if height is None else height) or 0
         return height if self.rows_cap is None else min(height, self.rows_cap)
 
     def _line(self, slot: str, key: tuple[object, ...], build: Callable[..., Text], width: int, *args: Any) -> Text:

@@ -164,7 +164,8 @@ class LineWidget(Widget):
     def __init__(self, *args: Any, **kw: Any):
         super().__init__(*args, **kw)
         self._lines: list[Text] = []
-        self._made: list[tuple[list[Segment], int] | None] = []  # each content row as made: segments, width
+        self._made: list[tuple[Strip, int] | None] = []  # each content row as made: its strip, width
+        self._pass_width: int | None = None  # the content's width during a render pass (render_lines)
         self._base_style: Style | None = None  # self.rich_style, cached: it walks the ancestors' CSS
         self._style_memo: dict[tuple[str | Style, str | Style | None], Style] = {}
         self._joined: Text | None = None  # _gs_last, once asked for
@@ -225,17 +226,23 @@ class LineWidget(Widget):
             self._style_memo[key] = got
         return got
 
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        return Strip(self._row(y, width), width)
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Textual's, with the content's width read once for the pass, not once a line (``size`` walks the DOM)."""
+        self._pass_width = self.size.width
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass_width = None
 
-    def _row(self, y: int, width: int) -> list[Segment]:
-        """Content row ``y``'s segments, ``width`` cells (the content's width: ``self.size.width``)."""
+    def render_line(self, y: int) -> Strip:
+        width = self._pass_width
+        if width is None:
+            width = self.size.width
         if not 0 <= y < len(self._lines):
-            return [Segment(" " * width, self._styled("", None))]
+            return Strip([Segment(" " * width, self._styled("", None))], width)
         got = self._made[y]
-        if got is None or got[1] != width:
-            got = self._made[y] = (self._make_row(self._lines[y], width), width)
+        if got is None or got[1] != width:  # each row's strip made once, kept until its text or the width changes
+            got = self._made[y] = (Strip(self._make_row(self._lines[y], width), width), width)
         return got[0]
 
     def set_lines(self, lines: list[Text]) -> bool:
@@ -263,9 +270,9 @@ class LineWidget(Widget):
                 dirty.append(Region(0, y, width, 1))
                 continue
             # only the cells that changed go to the terminal: "400 KB/s" → "410 KB/s" is 1 cell, not the line
-            new = self._make_row(b, width)
+            new = Strip(self._make_row(b, width), width)
             self._made[y] = (new, width)
-            cells = text_cells(a, b, width) or changed_cells(Strip(prev[0], width), Strip(new, width))
+            cells = text_cells(a, b, width) or changed_cells(prev[0], new)
             if cells is not None:
                 dirty.append(Region(cells[0], y, cells[1] - cells[0], 1))
         if dirty:
