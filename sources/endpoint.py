@@ -1064,16 +1064,17 @@ class EndpointPoller:
                 tr.garbage += 1
                 tr.last_error = f"response larger than {self.max_body / 2**20:g} MB refused"
                 self._publish(k)
-                return True
+                return False  # retried with backoff, as an unreachable server is
             body = raw.decode("utf-8", "replace")  # not r.text: charset sniffing of 150 KB costs ms
             if status != 200:
                 hint = " (llama.cpp: start it with --metrics)" if "--metrics" in body[:500] else ""
                 tr.failed(t, f"HTTP {status}{hint}")
                 self._publish(k)
                 return False
+            garbage = tr.garbage
             tr.feed(t, body)
             self._publish(k)
-            return True
+            return tr.garbage == garbage  # an answer that is not metrics is retried with backoff
         except (httpx.TimeoutException, asyncio.TimeoutError):  # the deadline covers the whole response
             why = f"no answer in {self.timeout_s:g} s"
         except Exception as e:  # noqa: BLE001 - any failure is this endpoint's, said by type: never its text
