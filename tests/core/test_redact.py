@@ -312,7 +312,7 @@ def _outputs(argv: list[str]) -> list[str]:
 @given(v=_VALUE, place=st.sampled_from(range(len(_PLACES))), before=_BENIGN, after=_BENIGN,
        script=st.booleans())
 def test_a_secret_never_survives_in_a_command_line(v, place, before, after, script):
-    """Whatever the secret and wherever the trial put it, in an argument of its own or inside a `sh -c`
+    """Whatever the secret and wherever it is put, in an argument of its own or inside a `sh -c`
     script, none of the forms the command line is written in holds it."""
     argv = [*before, *_PLACES[place](v), *after]
     if script:

@@ -437,11 +437,11 @@ def test_refused_secrets_are_named_never_quoted(tmp_path, scenario, args, env, s
 # ------------------------------------------------------------------ secrets on command lines
 # No secret from a command line reaches a recording: the command `record -- CMD` runs (its ``start:``
 # marker, the markers it writes), gpuscope's own command line (the header's ``command``, a password with
-# spaces in an ``--endpoint``) and the GPU processes' command lines, each holding the secrets an attacker's
-# trial put there. Real ``gpuscope record`` runs; the file (gzip JSONL), ``summary``, ``summary --by-marker``
-# and ``compare --by-marker`` are read as text, and none may hold any of :data:`SECRETS`; each still shows the
+# spaces in an ``--endpoint``) and the GPU processes' command lines, each holding a secret in every place one was
+# once seen unredacted. Real ``gpuscope record`` runs; the file (gzip JSONL), ``summary``, ``summary --by-marker``
+# and ``compare --by-marker`` are read as text, and none may hold any of :data:`CMD_SECRETS`; each still shows the
 # command around them (else the test would pass on an empty file).
-# one secret per place the trial found one unredacted
+# one secret per place where one was once seen unredacted
 CMD_SECRETS = {
     "env": "hf_EnvT0kenSecretValue1234",  # env HF_TOKEN=…
     "api": "ApiK3ySecret",  # --api-key …
@@ -478,7 +478,7 @@ def cmd_no_secret(what: str, data: bytes | str) -> str:
 @pytest.fixture
 def cmd_scenario(tmp_path) -> Path:
     """The TP=2 vLLM scenario with its (simulated) server's command line, and one more process's, holding the
-    trial's secrets."""
+    secrets."""
     text = SCENARIO.read_text()
     assert "api_server --model" in text
     p = tmp_path / "keyed.toml"
