@@ -508,7 +508,7 @@ def _valid_label_name(s: str) -> bool:
 
 class PrometheusExporter:
     """Serves ``/metrics`` from the last state handed to :meth:`update` (HTTP, or HTTPS and auth per ``web``:
-    outputs/exporter_http.py); a daemon thread per connection."""
+    outputs/exporter_http.py): one thread reads request heads, at most 64 workers answer them."""
 
     def __init__(self, listen: tuple[str, int], inv: Inventory, *, hostname_label: str = "Hostname",
                  hostname: str | None = None, dcgm_names: str = "legacy", pods: PodLabels | None = None,

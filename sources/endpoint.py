@@ -268,7 +268,8 @@ def bad_line(n: int, line: str, why: str) -> MetricsError:
     screen, the log and every recorded frame). Only an HTTP status a proxy's page names is quoted, as its number
     and reason: ``not Prometheus text: line 1 looks like HTML or XML (it says 502 Bad Gateway)``."""
     what = what_is_wrong(line, why)
-    status = _HTTP_STATUS_RE.search(line) if what == "looks like HTML or XML" else None
+    page = line.lstrip()[:1] == "<" and not what.startswith("is binary")  # an HTML page, as text
+    status = _HTTP_STATUS_RE.search(line) if page else None
     said = f" (it says {status.group(1)} {status.group(2)})" if status else ""
     return MetricsError(f"not Prometheus text: line {n} {what}{said}")
 

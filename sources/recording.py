@@ -31,7 +31,6 @@ from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.model import Event, Frame, Inventory
 from gpuscope.core.recording_format import FORMAT as FORMAT  # re-exported: the reader's names as before
 from gpuscope.core.recording_format import FORMAT_VERSION as FORMAT_VERSION
-from gpuscope.core.recording_format import MEMBER_BYTES as MEMBER_BYTES
 from gpuscope.core.recording_format import RecordingError as RecordingError
 from gpuscope.core.text import clean, count
 from gpuscope.core.units import duration

@@ -24,7 +24,7 @@ from gpuscope.core.view import RecordingStatus, StatusInfo, ViewState
 from gpuscope.tui.commands import GpuscopeCommands
 from gpuscope.tui.detail_keys import DetailKeys
 from gpuscope.tui.feeders import ReplayFeeder
-from gpuscope.tui.keys import BINDINGS, DIGITS_HELP, help_bindings, hints
+from gpuscope.tui.keys import BINDINGS, help_bindings, hints
 from gpuscope.tui.layout_controller import LayoutController
 from gpuscope.tui.probe_keys import ProbeKeys
 from gpuscope.tui.recording_controller import RecordingController
@@ -59,7 +59,6 @@ class GpuscopeApp(ProbeKeys, ReplayKeys, DetailKeys):
     COMMANDS = App.COMMANDS | {GpuscopeCommands}
     AUTO_FOCUS = None  # nothing focused at start: panels look the same however fast the terminal is
     BINDINGS = BINDINGS
-    DIGITS_HELP = DIGITS_HELP
 
     def __init__(self, session: Session, feeder: Worker | None, *, label: str, interval_s: float, window: str = "1m",
                  compact: bool | None = None, record_path: str | None = None, origin_note: str = "",

@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.gc_tune import settle_gc, unsettle_gc
 from gpuscope.tui.hangup import exit_soon, terminal_gone, watch
-from gpuscope.widgets.textual_private import HookedApp, R, WakingEvent
+from gpuscope.widgets.textual_private import HookedApp, R
+from gpuscope.widgets.wakeup import WakingEvent
 
 
 class MonitorApp(HookedApp[R]):

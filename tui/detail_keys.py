@@ -42,7 +42,7 @@ class DetailKeys(MainBase):
         if action == "detail_of":
             i = parameters[0] if parameters else -1
             return isinstance(i, int) and 0 <= i < len(self.session.inventory.devices)
-        return True
+        return super().check_action(action, parameters)
 
     def on_gpu_panel_opened(self, msg: GpuPanel.Opened) -> None:
         """A click on a GPU panel opens its detail view (mouse, where natural)."""

@@ -8,6 +8,7 @@ queue frames for the UI: the UI redraws from the session's latest state when it 
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import logging
@@ -104,7 +105,8 @@ class ReplayFeeder(Worker):
             self._mark_text.setdefault(e.t, []).append(clean(e.text or e.kind, 120))
         # the link probes the recording holds (``record --probe-links``, the palette's probe while recording):
         # the last one at or before the position reaches the topology panel, as the live probe does
-        self._probes = [e for e in rec.events if e.kind == "probe"]
+        self._probes = sorted((e for e in rec.events if e.kind == "probe"), key=lambda e: e.t)
+        self._probe_times = [e.t for e in self._probes]  # bisected on every refresh (build_view, under the lock)
         self._probe_read: dict[int, ProbeResult | None] = {}  # its index in _probes → the probe read back
         self._wake_ev = threading.Event()
         self.history_index: HistoryIndex | None = None
@@ -136,7 +138,7 @@ class ReplayFeeder(Worker):
         if not self._probes:
             return None
         at = self.position
-        k = max((i for i, e in enumerate(self._probes) if e.t <= at + 1e-6), default=-1)
+        k = bisect.bisect_right(self._probe_times, at + 1e-6) - 1
         if k < 0:
             return None
         if k not in self._probe_read:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpuscope.widgets.textual_private import WakingEvent
+from gpuscope.widgets.wakeup import WakingEvent
 
 
 def _ttys() -> tuple[int, ...]:

@@ -43,7 +43,7 @@ class MainBase(MonitorApp[int]):
     @property
     def replay(self) -> bool:
         """Whether this screen replays a recording (else it watches live or a remote host)."""
-        return isinstance(self.feeder, ReplayFeeder)
+        return self._replayer is not None
 
     @property
     def _replayer(self) -> ReplayFeeder | None:

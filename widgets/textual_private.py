@@ -14,8 +14,8 @@ import selectors
 import sys
 import time
 from codecs import getincrementaldecoder
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterable
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.console import Console
@@ -29,9 +29,8 @@ from textual.strip import Strip
 
 from gpuscope.core.text import visible
 from gpuscope.widgets.paste import LONE_ESC_WAIT_S, Pasted, PasteSplitter
-from gpuscope.widgets.textual_pin import SWITCH, WRITTEN_FOR, applies, textual_version  # noqa: F401 - re-exported
-from gpuscope.widgets.wakeup import WakingEvent as WakingEvent  # re-exported for tui (``X as X``: explicitly)
-from gpuscope.widgets.wakeup import drain, read_timeout
+from gpuscope.widgets.textual_pin import WRITTEN_FOR, applies, textual_version  # noqa: F401 - re-exported
+from gpuscope.widgets.wakeup import WakingEvent, drain, read_timeout
 
 MATCHES = textual_version() == WRITTEN_FOR  # the code below is valid for this Textual (switched on or not)
 ACTIVE = MATCHES and applies(WRITTEN_FOR, os.environ)  # ... and in use: decided once, at import
@@ -138,17 +137,6 @@ class HookedApp(App[R]):
                 super()._fatal_error()
                 return
             self._close_messages_no_wait()  # Textual's version also queues a Rich traceback for the terminal
-
-
-@contextmanager
-def painting() -> Iterator[None]:
-    """A redraw: Textual's refresh coalesces its repaints into the screen's next frame (nothing to do here)."""
-    yield
-
-
-def call_from_thread_soon(app: object, loop: object, context: object, callback: Callable[[], object]) -> bool:
-    """False: a feeder's wake-up is Textual's message (``App.post_message``, thread-safe)."""
-    return False
 
 
 def release_style_caches() -> None:

@@ -15,7 +15,8 @@ from helpers import Tmux, needs_tmux, wait_for
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.drivers.linux_driver import LinuxDriver
 
-from gpuscope.widgets.textual_private import ACTIVE, QuietLinuxDriver, WakingEvent, driver_for, read_timeout
+from gpuscope.widgets.textual_private import ACTIVE, QuietLinuxDriver, driver_for, read_timeout
+from gpuscope.widgets.wakeup import WakingEvent
 
 
 @pytest.mark.parametrize("deadline, now, expected", [

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuscope.widgets import textual_private
-from gpuscope.widgets.textual_private import SWITCH, WRITTEN_FOR, applies
+from gpuscope.widgets.textual_pin import SWITCH, WRITTEN_FOR, applies
 
 ROOT = Path(__file__).resolve().parents[2]
 
