@@ -21,7 +21,10 @@ from typing import Any
 from gpuscope.core.candidate import Candidate
 from gpuscope.core.group_paths import grouped_pairs, rule_group_path  # serving groups
 from gpuscope.core.health import HEALTH_RULES, counter_span
+from gpuscope.core.link_cost import rule_link_cost
+from gpuscope.core.link_verdict import rule_link_verdict
 from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory
+from gpuscope.core.slow_rank import rule_slow_rank
 from gpuscope.core.topology import (
     PATH_MEANING,
     best_link,
@@ -716,6 +719,9 @@ RULES: dict[str, Callable[[Inventory, Sequence[Frame]], list[Candidate]]] = {
     "kv_pressure": rule_kv_pressure,
     **HEALTH_RULES,  # Xid errors, ECC, row remapping (core/health.py)
     "group_path": rule_group_path,
+    "link_cost": rule_link_cost,  # what the link costs each token (core/link_cost.py)
+    "slow_rank": rule_slow_rank,  # the GPU a group waits for (core/slow_rank.py)
+    "link_verdict": rule_link_verdict,  # one verdict on a group's links (core/link_verdict.py)
 }
 
 

@@ -1,0 +1,13 @@
+"""One link verdict per serving group (issue 39 point 4): being written."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpuscope.core.candidate import Candidate
+from gpuscope.core.model import Frame, Inventory
+
+
+def rule_link_verdict(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
+    """The findings-engine rule (``link_verdict``)."""
+    return []
