@@ -21,7 +21,7 @@ from typing import Any
 from gpuscope.core.candidate import Candidate
 from gpuscope.core.group_paths import grouped_pairs, rule_group_path  # serving groups
 from gpuscope.core.health import HEALTH_RULES, counter_span
-from gpuscope.core.link_cost import rule_link_cost
+from gpuscope.core.link_cost import PROBE_EVENT, rule_link_cost
 from gpuscope.core.link_verdict import rule_link_verdict
 from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory
 from gpuscope.core.slow_rank import rule_slow_rank
@@ -183,11 +183,13 @@ class RuleWindow(tuple[Frame, ...]):
 
     gpus: dict[int, GpuWindow] | None  # gpu_windows' answer, once asked
     counter_base: Frame | None  # the oldest frame within COUNTER_WINDOW_S: what the slowly read error counters rise from
+    probe: Any  # the JSON of the newest link probe the engine has seen (core/link_cost.py reads it), or None
 
-    def __new__(cls, frames: Sequence[Frame], counter_base: Frame | None = None) -> RuleWindow:
+    def __new__(cls, frames: Sequence[Frame], counter_base: Frame | None = None, probe: Any = None) -> RuleWindow:
         self = super().__new__(cls, frames)
         self.gpus = None
         self.counter_base = counter_base
+        self.probe = probe
         return self
 
 
@@ -778,12 +780,15 @@ class FindingsEngine:
         self._state: dict[str, Finding] = {}
         self._hints: dict[str, dict[str, Any]] = {}
         self.cleared: deque[Finding] = deque(maxlen=200)
+        self.probe: Any = None  # the newest link probe's JSON seen in the frames (what the link-cost rule uses)
 
     def prime(self, events: Any) -> None:
         """Take the condition-start times of findings open in ``events`` (time order), e.g. a recording's
         events before a rebuilt window; later findings of the same id started afresh reuse them."""
         for e in events:
             self._hint(e)
+            if e.kind == PROBE_EVENT:
+                self.probe = e.data
 
     def _hint(self, e: Event) -> None:
         if e.kind not in FINDING_EVENTS or not isinstance(e.data, dict) or not e.data.get("id"):
@@ -805,7 +810,7 @@ class FindingsEngine:
         now = frame.t
         events: list[Event] = []
         seen = set()
-        for c in evaluate(self.inv, RuleWindow(self.frames, self._counter_frames[0])):
+        for c in evaluate(self.inv, RuleWindow(self.frames, self._counter_frames[0], self.probe)):
             seen.add(c.id)
             self._state[c.id] = self._track(c, now, events)
         self._expire(seen, now, events)
@@ -816,9 +821,12 @@ class FindingsEngine:
         went backwards; note its finding events as hints."""
         if self.frames and frame.t < self.frames[-1].t:
             self.frames.clear()  # time went backwards (seek): start over
+            self.probe = None
             self._counter_frames.clear()
         for e in frame.events:
             self._hint(e)
+            if e.kind == PROBE_EVENT:
+                self.probe = e.data
         self.frames.append(frame)
         while self.frames and self.frames[0].t < frame.t - self.window_s:
             self.frames.popleft()

@@ -1,9 +1,10 @@
 """Serving groups over a recording or a span of it: each group's tok/s, traffic, bytes per generated token and
 path, for ``summary`` (and ``--by-marker``) and ``compare``. Pure functions over frames.
 
-Bytes per token is the group's mean interconnect traffic (PCIe + NVLink, both directions, summed over its
-GPUs) divided by its mean generated tok/s over the frames where both are known: a number to compare across
-runs and setups (the same model and load moving fewer bytes per token is a better placement or link).
+Bytes per token is the group's mean interconnect traffic (PCIe + NVLink, both directions, summed over the
+GPUs it owns, core/group_traffic.py) divided by its generated tok/s over the same span: the two figures a
+report shows divide into the third. A number to compare across runs and setups (the same model and load
+moving fewer bytes per token is a better placement or link).
 """
 
 from __future__ import annotations
@@ -13,8 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuscope.core.group_paths import endpoint_tokens, group_traffic, path_text
+from gpuscope.core.group_paths import path_text
+from gpuscope.core.group_traffic import (
+    endpoint_tokens,
+    fmt_bytes,
+    group_traffic,
+    moved,
+    per_token,
+    shared_words,
+    traffic_owners,
+)
 from gpuscope.core.groups import gpus_text, group_label, parallel_text
+from gpuscope.core.link_cost import PROBE_EVENT, LinkCost, evidence_text, link_cost, probe_pairs
 from gpuscope.core.model import Frame, Inventory, ServingGroup
 from gpuscope.core.rates import RateReading, rate_over, since_before
 
@@ -31,9 +42,14 @@ class _Acc:
     pcie: list[float] = field(default_factory=list)
     nvlink: list[float] = field(default_factory=list)
     tok: list[RateReading] = field(default_factory=list)  # (tok/s, s since the frame before, rate window s)
-    moved_with_tok: list[float] = field(default_factory=list)  # traffic in the frames where tok/s is known too
-    tok_with_moved: list[float] = field(default_factory=list)
+    nvlink_applies: bool = False
+    shared: str = ""  # "GPU3 counted with vLLM :8001" (the latest frame's)
     paths: Counter[str] = field(default_factory=Counter)
+    busy: list[float] = field(default_factory=list)  # the link's busy share in each frame it is known
+    latency: list[float] = field(default_factory=list)  # all-reduce latency's share of a step, where known
+    path_bps: dict[tuple[int, str], list[float]] = field(default_factory=dict)  # (GPU, way) → bytes/s on the path
+    cost_tok: list[float] = field(default_factory=list)  # tok/s in the same frames
+    cost: LinkCost | None = None  # the latest frame's link cost (its path, source and better paths)
 
 
 class GroupStats:
@@ -43,6 +59,7 @@ class GroupStats:
         self.inv = inv
         self._acc: dict[str, _Acc] = {}
         self._last_t: float | None = None
+        self._probe: dict[tuple[int, int], Any] = {}  # the newest probe's pair figures seen in the frames
 
     def add(self, frame: Frame, before: float | None = None, *, tokens: bool = True) -> None:
         """Count ``frame``: its groups, their traffic and path, and (``tokens``) their tok/s. ``before`` is the
@@ -50,26 +67,40 @@ class GroupStats:
         the last frame added here)."""
         dt = since_before(frame.t, before if before is not None else self._last_t)
         self._last_t = frame.t
+        owners = traffic_owners(frame.groups)
+        for e in frame.events:
+            if e.kind == PROBE_EVENT:
+                self._probe = probe_pairs(e.data)
         for g in frame.groups:
             a = self._entry(g)
             a.frames += 1
             if not g.gpus:
                 continue
-            t = group_traffic(g, frame)
+            t = group_traffic(g, frame, self.inv, owners)
             if t.pcie_bytes_per_s is not None:
                 a.pcie.append(t.pcie_bytes_per_s)
             if t.nvlink_bytes_per_s is not None:
                 a.nvlink.append(t.nvlink_bytes_per_s)
+            a.nvlink_applies |= t.nvlink_applies
+            a.shared = shared_words(t)
             if t.tokens_per_s is not None and tokens:
                 a.tok.append((t.tokens_per_s, dt, _window(g, frame)))
-            moved = None if t.pcie_bytes_per_s is None and t.nvlink_bytes_per_s is None else (
-                (t.pcie_bytes_per_s or 0.0) + (t.nvlink_bytes_per_s or 0.0))
-            if moved is not None and t.tokens_per_s is not None:
-                a.moved_with_tok.append(moved)
-                a.tok_with_moved.append(t.tokens_per_s)
             p = path_text(self.inv, frame, g.gpus)
             if p:
                 a.paths[p] += 1
+            self._add_cost(a, g, frame, owners)
+
+    def _add_cost(self, a: _Acc, g: ServingGroup, frame: Frame, owners: dict[int, ServingGroup]) -> None:
+        c = link_cost(g, self.inv, frame, self._probe, owners)
+        if c is None:
+            return
+        a.cost = c
+        a.busy.append(c.busy_share)
+        a.cost_tok.append(c.tokens_per_s)
+        for i, way, b in c.per_gpu:
+            a.path_bps.setdefault((i, way), []).append(b * c.tokens_per_s)
+        if c.latency_share is not None:
+            a.latency.append(c.latency_share)
 
     def add_tokens(self, frame: Frame, before: float | None, keep: Callable[[float | None], bool]) -> None:
         """Count the tok/s of ``frame``'s groups whose rate window (s, None: not known) ``keep`` takes: a span
@@ -92,17 +123,35 @@ class GroupStats:
         out = []
         for key, a in self._acc.items():
             g = a.group
-            tok_sum = sum(a.tok_with_moved)
+            tok = rate_over(a.tok)
+            pcie, nvl = _mean(a.pcie), _mean(a.nvlink)
             out.append({
                 "key": key, "name": group_label(g), "server": g.server, "kind": g.kind, "endpoint": g.endpoint,
                 "model": g.model, "port": g.port, "gpus": list(g.gpus), "tp": g.tp, "pp": g.pp,
                 "parallel": parallel_text(g), "container": g.container, "local": g.local, "simulated": g.simulated,
                 "path": a.paths.most_common(1)[0][0] if a.paths else None, "frames": a.frames,
-                "gen_tokens_per_s": rate_over(a.tok), "pcie_bytes_per_s": _mean(a.pcie),
-                "nvlink_bytes_per_s": _mean(a.nvlink),
-                "bytes_per_token": sum(a.moved_with_tok) / tok_sum if tok_sum > 0 else None,
+                "gen_tokens_per_s": tok, "pcie_bytes_per_s": pcie, "nvlink_bytes_per_s": nvl,
+                "bytes_per_token": per_token(moved(pcie, nvl, a.nvlink_applies), tok),
+                "shared": a.shared or None, "link_cost": _cost_row(a),
             })
         return out
+
+
+def _cost_row(a: _Acc) -> dict[str, Any] | None:
+    """The link cost over the span's frames where the group generated tokens (core/link_cost.py; estimates):
+    bytes per token as mean traffic ÷ mean tok/s, the mean busy and latency shares; the latest frame's path,
+    source and better paths."""
+    if a.cost is None:
+        return None
+    ev = dict(a.cost.evidence)
+    tok = sum(a.cost_tok) / len(a.cost_tok)
+    ev["generated_tokens_per_s"] = tok
+    ev["bytes_per_token"] = [{"gpu": i, "direction": w, "bytes": sum(v) / len(v) / tok} for (i, w), v in a.path_bps.items()]
+    ev["link_busy_share"] = _mean(a.busy)
+    ev["latency_share_of_step"] = _mean(a.latency)
+    ev["frames"] = len(a.busy)
+    ev["text"] = evidence_text(ev)
+    return ev
 
 
 def _mean(v: list[float]) -> float | None:
@@ -147,7 +196,6 @@ def compare_groups(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dic
 def group_text(r: dict[str, Any]) -> str:
     """One group row as a report line: ``vLLM :8000 gemma-2-27b-it · TP=2 on GPU0+GPU1 · SYS, Gen1×16: 55.0
     tok/s, PCIe 15.2 GB/s, NVLink –, 276 MB/token``."""
-    from gpuscope.core.group_paths import fmt_bytes
     from gpuscope.core.units import NONE, fmt_gb
 
     def rate(x: float | None) -> str:
@@ -159,5 +207,8 @@ def group_text(r: dict[str, Any]) -> str:
     path = f" · {r['path']}" if r["path"] else ""
     tok = NONE if r["gen_tokens_per_s"] is None else f"{r['gen_tokens_per_s']:,.1f}"
     sim = "SIMULATED " if r["simulated"] else ""
+    shared = f" ({r['shared']})" if r.get("shared") else ""
+    cost = r.get("link_cost") or {}
+    cost_text = f"; {cost['text']}" if cost.get("text") else ""
     return (f"{sim}{r['name']}{where}{path}: {tok} tok/s, PCIe {rate(r['pcie_bytes_per_s'])}, NVLink "
-            f"{rate(r['nvlink_bytes_per_s'])}, {fmt_bytes(r['bytes_per_token'])}/token")
+            f"{rate(r['nvlink_bytes_per_s'])}{shared}, {fmt_bytes(r['bytes_per_token'])}/token{cost_text}")

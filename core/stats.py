@@ -493,8 +493,11 @@ def phase_totals(span: dict[str, Any]) -> dict[str, float | None]:
         return sum(v) / len(v) if v else None
 
     power = [g["power_w"] for g in span["gpus"] if g["power_w"] is not None]
-    per_token = [g["bytes_per_token"] for g in span.get("groups", []) if g["bytes_per_token"] is not None]
-    return {"bytes_per_token": sum(per_token) / len(per_token) if per_token else None,
+    # every group's bytes over every group's tokens (the groups where both are known): never a mean of ratios
+    known = [(g["bytes_per_token"] * g["gen_tokens_per_s"], g["gen_tokens_per_s"]) for g in span.get("groups", [])
+             if g["bytes_per_token"] is not None and g["gen_tokens_per_s"]]
+    tokens = sum(t for _, t in known)
+    return {"bytes_per_token": sum(b for b, _ in known) / tokens if tokens > 0 else None,
             "gen_tokens_per_s": tot("gen_tokens_per_s"), "prompt_tokens_per_s": tot("prompt_tokens_per_s"),
             "requests_waiting": tot("requests_waiting"), "ttft_mean_s": avg(eps, "ttft_mean_s"),
             "itl_mean_s": avg(eps, "itl_mean_s"), "util_gpu_pct": avg(span["gpus"], "util_gpu_pct"),

@@ -229,3 +229,19 @@ def pair_bandwidth_bytes_per_s(inv: Inventory, pair: PairLink, current: dict[int
         if c:
             caps.append(c)
     return min(caps) if caps else None
+
+
+# ------------------------------------------------------------------ what healthy links typically deliver
+# Share of the ceiling a healthy link typically gives one way (core/probe.py's docstring gives the sources:
+# bandwidthTest / nvbandwidth copy-engine figures; NVLink 4: ~370 of 450 GB/s on H100).
+PCIE_TYPICAL_SHARE = {1: 0.80, 2: 0.80, 3: 0.80, 4: 0.80, 5: 0.84, 6: 0.84, 7: 0.84}
+NVLINK_TYPICAL_SHARE = 0.84
+# Peer copies without NVLink, as a share of the slower PCIe link's typical figure (rough).
+PEER_PATH_FACTOR = {"PIX": 0.95, "PXB": 0.95, "PHB": 0.85, "NODE": 0.8, "SYS": 0.6}
+STAGED_FACTOR = 0.45  # through host memory: two copies in turn plus the host's memory bandwidth
+
+
+def pcie_typical(gen: int | None, width: int | None) -> float | None:
+    """What a healthy PCIe link of this generation and width gives one way, bytes/s."""
+    cap = pcie_capacity_bytes_per_s(gen, width)
+    return cap * PCIE_TYPICAL_SHARE.get(gen or 0, 0.8) if cap else None

@@ -207,7 +207,8 @@ def check(args: argparse.Namespace) -> int:
 
 def detect(info: dict[str, Any], gpus: list[int], tp: int, seconds: float) -> int:
     from gpuscope.core.findings import evaluate
-    from gpuscope.core.group_paths import group_line, group_traffic, traffic_line
+    from gpuscope.core.group_paths import group_line
+    from gpuscope.core.group_traffic import group_traffic, traffic_line
     from gpuscope.sources.endpoint import EndpointPoller
     from gpuscope.sources.groups import with_groups
     from gpuscope.sources.live import WithEndpoints, open_source
@@ -238,7 +239,7 @@ def detect(info: dict[str, Any], gpus: list[int], tp: int, seconds: float) -> in
         print(f"    pids {list(g.pids)}  gpus {list(g.gpus)}  port {g.port}  tp {g.tp}  pp {g.pp}  "
               f"container {g.container}  note {g.note}")
         if g.gpus:
-            print("    " + traffic_line(group_traffic(g, last)))
+            print("    " + traffic_line(group_traffic(g, last, inv)))
         if g.endpoint == url:
             ok = (bool(g.pids) and g.pids[0] == info["pid"] and g.port == info["port"]
                   and list(g.gpus) == sorted(gpus) and g.tp == tp and set(info["workers"]) <= set(g.pids))

@@ -16,8 +16,10 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import Static
 
-from gpuscope.core.group_paths import group_line, group_traffic, traffic_line
+from gpuscope.core.group_paths import group_line
+from gpuscope.core.group_traffic import group_traffic, traffic_line
 from gpuscope.core.history import carry_span, resample
+from gpuscope.core.link_cost import evidence_text
 from gpuscope.core.model import EndpointReading, Frame, Inventory, ServingGroup
 from gpuscope.core.redact import public_url
 from gpuscope.core.text import clean, count
@@ -236,19 +238,25 @@ def unsummed_models(eps: Sequence[EndpointReading]) -> list[tuple[str, int]]:
     return list(out.values())
 
 
-def group_lines(g: ServingGroup, inv: Inventory, frame: Frame | None, width: int = 76) -> list[Text]:
+def group_lines(g: ServingGroup, inv: Inventory, frame: Frame | None, width: int = 76,
+                findings: Sequence[Any] = ()) -> list[Text]:
     """A serving group's lines, aligned with the endpoint lines above: ``group    vLLM :8000 qwen3-27b · TP=2
     on GPU0+GPU1 · SYS, Gen1×16`` (the model left out when the line would not fit: the endpoint's line names
     it; SIMULATED for a scenario's server), then its traffic both ways over its GPUs and, for an endpoint's
-    group, interconnect bytes per generated token (its tok/s is on the endpoint's line); each cut to ``width``."""
+    group, interconnect bytes per generated token (its tok/s is on the endpoint's line), then what the link
+    costs each token (the link-cost finding's figures, in ``findings``); each cut to ``width``."""
     sim = "SIMULATED " if g.simulated else ""
     head = f"{'group':<8} {sim}{group_line(g, inv, frame)}"
     if len(head) > width and g.model:
         head = f"{'group':<8} {sim}{group_line(g, inv, frame, model=False)}"
     lines = [Text(clean(head, width), style=ACCENT if g.gpus else DIM)]
     if g.gpus and frame is not None:
-        t = group_traffic(g, frame)
+        t = group_traffic(g, frame, inv)
         lines.append(Text(clean(INDENT + traffic_line(t, tokens=False, per_token=bool(g.endpoint)), width), style=DIM))
+    cost = next((evidence_text(f.evidence) for f in findings if f.rule == "link_cost"
+                 and f.evidence.get("endpoint") == g.endpoint and g.endpoint), "")
+    if cost:
+        lines.append(Text(clean(INDENT + cost, width), style=DIM))
     return lines
 
 
@@ -312,7 +320,7 @@ def body_lines(v: ViewState, width: int) -> list[tuple[int, Text]]:
         g = next((g for g in groups if g.endpoint == e.url), None)
         if g is not None and e.url not in named:  # a server with several models: its group once
             named.add(e.url)
-            el[1:1] = _ranked(group_lines(g, v.inventory, v.frame, width))
+            el[1:1] = _ranked(group_lines(g, v.inventory, v.frame, width, v.findings))
         lines.extend(el)
     lines.extend((1, Text(f"{clean(kind, 8):<8} +{count(n, 'model')} not shown", style=DIM))
                  for kind, n in unsummed_models(eps))

@@ -9,12 +9,11 @@ from gpuscope.core.group_paths import (
     better_placement,
     group_line,
     group_path_findings,
-    group_traffic,
     path_text,
     placement_text,
-    traffic_line,
     worst_pair,
 )
+from gpuscope.core.group_traffic import group_traffic, traffic_line
 from gpuscope.core.model import (
     DeviceInfo,
     EndpointReading,
@@ -106,11 +105,11 @@ def test_placement_text_nvlink():
 
 def test_group_traffic_and_bytes_per_token():
     ep = EndpointReading(url="http://localhost:8000", kind="vllm", gen_tokens_per_s=55.0)
-    t = group_traffic(VLLM, _frame(eps=(ep,)))
+    t = group_traffic(VLLM, _frame(eps=(ep,)), A6000)
     assert t.pcie_bytes_per_s == pytest.approx(4 * 3.8e9) and t.nvlink_bytes_per_s is None
     assert t.bytes_per_token == pytest.approx(4 * 3.8e9 / 55)
     assert traffic_line(t) == "PCIe 15.2 + NVLink – GB/s (both ways) · 55 tok/s · 276 MB/token"
-    idle = group_traffic(VLLM, _frame(eps=(EndpointReading(url="http://localhost:8000", gen_tokens_per_s=0.0),)))
+    idle = group_traffic(VLLM, _frame(eps=(EndpointReading(url="http://localhost:8000", gen_tokens_per_s=0.0),)), A6000)
     assert idle.bytes_per_token is None
 
 
