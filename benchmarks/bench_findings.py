@@ -4,7 +4,9 @@
 
 Feeds whole frame sequences to a fresh engine each round and prints the best time per frame (best-of,
 so a loaded machine reads high less often): the bundled real recording (2× H200, load phases) and 200
-simulated frames of each of h200-nvswitch-8, mixed-4 and nccl-busy-not-computing.
+simulated frames of each of h200-nvswitch-8, mixed-4, nccl-busy-not-computing and h100-two-tp4 (8 GPUs, two
+serving groups: the case issue 39's per-tick budget is about), with their serving groups as the TUI has them.
+A scenario may be a file (``--scenario PATH``, repeatable): to time an older checkout on a newer scenario.
 """
 
 from __future__ import annotations
@@ -17,15 +19,17 @@ from common import write_json
 
 from gpuscope.core.findings import FindingsEngine
 from gpuscope.core.model import Frame, Inventory
+from gpuscope.sources.groups import with_groups
 from gpuscope.sources.live import open_source
 from gpuscope.sources.recording import open_recording
 
 
 def simulated(scenario: str, n: int) -> tuple[Inventory, list[Frame]]:
-    src = open_source(scenario, virtual_at=0.0, pcie_block_s=0.0, wall0=1_800_000_000.0)
+    raw = open_source(scenario, virtual_at=0.0, pcie_block_s=0.0, wall0=1_800_000_000.0)
+    src = with_groups(raw, simulate=scenario)
     out = []
     for t in range(n):
-        src.nvml.clock.now = float(t)
+        raw.nvml.clock.now = float(t)
         out.append(src.sample())
     return src.inventory, out
 
@@ -54,9 +58,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--json")
+    ap.add_argument("--scenario", action="append", help="scenarios (names or files) instead of the shipped four")
     a = ap.parse_args()
     cases = [("recording h200-2gpu-load-phases", *recorded())]
-    cases += [(f"simulated {s}", *simulated(s, 200)) for s in ("h200-nvswitch-8", "mixed-4", "nccl-busy-not-computing")]
+    names = a.scenario or ["h200-nvswitch-8", "mixed-4", "nccl-busy-not-computing", "h100-two-tp4"]
+    cases += [(f"simulated {s.rsplit('/', 1)[-1]}", *simulated(s, 200)) for s in names]
     rows = []
     for name, inv, frames in cases:
         us, n_events = per_frame_us(inv, frames, a.rounds)

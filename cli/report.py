@@ -285,9 +285,9 @@ def print_group_compare(gr: dict[str, Any]) -> None:
             change = _pct(ra[key], rb[key])
             if change:
                 print(f"  {label} {change}")
-        busy = [(r.get("link_cost") or {}).get("link_busy_share") for r in (ra, rb)]
-        if None not in busy:
-            print(f"  link busy {busy[0] * 100:.1f} % → {busy[1] * 100:.1f} % of the time (estimates)")
+        busy_a, busy_b = ((r.get("link_cost") or {}).get("link_busy_share") for r in (ra, rb))
+        if busy_a is not None and busy_b is not None:
+            print(f"  link busy {busy_a * 100:.1f} % → {busy_b * 100:.1f} % of the time (estimates)")
 
 
 def compare_endpoints(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -727,12 +727,22 @@ RULES: dict[str, Callable[[Inventory, Sequence[Frame]], list[Candidate]]] = {
 }
 
 
-def evaluate(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
-    """Run every rule once over one shared :class:`RuleWindow`; candidates sorted severity first."""
+# Rules over a serving group's whole story (its link's cost, its slow rank, its links' verdict) read figures
+# that move slowly next to a finding's 5 s hold: an engine runs them every GROUP_RULES_EVERY_S of frame time
+# (and whenever the groups or the probe change) and carries their candidates in between, which keeps their
+# per-tick cost within a tenth of the rest (benchmarks/bench_findings.py, h100-two-tp4).
+GROUP_RULES = ("link_cost", "slow_rank", "link_verdict")
+GROUP_RULES_EVERY_S = 5.0
+
+
+def evaluate(inv: Inventory, frames: Sequence[Frame], carried: Mapping[str, list[Candidate]] | None = None
+             ) -> list[Candidate]:
+    """Run every rule once over one shared :class:`RuleWindow` (a rule in ``carried`` is not run: its
+    candidates are taken as they are); candidates sorted severity first."""
     window = frames if isinstance(frames, RuleWindow) else RuleWindow(frames)
     out: list[Candidate] = []
-    for rule in RULES.values():
-        out.extend(rule(inv, window))
+    for name, rule in RULES.items():
+        out.extend(carried[name] if carried is not None and name in carried else rule(inv, window))
     return sort_findings(out)
 
 
@@ -781,6 +791,7 @@ class FindingsEngine:
         self._hints: dict[str, dict[str, Any]] = {}
         self.cleared: deque[Finding] = deque(maxlen=200)
         self.probe: Any = None  # the newest link probe's JSON seen in the frames (what the link-cost rule uses)
+        self._group_rules: tuple[float, Any, Any, dict[str, list[Candidate]]] | None = None  # (t, groups, probe, out)
 
     def prime(self, events: Any) -> None:
         """Take the condition-start times of findings open in ``events`` (time order), e.g. a recording's
@@ -810,11 +821,23 @@ class FindingsEngine:
         now = frame.t
         events: list[Event] = []
         seen = set()
-        for c in evaluate(self.inv, RuleWindow(self.frames, self._counter_frames[0], self.probe)):
+        window = RuleWindow(self.frames, self._counter_frames[0], self.probe)
+        for c in evaluate(self.inv, window, self._carried(window)):
             seen.add(c.id)
             self._state[c.id] = self._track(c, now, events)
         self._expire(seen, now, events)
         return events
+
+    def _carried(self, window: RuleWindow) -> dict[str, list[Candidate]] | None:
+        """The group rules' candidates to carry this tick (None: run them now, and keep what they say)."""
+        frame = window[-1]
+        last = self._group_rules
+        if last is not None and last[1] == frame.groups and last[2] is self.probe and \
+                0 <= frame.t - last[0] < GROUP_RULES_EVERY_S:
+            return last[3]
+        out = {name: RULES[name](self.inv, window) for name in GROUP_RULES}
+        self._group_rules = (frame.t, frame.groups, self.probe, out)
+        return out
 
     def _advance(self, frame: Frame) -> None:
         """Take ``frame`` into the windows (the rules' and the counters' longer one), starting over when time
@@ -822,6 +845,7 @@ class FindingsEngine:
         if self.frames and frame.t < self.frames[-1].t:
             self.frames.clear()  # time went backwards (seek): start over
             self.probe = None
+            self._group_rules = None
             self._counter_frames.clear()
         for e in frame.events:
             self._hint(e)

@@ -108,7 +108,7 @@ def group_traffic(g: ServingGroup, frame: Frame, inv: Inventory,
     """:class:`GroupTraffic` of ``g`` in ``frame`` (its endpoint's readings summed over models). ``owners``:
     :func:`traffic_owners` of the frame's groups (computed when not given)."""
     owners = traffic_owners(frame.groups) if owners is None else owners
-    own = tuple(i for i in g.gpus if owners.get(i, g) == g)
+    own = tuple(i for i in g.gpus if owners.get(i, g) is g or owners.get(i) == g)
     shared = tuple(i for i in g.gpus if i not in own)
     readings = [r for r in frame.gpus if r.index in own]
     if len(readings) < len(own):  # a GPU of the group with no reading: its traffic is unknown

@@ -176,19 +176,19 @@ def nvlink_path(inv: Inventory, gpus: Sequence[int]) -> bool:
 def path_traffic(g: ServingGroup, frame: Frame, inv: Inventory, nvlink: bool,
                  owners: Mapping[int, ServingGroup]) -> list[tuple[int, str, float]] | None:
     """(GPU, "send"/"receive", bytes/s) on the group's path for each GPU it owns; None when a figure is unknown."""
-    pre = "nvlink" if nvlink else "pcie"
-    out = []
+    out: list[tuple[int, str, float]] = []
+    by_index = {r.index: r for r in frame.gpus}
     for i in g.gpus:
-        if owners.get(i, g) != g:
+        if owners.get(i, g) is not g:
             continue
-        r = next((x for x in frame.gpus if x.index == i), None)
+        r = by_index.get(i)
         if r is None or r.lost:
             return None
-        for way, attr in (("send", f"{pre}_tx_bytes_per_s"), ("receive", f"{pre}_rx_bytes_per_s")):
-            v = getattr(r, attr)
-            if v is None or not math.isfinite(v) or v < 0:
-                return None
-            out.append((i, way, float(v)))
+        tx, rx = (r.nvlink_tx_bytes_per_s, r.nvlink_rx_bytes_per_s) if nvlink else (
+            r.pcie_tx_bytes_per_s, r.pcie_rx_bytes_per_s)
+        if tx is None or rx is None or not (0 <= tx < math.inf and 0 <= rx < math.inf):
+            return None
+        out += ((i, "send", float(tx)), (i, "receive", float(rx)))
     return out or None
 
 
@@ -238,10 +238,35 @@ def better_paths(inv: Inventory, frame: Frame, g: ServingGroup, p: PairLink | No
 
 def _bridge_rate(devs: Sequence[DeviceInfo]) -> float | None:
     rates = [next((r for key, r in NVLINK_BRIDGES if key in d.name.upper()), None) for d in devs]
-    return min(r for r in rates if r) if devs and all(rates) else None  # type: ignore[type-var]
+    known = [r for r in rates if r]
+    return min(known) if devs and len(known) == len(rates) else None
 
 
 # ------------------------------------------------------------------ one group's cost
+@dataclass(frozen=True, slots=True)
+class _Static:
+    """What does not change while the inventory does not: the group's worst pair and whether it runs over NVLink."""
+
+    inv: Inventory
+    pair: PairLink | None
+    nvlink: bool
+
+
+_STATIC: dict[tuple[int, tuple[int, ...]], _Static] = {}
+
+
+def _static(inv: Inventory, gpus: tuple[int, ...]) -> _Static:
+    """:class:`_Static` of ``gpus``, kept per inventory object (hashing an inventory each tick costs more than
+    the rule)."""
+    key = (id(inv), gpus)
+    st = _STATIC.get(key)
+    if st is None or st.inv is not inv:
+        if len(_STATIC) > 256:
+            _STATIC.clear()
+        st = _STATIC[key] = _Static(inv, worst_pair(inv, gpus), nvlink_path(inv, gpus))
+    return st
+
+
 def step_time(eps: Sequence[EndpointReading], url: str | None, tok: float) -> tuple[float | None, str | None]:
     """The time of one decode step: the server's mean ITL, else running requests ÷ tok/s (an estimate)."""
     mine = [e for e in eps if e.url == url and e.up]
@@ -252,49 +277,70 @@ def step_time(eps: Sequence[EndpointReading], url: str | None, tok: float) -> tu
     return (run / tok, "running ÷ tok/s") if run >= 1 and tok > 0 else (None, None)
 
 
+def group_tokens(g: ServingGroup, frame: Frame) -> float:
+    """The group's generated tok/s in ``frame`` (0 without an endpoint or an answer)."""
+    if not g.endpoint:
+        return 0.0
+    return sum(e.gen_tokens_per_s or 0.0 for e in frame.endpoints if e.url == g.endpoint and e.up)
+
+
+def delivered_one_way(inv: Inventory, frame: Frame, g: ServingGroup, p: PairLink, measured: PairFigures | None,
+                      most: float) -> tuple[float | None, str]:
+    """What the path delivers one way and where that figure comes from: the probe's, else the rating's, raised
+    to ``most`` (what the path was seen to carry) when it carried more."""
+    delivered, source = (measured.one_way, MEASURED) if measured and measured.one_way else (
+        rated_path(inv, frame, g.gpus, p), RATED)
+    if delivered and most > delivered:  # it carried more than the estimate: the path delivers at least that
+        return most, f"{source}; raised to what it carried"
+    return delivered, source
+
+
+def latency_parts(g: ServingGroup, measured: PairFigures | None) -> tuple[int | None, float | None]:
+    """(all-reduces a decode step makes, one all-reduce's latency at least, s) where known."""
+    tp = g.tp or 1
+    if tp < 2:
+        return None, None
+    shape = shape_of(g.model)
+    lat = measured.latency_s if measured else None
+    return (allreduces_per_step(shape, g.pp) if shape is not None else None,
+            lat * 2 * (tp - 1) if lat is not None else None)
+
+
 def link_cost(g: ServingGroup, inv: Inventory, frame: Frame, probe: Mapping[tuple[int, int], PairFigures],
               owners: Mapping[int, ServingGroup] | None = None) -> LinkCost | None:
     """The link cost of ``g`` in ``frame`` (None: not a TP/PP group, nothing generated, or traffic unknown)."""
     if len(g.gpus) < 2 or max(g.tp or 1, g.pp or 1) < 2 or not g.local:
         return None
-    tok = sum(e.gen_tokens_per_s or 0.0 for e in frame.endpoints if e.url == g.endpoint and e.up) if g.endpoint else 0.0
-    owners = traffic_owners(frame.groups) if owners is None else owners
-    nv = nvlink_path(inv, g.gpus)
-    traffic = path_traffic(g, frame, inv, nv, owners)
-    p = worst_pair(inv, g.gpus)
+    tok = group_tokens(g, frame)
+    st = _static(inv, tuple(g.gpus))
+    p = st.pair
+    traffic = path_traffic(g, frame, inv, st.nvlink, traffic_owners(frame.groups) if owners is None else owners)
     if not 0 < tok < math.inf or traffic is None or p is None:
         return None
     measured = probe.get((p.a, p.b))
-    delivered, source = (measured.one_way, MEASURED) if measured and measured.one_way else (
-        rated_path(inv, frame, g.gpus, p), RATED)
+    most = max(bps for _, _, bps in traffic)
+    delivered, source = delivered_one_way(inv, frame, g, p, measured, most)
     if not delivered:
         return None
-    most = max(bps for _, _, bps in traffic)
-    if most > delivered:  # it carried more than the estimate: the path delivers at least that
-        delivered, source = most, f"{source}; raised to what it carried"
-    per_gpu = tuple((i, way, bps / tok) for i, way, bps in traffic)
     busy = most / delivered
-    held = frozenset(i for h in frame.groups if h != g for i in h.gpus)
-    shape = shape_of(g.model)
-    lat = measured.latency_s if measured else None
     step, step_src = step_time(frame.endpoints, g.endpoint, tok)
-    tp = g.tp or 1
-    path = ", ".join(x for x in (p.label, link_label(*slowest_link(frame, inv, g.gpus)[:2])) if x)
+    gen, width, _ = slowest_link(frame, inv, g.gpus)
+    count, lat = latency_parts(g, measured)
+    better = better_paths(inv, frame, g, p, most / tok, frozenset(
+        i for h in frame.groups if h is not g for i in h.gpus)) if busy >= LINK_BOUND_SHARE else []
     cost = LinkCost(
-        key=g.endpoint or g.server, label=group_label(g), gpus=tuple(g.gpus), parallel=parallel_text(g), link=path,
-        nvlink=nv, tokens_per_s=tok, per_gpu=per_gpu, delivered_bytes_per_s=delivered, delivered_source=source,
-        busy_share=busy,
-        better=tuple(better_paths(inv, frame, g, p, max(b for _, _, b in per_gpu), held)) if busy >= LINK_BOUND_SHARE
-        else (),
-        allreduces_per_step=allreduces_per_step(shape, g.pp) if shape is not None and tp > 1 else None,
-        allreduce_latency_s=lat * 2 * (tp - 1) if lat is not None and tp > 1 else None,
-        step_s=step, step_source=step_src)
-    return _with_evidence(cost, g)
+        key=g.endpoint or g.server, label=group_label(g), gpus=tuple(g.gpus), parallel=parallel_text(g),
+        link=f"{p.label}, {link_label(gen, width)}" if gen and width else p.label, nvlink=st.nvlink,
+        tokens_per_s=tok, per_gpu=tuple((i, way, bps / tok) for i, way, bps in traffic),
+        delivered_bytes_per_s=delivered, delivered_source=source, busy_share=busy, better=tuple(better),
+        allreduces_per_step=count, allreduce_latency_s=lat, step_s=step, step_source=step_src)
+    cost.evidence.update(_evidence(cost, g))
+    return cost
 
 
-def _with_evidence(c: LinkCost, g: ServingGroup) -> LinkCost:
-    """``c`` with every input and derived figure as evidence (``d`` detail, ``summary --json``)."""
-    ev: dict[str, Any] = {
+def _evidence(c: LinkCost, g: ServingGroup) -> dict[str, Any]:
+    """Every input and derived figure of ``c`` (``d`` detail, ``summary --json``)."""
+    return {
         "estimate": True, "server": g.server, "endpoint": g.endpoint, "gpus": list(c.gpus), "tp": g.tp, "pp": g.pp,
         "model": g.model, "link": c.link, "over": "NVLink" if c.nvlink else "PCIe",
         "generated_tokens_per_s": c.tokens_per_s,
@@ -307,7 +353,6 @@ def _with_evidence(c: LinkCost, g: ServingGroup) -> LinkCost:
         "allreduces_per_step": c.allreduces_per_step, "allreduce_latency_s_at_least": c.allreduce_latency_s,
         "step_s": c.step_s, "step_from": c.step_source, "latency_share_of_step": c.latency_share,
     }
-    return LinkCost(**{**{f: getattr(c, f) for f in c.__dataclass_fields__ if f != "evidence"}, "evidence": ev})
 
 
 def link_costs(inv: Inventory, frame: Frame | None, probe: Any = None) -> list[LinkCost]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,7 @@ SHAPES: tuple[tuple[str, Shape], ...] = (
 _WORDS = re.compile(r"[^a-z0-9.]+")
 
 
+@lru_cache(maxsize=128)
 def shape_of(model: str | None) -> Shape | None:
     """The shape of a served model by its name (``google/gemma-2-27b-it``, ``Meta-Llama-3.1-70B-Instruct``),
     or None when gpuscope's table does not know it."""

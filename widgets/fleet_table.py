@@ -19,6 +19,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gpuscope.core.slow_rank import slow_rank_brief
 from gpuscope.core.summary import HostSummary
 from gpuscope.core.text import clean, count
 from gpuscope.core.units import NONE, duration
@@ -54,6 +55,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("seen", "seen", 10, right=True, drop=1),  # holds every age: "59m59s ago", "23h59m ago", "99d23h ago"
     Column("finding", "worst finding", 0),
 )
+KEEP = 20  # cells a finding's text keeps before its suffixes give way (finding_cell)
 HOST_MIN = 10  # the host column shrinks to this before anything else is cut
 STALE_S = 60.0  # a skewed host's data older than this (on the viewer's clock) shows its age, not its clock
 
@@ -101,24 +103,24 @@ def cut(s: str, width: int) -> str:
     return out + ELLIPSIS
 
 
-def finding_cell(msg: str, since: str, more: int, width: int) -> list[tuple[str, str]]:
+def finding_cell(msg: str, since: str, more: int, width: int, keep: int = 20) -> list[tuple[str, str]]:
     """The worst finding in ``width`` cells: its text (whole words, ``…`` where cut), `` (for 5m)`` and `` +N``
-    (other findings); the suffixes give way (``for`` first) before the text goes below 20 cells; a cut text
-    never ends inside a bracket it opened. Returns
-    ``(text, part)`` pieces, part ``msg``/``since``/``more``; numbers are never cut."""
+    (other findings); the suffixes give way (``for`` first) before the text goes below ``keep`` cells (20; more
+    for lead words that must show whole: :func:`lead_words`); a cut text never ends inside a bracket it opened.
+    Returns ``(text, part)`` pieces, part ``msg``/``since``/``more``; numbers are never cut."""
     tail = [(f" (for {since})", "since")] if since else []
     if more > 0:
         tail.append((f" +{more}", "more"))
     while True:
         room = width - sum(cell_len(s) for s, _ in tail)
-        if room >= min(20, cell_len(msg)) or not tail:
+        if room >= min(keep, cell_len(msg)) or not tail:
             break
         tail.pop(0)
     text = fit_words(Text(msg), max(0, room)).plain if room > 0 else ""
     if text.endswith(ELLIPSIS):  # a cut message ends on a whole word, never inside brackets it opened
         while text.count("(") > text.count(")") and " (" in text:
             text = text[:text.rindex(" (")] + ELLIPSIS
-        text = text[:-1].rstrip(" ,;:") + ELLIPSIS
+        text = text[:-1].rstrip(" ,;:·") + ELLIPSIS
     return [(text, "msg"), *tail]
 
 
@@ -190,7 +192,7 @@ def clash_text(agents: int, host: str, width: int) -> str:
 
 
 def cells(h: RemoteHost, now: float, broker_up: bool = True, mono: float | None = None) -> dict[str, Any]:
-    """One host's values, before fitting: ``key → (text, style)``; the finding ``(text, style, since, more)``;
+    """One host's values, before fitting: ``key → (text, style)``; the finding ``(text, style, since, more, keep)``;
     ``clash``: how many agents publish under its name (0: one). ``broker_up`` False: every host is unknown (the
     viewer cannot know), not offline; ``mono``: the monotonic time (clashes are timed on it)."""
     s: HostSummary | None = h.summary
@@ -228,23 +230,43 @@ def _link_cell(s: HostSummary) -> tuple[str, str]:
     return ("ok" if s.link_state else NONE, DIM)
 
 
-def _finding_cell(h: RemoteHost, s: HostSummary | None, now: float, broker_up: bool) -> tuple[str, str, str, int]:
-    """The worst finding ``(text, style, since, more)``: how long it has been active and how many others there
-    are; with the broker down, the last known one (the viewer cannot know it is still active)."""
+def _finding_cell(h: RemoteHost, s: HostSummary | None, now: float, broker_up: bool
+                  ) -> tuple[str, str, str, int, int]:
+    """The worst finding ``(text, style, since, more, keep)``: how long it has been active, how many others there
+    are and the cells its text keeps before those give way (:func:`finding_cell`); with the broker down, the last
+    known one (the viewer cannot know it is still active)."""
     rank, msg = h.worst()
     if not broker_up:
         last = clean(msg, 300) if rank < len(SEVERITIES) else ""
-        return (f"broker down; last known: {last}" if last else "(broker down)", WARN, "", 0)
+        return (f"broker down; last known: {last}" if last else "(broker down)", WARN, "", 0, KEEP)
     if rank < len(SEVERITIES):
         since = next((f.since for f in s.findings if f.text == msg), None) if s is not None else None
         if since is None:
             since = next((t0 for sev, m, t0 in h.findings.values() if m == msg), None)
         n = len(s.findings) if s is not None and not s.from_frame else len(h.findings)
-        return (clean(msg, 300), SEV_STYLE[SEVERITIES[rank]],
-                duration(now - since, short=True) if since is not None else "", n - 1)
+        brief = host_slow_rank(h, s)
+        return (lead_words(brief, clean(msg, 300)), SEV_STYLE[SEVERITIES[rank]],
+                duration(now - since, short=True) if since is not None else "", n - 1,
+                max(KEEP, cell_len(brief or "") + 1))
     if s is None:
-        return ("(no data yet)", DIM, "", 0)
-    return ("", "", "", 0)
+        return ("(no data yet)", DIM, "", 0, KEEP)
+    return ("", "", "", 0, KEEP)
+
+
+def host_slow_rank(h: RemoteHost, s: HostSummary | None) -> str | None:
+    """``GPU5 lags: power limit`` for the host's first slow-rank finding (core/slow_rank.py), from its summary
+    (else, for an older agent, its frames' findings); None when it has none. The slow rank rarely is the worst
+    finding (its GPU's own power-cap, thermal or link finding comes with it, often worse), so the row says it
+    beside whichever is."""
+    ids = [f.id for f in s.findings] if s is not None and not s.from_frame else list(h.findings)
+    return next((b for b in map(slow_rank_brief, ids) if b), None)
+
+
+def lead_words(brief: str | None, text: str) -> str:
+    """The worst finding's text for a fleet row, led by the host's slow rank in a few words when it has one
+    (``GPU5 lags: power limit · GPU5 power capped: 548 of 550 W…``; :func:`host_slow_rank`), which the cell keeps
+    whole (at 80 columns the "for" suffix gives way to it); else the text as it is."""
+    return f"{brief} · {text}" if brief else text
 
 
 def groups_cell(groups: Sequence[str]) -> tuple[str, str, str]:
@@ -271,12 +293,13 @@ def row(h: RemoteHost, now: float, columns: Sequence[Column] | None = None, brok
         if k:
             t.append(" " * HEADER_GAP)
         if c.key == "finding":
-            msg, style, since, more = v["finding"]
+            msg, style, since, more, keep = v["finding"]
             w = max(0, c.width - debt)
             if v["clash"] and broker_up:  # the row mixes two machines: say so first, and how to fix it
                 msg, style, since, more = clash_text(v["clash"], v["host"][0], w), SEV_STYLE["warning"], "", 0
+                keep = KEEP
             used = 0
-            for text, part in finding_cell(msg, since, more, w):
+            for text, part in finding_cell(msg, since, more, w, keep):
                 t.append(text, style=style if part == "msg" else DIM)
                 used += cell_len(text)
             t.append(" " * max(0, w - used))

@@ -224,13 +224,16 @@ def scenario_findings(name, start, end, hold_s=5.0):
 
 
 def test_design_story_raises_below_max_and_slow_path_with_numbers():
+    """The story's links are wrong (Gen1, SYS) and said so; its traffic is what TP=2 decode moves (~0.09 GB/s, 2 %
+    of the Gen1 link), so nothing calls the server interconnect-bound (the group's link-cost finding says what the
+    link costs: tests/core/test_link_cost.py)."""
     raised, active = scenario_findings("a6000-tp2-pcie-gen1", 10, 30)
     ids = {f.id for f in active}
-    assert {"pcie-below-max:gpu0", "pcie-below-max:gpu1", "slow-path:gpu0-gpu1", "bottleneck"} <= ids
+    assert {"pcie-below-max:gpu0", "pcie-below-max:gpu1", "slow-paths"} <= ids
     msg = raised["pcie-below-max:gpu0"].text
     assert "Gen1×16 under load, GPU supports Gen4×16: 4.0 of 31.5 GB/s available" in msg
-    assert "SYS (NUMA 0 ↔ 1)" in raised["slow-path:gpu0-gpu1"].text
-    assert active[0].id == "bottleneck" and "interconnect-bound" in active[0].message
+    assert "GPU0↔GPU1 crosses NUMA nodes (SYS, no NVLink)" in raised["slow-paths"].text
+    assert not any("interconnect-bound" in f.message or f.rule == "link_saturated" for f in active)
 
 
 def test_idle_downshift_raises_no_warning_at_idle_or_under_load():
@@ -281,9 +284,9 @@ def test_healthy_scenario_stays_silent():
 
 
 def test_evaluate_sorts_bottleneck_then_severity():
-    src = sim_source("a6000-tp2-pcie-gen1")
+    src = sim_source("power-capped")
     cands = evaluate(src.inventory, run_frames(src, 20, 26))
-    assert cands[0].id == "bottleneck"
+    assert cands[0].id == "bottleneck" and len(cands) > 2
     sev = [c.severity for c in cands[1:]]
     assert sev == sorted(sev, key=["critical", "warning", "info"].index)
 

@@ -389,8 +389,8 @@ def test_design_story_summary_says_critical_like_the_live_screen(tmp_path):
     shown = record_and_watch(src.inventory, run_frames(src, 0, 60), tmp_path / "r.jsonl.gz")
     doc = summarize(open_recording(tmp_path / "r.jsonl.gz"))
     live = shown[-1][1]
-    assert live["slow-path:gpu0-gpu1"][0] == "critical"
-    (f,) = [f for f in doc["findings"] if f["id"] == "slow-path:gpu0-gpu1"]
+    assert live["pcie-below-max:gpu1"][0] == "critical"
+    (f,) = [f for f in doc["findings"] if f["id"] == "pcie-below-max:gpu1"]
     assert f["severity"] == "critical"
     # durations count from the condition's start: load began at 8 s, raised 5 s later
     (b,) = [f for f in doc["findings"] if f["id"] == "pcie-below-max:gpu0"]

@@ -68,8 +68,8 @@ def test_shipped_scenarios_move_what_their_model_moves(name, server):
         t += ph.duration_s
         if not server.tok_s[k]:
             continue
-        src = sim_source(name, at=mid - 1)
-        f = run_frames(src, mid - 1, mid)[-1]  # rates need two samples
+        src = sim_source(name, at=mid - 6)
+        f = run_frames(src, mid - 6, mid)[-1]  # rates need two samples, NVLink's a few seconds apart
         src.close()
         nv = all(sc.pairs.get((a, b), ("", 0))[1] or sc.nvswitch_links for a in server.gpus for b in server.gpus
                  if a < b)
@@ -208,4 +208,4 @@ def test_cost_never_raises(bps, tok, itl):
     f = _frame(bps, tok=tok, itl=itl)
     for c in link_costs(_inv(), f, PROBE):
         message(c), short_text(c)
-        assert 0 <= c.busy_share <= 1 and math.isfinite(c.ceiling_now) or c.bytes_per_token == 0
+        assert 0 <= c.busy_share <= 1 and c.ceiling_now > 0

@@ -205,3 +205,41 @@ def test_client_queue_overflow_is_counted(broker):
         assert f"{h.queue_dropped:,} messages dropped" in h.line()
     finally:
         sub.stop()
+
+
+def test_a_slow_rank_travels_in_the_summary_and_leads_the_host_row_at_80_columns(broker):
+    """An agent on a host whose TP=4 group waits for GPU5 (its power limit is 550 W, its peers' 700 W) publishes
+    the slow rank among its findings; the fleet row, 80 columns wide, says "GPU5 lags: power limit" first, beside
+    the worst finding (GPU5's own power-cap line, which sorts first)."""
+    from gpuscope.sources.groups import with_groups
+    from gpuscope.sources.live import open_source
+    from gpuscope.widgets.fleet_table import fit_columns, row
+
+    name = "slow-rank-power-limit"
+    src = with_groups(open_source(name, virtual_at=0.0), name)
+    try:
+        s = Session(src.inventory)
+        for t in range(21):
+            src.nvml.clock.now = float(t)
+            frame = s.ingest(src.sample())
+    finally:
+        src.close()
+    ids = [f.id for f in s.findings.active]
+    assert "slow-rank:http://localhost:8001:gpu5:power_limit" in ids
+    cfg = parse_broker(broker.url, env={})
+    pub = Publisher(cfg, src.inventory).start()
+    sub = Subscriber(cfg).start()
+    try:
+        assert until(lambda: pub.connected)
+        pub.publish_summary(summarise(src.inventory, frame, s.findings.active, seq=1, interval_s=1.0))
+        assert until(lambda: host_of(sub, pub.host) is not None and host_of(sub, pub.host).summary is not None)
+        h = host_of(sub, pub.host)
+        got = {f.id: f for f in h.summary.findings}
+        f = got["slow-rank:http://localhost:8001:gpu5:power_limit"]
+        assert (f.severity, f.variant) == ("warning", "power_limit")
+        assert f.text.startswith("vLLM :8001 TP=4: GPU5 held at its 550 W power limit while GPU4, GPU6, GPU7 draw")
+        line = row(h, frame.t + 1.0, fit_columns(80)).plain
+        assert len(line) <= 80 and "  GPU5 lags: power limit" in line, line
+    finally:
+        sub.stop()
+        pub.stop()

@@ -176,3 +176,68 @@ def test_the_seen_column_holds_every_age_and_keeps_the_row_aligned(age_s, want):
     assert want in text
     start = sum(c.width + 2 for c in cols[:-1])  # where the last column (the worst finding) starts
     assert text[:start - 2].endswith(want) and text.index("(no data yet)") == start, text
+
+
+SLOW_RANK = {"id": "slow-rank:http://localhost:8001:gpu5:power_limit", "sev": "warning", "since": 1_700_000_000.0,
+             "variant": "power_limit",
+             "text": "vLLM :8001 TP=4: GPU5 held at its 550 W power limit while GPU4, GPU6, GPU7 draw 640 W (limit 700 W); "
+                     "SM clock 1,590 vs 1,980 MHz; the group runs at GPU5's pace"}
+CLOCKS = {"id": "clocks:gpu5", "sev": "warning", "since": 1_700_000_000.0,
+          "text": "GPU5 power capped: 548 of 550 W, SM clock 1593 of 1980 MHz (−387 MHz)"}
+
+
+@pytest.mark.parametrize("width,want", [
+    (80, "GPU5 lags: power limit · vLLM… +1"),  # the "for" suffix gives way to the lead words
+    (120, "GPU5 lags: power limit · vLLM… (for 5m00s) +1"),
+    (160, "GPU5 lags: power limit · vLLM :8001 TP=4: GPU5 held… (for 5m00s) +1"),
+])
+def test_a_slow_rank_leads_its_row_with_the_gpu_and_cause(width, want):
+    """A slow rank's message starts with its group; at 80 columns the cell holds ~25 cells: the row leads with
+    "GPU5 lags: power limit" so the host's problem reads at any width."""
+    from gpuscope.core.summary import summary_from_dict
+    from gpuscope.widgets.fleet_table import fit_columns, row
+
+    d = json.loads(summary("gpu-07", 3, [SLOW_RANK, CLOCKS]))
+    h = RemoteHost("gpu-07", online=True, summary=summary_from_dict(d), data_t=d["t"])
+    line = row(h, 1_700_000_300.0, fit_columns(width)).plain
+    assert want in line and cell_len(line) <= width
+    assert line.endswith(" +1")  # the other finding is counted, never cut
+
+
+@pytest.mark.parametrize("fid,text,want", [
+    (SLOW_RANK["id"], "x", "GPU5 lags: power limit · x"),
+    ("slow-rank:SGLang:gpu0:sw_thermal", "y", "GPU0 lags: thermal · y"),
+    ("clocks:gpu5", "GPU5 power capped", "GPU5 power capped"),
+    ("", "no id known", "no id known"),
+])
+def test_lead_words(fid, text, want):
+    from gpuscope.core.slow_rank import slow_rank_brief
+    from gpuscope.widgets.fleet_table import lead_words
+
+    assert lead_words(slow_rank_brief(fid), text) == want
+
+
+def test_an_older_agents_frame_findings_lead_with_the_slow_rank_too():
+    from gpuscope.widgets.fleet_table import Column, row
+
+    h = RemoteHost("gpu-07", online=True)
+    h.findings = {SLOW_RANK["id"]: ("warning", SLOW_RANK["text"], 1_700_000_000.0)}
+    assert row(h, 1_700_000_060.0, [Column("finding", "worst finding", 48)]).plain == (
+        "GPU5 lags: power limit · vLLM :8001… (for 1m00s)")
+
+
+def test_a_slow_rank_beside_a_worse_finding_still_leads_the_row():
+    """Its GPU's own finding (power cap, thermal, link) usually comes first or worse: the row shows that one, led
+    by the slow rank in a few words; a host without a slow rank shows its worst finding as before."""
+    from gpuscope.core.summary import summary_from_dict
+    from gpuscope.widgets.fleet_table import fit_columns, row
+
+    worse = {**CLOCKS, "sev": "critical"}
+    d = json.loads(summary("gpu-07", 3, [worse, SLOW_RANK]))
+    h = RemoteHost("gpu-07", online=True, summary=summary_from_dict(d), data_t=d["t"])
+    assert row(h, 1_700_000_300.0, fit_columns(80)).plain.endswith("GPU5 lags: power limit · GPU5… +1")
+    assert row(h, 1_700_000_300.0, fit_columns(160)).plain.endswith(
+        "GPU5 lags: power limit · GPU5 power capped: 548 of… (for 5m00s) +1")
+    d = json.loads(summary("gpu-07", 3, [worse]))
+    h = RemoteHost("gpu-07", online=True, summary=summary_from_dict(d), data_t=d["t"])
+    assert row(h, 1_700_000_300.0, fit_columns(80)).plain.endswith("GPU5 power capped: 548… (for 5m00s)")
