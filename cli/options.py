@@ -536,6 +536,7 @@ class ProbeOptions:
     max_memory: int  # device bytes per GPU at most
     gpus: tuple[int, ...] | None  # None: every GPU
     trials: int
+    group: str | None = None  # --group NAME: one serving group's GPUs and the pairs among them
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -546,7 +547,7 @@ class ProbeOptions:
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> ProbeOptions:
         return cls(json=ns.json, simulate=ns.simulate, yes=ns.yes, max_memory=ns.max_memory,
-                   gpus=None if ns.gpus is None else tuple(ns.gpus), trials=ns.trials)
+                   gpus=None if ns.gpus is None else tuple(ns.gpus), trials=ns.trials, group=ns.group)
 
     @classmethod
     def for_record(cls, source: SourceOptions) -> ProbeOptions:

@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from typing import Any, TextIO
 
 from gpuscope.cli.options import ProbeOptions
 from gpuscope.cli.probe_args import MIN_MAX_MEMORY, gpu_list, memory_size  # noqa: F401 - named here as before
 from gpuscope.core import probe as P
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.model import Event
-from gpuscope.core.probe_plan import busy_text, chosen_gpus, make_plan, other_processes
+from gpuscope.core.groups import gpus_text, group_label
+from gpuscope.core.model import EndpointReading, Event, Frame, ServingGroup
+from gpuscope.core.probe_plan import (
+    busy_text,
+    chosen_gpus,
+    group_gpus,
+    make_plan,
+    match_group,
+    other_processes,
+    port_of,
+)
 from gpuscope.core.validate import dumps_out
 from gpuscope.sources.cudaprobe import link_reader
 
@@ -44,13 +54,51 @@ def confirm(busy: dict[int, list[str]], yes: bool, stdin: TextIO, err: TextIO) -
         raise GpuscopeError("not probed")
 
 
+def find_groups(src: Any, simulate: str | None, frame: Frame, name: str) -> tuple[ServingGroup, ...]:
+    """The serving groups of the open source, found as the live view finds them (sources/groups.py): a scenario's
+    declared servers, or this machine's ``/proc`` beside the frame's GPU processes. A NAME with a port
+    (``:8000``, a URL) is looked up as an endpoint too, so its listener's group is found without polling it."""
+    if frame.groups:
+        return frame.groups
+    if simulate:
+        from gpuscope.sources.simservers import SimServers
+
+        servers = SimServers.for_source(src)
+        return servers.groups(frame) if servers is not None else ()
+    from gpuscope.sources.groups import GroupFinder
+
+    port = port_of(name)
+    eps = frame.endpoints
+    if port is not None:
+        url = name if "://" in name else f"http://localhost:{port}" if name.lstrip(":").isdigit() else f"http://{name}"
+        eps = (*eps, EndpointReading(url=url))
+    return GroupFinder().groups(replace(frame, endpoints=eps))
+
+
+def _chosen(args: ProbeOptions, src: Any, frame: Frame, err: TextIO) -> tuple[list[int], str | None]:
+    """The GPUs to probe (``--gpus``, ``--group``'s or all) and the group's label (None: no group)."""
+    if not args.group:
+        return chosen_gpus(src.inventory, args.gpus), None
+    g = match_group(find_groups(src, args.simulate, frame, args.group), args.group)
+    gpus = group_gpus(src.inventory, g)
+    _say(err, f"group {group_label(g)}: {gpus_text(gpus)} and the pairs among them")
+    return gpus, group_label(g)
+
+
 def measure(args: ProbeOptions, src: Any, stdin: TextIO, err: TextIO,
             driver: tuple[Any, str] | None = None) -> P.ProbeResult:
     """Probe the GPUs of the open source ``src`` (simulated with ``args.simulate``): say the plan on ``err``,
     ask before loading busy GPUs, measure. KeyboardInterrupt passes through once everything was freed."""
-    inv = src.inventory
     frame = src.sample()
-    gpus = chosen_gpus(inv, args.gpus)
+    gpus, group = _chosen(args, src, frame, err)
+    if group is not None:
+        return replace(_measure(args, src, frame, gpus, stdin, err, driver), group=group)
+    return _measure(args, src, frame, gpus, stdin, err, driver)
+
+
+def _measure(args: ProbeOptions, src: Any, frame: Frame, gpus: list[int], stdin: TextIO, err: TextIO,
+             driver: tuple[Any, str] | None) -> P.ProbeResult:
+    inv = src.inventory
     max_memory = args.max_memory
     trials = args.trials
     plan = make_plan(inv, frame, gpus, max_memory, trials)

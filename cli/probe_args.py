@@ -58,6 +58,23 @@ def gpu_list(text: str) -> list[int]:
     return out
 
 
+MAX_GROUP_NAME = 200
+
+
+def group_name(text: str) -> str:
+    """``--group NAME``: a serving group as the user sees it (its endpoint URL, ``:PORT``, its server name or the
+    inference panel's label), stripped; an ``argparse.ArgumentTypeError`` for an empty or unprintable name. Which
+    group it names is decided once the groups are found (core/probe_plan.py ``match_group``)."""
+    name = " ".join(text.split())
+    if not name:
+        raise argparse.ArgumentTypeError("no group given (e.g. :8000, or the label the inference panel shows)")
+    if len(name) > MAX_GROUP_NAME:
+        raise argparse.ArgumentTypeError(f"a group name is at most {MAX_GROUP_NAME} characters")
+    if clean(name, MAX_GROUP_NAME) != name:
+        raise argparse.ArgumentTypeError(f"not a group name: {clean(name, 40)!r} (control characters in it)")
+    return name
+
+
 def trials_count(text: str) -> int:
     try:
         n = int(text)
@@ -77,6 +94,10 @@ def add_probe_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--yes", action="store_true", help="run even where other processes use the GPUs (else asked)")
     p.add_argument("--max-memory", type=memory_size, default=P.DEFAULT_MAX_MEMORY, metavar="BYTES",
                    help="device memory per GPU at most (default 1G; also 512M, 268435456)")
-    p.add_argument("--gpus", type=gpu_list, metavar="0,1", help="the GPUs to probe (default all; pairs among them)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--gpus", type=gpu_list, metavar="0,1", help="the GPUs to probe (default all; pairs among them)")
+    which.add_argument("--group", type=group_name, metavar="NAME",
+                       help="one serving group's links: its GPUs' host links and the pairs among them (NAME: its "
+                            "endpoint URL, :PORT, server name or the label the inference panel shows)")
     p.add_argument("--trials", type=trials_count, default=P.DEFAULT_TRIALS, metavar="N",
                    help=f"timed trials per figure, the median is shown (default {P.DEFAULT_TRIALS})")

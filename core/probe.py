@@ -35,11 +35,15 @@ from gpuscope.core.candidate import Candidate
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.findings import Finding
 from gpuscope.core.model import DeviceInfo, Event, Inventory
-from gpuscope.core.topology import (
+from gpuscope.core.topology import (  # what healthy links typically give is shared with core/link_cost.py
+    NVLINK_TYPICAL_SHARE,
     PATH_RANK,
+    PEER_PATH_FACTOR,
+    STAGED_FACTOR,
     best_link,
     device_nvlink_capacity_bytes_per_s,
     pcie_capacity_bytes_per_s,
+    pcie_typical,
 )
 from gpuscope.core.vocab import SEV_MARK, link_label
 
@@ -58,13 +62,58 @@ KIND_WORDS = {
 }
 
 # Share of the ceiling a healthy link typically gives (see the module docstring for the sources).
-PCIE_TYPICAL_SHARE = {1: 0.80, 2: 0.80, 3: 0.80, 4: 0.80, 5: 0.84, 6: 0.84, 7: 0.84}
-NVLINK_TYPICAL_SHARE = 0.84
 BIDIR_TYPICAL_FACTOR = 1.7  # PCIe both ways together vs one way (full duplex loses some to completions; rough)
 NVLINK_BIDIR_FACTOR = 2.0  # NVLink both ways: 749 of 900 GB/s on H100 (NVIDIA/nccl#1264), the one-way share
-# Peer copies without NVLink, as a share of the slower PCIe link's typical figure (rough, see above).
-PEER_PATH_FACTOR = {"PIX": 0.95, "PXB": 0.95, "PHB": 0.85, "NODE": 0.8, "SYS": 0.6}
-STAGED_FACTOR = 0.45  # through host memory: two copies in turn plus the host's memory bandwidth
+# PCIE_TYPICAL_SHARE, NVLINK_TYPICAL_SHARE, PEER_PATH_FACTOR (peer copies without NVLink) and STAGED_FACTOR live
+# in core/topology.py, with pcie_typical.
+
+# A device↔device figure of an NVLinked pair at or below this many times what the pair's host links give did
+# not cross the NVLinks: peer access is off, or the copy was routed through the host (HGX H100: ~37 GB/s
+# staged, ~370 over NVLink 4).
+HOST_SPEED_MARGIN = 1.25
+
+# How each figure was copied (``Measurement.method``): the engine and the CUDA call that moved the bytes. A copy
+# engine (DMA) copy is what nvbandwidth's ``*_ce`` tests time; its ``*_sm`` tests copy with a kernel on the SMs and
+# read differently (H100 host→device: ~55 GB/s with copy engines, ~35 with SM copies, NVIDIA/nvbandwidth#24), so
+# a figure compared with another tool's must be of the same method.
+METHOD_H2D = "copy engine (cuMemcpyHtoDAsync)"
+METHOD_D2H = "copy engine (cuMemcpyDtoHAsync)"
+METHOD_BIDIR = "copy engine (cuMemcpyHtoDAsync + cuMemcpyDtoHAsync at once)"
+METHOD_PEER = "copy engine (cuMemcpyPeerAsync, peer access)"
+METHOD_PEER_STAGED = "copy engine (cuMemcpyPeerAsync, staged through host memory by the driver)"
+METHOD_SIMULATED = "simulated (derived from the scenario's links, not copied)"
+# The table's short tag for a method, and the legend line of each tag.
+METHOD_LEGEND = {
+    "CE": "copy engine (cuMemcpy*Async), as nvbandwidth's *_ce tests; SM-kernel copies read "
+          "differently (H100 host→device ~35 GB/s vs ~55 with copy engines)",
+    "SM": "kernel copy on the SMs (nvbandwidth's *_sm tests, NCCL)",
+    "sim": "simulated: derived from the scenario's links, not copied",
+    "?": "method not recorded (a probe JSON from before it was)",
+}
+
+
+def method_tag(method: str | None) -> str:
+    """The table's short tag of a ``Measurement.method``: ``CE`` copy engine, ``SM`` a kernel on the SMs
+    (NCCL too), ``sim`` simulated, ``?`` not recorded or not known."""
+    m = (method or "").lower()
+    if m.startswith("copy engine"):
+        return "CE"
+    if m.startswith("simulated"):
+        return "sim"
+    if "kernel" in m or "nccl" in m or m.startswith("sm"):
+        return "SM"
+    return "?"
+
+
+_TAG_WORDS = {"CE": "copy-engine copies", "SM": "SM-kernel copies", "sim": "simulated", "?": "method not recorded"}
+
+
+def method_summary(r: ProbeResult) -> str:
+    """How the figures of ``r`` were copied, in a few words for a panel's title: ``copy-engine copies``,
+    ``simulated``, or several joined with ``+`` (``copy-engine copies + method not recorded``)."""
+    tags = sorted({method_tag(m.method) for m in measurements(r)})
+    return " + ".join(_TAG_WORDS[t] for t in tags) or "no figures"
+
 
 OK_SHARE = 0.80  # at least this share of typical: as expected
 CRITICAL_SHARE = 0.50  # below this share of typical: a critical finding
@@ -78,13 +127,15 @@ class ProbeError(GpuscopeError, ValueError):
 @dataclass(frozen=True, slots=True)
 class Measurement:
     """The median of ``trials`` timed copies of ``size_bytes``; ``low``/``high`` the fastest and slowest
-    trial's figure, in the same unit as ``value`` (bytes/s, or µs for a latency)."""
+    trial's figure, in the same unit as ``value`` (bytes/s, or µs for a latency). ``method``: how the bytes
+    were copied (``METHOD_*``: copy engine and CUDA call, or simulated; None: not recorded)."""
 
     value: float
     trials: int = 1
     size_bytes: int = 0
     low: float | None = None
     high: float | None = None
+    method: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,9 +235,46 @@ class ProbeResult:
     notes: tuple[str, ...] = ()
     # One NVLink's rate by part (H200: 25e9), keyed by GPU index, for the pairs' ceilings.
     nvlink_link_bytes_per_s: Mapping[int, float] = field(default_factory=dict)
+    group: str | None = None  # the serving group whose links were probed (``--group``: its label), else None
 
     def gpu(self, index: int) -> GpuResult | None:
         return next((g for g in self.gpus if g.index == index), None)
+
+    def pair(self, a: int, b: int) -> PairResult | None:
+        """The pair of GPUs ``a`` and ``b`` (either order), or None when not probed."""
+        lo, hi = sorted((a, b))
+        return next((p for p in self.pairs if (p.a, p.b) == (lo, hi)), None)
+
+
+@dataclass(frozen=True, slots=True)
+class PairFigures:
+    """What a pair's link delivered as measured, seen from ``src`` to ``dst``: bytes/s one way each direction
+    (the median of the timed copies; None: not measured), the per-copy time of small (4-byte) copies in µs,
+    how they were copied and whether peer access was used."""
+
+    src: int
+    dst: int
+    src_to_dst_bytes_per_s: float | None
+    dst_to_src_bytes_per_s: float | None
+    latency_us: float | None
+    method: str | None
+    p2p: bool | None
+
+
+def pair_figures(r: ProbeResult, src: int, dst: int) -> PairFigures | None:
+    """The measured figures of the link between GPUs ``src`` and ``dst`` (None: the pair was not probed).
+
+    A pair is stored once (``a`` < ``b``): ``write`` is a→b and ``read`` is b→a; this turns them into
+    src→dst and dst→src. The latency is the pair's one small-copy figure (a reading from b)."""
+    p = r.pair(src, dst)
+    if p is None:
+        return None
+    a_to_b = p.write.value if p.write is not None else None
+    b_to_a = p.read.value if p.read is not None else None
+    fwd, back = (a_to_b, b_to_a) if src == p.a else (b_to_a, a_to_b)
+    one = p.write or p.read
+    return PairFigures(src, dst, fwd, back, p.latency.value if p.latency is not None else None,
+                       one.method if one is not None else None, p.p2p)
 
 
 # ------------------------------------------------------------------ from the inventory
@@ -208,12 +296,6 @@ def nvlink_rates(inv: Inventory) -> dict[int, float]:
 
 
 # ------------------------------------------------------------------ ceilings and typical figures
-def pcie_typical(gen: int | None, width: int | None) -> float | None:
-    """What a healthy PCIe link of this generation and width gives one way, bytes/s."""
-    cap = pcie_capacity_bytes_per_s(gen, width)
-    return cap * PCIE_TYPICAL_SHARE.get(gen or 0, 0.8) if cap else None
-
-
 def host_ceiling(g: GpuResult, kind: str, at_max: bool = False) -> float | None:
     cap = g.link.ceiling(at_max)
     return cap * (2 if kind == "bidir" else 1) if cap else None
@@ -277,6 +359,10 @@ class Verdict:
     level: str
     link: str  # the link in words: "Gen1×16 (max Gen4×16)", "NV18 (NVLink 4.0)", "SYS, staged"
     text: str
+    typical_now: float | None = None  # what the link as trained now typically gives (beside ``ceiling``, now)
+    best: str | None = None  # the link at its best ("Gen4×16") where it trained below it; ``typical`` is its figure
+    method: str | None = None  # how the figure was copied (Measurement.method)
+    p2p_off: bool = False  # a device↔device figure that did not go peer to peer: P2P off or routed through the host
 
 
 def _gbs(x: float | None) -> str:
@@ -332,11 +418,76 @@ def host_verdict(g: GpuResult, kind: str) -> Verdict | None:
                 reasons = "host buffers on a far NUMA node, " + reasons.replace("host memory on a far NUMA node, ", "")
             text += f": {link.label_now} is at its best but delivers less: {reasons}"
     return Verdict(subject, kind, m.value, host_ceiling(g, kind), typical, share, level,
-                   f"{link.label_now}" + (f" (max {best})" if link.below_max else ""), text)
+                   f"{link.label_now}" + (f" (max {best})" if link.below_max else ""), text,
+                   typical_now=host_typical(g, kind, at_max=False), best=best if link.below_max else None,
+                   method=m.method)
+
+
+def host_speed(r: ProbeResult, p: PairResult, kind: str) -> float | None:
+    """What the pair's host links give for ``kind`` (one way, or both ways for ``bidir_*``), bytes/s: the slower
+    GPU's measured host figure (its typical figure on the link now where not measured). A copy staged through
+    host memory cannot beat it."""
+    both = kind.startswith("bidir")
+    out = []
+    for g in (r.gpu(p.a), r.gpu(p.b)):
+        if g is None:
+            continue
+        got = [m.value for m in ((g.bidir,) if both else (g.h2d, g.d2h)) if m is not None]
+        x = min(got) if got else host_typical(g, "bidir" if both else "h2d", at_max=False)
+        if x:
+            out.append(x)
+    return min(out) if out else None
+
+
+def p2p_off(r: ProbeResult, p: PairResult, kind: str, value: float, share: float | None) -> bool:
+    """True when a device↔device figure did not go peer to peer: peer access was unavailable (``p2p`` false),
+    or the pair has NVLinks but the figure is low and sits near host-staged speed (at most
+    :data:`HOST_SPEED_MARGIN` × what its host links give)."""
+    if p.p2p is False:
+        return True
+    if not p.nvlinks or (share is not None and share >= OK_SHARE):
+        return False
+    ref = host_speed(r, p, kind)
+    return ref is not None and value <= HOST_SPEED_MARGIN * ref
+
+
+def _pair_best(r: ProbeResult, p: PairResult) -> str | None:
+    """The slower best link of a PCIe pair whose GPUs trained below their best (None: NVLink, or at the best)."""
+    if p.nvlinks:
+        return None
+    slow = [g for g in (r.gpu(p.a), r.gpu(p.b)) if g is not None and g.link.below_max]
+    if not slow:
+        return None
+    g = min(slow, key=lambda x: host_typical(x, "h2d") or 0.0)
+    return g.link.label_max
+
+
+def _pair_low_reason(r: ProbeResult, p: PairResult) -> str:
+    """Why a pair's figure is low, in words (after the share of typical)."""
+    if p.nvlinks:
+        return ": NVLink below its rate: check `nvidia-smi nvlink -s` for links down, and other traffic"
+    slow = [g for g in (r.gpu(p.a), r.gpu(p.b)) if g is not None and g.link.below_max]
+    if slow:
+        return "; " + ", ".join(f"GPU{g.index} trained at {g.link.label_now}" for g in slow)
+    if PATH_RANK.get(p.path, 4) >= PATH_RANK["NODE"]:
+        return f": the {p.path} path crosses the CPU; peer traffic there is slow"
+    return ": below its PCIe links: another load or the switch"
+
+
+def _p2p_off_words(r: ProbeResult, p: PairResult, kind: str) -> str:
+    """The figure that shows an NVLinked pair's copy did not go peer to peer, and what to check."""
+    ref = host_speed(r, p, kind)
+    near = f"near what the host links give ({_gbs(ref)} GB/s)" if ref else "at host-staged speed"
+    if p.p2p is False:
+        why = "peer access unavailable (cuDeviceCanAccessPeer: no; a VM, the IOMMU/ACS or the driver's P2P setting)"
+    else:
+        why = "the copy did not take the NVLinks (check `nvidia-smi topo -p2p r` and `nvidia-smi nvlink -s`)"
+    return f"{near}: {why}"
 
 
 def pair_verdict(r: ProbeResult, p: PairResult, kind: str) -> Verdict | None:
-    """The verdict on one device↔device figure (None: not measured)."""
+    """The verdict on one device↔device figure (None: not measured). A figure that did not go peer to peer
+    (:func:`p2p_off`) says "P2P off or routed through the host" with the figures."""
     m: Measurement | None = getattr(p, kind)
     if m is None:
         return None
@@ -349,26 +500,31 @@ def pair_verdict(r: ProbeResult, p: PairResult, kind: str) -> Verdict | None:
         link = nvlink_words(p.nvlinks, p.nvlink_version)
     else:
         link = p.path + (", staged through host" if p.p2p is False else ", peer access")
-    head = f"GPU{p.a}{arrow}GPU{p.b} {KIND_WORDS[kind]} {_gbs(m.value)} GB/s"
+    off = p2p_off(r, p, kind, m.value, share)
+    head = f"GPU{p.a}{arrow}GPU{p.b} {KIND_WORDS[kind]} {_gbs(m.value)} GB/s" + (
+        ": P2P off or routed through the host" if off else "")
     if typical is None:
-        return Verdict(subject, kind, m.value, pair_ceiling(r, p, kind), None, None, "dim", link,
-                       f"{head} over {link}: no reference")
-    text = f"{head}: {share * 100:.0f} % of {link} (typical {_gbs(typical)})"  # type: ignore[operator]
-    if level == "ok":
-        text += ": as expected"
-    elif p.nvlinks:
-        text += ": NVLink below its rate: check `nvidia-smi nvlink -s` for links down, and other traffic"
+        text = f"{head} over {link}: no reference"
     else:
-        slow = [g for g in (r.gpu(p.a), r.gpu(p.b)) if g is not None and g.link.below_max]
-        if slow:
-            text += "; " + ", ".join(f"GPU{g.index} trained at {g.link.label_now}" for g in slow)
-        elif PATH_RANK.get(p.path, 4) >= PATH_RANK["NODE"]:
-            text += f": the {p.path} path crosses the CPU; peer traffic there is slow"
-        else:
-            text += ": below its PCIe links: another load or the switch"
+        text = f"{head}: {share * 100:.0f} % of {link} (typical {_gbs(typical)})"  # type: ignore[operator]
+        text += _pair_judgement(r, p, kind, level, off)
+    return Verdict(subject, kind, m.value, pair_ceiling(r, p, kind), typical, share, level, link, text,
+                   typical_now=pair_typical(r, p, kind, at_max=False), best=_pair_best(r, p), method=m.method,
+                   p2p_off=off)
+
+
+def _pair_judgement(r: ProbeResult, p: PairResult, kind: str, level: str, off: bool) -> str:
+    """What follows a pair's share of typical in its verdict: P2P off with the figures, as expected, or why low."""
+    text = ""
+    if off and p.nvlinks:
+        text += ", " + _p2p_off_words(r, p, kind)
+    if level == "ok":
+        text += ": as expected" + (" for a copy staged through host memory" if off else "")
+    elif not (off and p.nvlinks):
+        text += _pair_low_reason(r, p)
     if not p.nvlinks and (p.p2p is False or p.path == "SYS"):
         text += " (no peer reference published: a rough figure)"
-    return Verdict(subject, kind, m.value, pair_ceiling(r, p, kind), typical, share, level, link, text)
+    return text
 
 
 def verdicts(r: ProbeResult) -> list[Verdict]:
@@ -420,8 +576,10 @@ def probe_finding_list(r: ProbeResult) -> list[Finding]:
 
 def probe_event(r: ProbeResult) -> Event:
     """The event that carries a probe in a recording: kind ``probe``, the JSON in ``data``, the summary line in
-    ``text`` (``record --probe-links`` and the TUI's palette command write the same)."""
-    return Event(t=r.t, kind=PROBE_EVENT, text=summary_line(r), data=to_json(r))
+    ``text`` (``record --probe-links`` and the TUI's palette command write the same). The data holds the figures
+    without the judged fields and findings, which a reader recomputes: an event's data is bounded in items
+    (core/validate.py ``MAX_DATA_ITEMS``), and the figures must come first."""
+    return Event(t=r.t, kind=PROBE_EVENT, text=summary_line(r), data=to_json(r, judged=False))
 
 
 # ------------------------------------------------------------------ JSON
@@ -436,20 +594,25 @@ def _m_json(m: Measurement | None, latency: bool = False) -> dict[str, Any] | No
     key = "us" if latency else "gb_per_s"
     return {key: _round(m.value / scale, 3), "trials": m.trials, "size_bytes": m.size_bytes,
             f"low_{key}": _round(m.low / scale, 3) if m.low is not None else None,
-            f"high_{key}": _round(m.high / scale, 3) if m.high is not None else None}
+            f"high_{key}": _round(m.high / scale, 3) if m.high is not None else None, "method": m.method}
 
 
-def to_json(r: ProbeResult) -> dict[str, Any]:
-    """The JSON object of a probe (schema ``gpuscope.probe/1``, docs/probe-json.md); verdicts included."""
-    vs = {(v.subject, v.kind): v for v in verdicts(r)}
+def to_json(r: ProbeResult, judged: bool = True) -> dict[str, Any]:
+    """The JSON object of a probe (schema ``gpuscope.probe/1``, docs/probe-json.md); with ``judged`` each figure's
+    ceiling, typical figures, share, level and verdict, and the findings (a reader recomputes them)."""
+    vs = {(v.subject, v.kind): v for v in verdicts(r)} if judged else {}
 
-    def judged(subject: str, kind: str) -> dict[str, Any] | None:
+    def judgement(subject: str, kind: str) -> dict[str, Any] | None:
         v = vs.get((subject, kind))
         if v is None:
             return None
-        return {"ceiling_gb_per_s": _round(v.ceiling / 1e9 if v.ceiling else None),
-                "typical_gb_per_s": _round(v.typical / 1e9 if v.typical else None),
-                "share_of_typical": _round(v.share, 3), "level": v.level, "verdict": v.text}
+        out = {"ceiling_gb_per_s": _round(v.ceiling / 1e9 if v.ceiling else None),
+               "typical_now_gb_per_s": _round(v.typical_now / 1e9 if v.typical_now else None),
+               "typical_gb_per_s": _round(v.typical / 1e9 if v.typical else None), "best_link": v.best,
+               "share_of_typical": _round(v.share, 3), "level": v.level, "verdict": v.text}
+        if kind in PEER_KINDS:
+            out["p2p_off"] = v.p2p_off
+        return out
 
     gpus = []
     for g in r.gpus:
@@ -460,7 +623,7 @@ def to_json(r: ProbeResult) -> dict[str, Any]:
         }
         for k in HOST_KINDS:
             m = _m_json(getattr(g, k))
-            d[k] = None if m is None else {**m, **(judged(f"GPU{g.index}", k) or {})}
+            d[k] = None if m is None else {**m, **(judgement(f"GPU{g.index}", k) or {})}
         for k in HOST_LATENCY_KINDS:
             d[k] = _m_json(getattr(g, k), latency=True)
         gpus.append(d)
@@ -470,18 +633,18 @@ def to_json(r: ProbeResult) -> dict[str, Any]:
                              "nvlink_version": p.nvlink_version, "p2p": p.p2p}
         for k in PEER_KINDS:
             m = _m_json(getattr(p, k))
-            e[k] = None if m is None else {**m, **(judged(f"GPU{p.a}-GPU{p.b}", k) or {})}
+            e[k] = None if m is None else {**m, **(judgement(f"GPU{p.a}-GPU{p.b}", k) or {})}
         e["latency"] = _m_json(p.latency, latency=True)
         pairs.append(e)
     return {
         "schema": PROBE_SCHEMA, "t": r.t, "host": r.host, "backend": r.backend, "simulated": r.simulated,
-        "scenario": r.scenario, "notes": list(r.notes),
+        "scenario": r.scenario, "group": r.group, "notes": list(r.notes),
         "nvlink_link_gb_per_s": {str(k): v / 1e9 for k, v in sorted(r.nvlink_link_bytes_per_s.items())},
         "gpus": gpus, "pairs": pairs,
         "allreduce": None if r.allreduce is None else {"gpus": list(r.allreduce.gpus),
                                                        "busbw": _m_json(r.allreduce.busbw)},
         "findings": [{"severity": c.severity, "subject": c.subject, "message": c.message}
-                     for c in probe_findings(r)],
+                     for c in probe_findings(r)] if judged else [],
     }
 
 
@@ -541,7 +704,8 @@ def _m_read(v: Any, where: str, latency: bool = False) -> Measurement | None:
     low, high = _num(d, f"low_{key}", where, hi=1e9), _num(d, f"high_{key}", where, hi=1e9)
     return Measurement(value * scale, int(_num(d, "trials", where, integer=True, hi=1e9) or 1),
                        int(_num(d, "size_bytes", where, integer=True, hi=2**50) or 0),
-                       None if low is None else low * scale, None if high is None else high * scale)
+                       None if low is None else low * scale, None if high is None else high * scale,
+                       _str(d, "method", where))  # absent in probes written before it was recorded: None
 
 
 def from_json(data: Any) -> ProbeResult:
@@ -598,7 +762,7 @@ def from_json(data: Any) -> ProbeResult:
         t=_num(d, "t", "the probe", optional=False, hi=1e11), host=_str(d, "host", "the probe", "") or "",
         backend=_str(d, "backend", "the probe", "") or "", gpus=tuple(gpus), pairs=tuple(pairs), allreduce=ar,
         simulated=bool(_bool(d, "simulated", "the probe")), scenario=_str(d, "scenario", "the probe"),
-        notes=notes, nvlink_link_bytes_per_s=rates)
+        notes=notes, nvlink_link_bytes_per_s=rates, group=_str(d, "group", "the probe"))
 
 
 # ------------------------------------------------------------------ the table (80 columns)
@@ -606,8 +770,10 @@ WIDTH = 80
 _MARK = {"bad": SEV_MARK["critical"], "warn": SEV_MARK["warning"], "ok": "✓", "dim": " "}
 
 
-def _row(what: str, value: str, link: str, ceiling: str, typical: str, share: str, mark: str) -> str:
-    return f"{what:<22.22} {value:>11} {link:<17.17} {ceiling:>6} {typical:>6} {share:>6} {mark}".rstrip()
+def _row(what: str, value: str, link: str, ceiling: str = "", typical: str = "", best: str = "", share: str = "",
+         mark: str = "", how: str = "") -> str:
+    return (f"{what:<20.20} {value:>9} {link:<13.13} {ceiling:>5} {typical:>5} {best:<10.10} {share:>5} {mark:1} "
+            f"{how}").rstrip()
 
 
 def _fmt(m: Measurement | None, latency: bool = False) -> str:
@@ -616,48 +782,99 @@ def _fmt(m: Measurement | None, latency: bool = False) -> str:
     return f"{m.value:.1f} µs" if latency else f"{_gbs(m.value)} GB/s"
 
 
-def table_lines(r: ProbeResult, width: int = WIDTH) -> list[str]:
-    """The probe as text lines at most ``width`` (80) columns: a header, one row per figure (measured, link,
-    ceiling, typical, % of typical, mark), then the verdicts in words (wrapped)."""
-    when = datetime.fromtimestamp(r.t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    head = "gpuscope probe  " + ("SIMULATED " + (r.scenario or "") + "  " if r.simulated else "")
-    lines = [f"{head}{r.host}"[:width], f"{when}  {r.backend}"[:width], ""]
-    lines.append(_row("figure", "measured", "link", "ceil", "typ", "% typ", ""))
-    vs = {(v.subject, v.kind): v for v in verdicts(r)}
+def _short_nvlink(count: int, version: int | None) -> str:
+    v = _NVLINK_NAMES.get(version or 0)
+    return f"NV{count}" + (f" NVLink{v.removesuffix('.0')}" if v else "")
 
-    def judged(subject: str, kind: str, what: str, m: Measurement | None, link: str) -> str:
-        v = vs.get((subject, kind))
-        if v is None:
-            return _row(what, _fmt(m), link, "", "", "", "")
-        share = f"{v.share * 100:.0f} %" if v.share is not None else "–"
-        return _row(what, _fmt(m), link, _gbs(v.ceiling), _gbs(v.typical), share, _MARK[v.level])
 
+def _pair_link_short(p: PairResult) -> str:
+    if p.nvlinks:
+        return _short_nvlink(p.nvlinks, p.nvlink_version)
+    return p.path + (" P2P off" if p.p2p is False else " P2P" if p.p2p else "")
+
+
+_ROW_WORDS = {"h2d": "host→device", "d2h": "device→host", "bidir": "host↔device",
+              "h2d_latency": "h→d latency", "d2h_latency": "d→h latency",
+              "read": "read", "write": "write", "bidir_read": "read both", "bidir_write": "write both"}
+_PAIR_ARROWS = {"read": "←", "write": "→", "bidir_read": "↔", "bidir_write": "↔"}
+
+
+def _judged_row(what: str, m: Measurement, link: str, v: Verdict | None) -> str:
+    """One bandwidth row: measured, the link now with its ceiling and typical figure, the typical figure of the
+    link at its best where it trained below it, the share of that, the mark and how it was copied."""
+    how = method_tag(m.method)
+    if v is None:
+        return _row(what, _fmt(m), link, how=how)
+    best = ""
+    if v.best and v.typical is not None:
+        best = f"{link_label_short(v.best)} {_gbs(v.typical)}"
+    share = f"{v.share * 100:.0f} %" if v.share is not None else "–"
+    return _row(what, _fmt(m), link, _gbs(v.ceiling) if v.ceiling else "", _gbs(v.typical_now) if v.typical_now
+                else "", best, share, _MARK[v.level], how)
+
+
+def link_label_short(label: str) -> str:
+    """``Gen4×16`` → ``G4×16`` (the table's narrow column)."""
+    return "G" + label[3:] if label.startswith("Gen") else label
+
+
+def _figure_rows(r: ProbeResult, vs: Mapping[tuple[str, str], Verdict]) -> list[str]:
+    lines = []
     for g in r.gpus:
-        link = g.link.label_now + (f"<{link_label(g.link.gen_max, g.link.width_max, short=True)}"
-                                   if g.link.below_max else "")
+        s = f"GPU{g.index}"
         for k in HOST_KINDS:
-            if getattr(g, k) is not None:
-                lines.append(judged(f"GPU{g.index}", k, f"GPU{g.index} {KIND_WORDS[k].replace(' both ways', ' both')}",
-                                    getattr(g, k), link))
+            m = getattr(g, k)
+            if m is not None:
+                lines.append(_judged_row(f"{s} {_ROW_WORDS[k]}", m, g.link.label_now, vs.get((s, k))))
         for k in HOST_LATENCY_KINDS:
             m = getattr(g, k)
             if m is not None:
-                lines.append(_row(f"GPU{g.index} {KIND_WORDS[k].replace(' latency', ' lat.')}", _fmt(m, True),
-                                  link, "", "", "", ""))
+                lines.append(_row(f"{s} {_ROW_WORDS[k]}", _fmt(m, True), g.link.label_now, how=method_tag(m.method)))
     for p in r.pairs:
-        link = nvlink_words(p.nvlinks, p.nvlink_version) if p.nvlinks else (
-            p.path + (" staged" if p.p2p is False else " P2P" if p.p2p else ""))
-        arrows = {"read": "←", "write": "→", "bidir_read": "↔", "bidir_write": "↔"}
+        link = _pair_link_short(p)
         for k in PEER_KINDS:
             m = getattr(p, k)
             if m is not None:
-                words = {"read": "read", "write": "write", "bidir_read": "read both", "bidir_write": "write both"}[k]
-                lines.append(judged(f"GPU{p.a}-GPU{p.b}", k, f"GPU{p.a}{arrows[k]}GPU{p.b} {words}", m, link))
+                lines.append(_judged_row(f"GPU{p.a}{_PAIR_ARROWS[k]}GPU{p.b} {_ROW_WORDS[k]}", m, link,
+                                         vs.get((f"GPU{p.a}-GPU{p.b}", k))))
         if p.latency is not None:
-            lines.append(_row(f"GPU{p.a}↔GPU{p.b} latency", _fmt(p.latency, True), link, "", "", "", ""))
+            lines.append(_row(f"GPU{p.a}↔GPU{p.b} latency", _fmt(p.latency, True), link,
+                              how=method_tag(p.latency.method)))
     if r.allreduce is not None:
         lines.append(_row(f"all-reduce GPU{','.join(map(str, r.allreduce.gpus))}", _fmt(r.allreduce.busbw),
-                          "busbw (NCCL)", "", "", "", ""))
+                          "busbw (NCCL)", how=method_tag(r.allreduce.busbw.method or "nccl")))
+    return lines
+
+
+def measurements(r: ProbeResult) -> list[Measurement]:
+    """Every figure of ``r`` (bandwidths and latencies, GPUs, pairs, then the all-reduce)."""
+    out = [m for g in r.gpus for k in (*HOST_KINDS, *HOST_LATENCY_KINDS) if (m := getattr(g, k)) is not None]
+    out += [m for p in r.pairs for k in (*PEER_KINDS, "latency") if (m := getattr(p, k)) is not None]
+    if r.allreduce is not None:
+        out.append(r.allreduce.busbw)
+    return out
+
+
+def table_lines(r: ProbeResult, width: int = WIDTH) -> list[str]:
+    """The probe as text lines at most ``width`` (80) columns: a header, one row per figure (measured; the link
+    as trained now with its ceiling and typical figure; the typical figure of the link at its best where it
+    trained below it; the share of that; mark; how it was copied), a legend, then the verdicts in words."""
+    when = datetime.fromtimestamp(r.t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    head = "gpuscope probe  " + ("SIMULATED " + (r.scenario or "") + "  " if r.simulated else "")
+    lines = [f"{head}{r.host}"[:width], f"{when}  {r.backend}"[:width]]
+    if r.group:
+        lines.append(f"serving group {r.group} (its GPUs and the pairs among them)"[:width])
+    lines.append("")
+    lines.append(_row("figure", "measured", "link now", "ceil", "typ", "at best", "%best", "", "how"))
+    vs = {(v.subject, v.kind): v for v in verdicts(r)}
+    lines += _figure_rows(r, vs)
+    lines.append("")
+    lines += textwrap.wrap("ceil, typ: the link as trained now (its ceiling, what such a link typically gives); "
+                           "at best: typical when the link trains at its best (GPU and slot); %best: measured ÷ "
+                           "that; ↔: both ways at once (sum)", width, subsequent_indent="  ")
+    tags = sorted({method_tag(m.method) for m in measurements(r)})
+    for t in tags:
+        lines += textwrap.wrap(f"how {t}: {METHOD_LEGEND[t]}", width, subsequent_indent="  ")
     judged_vs = list(vs.values())
     lines.append("")
     bad = [v for v in judged_vs if v.level in ("bad", "warn")]
@@ -673,16 +890,18 @@ def table_lines(r: ProbeResult, width: int = WIDTH) -> list[str]:
     return lines
 
 
-def summary_line(r: ProbeResult) -> str:
-    """One line for a recording's summary: the worst verdict, or that every figure was as expected."""
+def summary_line(r: ProbeResult, when: str = "") -> str:
+    """One line for a recording's summary: the worst verdict, or that every figure was as expected (``when``:
+    `` at +12 s``, after "probe" and the group it measured)."""
     vs = verdicts(r)
     bad = sorted((v for v in vs if v.level in ("bad", "warn")), key=lambda v: v.share or 0.0)
     sim = "SIMULATED " if r.simulated else ""
+    what = f"{sim}probe" + (f" of {r.group}" if r.group else "") + when
     if not vs:
-        return f"{sim}probe: no figures"
+        return f"{what}: no figures"
     if not bad:
-        return f"{sim}probe: all {len(vs)} figures as expected"
-    return f"{sim}probe: {len(bad)} of {len(vs)} figures low; worst: {bad[0].text}"
+        return f"{what}: all {len(vs)} figures as expected"
+    return f"{what}: {len(bad)} of {len(vs)} figures low; worst: {bad[0].text}"
 
 
 def pairs_of(indices: Sequence[int]) -> list[tuple[int, int]]:
@@ -753,14 +972,15 @@ def make_plan(gpus: Sequence[int], expected_host_bytes_per_s: Mapping[int, float
     return Plan(tuple(gpus), pairs, size, trials, 2 * size, 2 * size, secs)
 
 
-def median_measurement(values: Sequence[float], size_bytes: int) -> Measurement:
-    """The median of several trials' figures with the lowest and highest (raises ValueError when empty)."""
+def median_measurement(values: Sequence[float], size_bytes: int, method: str | None = None) -> Measurement:
+    """The median of several trials' figures with the lowest and highest, copied by ``method`` (raises
+    ValueError when empty)."""
     if not values:
         raise ValueError("no trials")
     s = sorted(values)
     n = len(s)
     med = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-    return Measurement(med, n, size_bytes, s[0], s[-1])
+    return Measurement(med, n, size_bytes, s[0], s[-1], method)
 
 
 # ------------------------------------------------------------------ in a recording: summary and compare
@@ -782,7 +1002,7 @@ def report_lines(data: Any, t0: float | None = None) -> list[str]:
     when = ""
     if t0 is not None and math.isfinite(r.t - t0):
         when = " at the start" if r.t - t0 < 1 else f" at +{r.t - t0:.0f} s"
-    out = [f"{summary_line(r).replace('probe:', f'probe{when}:', 1)}"]
+    out = [summary_line(r, when)]
     for v in verdicts(r):
         share = f"{v.share * 100:.0f} % of typical {_gbs(v.typical)}" if v.share is not None else "no reference"
         out.append(f"  {_MARK[v.level]} {_figure_words(v):<28} {_gbs(v.value):>6} GB/s  {share}  ({v.link})")

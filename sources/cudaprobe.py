@@ -21,6 +21,9 @@ Method (nvbandwidth's, with the driver API only: no compiler, no NVRTC kernel):
 * **Latency**: batches of 16 back-to-back 4-byte copies on one stream, per-copy time, median of 10 batches.
   This includes the copy engine's per-copy cost (nvbandwidth's latency tests use a pointer-chase kernel
   and read lower).
+* **Method**: every figure is a copy-engine (DMA) copy, as nvbandwidth's ``*_ce`` tests; no kernel copies on
+  the SMs (nvbandwidth's ``*_sm`` tests read differently: H100 host→device ~35 GB/s vs ~55, its issue #24) and
+  no all-reduce. Each Measurement says so in ``method`` (``core/probe.py`` ``METHOD_*``: the CUDA call).
 * Device memory: two buffers of ``copy_bytes`` per GPU (≤ ``--max-memory``, default 1 GiB); the host
   the same in pinned memory. Everything is freed in ``close()``, also after Ctrl-C or an error.
 
@@ -341,21 +344,21 @@ class CudaProbe:
                 raise P.ProbeError(f"a copy did not finish within {WAIT_TIMEOUT_S:.0f} s")
             time.sleep(0.0002)
 
-    def _rate(self, times_ms: list[float], nbytes: int) -> P.Measurement:
-        return P.median_measurement([nbytes / (ms / 1e3) for ms in times_ms if ms > 0], nbytes)
+    def _rate(self, times_ms: list[float], nbytes: int, method: str) -> P.Measurement:
+        return P.median_measurement([nbytes / (ms / 1e3) for ms in times_ms if ms > 0], nbytes, method)
 
-    def _both(self, times: list[list[float]], nbytes: int) -> P.Measurement:
+    def _both(self, times: list[list[float]], nbytes: int, method: str) -> P.Measurement:
         sums = [nbytes / (x / 1e3) + nbytes / (y / 1e3) for x, y in zip(times[0], times[1]) if x > 0 and y > 0]
-        return P.median_measurement(sums, 2 * nbytes)
+        return P.median_measurement(sums, 2 * nbytes, method)
 
-    def _latency(self, jobs: list[tuple[_Gpu, int, Callable[[Any], None]]]) -> P.Measurement:
+    def _latency(self, jobs: list[tuple[_Gpu, int, Callable[[Any], None]]], method: str) -> P.Measurement:
         def batch(enqueue: Callable[[Any], None]) -> Callable[[Any], None]:
             def run(s: Any) -> None:
                 for _ in range(LAT_BATCH):
                     enqueue(s)
             return run
         t = self._timed([(g, slot, batch(f)) for g, slot, f in jobs], LAT_BATCHES)
-        return P.median_measurement([ms * 1e3 / LAT_BATCH for ms in t[0]], P.LATENCY_BYTES)
+        return P.median_measurement([ms * 1e3 / LAT_BATCH for ms in t[0]], P.LATENCY_BYTES, method)
 
     # -------------------------------------------------------------- the figures
     def host(self, i: int, link_now: Callable[[int], tuple[int | None, int | None]] | None = None,
@@ -378,16 +381,17 @@ class CudaProbe:
                                 (g, 1, lambda s: self.call("cuMemcpyDtoHAsync", g.hbuf[1], g.dbuf[1], n, s))],
                                self.trials)
             lat_h2d = self._latency([(g, 0, lambda s: self.call("cuMemcpyHtoDAsync", g.dbuf[0], g.hbuf[0],
-                                                                  P.LATENCY_BYTES, s))])
+                                                                  P.LATENCY_BYTES, s))], P.METHOD_H2D)
             lat_d2h = self._latency([(g, 1, lambda s: self.call("cuMemcpyDtoHAsync", g.hbuf[1], g.dbuf[1],
-                                                                  P.LATENCY_BYTES, s))])
+                                                                  P.LATENCY_BYTES, s))], P.METHOD_D2H)
         finally:
             if pinned:
                 self._unpin()
         gen, width = seen[0] if seen else (None, None)
         return P.GpuResult(i, dev.name, P.host_link(dev, gen, width), numa_node=dev.numa_node,
                            host_memory_local=True if g.cpus else None,
-                           h2d=self._rate(h2d[0], n), d2h=self._rate(d2h[0], n), bidir=self._both(both, n),
+                           h2d=self._rate(h2d[0], n, P.METHOD_H2D), d2h=self._rate(d2h[0], n, P.METHOD_D2H),
+                           bidir=self._both(both, n, P.METHOD_BIDIR),
                            h2d_latency=lat_h2d, d2h_latency=lat_d2h)
 
     def pair(self, a_i: int, b_i: int, progress: Callable[[str], None] | None = None) -> P.PairResult:
@@ -407,11 +411,12 @@ class CudaProbe:
         write = self._timed([(a, 0, copy(b, a))], self.trials)  # a writes to b: on a's stream
         bidir_read = self._timed([(a, 0, copy(a, b)), (b, 0, copy(b, a))], self.trials)
         bidir_write = self._timed([(a, 0, copy(b, a)), (b, 0, copy(a, b))], self.trials)
-        lat = self._latency([(a, 0, copy(a, b, P.LATENCY_BYTES))])
+        how = P.METHOD_PEER if p2p else P.METHOD_PEER_STAGED
+        lat = self._latency([(a, 0, copy(a, b, P.LATENCY_BYTES))], how)
         return P.PairResult(a_i, b_i, link.pcie_path if link else "SYS", nvlinks=link.nvlinks if link else 0,
                             nvlink_version=da.nvlink_version, p2p=p2p,
-                            read=self._rate(read[0], n), write=self._rate(write[0], n),
-                            bidir_read=self._both(bidir_read, n), bidir_write=self._both(bidir_write, n),
+                            read=self._rate(read[0], n, how), write=self._rate(write[0], n, how),
+                            bidir_read=self._both(bidir_read, n, how), bidir_write=self._both(bidir_write, n, how),
                             latency=lat)
 
     def run(self, link_now: Callable[[int], tuple[int | None, int | None]] | None = None,

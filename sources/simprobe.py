@@ -2,7 +2,8 @@
 
 Each figure is what its link gives as it trains under load (the scenario's ``pcie_gen_load`` /
 ``pcie_width_load``; NVLinks from the inventory) at the typical efficiency of core/probe.py, times a
-seeded noise (the scenario's ``seed`` and ``noise``), so the same scenario gives the same figures.
+seeded noise (the scenario's ``seed`` and ``noise``), so the same scenario gives the same figures. Every
+figure's ``method`` is :data:`gpuscope.core.probe.METHOD_SIMULATED`: nothing was copied.
 The topology comes from the simulated NVML source, the same path a real run takes.
 """
 
@@ -42,7 +43,8 @@ def simulate(name: str, inv: Inventory, gpus: Sequence[int] | None = None, *, tr
     noise = min(max(sc.noise, 0.0), 0.2)
 
     def trial_set(mean: float, n: int, size: int) -> P.Measurement:
-        return P.median_measurement([mean * (1 + rng.uniform(-noise, noise)) for _ in range(n)], size)
+        return P.median_measurement([mean * (1 + rng.uniform(-noise, noise)) for _ in range(n)], size,
+                                    P.METHOD_SIMULATED)
 
     results = []
     for d in inv.devices:

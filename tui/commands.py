@@ -42,9 +42,34 @@ def palette_commands(app: Any) -> list[tuple[str, str, Callable[[], Any]]]:
                 ("Seek to end", "(end)", partial(run, "seek_edge(1)")),
                 ("Next marker or finding", "(n)", partial(run, "jump(1)")),
                 ("Previous marker or finding", "(N)", partial(run, "jump(0)"))]
+    if not app.replay:
+        out += group_probe_commands(app)
     for d in app.session.inventory.devices:
         out.append((f"GPU{d.index} detail", f"{d.name}: every metric over the window ({d.index + 1})",
                     partial(app.open_detail, d.index)))
+    return out
+
+
+def group_probe_commands(app: Any) -> list[tuple[str, str, Callable[[], Any]]]:
+    """"Probe the links of <group>" for each serving group of the last frame that holds GPUs here: its GPUs' host
+    links and the pairs among them (``gpuscope probe --group``'s plan)."""
+    from gpuscope.core.groups import gpus_text, group_label
+
+    session = app.session
+    with session.lock:
+        frame = session.last_frame
+    have = {d.index for d in session.inventory.devices}
+    out: list[tuple[str, str, Callable[[], Any]]] = []
+    for g in frame.groups if frame is not None else ():
+        gpus = sorted(set(g.gpus) & have)
+        if not g.local or not gpus:
+            continue
+        label = group_label(g)
+        pairs = len(gpus) * (len(gpus) - 1) // 2
+        out.append((f"Probe the links of {label}",
+                    f"host↔device of {gpus_text(gpus)}" + (f" and the {pairs} pair{'s' if pairs > 1 else ''} among "
+                                                          "them" if pairs else "") + " (adds load; asks first)",
+                    partial(app.probe_group_links, label)))
     return out
 
 

@@ -14,12 +14,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuscope.core import probe as P
 from gpuscope.core.errors import GpuscopeError, one_line
 from gpuscope.core.findings import Finding
+from gpuscope.core.model import ServingGroup
 from gpuscope.core.session import Session
 from gpuscope.tui.workers import Worker
 
@@ -41,13 +42,19 @@ class ProbePrep:
     busy: dict[int, list[str]]  # GPU index → "pid name" of each other process on it (real GPUs only)
     scenario: str | None  # simulated: the scenario; None: the real GPUs
     driver: Any = None  # what cudaprobe.load_driver returned (real GPUs)
+    group: str | None = None  # the serving group whose links are probed (its label); None: every GPU
 
     def lines(self) -> list[str]:
         """The confirmation modal's text."""
+        from gpuscope.core.groups import gpus_text
+
+        which = ([f"Serving group {self.group}: {gpus_text(self.plan.gpus)} and the pairs among them."]
+                 if self.group else [])
         if self.scenario:
-            return [f"SIMULATED ({self.scenario}): nothing runs on a GPU; the figures come from the scenario's links.",
-                    "A real run: " + self.plan.announce().removeprefix("probe: ")]
-        return ["Link probe: it adds load to the GPUs while it runs.", self.plan.announce().removeprefix("probe: ")]
+            return [*which, f"SIMULATED ({self.scenario}): nothing runs on a GPU; the figures come from the "
+                    "scenario's links.", "A real run: " + self.plan.announce().removeprefix("probe: ")]
+        return [*which, "Link probe: it adds load to the GPUs while it runs.",
+                self.plan.announce().removeprefix("probe: ")]
 
     def busy_text(self) -> str:
         """``GPU0: 1234 python, …; GPU1: …`` (empty: nobody else)."""
@@ -88,10 +95,19 @@ class LinkProbe:
             return "a link probe is running already"
         return None
 
-    def prepare(self) -> ProbePrep:
-        """The plan (worker thread). On real GPUs CUDA is loaded first: without it, one line
+    def group(self, label: str) -> ServingGroup | None:
+        """The current serving group labelled ``label`` (core/groups.py ``group_label``) in the last frame."""
+        from gpuscope.core.groups import group_label
+
+        with self.session.lock:
+            frame = self.session.last_frame
+        return next((g for g in (frame.groups if frame is not None else ()) if group_label(g) == label), None)
+
+    def prepare(self, group: str | None = None) -> ProbePrep:
+        """The plan (worker thread) over every GPU, or over the GPUs of the serving group labelled ``group`` (the
+        same plan as ``gpuscope probe --group``). On real GPUs CUDA is loaded first: without it, one line
         (:class:`gpuscope.sources.cudaprobe.CudaUnavailable`) before anything is asked."""
-        from gpuscope.core.probe_plan import chosen_gpus, make_plan, other_processes
+        from gpuscope.core.probe_plan import chosen_gpus, group_gpus, make_plan, other_processes
 
         inv = self.session.inventory
         with self.session.lock:
@@ -105,13 +121,23 @@ class LinkProbe:
                 from gpuscope.sources import cudaprobe
 
                 driver = cudaprobe.load_driver()
-        gpus = chosen_gpus(inv, None)
+        if group is None:
+            gpus = chosen_gpus(inv, None)
+        else:
+            g = self.group(group)
+            if g is None:
+                raise GpuscopeError(f"the serving group {group} is gone")
+            gpus = group_gpus(inv, g)
         plan = make_plan(inv, frame, gpus, self.max_memory, self.trials)
         busy = {} if scenario else other_processes(frame, gpus)
-        return ProbePrep(plan, busy, scenario, driver)
+        return ProbePrep(plan, busy, scenario, driver, group)
 
     def measure(self, prep: ProbePrep, stop: threading.Event) -> P.ProbeResult:
         """Run the probe of ``prep`` (worker thread); ``stop`` set: :class:`ProbeStopped` between two figures."""
+        result = self._measure(prep, stop)
+        return replace(result, group=prep.group) if prep.group else result
+
+    def _measure(self, prep: ProbePrep, stop: threading.Event) -> P.ProbeResult:
         inv = self.session.inventory
         gpus = list(prep.plan.gpus)
         if prep.scenario:

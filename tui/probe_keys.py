@@ -31,13 +31,18 @@ class ProbeKeys(MainBase):
 
     def action_probe_links(self) -> None:
         """The plan first (on a worker: CUDA is loaded there), then a modal."""
+        self.probe_group_links(None)
+
+    def probe_group_links(self, group: str | None) -> None:
+        """The palette's "Probe the links of <group>" (``group``: its label; None: every GPU): the same plan as
+        ``gpuscope probe --group``, the same modal and run as "Probe links"."""
         probe = self.link_probe
         if (why := probe.refusal(self.replay)) is not None:
             self.say(why)
             return
-        probe.start("prepare", lambda _stop: probe.prepare(),
+        probe.start("prepare", lambda _stop: probe.prepare(group),
                     lambda value, error: self.post_message(self.ProbeStep("prepare", value, error)))
-        self.say("link probe: preparing the plan…")
+        self.say(f"link probe{f' of {group}' if group else ''}: preparing the plan…")
 
     @property
     def link_probe(self) -> LinkProbe:

@@ -303,13 +303,15 @@ def probe_lines(r: ProbeResult, width: int, sel: tuple[int, int] | None = None) 
     """The last link probe beside the links: a title (when, SIMULATED), per GPU its host↔device figures, per
     pair its device↔device figures (with more than :data:`PROBE_ALL_PAIRS` pairs: the worst and the selected
     pair), each with the worse share of what its link typically gives, in the level's colour."""
-    from gpuscope.core.probe import verdicts
+    from gpuscope.core.probe import method_summary, verdicts
 
     vs = {(v.subject, v.kind): v for v in verdicts(r)}
     head = Text(f"Link probe {time.strftime('%H:%M', time.localtime(r.t))}", style="bold")
     if r.simulated:
         head.append(" SIMULATED", style=f"bold {LEVEL_STYLE['warn']}")
-    what = ": GB/s, % of what the link typically gives"
+    what = f": GB/s ({method_summary(r)}), % of what the link typically gives"
+    if head.cell_len + len(what) > width:
+        what = ": GB/s, % of what the link typically gives"
     if head.cell_len + len(what) <= width:
         head.append(what, style=DIM)
     out = [fit_words(head, width)]

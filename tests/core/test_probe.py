@@ -140,9 +140,12 @@ def test_table_fits_80_columns() -> None:
     assert all(len(x) <= 80 for x in lines), [x for x in lines if len(x) > 80]
     text = "\n".join(lines)
     assert "SIMULATED" in lines[0] and "SIMULATED" in lines[-1]
-    assert "GPU0 host→device" in text and "Gen1×16<G4×16" in text and "✖" in text
+    row = next(x for x in lines if x.startswith("GPU0 host→device"))
+    # the link now with its own ceiling and typical figure; the best link's typical figure in its own column
+    assert row.split()[3:10] == ["GB/s", "Gen1×16", "4.0", "3.2", "G4×16", "25.2", "12"] and "✖" in row
+    assert "ceil 4.0 typ 25.2" not in text
     assert "the link trained at" in text
-    assert "GPU0←GPU1 read" in text and "SYS staged" in text
+    assert "GPU0←GPU1 read" in text and "SYS P2P off" in text
 
 
 def test_summary_line() -> None:
@@ -272,3 +275,144 @@ def test_probe_findings_as_raised_findings_and_the_recording_event():
     ev = P.probe_event(r)
     assert ev.kind == P.PROBE_EVENT == "probe" and ev.t == r.t and ev.text == P.summary_line(r)
     assert [g.index for g in P.from_json(ev.data).gpus] == [g.index for g in r.gpus]
+
+
+# ------------------------------------------------------------------ issue 39: method, P2P off, the table's columns
+def _h100_pair(p2p: bool | None, read_gb: float) -> P.ProbeResult:
+    """Two H100 SXM (Gen5×16 host links measured 54.6 / 55.0 GB/s) joined by NV18: one read figure."""
+    p = P.PairResult(0, 1, "NODE", nvlinks=18, nvlink_version=6, p2p=p2p,
+                     read=P.Measurement(read_gb * GB, 5, 1 << 28, method=P.METHOD_PEER))
+    return _result(_gpu(0, gen_now=5, gen_max=5, h2d=54.6, d2h=55.0, bidir=98.0),
+                   _gpu(1, gen_now=5, gen_max=5, h2d=54.9, d2h=55.2, bidir=97.0), pairs=(p,),
+                   rates={0: 25e9, 1: 25e9})
+
+
+@pytest.mark.parametrize("p2p,read_gb,level,off,words", [
+    (True, 372.0, "ok", False, "as expected"),  # a healthy NVLink4 pair one way
+    (True, 150.0, "bad", False, "nvlink -s"),  # low, but far above what the host links give: NVLink itself
+    (True, 37.0, "bad", True, "near what the host links give (54.6 GB/s): the copy did not take the NVLinks"),
+    (False, 37.0, "bad", True, "near what the host links give (54.6 GB/s): peer access unavailable"),
+    (False, 300.0, "warn", True, "peer access unavailable"),  # the driver said no peer access, whatever the figure
+])
+def test_nvlink_pair_at_host_staged_speed_says_p2p_off(p2p: bool, read_gb: float, level: str, off: bool,
+                                                       words: str) -> None:
+    r = _h100_pair(p2p, read_gb)
+    v = P.pair_verdict(r, r.pairs[0], "read")
+    assert v is not None and v.level == level and v.p2p_off is off, v
+    assert ("P2P off or routed through the host" in v.text) is off
+    assert words in v.text
+    if off:  # with the figures: measured, the NVLink's typical figure, what the host links give
+        shown = f"{read_gb:.0f}" if read_gb >= 100 else f"{read_gb:.1f}"  # GB/s as the verdicts write them
+        assert v.text.startswith(f"GPU0←GPU1 read {shown} GB/s: P2P off or routed through the host: ")
+        assert "typical 378" in v.text
+
+
+def test_staged_pcie_pair_says_p2p_off_and_stays_ok() -> None:
+    p = P.PairResult(0, 1, "SYS", p2p=False, read=P.Measurement(11.0 * GB, 5, 1 << 28))
+    r = _result(_gpu(0), _gpu(1), pairs=(p,))
+    v = P.pair_verdict(r, p, "read")
+    assert v is not None and v.level == "ok" and v.p2p_off
+    assert v.text == ("GPU0←GPU1 read 11.0 GB/s: P2P off or routed through the host: 97 % of SYS, staged through "
+                      "host (typical 11.3): as expected for a copy staged through host memory (no peer reference "
+                      "published: a rough figure)")
+
+
+def _rows(lines: list[str], start: str) -> list[str]:
+    return [x for x in lines if x.startswith(start)]
+
+
+def test_table_typ_is_the_link_now_and_the_best_link_has_its_own_column() -> None:
+    """Issue 39: a Gen1 row read "ceil 4.0 typ 25.2" (the ceiling of the link now beside the typical figure of
+    the best link); now typ is Gen1's 3.2 beside its ceiling 4.0, and Gen4×16's 25.2 is in "at best"."""
+    r = _result(_gpu(0, gen_now=1, h2d=3.1, d2h=3.2, bidir=5.9), _gpu(1), simulated=False)
+    lines = P.table_lines(r)
+    header = next(x for x in lines if x.startswith("figure"))
+    assert header.split() == ["figure", "measured", "link", "now", "ceil", "typ", "at", "best", "%best", "how"]
+    (gen1,) = _rows(lines, "GPU0 host→device")
+    assert gen1.split()[2:] == ["3.1", "GB/s", "Gen1×16", "4.0", "3.2", "G4×16", "25.2", "12", "%", "✖", "?"]
+    (healthy,) = _rows(lines, "GPU1 host→device")
+    assert healthy.split()[2:] == ["25.0", "GB/s", "Gen4×16", "31.5", "25.2", "99", "%", "✓", "?"]  # no best: at it
+    (both,) = _rows(lines, "GPU0 host↔device")
+    assert both.split()[5:9] == ["8.0", "5.4", "G4×16", "42.9"]  # both ways: ceilings and typicals ×2 / ×1.7
+    # the columns line up under the header: "typ" ends where the typical figures end
+    assert gen1.index("3.2") + 3 == header.index("typ") + 3 == healthy.index("25.2") + 4
+
+
+def test_table_and_json_say_how_each_figure_was_copied() -> None:
+    r = _h100_pair(True, 372.0)
+    r = P.ProbeResult(**{**{f: getattr(r, f) for f in r.__dataclass_fields__},
+                         "gpus": tuple(P.GpuResult(g.index, g.name, g.link, h2d=P.Measurement(
+                             54.6 * GB, 5, 1 << 28, method=P.METHOD_H2D)) for g in r.gpus)})
+    lines = P.table_lines(r)
+    assert _rows(lines, "GPU0 host→device")[0].endswith(" ✓ CE")
+    assert _rows(lines, "GPU0←GPU1 read")[0].endswith(" ✓ CE")
+    legend = " ".join(lines)
+    assert "how CE: copy engine (cuMemcpy*Async)" in legend and "~35 GB/s vs ~55" in legend
+    d = P.to_json(r)
+    assert d["gpus"][0]["h2d"]["method"] == "copy engine (cuMemcpyHtoDAsync)"
+    assert d["pairs"][0]["read"]["method"] == "copy engine (cuMemcpyPeerAsync, peer access)"
+    assert P.from_json(d).gpus[0].h2d.method == P.METHOD_H2D  # type: ignore[union-attr]
+
+
+def test_json_from_before_the_method_reads_as_not_recorded() -> None:
+    old = _valid_doc()
+    for g in old["gpus"]:
+        for k in ("h2d", "d2h", "bidir", "h2d_latency", "d2h_latency"):
+            if g.get(k):
+                g[k].pop("method")
+    r = P.from_json(old)
+    assert r.gpus[0].h2d is not None and r.gpus[0].h2d.method is None
+    lines = P.table_lines(r)
+    assert _rows(lines, "GPU0 host→device")[0].endswith(" ?")
+    assert any(x.startswith("how ?: method not recorded") for x in lines)
+
+
+@pytest.mark.parametrize("method,tag", [(P.METHOD_H2D, "CE"), (P.METHOD_PEER_STAGED, "CE"), (P.METHOD_SIMULATED, "sim"),
+                                        ("SM kernel copy", "SM"), ("NCCL all-reduce", "SM"), (None, "?"), ("", "?")])
+def test_method_tags(method: str | None, tag: str) -> None:
+    assert P.method_tag(method) == tag
+
+
+def test_simulated_figures_say_simulated() -> None:
+    r = _simulate("mixed-4")
+    assert {m.method for m in P.measurements(r)} == {P.METHOD_SIMULATED}
+    assert "how sim: simulated" in "\n".join(P.table_lines(r))
+    assert P.method_summary(r) == "simulated"
+    assert P.method_summary(_h100_pair(True, 372.0)) == "method not recorded + copy-engine copies"  # _gpu: none
+
+
+def test_json_judged_fields_and_the_recording_form() -> None:
+    r = _h100_pair(False, 37.0)
+    d = P.to_json(r)
+    read = d["pairs"][0]["read"]
+    assert read["p2p_off"] is True and read["typical_gb_per_s"] == pytest.approx(378.0)
+    assert read["typical_now_gb_per_s"] == pytest.approx(378.0) and read["best_link"] is None
+    assert "P2P off or routed through the host" in read["verdict"]
+    ev = P.probe_event(r)  # the recording's form: figures only (an event's data is bounded in items)
+    assert "verdict" not in ev.data["pairs"][0]["read"] and ev.data["findings"] == []
+    assert ev.data["pairs"][0]["read"]["method"] == P.METHOD_PEER
+    assert P.verdicts(P.from_json(ev.data)) == P.verdicts(r)
+
+
+def test_pair_figures_each_way_and_latency() -> None:
+    """The API the group's link cost reads: GB/s each way and the small-copy latency of a pair."""
+    p = P.PairResult(0, 1, "NODE", nvlinks=18, nvlink_version=6, p2p=True,
+                     read=P.Measurement(360e9, 5, 1 << 28, method=P.METHOD_PEER),
+                     write=P.Measurement(380e9, 5, 1 << 28, method=P.METHOD_PEER),
+                     latency=P.Measurement(2.1, 10, 4, method=P.METHOD_PEER))
+    r = _result(_gpu(0), _gpu(1), pairs=(p,))
+    f = P.pair_figures(r, 0, 1)
+    assert f is not None and (f.src_to_dst_bytes_per_s, f.dst_to_src_bytes_per_s) == (380e9, 360e9)
+    assert f.latency_us == 2.1 and f.method == P.METHOD_PEER and f.p2p is True
+    back = P.pair_figures(r, 1, 0)
+    assert back is not None and (back.src_to_dst_bytes_per_s, back.dst_to_src_bytes_per_s) == (360e9, 380e9)
+    assert P.pair_figures(r, 0, 2) is None and r.pair(1, 0) is p
+
+
+def test_group_probe_says_its_group() -> None:
+    r = P.ProbeResult(**{**{f: getattr(_result(_gpu()), f) for f in P.ProbeResult.__dataclass_fields__},
+                         "group": "vLLM :8000 qwen"})
+    assert P.table_lines(r)[2] == "serving group vLLM :8000 qwen (its GPUs and the pairs among them)"
+    d = P.to_json(r)
+    assert d["group"] == "vLLM :8000 qwen" and P.from_json(d).group == "vLLM :8000 qwen"
+    assert P.summary_line(r) == "probe of vLLM :8000 qwen: all 3 figures as expected"

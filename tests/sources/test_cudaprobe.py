@@ -370,3 +370,28 @@ def test_recorded_probe_unreadable_is_one_line() -> None:
     assert P.report_lines({"schema": "nope"}) == ["probe: unreadable (probe JSON: schema 'nope' is not "
                                                   "gpuscope.probe/1)"]
     assert P.compare_probes([{"schema": "nope"}], []) == []
+
+
+def test_every_figure_says_it_was_a_copy_engine_copy() -> None:
+    """The real backend copies with cuMemcpy*Async only (copy engines, no SM kernel, no all-reduce): each
+    figure names its call; a pair without peer access says the driver staged it."""
+    r = _run(FakeDriver())
+    g = r.gpu(0)
+    assert g is not None
+    assert (g.h2d.method, g.d2h.method, g.bidir.method) == (P.METHOD_H2D, P.METHOD_D2H, P.METHOD_BIDIR)  # type: ignore[union-attr]
+    assert (g.h2d_latency.method, g.d2h_latency.method) == (P.METHOD_H2D, P.METHOD_D2H)  # type: ignore[union-attr]
+    (p,) = r.pairs
+    assert {m.method for m in (p.read, p.write, p.bidir_read, p.bidir_write, p.latency)} == {P.METHOD_PEER}  # type: ignore[union-attr]
+    assert r.allreduce is None
+    assert {P.method_tag(m.method) for m in P.measurements(r)} == {"CE"}
+    staged = _run(FakeDriver(can_peer=False)).pairs[0]
+    assert staged.read is not None and staged.read.method == P.METHOD_PEER_STAGED
+
+
+def test_nvlinked_pair_without_peer_access_is_said_in_the_table() -> None:
+    """An NVLinked pair the driver will not let peer (a VM, IOMMU): the copy is staged at host speed, and the
+    verdict says P2P off or routed through the host with the figures."""
+    r = _run(FakeDriver(h2d=54e9, d2h=55e9, peer=37e9, can_peer=False))
+    text = "\n".join(P.table_lines(r))
+    assert "GPU0←GPU1 read 37.0 GB/s: P2P off or routed through the host: 10 % of NV18" in " ".join(text.split())
+    assert "near what the host links give" in " ".join(text.split())

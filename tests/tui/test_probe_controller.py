@@ -228,3 +228,53 @@ async def test_a_recorded_probe_reaches_the_topology_panel_in_replay(tmp_path):
         assert app.build_view(False).probe is not None
         feeder.seek(rec.times[0])  # back before it: gone again
         await until(pilot, lambda: "Link probe" not in _text(app.query_one(TopologyPanel)))
+
+
+def _grouped_app(scenario: str = "mixed-4") -> GpuscopeApp:
+    """The live screen over a scenario with its serving groups (as `gpuscope --simulate` has them)."""
+    from gpuscope.sources.groups import with_groups
+
+    src = with_groups(sim_source(scenario), scenario)
+    session = Session(src.inventory, interval_s=1.0)
+    for f in run_frames(src, 0, 5):
+        session.ingest(f)
+    src.close()
+    return GpuscopeApp(session, None, label="SIMULATED", interval_s=1.0)
+
+
+async def test_palette_offers_each_groups_probe_and_runs_its_plan():
+    """mixed-4's two vLLM replicas (and the notebook): "Probe the links of <group>" for each; picking the :8001
+    replica probes GPU2+GPU3 and their pair only, as `gpuscope probe --group :8001` does."""
+    from gpuscope.tui.commands import palette_commands
+
+    app = _grouped_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        offered = {n: h for n, h, _cb in palette_commands(app) if n.startswith("Probe the links of ")}
+        assert offered == {
+            "Probe the links of vLLM :8000 Qwen2.5-32B-Instruct":
+                "host↔device of GPU0+GPU1 and the 1 pair among them (adds load; asks first)",
+            "Probe the links of vLLM :8001 Mistral-Small-24B-Instruct-2501":
+                "host↔device of GPU2+GPU3 and the 1 pair among them (adds load; asks first)",
+            "Probe the links of python3 -m ipykernel_launcher": "host↔device of GPU3 (adds load; asks first)",
+        }
+        await _palette(pilot, app, "probe the links of vllm :8001")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        modal = _text(app.screen.query_one("#confirm"))
+        assert "Serving group vLLM :8001 Mistral-Small-24B-Instruct-2501: GPU2+GPU3 and the pairs among them" in modal
+        assert "2 GPUs, 1 pair" in modal
+        await pilot.press("enter")
+        await until(pilot, lambda: app.link_probe.result is not None)
+        r = app.link_probe.result
+        assert r.group == "vLLM :8001 Mistral-Small-24B-Instruct-2501"
+        assert [g.index for g in r.gpus] == [2, 3] and [(p.a, p.b) for p in r.pairs] == [(2, 3)]
+
+
+async def test_no_group_probe_without_groups():
+    from gpuscope.tui.commands import palette_commands
+
+    app = make_app(GEN1, 0, 3)  # frames without serving groups
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert not [n for n, _h, _cb in palette_commands(app) if n.startswith("Probe the links of ")]
+        assert "Probe links (adds load)" in [n for n, _h, _cb in palette_commands(app)]
