@@ -341,6 +341,21 @@ METRICS: tuple[Metric, ...] = (
            dcgm=Series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.",
                        scale=100.0, gpm=True,
                        v49=Renamed("DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", 1.0, False, "gauge", "Ratio of time the graphics engine is active."))),
+    # NVLink error counters, summed over the GPU's links (NVML's *_ERROR_COUNT_TOTAL fields, else the per-link error
+    # counter). dcgm-exporter ships these four rows commented out in etc/default-counters.csv; the names, types and
+    # help texts are those rows'. Absent, never 0, on a GPU without NVLink or without the counters. No dcgm-exporter 4.9
+    # name is known for them (not in DCGM's deprecation table as read), so every name set writes them as they are.
+    Metric("nvlink_crc_flit_count", "NVLink CRC flit errors", valid=COUNT,
+           dcgm=Series("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "Total number of NVLink flow-control CRC errors.",
+                       type="counter")),
+    Metric("nvlink_crc_data_count", "NVLink CRC data errors", valid=COUNT,
+           dcgm=Series("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "Total number of NVLink data CRC errors.",
+                       type="counter")),
+    Metric("nvlink_replay_count", "NVLink replays", valid=COUNT,
+           dcgm=Series("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "Total number of NVLink retries.", type="counter")),
+    Metric("nvlink_recovery_count", "NVLink recoveries", valid=COUNT,
+           dcgm=Series("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "Total number of NVLink recovery errors.",
+                       type="counter")),
     # endpoints (Prometheus: one sample per endpoint and model, only while the server answers)
     Metric("gen_tokens_per_s", "gen tok/s", valid=PER_S, key="tok_s", unit="tok/s", digits=1, scope="endpoint", summary=True,
            prom=Series("gpuscope_endpoint_generation_tokens_per_second", "Generated tokens per second over the "

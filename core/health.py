@@ -11,7 +11,9 @@ Pure and table-driven: each rule is ``rule(inv, frames) -> list[Candidate]`` ove
 * ``remap_pending`` / ``remap_failure`` / ``remapped_rows_*``: NVML's row remapper.
 
 Words follow NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors) and its GPU memory error
-management guide; the action is what an operator of an inference server does next.
+management guide; the action is what an operator of an inference server does next. NVML's event gives the code
+alone: the subcodes of Xid 74 and 144-150 (which link, which NVLink unit, fatal or not) are only in the kernel log,
+so the table speaks of the code and its action says where to read the rest.
 """
 
 from __future__ import annotations
@@ -33,6 +35,18 @@ class XidInfo:
     meaning: str
     action: str
     severity: str  # critical, warning or info (core/vocab.py SEVERITIES)
+    link: str = ""  # the link it speaks of: "nvlink" (NVLink and fabric), "pcie" (the bus), "" (none)
+
+
+# Xid 144-150 (NVLink 5, Blackwell: NVIDIA's catalogue lists them for B100 and GB200, not A100/H100; driver R565+,
+# mnemonics NVLINK_SAW_ERROR ... NVLINK_MSE_ERROR): each names the NVLink unit that failed and is sent to NVIDIA's
+# NVLink 5 workflow. Whether one is fatal depends on a subcode (the unit's sub-block: RLW_REMAP, RLW_SRC_TRACK,
+# TLW_RX, ...) and an error-status word that only the kernel log carries, never NVML's event. So gpuscope treats
+# every one as critical; the action says where the deciding words are. What each unit does is not written here:
+# NVIDIA's catalogue does not say, and gpuscope does not guess.
+_NVLINK5_ACTION = ("fatal or not by its subcode: read the full Xid line in `dmesg` and the Xid 154 beside it (the "
+                   "recovery action: drain, GPU reset or node reboot); stop the workload on this GPU's NVLink peers, "
+                   "whose collectives can hang until the reset")
 
 
 # NVIDIA's Xid catalogue, the codes an inference server meets most.
@@ -58,9 +72,10 @@ XID_CATALOGUE: dict[int, XidInfo] = {
     68: XidInfo("video decoder (NVDEC) exception",
                 "check the application using the video decoder; update the driver if it recurs", "warning"),
     74: XidInfo("NVLink error",
-                "check the NVLink connections and NVSwitches; reset the GPU; if it recurs, have the board checked",
-                "critical"),
-    79: XidInfo("fell off the bus", "check power and seating; the node needs a reset", "critical"),
+                "its line in `dmesg` names the link and the error bits; check the NVLink connections and NVSwitches; "
+                "reset the GPU; if it recurs, have the board checked",
+                "critical", "nvlink"),
+    79: XidInfo("fell off the bus", "check power and seating; the node needs a reset", "critical", "pcie"),
     92: XidInfo("high single-bit ECC error rate",
                 "watch the ECC counts and remapped rows; have the GPU checked if they keep rising", "warning"),
     94: XidInfo("contained ECC error (uncorrectable; only the application that used the memory was stopped)",
@@ -71,7 +86,17 @@ XID_CATALOGUE: dict[int, XidInfo] = {
                  "reset the GPU; update the driver if it recurs", "critical"),
     120: XidInfo("GSP error (the GPU's system processor hit an error)",
                  "reset the GPU; update the driver if it recurs", "critical"),
+    144: XidInfo("NVLink 5 error in the SAW unit", _NVLINK5_ACTION, "critical", "nvlink"),
+    145: XidInfo("NVLink 5 error in the RLW unit", _NVLINK5_ACTION, "critical", "nvlink"),
+    146: XidInfo("NVLink 5 error in the TLW unit", _NVLINK5_ACTION, "critical", "nvlink"),
+    147: XidInfo("NVLink 5 error in the TREX unit", _NVLINK5_ACTION, "critical", "nvlink"),
+    148: XidInfo("NVLink 5 error in the NVLPW_CTRL unit", _NVLINK5_ACTION, "critical", "nvlink"),
+    149: XidInfo("NVLink 5 error in the NETIR unit", _NVLINK5_ACTION, "critical", "nvlink"),
+    150: XidInfo("NVLink 5 error in the MSE unit", _NVLINK5_ACTION, "critical", "nvlink"),
 }
+
+# The Xids that speak of a link (:attr:`XidInfo.link`): what a serving group's link verdict reads (core/link_verdict.py).
+LINK_XIDS: dict[int, str] = {code: info.link for code, info in XID_CATALOGUE.items() if info.link}
 
 
 def xid_info(xid: int) -> XidInfo:

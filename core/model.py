@@ -196,6 +196,13 @@ class GpuReading:
     xids: tuple[XidCount, ...] | None = None
     # Graphics/compute engine activity, % of time any part of it was busy (GPM; added later, like the above)
     gr_engine_active_pct: float | None = None
+    # NVLink error counters, summed over the GPU's links since the driver loaded (None: no NVLink, or the GPU does
+    # not report them): flow-control (flit) and data CRC errors, replays, recoveries. Read on the slow path
+    # with the PCIe counters (every 15 s) and carried between reads (added later, like the above).
+    nvlink_crc_flit_count: int | None = None
+    nvlink_crc_data_count: int | None = None
+    nvlink_replay_count: int | None = None
+    nvlink_recovery_count: int | None = None
 
     @property
     def clock_events(self) -> tuple[str, ...]:

@@ -31,6 +31,7 @@ from gpuscope.core.catalogue import MIB
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.exposition import escape_help, escape_label, labels
 from gpuscope.core.group_paths import group_traffic, worst_pair
+from gpuscope.core.link_verdict import UNKNOWN, VERDICT_VALUE, group_link, link_verdicts, verdict_id_of
 from gpuscope.core.model import CLOCK_EVENT_REASONS, DeviceInfo, EndpointReading, Frame, GpuReading, Inventory
 from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.vocab import SEVERITIES
@@ -372,6 +373,7 @@ class Renderer:
         if frame is not None:
             self._endpoints(o, frame.endpoints, self.endpoint_families)
             self._groups(o, frame)
+            self._link_verdicts(o, frame, findings)
         self._health(o, frame, health)
         return "".join(o.parts)
 
@@ -462,6 +464,30 @@ class Renderer:
                  "per generated token.")):
             o.family(name, "gauge", help_, [f"{name}{key} {fmt(v)}\n" for key, t in rates
                                             if (v := getattr(t, attr)) is not None])
+
+    def _link_verdicts(self, o: _Out, frame: Frame, findings: Sequence[Any]) -> None:
+        """One series per serving group: its link verdict (core/link_verdict.py), 0 healthy, 1 degraded, 2 at risk.
+        The value is the raised ``link_verdict`` finding's (held 5 s like every finding, so it says what the panel
+        says), 0 while none is raised; absent while nothing about the group's links can be read (unknown)."""
+        if not frame.groups:
+            return
+        raised = {f.id: f for f in findings if getattr(f, "rule", None) == "link_verdict"}
+        rows = []
+        for v in link_verdicts(self.inv, (frame,)):
+            f = raised.get(verdict_id_of(v))
+            ev = getattr(f, "evidence", None) if f is not None else None
+            if isinstance(ev, dict) and ev.get("verdict") in VERDICT_VALUE:
+                value, link = VERDICT_VALUE[ev["verdict"]], str(ev.get("link") or v.link)
+            elif v.verdict == UNKNOWN:
+                continue
+            else:  # no finding raised: healthy, named by the group's links
+                value, link = 0, group_link(self.inv, v.group)
+            key = labels([("server", v.group.server), ("endpoint", v.group.endpoint or ""),
+                          ("gpus", ",".join(str(i) for i in v.group.gpus)), ("link", link)])
+            rows.append(f"gpuscope_serving_group_link_verdict{key} {value}\n")
+        o.family("gpuscope_serving_group_link_verdict", "gauge", "The serving group's link verdict: 0 healthy, "
+                 "1 degraded (slower than it should be), 2 at risk (errors that precede a hang); link names the link "
+                 "(docs/findings.md). Absent while nothing about the group's links can be read.", rows)
 
     @staticmethod
     def _health(o: _Out, frame: Frame | None, h: SamplerHealth | None) -> None:

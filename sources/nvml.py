@@ -87,8 +87,19 @@ EccKey = Literal["ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corr
 ECC_KEYS: tuple[EccKey, ...] = ("ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
                                 "ecc_uncorrected_aggregate", "remapped_rows_correctable",
                                 "remapped_rows_uncorrectable", "remap_pending", "remap_failure")
+# NVLink error counters of all the GPU's links, read with the PCIe health counters (every 15 s) in a call of their
+# own, carried between reads: (reading, NVML's all-links field id, the per-link counter's name for
+# nvmlDeviceGetNvLinkErrorCounter, the fallback where the field does not answer). The field ids are nvml.h's
+# NVML_FI_DEV_NVLINK_{CRC_FLIT,CRC_DATA,REPLAY,RECOVERY}_ERROR_COUNT_TOTAL.
+NvlinkErrKey = Literal["nvlink_crc_flit_count", "nvlink_crc_data_count", "nvlink_replay_count", "nvlink_recovery_count"]
+NVLINK_ERRORS: tuple[tuple[NvlinkErrKey, int, str], ...] = (
+    ("nvlink_crc_flit_count", 38, "NVML_NVLINK_ERROR_DL_CRC_FLIT"),
+    ("nvlink_crc_data_count", 45, "NVML_NVLINK_ERROR_DL_CRC_DATA"),
+    ("nvlink_replay_count", 52, "NVML_NVLINK_ERROR_DL_REPLAY"),
+    ("nvlink_recovery_count", 59, "NVML_NVLINK_ERROR_DL_RECOVERY"))
+NVLINK_ERR_KEYS: tuple[NvlinkErrKey, ...] = tuple(k for k, _fid, _counter in NVLINK_ERRORS)
 # the readings carried between slow reads (the last ones read, repeated in the ticks between)
-SlowKey = Literal["temp_mem_c", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", HealthKey, EccKey]
+SlowKey = Literal["temp_mem_c", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s", HealthKey, EccKey, NvlinkErrKey]
 _SLOW_EVERY: tuple[SlowKey, ...] = ("temp_mem_c", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")
 
 
@@ -146,6 +157,10 @@ class ReadingFields(TypedDict, total=False):
     remapped_rows_uncorrectable: int
     remap_pending: bool
     remap_failure: bool
+    nvlink_crc_flit_count: int
+    nvlink_crc_data_count: int
+    nvlink_replay_count: int
+    nvlink_recovery_count: int
 
 
 @dataclass
@@ -702,6 +717,8 @@ class NvmlSource:
                     futures[(i, key)] = self._pool.submit(self._call_safe, i, key, nv.nvmlDeviceGetFieldValues, h, ids)
             if tick.slow:  # ECC and row remapper: five calls a GPU every slow tick (5 s), ~0.003 ms CPU each on H200
                 futures[(i, "ecc")] = self._pool.submit(self._ecc_safe, i, h)
+            if tick.health and self._nvlink_links.get(i):  # NVLink error counters: with the PCIe ones, every 15 s
+                futures[(i, "nvlink_errors")] = self._pool.submit(self._nvlink_errors_safe, i, h)
         return futures
 
     def _read_basics(self, tick: Tick) -> list[tuple[int, BasicFields | None]]:
@@ -732,7 +749,8 @@ class NvmlSource:
             lost = self._take_throughput(i, futures, extra)
             fv, fields_lost = self._field_results(i, futures)
             ecc_lost = self._take_ecc(futures.get((i, "ecc")), kept, extra)
-            lost = lost or fields_lost or ecc_lost
+            nvl_lost = self._take_ecc(futures.get((i, "nvlink_errors")), kept, extra, NVLINK_ERR_KEYS)
+            lost = lost or fields_lost or ecc_lost or nvl_lost
         if fv:
             fields = self._fields(i, fv, t)
             if tick.slow:
@@ -745,7 +763,7 @@ class NvmlSource:
         if not tick.slow:
             extra.update(kept)
         else:  # the health counters not read this tick (not due, or the read failed): the last ones read
-            for hk in (*HEALTH_KEYS, *ECC_KEYS):
+            for hk in (*HEALTH_KEYS, *ECC_KEYS, *NVLINK_ERR_KEYS):
                 if hk not in extra and (hv := kept.get(hk)) is not None:
                     extra[hk] = hv
         if self._gpm_ok.get(i):
@@ -787,14 +805,15 @@ class NvmlSource:
         return fv, lost
 
     @staticmethod
-    def _take_ecc(fut: Future[Any] | None, kept: ReadingFields, extra: ReadingFields) -> bool:
-        """ECC and row-remapper counts into ``extra`` and the kept slow readings (a count not answered is
-        forgotten); True when the call found the GPU gone."""
+    def _take_ecc(fut: Future[Any] | None, kept: ReadingFields, extra: ReadingFields,
+                  keys: tuple[Literal[EccKey, NvlinkErrKey], ...] = ECC_KEYS) -> bool:
+        """ECC and row-remapper counts (or the NVLink error counters: ``keys``) into ``extra`` and the kept slow
+        readings (a count not answered is forgotten); True when the call found the GPU gone."""
         got_ecc = fut.result() if fut is not None else None
         if got_ecc is _LOST:
             return True
         if got_ecc is not None:
-            for ek in ECC_KEYS:
+            for ek in keys:
                 if (ev := got_ecc.get(ek)) is not None:
                     kept[ek] = extra[ek] = ev
                 else:
@@ -838,6 +857,43 @@ class NvmlSource:
             out["remapped_rows_correctable"], out["remapped_rows_uncorrectable"] = int(corr), int(unc)
             out["remap_pending"], out["remap_failure"] = bool(pending), bool(failure)
         return out
+
+    def _nvlink_errors_safe(self, i: int, h: Any) -> Any:
+        try:
+            return self._nvlink_errors(i, h)
+        except _Lost:
+            return _LOST
+
+    def _nvlink_errors(self, i: int, h: Any) -> ReadingFields:
+        """GPU ``i``'s NVLink error counters, each summed over its active links: NVML's all-links fields in one call
+        of their own (never mixed with per-link fields: that corrupted the heap on H200, driver 580), else, for a
+        counter whose field does not answer, ``nvmlDeviceGetNvLinkErrorCounter`` on every active link. A counter
+        neither answers is left out (unknown, never 0); a call that answers NotSupported is not made again."""
+        nv = self.nvml
+        links = self._nvlink_links.get(i, [])
+        out: ReadingFields = {}
+        got = self._call(i, "nvlink_errors", nv.nvmlDeviceGetFieldValues, h, [fid for _k, fid, _c in NVLINK_ERRORS])
+        answered = {fv.fieldId: v for fv in got or () if (v := _field_value(fv)) is not None}
+        for key, fid, counter in NVLINK_ERRORS:
+            total = int(answered[fid]) if fid in answered else self._nvlink_error_sum(i, h, key, counter, links)
+            if total is not None:
+                out[key] = total
+        return out
+
+    def _nvlink_error_sum(self, i: int, h: Any, key: str, counter: str, links: list[int]) -> int | None:
+        """NVML's per-link error counter ``counter`` (``NVML_NVLINK_ERROR_DL_REPLAY``…) summed over ``links``; None
+        when NVML lacks the call or a link does not answer."""
+        nv = self.nvml
+        fn, kind = getattr(nv, "nvmlDeviceGetNvLinkErrorCounter", None), getattr(nv, counter, None)
+        if fn is None or kind is None or not links:
+            return None
+        total = 0
+        for link in links:
+            v = self._call(i, f"nvlink_error:{key}", fn, h, link, kind)
+            if v is None:
+                return None
+            total += int(v)
+        return total
 
     def _call_safe(self, i: int, key: str, fn: Callable[..., Any], *args: Any) -> Any:
         try:

@@ -65,6 +65,8 @@ GPU_FIELDS: dict[str, tuple[Any, Any]] = {
     "row_remapping": (bool, True),
     "xid_events": (bool, True),
     "mig_instances": (int, None),
+    "nvlink_counters": (bool, True),
+    "nvlink_error_fields": (bool, True),
 }
 # A phase's own fields, around its readings: the readings are the catalogue's metrics with a phase key
 # (core/catalogue.py ``Metric.phase``), read at use time by :func:`phase_fields`.
@@ -90,7 +92,7 @@ def phase_fields() -> dict[str, tuple[Any, Any]]:
     readings = {m.phase.name: (PHASE_KIND[m.phase.kind], m.phase.default)
                 for m in catalogue.metrics("gpu") if m.phase is not None}
     return {**PHASE_HEAD, **readings, **PHASE_TAIL}
-EVENT_KINDS = ("gpu_lost", "pcie_errors", "xid", "ecc", "row_remap")
+EVENT_KINDS = ("gpu_lost", "pcie_errors", "xid", "ecc", "row_remap", "nvlink_errors")
 EVENT_FIELDS: dict[str, tuple[Any, Any]] = {
     "at_s": (float, None),
     "kind": (str, None),
@@ -99,6 +101,8 @@ EVENT_FIELDS: dict[str, tuple[Any, Any]] = {
     "replays_per_s": (float, 0.0),
     "recoveries_per_s": (float, 0.0),
     "errors_per_s": (float, 0.0),
+    "crc_flit_per_s": (float, 0.0),
+    "crc_data_per_s": (float, 0.0),
     "xid": (int, None),
     "corrected": (int, 0),
     "uncorrected": (int, 0),
@@ -170,6 +174,8 @@ class GpuSpec:
     row_remapping: bool = True  # nvmlDeviceGetRemappedRows answers (else NotSupported)
     xid_events: bool = True  # the GPU can be registered for critical Xid events (else NotSupported)
     mig_instances: int | None = None  # MIG mode on with this many MIG devices (None: MIG off)
+    nvlink_counters: bool = True  # NVLink error counters answer (else NotSupported) on a GPU with NVLinks
+    nvlink_error_fields: bool = True  # as NVML's all-links fields (else only per link: older GPUs)
 
 
 @dataclass(frozen=True)
@@ -227,6 +233,8 @@ class SimEvent:
     replays_per_s: float = 0.0
     recoveries_per_s: float = 0.0
     errors_per_s: float = 0.0
+    crc_flit_per_s: float = 0.0  # nvlink_errors: NVLink CRC errors (replays_per_s / recoveries_per_s: its others)
+    crc_data_per_s: float = 0.0
     xid: int | None = None
     corrected: int = 0
     uncorrected: int = 0
@@ -433,6 +441,7 @@ def _gpu_spec(gd: dict[str, Any], index: int, j: int) -> GpuSpec:
         process_list=gd["process_list"], process_util=gd["process_util"],
         memory_info_v2=gd["memory_info_v2"], memory_reserved_bytes=gd["memory_reserved_bytes"], ecc=gd["ecc"],
         row_remapping=gd["row_remapping"], xid_events=gd["xid_events"], mig_instances=gd["mig_instances"],
+        nvlink_counters=gd["nvlink_counters"], nvlink_error_fields=gd["nvlink_error_fields"],
     )
 
 

@@ -29,6 +29,15 @@ _PATH_LEVEL = {"PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
 # table.
 _SPEED_NOT_SUPPORTED = ("H200",)
 _FI_NVLINK_SPEED = (84, 85, 86, 87, 88, 89, 90, 132, 133, 134, 135, 136, 137)
+# PCIe health counter fields → the scenario's pcie_errors rate (replays, L0→recovery, then the AER counters: receiver
+# errors carry its errors_per_s, bad TLP/DLLP, NAKs, non-fatal, fatal and lane errors stay 0)
+_FI_PCIE_COUNTERS: dict[int, str | None] = {94: "replays_per_s", 169: "recoveries_per_s", 175: "errors_per_s",
+                                            176: None, 177: None, 178: None, 179: None, 180: None, 183: None}
+# NVLink error counters of all links (NVML_FI_DEV_NVLINK_*_ERROR_COUNT_TOTAL) → the scenario's nvlink_errors rate
+_FI_NVLINK_ERRORS = {38: "crc_flit_per_s", 45: "crc_data_per_s", 52: "replays_per_s", 59: "recoveries_per_s"}
+# nvmlDeviceGetNvLinkErrorCounter's counters (NVML_NVLINK_ERROR_DL_*) → the same rates
+_NVLINK_COUNTERS = {_real.NVML_NVLINK_ERROR_DL_REPLAY: "replays_per_s", _real.NVML_NVLINK_ERROR_DL_RECOVERY: "recoveries_per_s",
+                    _real.NVML_NVLINK_ERROR_DL_CRC_FLIT: "crc_flit_per_s", _real.NVML_NVLINK_ERROR_DL_CRC_DATA: "crc_data_per_s"}
 
 
 def nvlink_speed_mbps(spec: GpuSpec) -> int | None:
@@ -86,6 +95,10 @@ class SimNvml:
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = _real.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
     NVML_VOLATILE_ECC = _real.NVML_VOLATILE_ECC
     NVML_AGGREGATE_ECC = _real.NVML_AGGREGATE_ECC
+    NVML_NVLINK_ERROR_DL_REPLAY = _real.NVML_NVLINK_ERROR_DL_REPLAY
+    NVML_NVLINK_ERROR_DL_RECOVERY = _real.NVML_NVLINK_ERROR_DL_RECOVERY
+    NVML_NVLINK_ERROR_DL_CRC_FLIT = _real.NVML_NVLINK_ERROR_DL_CRC_FLIT
+    NVML_NVLINK_ERROR_DL_CRC_DATA = _real.NVML_NVLINK_ERROR_DL_CRC_DATA
     c_nvmlGpmMetricsGet_t = c_nvmlGpmMetricsGet_t
 
     def __init__(self, scenario: Scenario, clock: Callable[[], float] | None = None, pcie_block_s: float = 0.020):
@@ -162,11 +175,12 @@ class SimNvml:
         cap = pcie_capacity_bytes_per_s(gen, width) or 0.0
         return max(0.0, min(want, 0.97 * cap))
 
-    def _counter(self, h: _Handle, attr: str) -> int:
+    def _counter(self, h: _Handle, attr: str, kind: str = "pcie_errors") -> int:
+        """An error counter: ``attr`` (per second) of the scenario's ``kind`` events on this GPU, integrated to now."""
         t = self.clock()
         total = 0.0
         for ev in self.scenario.events:
-            if ev.kind == "pcie_errors" and ev.gpu == h.spec.index and t > ev.at_s:
+            if ev.kind == kind and ev.gpu == h.spec.index and t > ev.at_s:
                 total += getattr(ev, attr) * min(t - ev.at_s, ev.duration_s)
         return int(total)
 
@@ -483,15 +497,8 @@ class SimNvml:
                     vt = 1
                 else:
                     ret = _real.NVML_ERROR_NOT_SUPPORTED
-            elif fid == 94:
-                val = self._counter(hh, "replays_per_s") if s.pcie_counters else 0
-                ret = 0 if s.pcie_counters else _real.NVML_ERROR_NOT_SUPPORTED
-            elif fid == 169:
-                val = self._counter(hh, "recoveries_per_s") if s.pcie_counters else 0
-                ret = 0 if s.pcie_counters else _real.NVML_ERROR_NOT_SUPPORTED
-            elif fid in (175, 176, 177, 178, 179, 180, 183):
-                val = self._counter(hh, "errors_per_s") if (s.pcie_counters and fid == 175) else 0
-                ret = 0 if s.pcie_counters else _real.NVML_ERROR_NOT_SUPPORTED
+            elif (err := self._error_field(hh, fid)) is not None:  # PCIe and NVLink error counters
+                ret, val = err
             elif fid in _FI_NVLINK_SPEED:  # NVLink speed per link, MB/s
                 speed = nvlink_speed_mbps(s) if self._links(s.index) else None
                 link = _FI_NVLINK_SPEED.index(fid) if fid != 90 else 0
@@ -514,6 +521,36 @@ class SimNvml:
             out.append(SimpleNamespace(fieldId=fid, scopeId=scope, timestamp=int(t * 1e6), latencyUsec=0,
                                        valueType=vt, nvmlReturn=ret, value=value))
         return out
+
+    def _error_field(self, hh: _Handle, fid: int) -> tuple[int, float] | None:
+        """(return code, value) of an error-counter field: the PCIe counters (replays, recoveries, AER errors: the
+        receiver errors carry the scenario's errors, the others 0) and the NVLink all-links counters; None for
+        another field."""
+        s = hh.spec
+        if fid in _FI_PCIE_COUNTERS:
+            attr = _FI_PCIE_COUNTERS[fid]
+            if not s.pcie_counters:
+                return _real.NVML_ERROR_NOT_SUPPORTED, 0.0
+            return 0, float(self._counter(hh, attr)) if attr else 0.0
+        if fid in _FI_NVLINK_ERRORS:
+            if s.nvlink_counters and s.nvlink_error_fields and self._links(s.index):
+                return 0, float(self._counter(hh, _FI_NVLINK_ERRORS[fid], "nvlink_errors"))
+            return _real.NVML_ERROR_NOT_SUPPORTED, 0.0
+        return None
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, h: Any, link: int, counter: int) -> int:  # noqa: N802
+        """One link's error counter (``NVML_NVLINK_ERROR_DL_*``): the GPU's total split over its links (the remainder
+        on link 0, so the links sum to the total the all-links field gives)."""
+        hh = self._h(h)
+        links = self._links(hh.spec.index)
+        if not hh.spec.nvlink_counters or not 0 <= link < len(links):
+            _raise(_real.NVML_ERROR_NOT_SUPPORTED)
+        attr = _NVLINK_COUNTERS.get(counter)
+        if attr is None:
+            _raise(_real.NVML_ERROR_INVALID_ARGUMENT)
+        total = self._counter(hh, attr, "nvlink_errors")
+        share, rest = divmod(total, len(links))
+        return share + (rest if link == 0 else 0)
 
     def _nvlink_kib(self, hh: _Handle, key: str, nlinks: int, t: float) -> float:
         """A per-link KiB counter: the integral of the timeline's NVLink rate, split over the links."""

@@ -28,7 +28,7 @@ def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
 def test_rules_check():
     p = promtool("check", "rules", str(RULES))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "SUCCESS: 8 rules found" in p.stdout + p.stderr
+    assert "SUCCESS: 9 rules found" in p.stdout + p.stderr
 
 
 @pytest.mark.slow
@@ -48,6 +48,8 @@ PLAIN = [
     ("GpuscopeFramesStale", "time() - max_over_time(gpuscope_last_frame_timestamp_seconds[2m]) > 30",
      "time() - gpuscope_last_frame_timestamp_seconds > 30"),
     ("GpuscopeEndpointDown", "avg_over_time(gpuscope_endpoint_up[2m]) < 0.5", "gpuscope_endpoint_up == 0"),
+    ("GpuscopeGroupLinkAtRisk", "max_over_time(gpuscope_serving_group_link_verdict[20s]) == 2",
+     "gpuscope_serving_group_link_verdict == 2"),
 ]
 
 

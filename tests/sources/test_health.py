@@ -62,6 +62,8 @@ def frame(t: float, *gpus: GpuReading) -> Frame:
     (74, "critical", "NVLink error"),
     (92, "warning", "single-bit ECC error rate"),
     (119, "critical", "GSP timeout"),
+    (145, "critical", "NVLink 5 error in the RLW unit"),
+    (149, "critical", "the Xid 154 beside it"),
     (120, "critical", "GSP error"),
     (999, "warning", "not in gpuscope's table"),
 ])
@@ -75,6 +77,12 @@ def test_xid_finding_names_the_fault_and_what_to_do(xid, severity, words):
 def test_every_listed_xid_is_in_the_catalogue():
     assert set(health.XID_CATALOGUE) >= {13, 31, 43, 45, 48, 61, 62, 63, 64, 68, 74, 79, 92, 94, 95, 119, 120}
     assert all(x.severity in ("critical", "warning", "info") for x in health.XID_CATALOGUE.values())
+
+
+def test_the_link_xids_are_the_nvlink_family_and_the_bus():
+    """What the link verdict reads (core/link_verdict.py): Xid 74 and 144-150 speak of NVLink, 79 of the bus."""
+    assert health.LINK_XIDS == {74: "nvlink", 79: "pcie", **dict.fromkeys(range(144, 151), "nvlink")}
+    assert health.xid_info(145).severity == "critical" and "subcode" in health.xid_info(145).action
 
 
 def test_a_repeating_xid_is_one_finding_with_its_count():
