@@ -41,12 +41,12 @@ from gpuscope.core.vocab import (  # noqa: F401 - severities and busy are define
     link_label,
 )
 from gpuscope.core.vocab import SEV_RANK as SEVERITY_RANK
+from gpuscope.core.window import AVG_S, GpuWindow, RuleWindow, gpu_windows, recent
 
 SATURATED_SHARE = 0.80
 PEER_TRAFFIC_SHARE = 0.25
 NOT_COMPUTING_UTIL = 70.0
 NOT_COMPUTING_SM = 30.0
-AVG_S = 5.0  # readings are averaged over the last AVG_S seconds of the window
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,24 +81,6 @@ def link_str(gen: int | None, width: int | None) -> str:
 
 
 # ------------------------------------------------------------------ window helpers
-def recent(frames: Sequence[Frame], span_s: float = AVG_S) -> list[Frame]:
-    if not frames:
-        return []
-    t_end = frames[-1].t
-    return [f for f in frames if f.t >= t_end - span_s - 1e-6]
-
-
-def _mean(readings: list[GpuReading], field_name: str) -> float | None:
-    """Mean of one field of ``readings``, None values skipped; None if no reading has it."""
-    total, n = 0.0, 0
-    for r in readings:
-        v = getattr(r, field_name)
-        if v is not None:
-            total += v
-            n += 1
-    return total / n if n else None
-
-
 # a device's NVLink capacity, asked by two rules every tick and fixed for the inventory's life: kept by the
 # DeviceInfo's identity (the object itself held beside its figure, so a reused id never answers for another)
 _NVLINK_CAPACITY: dict[int, tuple[DeviceInfo, float | None]] = {}
@@ -115,94 +97,8 @@ def nvlink_capacity(dev: DeviceInfo) -> float | None:
     return got[1]
 
 
-def link_capacity(r: GpuReading) -> float | None:
-    return pcie_capacity_bytes_per_s(r.pcie_gen, r.pcie_width)
-
-
 def _dev(inv: Inventory, i: int) -> DeviceInfo | None:
     return inv.devices[i] if 0 <= i < len(inv.devices) else None
-
-
-@dataclass(frozen=True, slots=True)
-class GpuWindow:
-    """One GPU's figures over the last :data:`AVG_S` seconds of a window, what the per-GPU rules read.
-
-    Each ``*_pct`` / ``*_bytes_per_s`` / ``*_w`` figure is the mean of the readings present in that span
-    (a frame without the reading is skipped), None when no frame had it. Built by
-    :func:`build_gpu_windows`; within one evaluation each GPU's is built once (:func:`gpu_windows`)."""
-
-    gpu: int  # the GPU's position in the frame (and the inventory)
-    now: GpuReading  # its reading in the last frame: link generation and width, clock events, temperature
-    util_gpu_pct: float | None
-    sm_active_pct: float | None  # GPM SM activity
-    tensor_active_pct: float | None  # GPM tensor-core activity
-    power_w: float | None
-    pcie_tx_bytes_per_s: float | None
-    pcie_rx_bytes_per_s: float | None
-    pcie_peak_bytes_per_s: float  # the busier PCIe direction (0.0 when neither is known)
-    pcie_capacity_bytes_per_s: float | None  # the link's capacity at its generation and width now
-    nvlink_tx_bytes_per_s: float | None
-    nvlink_rx_bytes_per_s: float | None
-    nvlink_peak_bytes_per_s: float  # the busier NVLink direction (0.0 when neither is known)
-    busy: bool  # computing or moving data (core.vocab.is_busy over the mean utilization and PCIe peak)
-
-
-def build_gpu_windows(frames: Sequence[Frame]) -> dict[int, GpuWindow]:
-    """GPU position → :class:`GpuWindow` for every GPU in the last frame (time order: the last is "now")
-    that is not lost, in position order; the figures are means over the frames of the last :data:`AVG_S`
-    s that have a reading at that position. Pure; no frames: empty."""
-    if not frames:
-        return {}
-    win = recent(frames)
-    out = {}
-    for i, now in enumerate(frames[-1].gpus):
-        if now.lost:
-            continue
-        rs = [f.gpus[i] for f in win if i < len(f.gpus)]
-        tx, rx = _mean(rs, "pcie_tx_bytes_per_s"), _mean(rs, "pcie_rx_bytes_per_s")
-        nvtx, nvrx = _mean(rs, "nvlink_tx_bytes_per_s"), _mean(rs, "nvlink_rx_bytes_per_s")
-        util = _mean(rs, "util_gpu_pct")
-        cap = link_capacity(now)
-        peak = max(tx or 0.0, rx or 0.0)
-        out[i] = GpuWindow(
-            gpu=i, now=now, util_gpu_pct=util, sm_active_pct=_mean(rs, "sm_active_pct"),
-            tensor_active_pct=_mean(rs, "tensor_active_pct"), power_w=_mean(rs, "power_w"),
-            pcie_tx_bytes_per_s=tx, pcie_rx_bytes_per_s=rx, pcie_peak_bytes_per_s=peak, pcie_capacity_bytes_per_s=cap,
-            nvlink_tx_bytes_per_s=nvtx, nvlink_rx_bytes_per_s=nvrx,
-            nvlink_peak_bytes_per_s=max(nvtx or 0.0, nvrx or 0.0), busy=is_busy(util, peak, cap))
-    return out
-
-
-class RuleWindow(tuple[Frame, ...]):
-    """The frames one evaluation reads, with the per-GPU figures the rules share.
-
-    :class:`FindingsEngine` builds one per evaluation and hands it to every rule, so each GPU's window
-    is averaged once however many rules ask; the cache lives and dies with this object (no hidden
-    per-thread state). Rules see a plain sequence of frames (the last one is "now"): a tuple, so that
-    ``len``, indexing and iteration, which every rule does, cost no Python call."""
-
-    gpus: dict[int, GpuWindow] | None  # gpu_windows' answer, once asked
-    counter_base: Frame | None  # the oldest frame within COUNTER_WINDOW_S: what the slowly read error counters rise from
-    probe: Any  # the JSON of the newest link probe the engine has seen (core/link_cost.py reads it), or None
-
-    def __new__(cls, frames: Sequence[Frame], counter_base: Frame | None = None, probe: Any = None) -> RuleWindow:
-        self = super().__new__(cls, frames)
-        self.gpus = None
-        self.counter_base = counter_base
-        self.probe = probe
-        return self
-
-
-def gpu_windows(frames: Sequence[Frame]) -> Mapping[int, GpuWindow]:
-    """GPU position → :class:`GpuWindow` for every GPU in the last frame that is not lost, in order.
-
-    Within one evaluation (a :class:`RuleWindow`) this is built once and shared by every rule: read it,
-    never change it."""
-    if isinstance(frames, RuleWindow):
-        if frames.gpus is None:
-            frames.gpus = build_gpu_windows(frames)
-        return frames.gpus
-    return build_gpu_windows(frames)
 
 
 def _windows_with_devices(inv: Inventory, frames: Sequence[Frame]) -> Iterator[tuple[GpuWindow, DeviceInfo]]:

@@ -12,7 +12,6 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any
 
 from gpuscope.core.candidate import Candidate
@@ -41,8 +40,23 @@ def pair_rank(p: PairLink | None) -> int:
     return 1 + PATH_RANK.get(p.pcie_path, 4)
 
 
+# worst_pair's answers, kept per inventory object and GPU set (the inventory held beside them, so a reused id never
+# answers for another): asked for every group every tick, fixed while the inventory is
+_WORST: dict[tuple[int, tuple[int, ...]], tuple[Inventory, PairLink | None]] = {}
+
+
 def worst_pair(inv: Inventory, gpus: Sequence[int]) -> PairLink | None:
     """The worst-connected pair among ``gpus`` (None for fewer than two GPUs or no pair known)."""
+    key = (id(inv), tuple(gpus))
+    got = _WORST.get(key)
+    if got is None or got[0] is not inv:
+        if len(_WORST) >= 256:  # inventories come and go (tests, replays): bounded
+            _WORST.clear()
+        got = _WORST[key] = (inv, _worst_pair(inv, key[1]))
+    return got[1]
+
+
+def _worst_pair(inv: Inventory, gpus: Sequence[int]) -> PairLink | None:
     worst: PairLink | None = None
     for a, b in itertools.combinations(sorted(set(gpus)), 2):
         p = inv.pair(a, b)
@@ -55,8 +69,9 @@ def slowest_link(frame: Frame | None, inv: Inventory, gpus: Sequence[int]) -> tu
     """(generation, width, bytes/s one direction) of the slowest PCIe link among ``gpus`` now (from the
     frame; the best they can reach when the frame does not say)."""
     best: tuple[int | None, int | None, float | None] = (None, None, None)
+    now = {r.index: r for r in reversed(frame.gpus)} if frame is not None else {}  # the first reading of an index
     for i in gpus:
-        r = next((g for g in frame.gpus if g.index == i), None) if frame is not None else None
+        r = now.get(i)
         gen, width = (r.pcie_gen, r.pcie_width) if r is not None and not r.lost else (None, None)
         if not gen or not width:
             dev = next((d for d in inv.devices if d.index == i), None)
@@ -105,10 +120,25 @@ def group_line(g: ServingGroup, inv: Inventory, frame: Frame | None, model: bool
 
 
 # ------------------------------------------------------------------ placement
-@lru_cache(maxsize=256)
-def better_placement(inv: Inventory, gpus: tuple[int, ...], busy: frozenset[int]) -> tuple[tuple[int, ...], PairLink | None] | None:
+Placement = tuple[tuple[int, ...], PairLink | None]
+# better_placement's answers, kept per inventory object (held beside them, as _WORST), GPU set and busy GPUs: an
+# lru_cache would hash the whole inventory on every call
+_PLACEMENTS: dict[tuple[int, tuple[int, ...], frozenset[int]], tuple[Inventory, Placement | None]] = {}
+
+
+def better_placement(inv: Inventory, gpus: tuple[int, ...], busy: frozenset[int]) -> Placement | None:
     """A set of as many GPUs as ``gpus`` (none of them in ``busy``: held by another group) whose worst path
     is better than theirs: the best one, lowest indices first. None when none is better or too many sets."""
+    key = (id(inv), gpus, busy)
+    got = _PLACEMENTS.get(key)
+    if got is None or got[0] is not inv:
+        if len(_PLACEMENTS) >= 256:  # bounded, as _WORST
+            _PLACEMENTS.clear()
+        got = _PLACEMENTS[key] = (inv, _better_placement(inv, gpus, busy))
+    return got[1]
+
+
+def _better_placement(inv: Inventory, gpus: tuple[int, ...], busy: frozenset[int]) -> Placement | None:
     n = len(gpus)
     have = pair_rank(worst_pair(inv, gpus))
     free = [d.index for d in inv.devices if d.index not in busy or d.index in gpus]
@@ -119,7 +149,7 @@ def better_placement(inv: Inventory, gpus: tuple[int, ...], busy: frozenset[int]
         return None
     best: tuple[int, tuple[int, ...], PairLink | None] | None = None
     for combo in itertools.combinations(free, n):
-        p = worst_pair(inv, combo)
+        p = _worst_pair(inv, combo)  # not kept: up to MAX_COMBINATIONS sets
         if p is None:
             continue
         r = pair_rank(p)

@@ -192,30 +192,33 @@ def path_traffic(g: ServingGroup, frame: Frame, inv: Inventory, nvlink: bool,
     return out or None
 
 
-def rated_path(inv: Inventory, frame: Frame | None, gpus: Sequence[int], p: PairLink | None) -> float | None:
+def rated_path(inv: Inventory, frame: Frame | None, gpus: Sequence[int], p: PairLink | None,
+               slowest: tuple[int | None, int | None, float | None] | None = None) -> float | None:
     """What the group's path typically delivers one way, bytes/s, from the ratings: the pair's NVLinks (or
-    the GPUs' NVSwitch links) × NVLink's typical share, else the slowest PCIe link now × its typical share ×
-    the path's factor for peer copies."""
+    the GPUs' NVSwitch links) × NVLink's typical share, else the slowest PCIe link now (``slowest``: its
+    :func:`slowest_link` when known) × its typical share × the path's factor for peer copies."""
     if p is not None and (p.nvlinks or p.via_nvswitch):
         caps = [device_nvlink_capacity_bytes_per_s(d, None if p.via_nvswitch else p.nvlinks)
                 for d in (_dev(inv, p.a), _dev(inv, p.b)) if d is not None]
         known = [c for c in caps if c]
         return min(known) * NVLINK_TYPICAL_SHARE if known else None
-    gen, width, _ = slowest_link(frame, inv, gpus)
+    gen, width, _ = slowest_link(frame, inv, gpus) if slowest is None else slowest
     typ = pcie_typical(gen, width)
     return typ * PEER_PATH_FACTOR.get(p.pcie_path if p else "SYS", 0.6) if typ else None
 
 
 def better_paths(inv: Inventory, frame: Frame, g: ServingGroup, p: PairLink | None, per_token: float,
-                 busy: frozenset[int]) -> list[BetterPath]:
+                 busy: frozenset[int], slowest: tuple[int | None, int | None, float | None] | None = None
+                 ) -> list[BetterPath]:
     """The better paths the hardware offers the group and the tok/s the link alone would allow on each (an
-    upper bound; estimates from ratings × typical shares)."""
+    upper bound; estimates from ratings × typical shares); ``slowest``: the group's :func:`slowest_link` when
+    known."""
     if per_token <= 0 or p is None or p.nvlinks or p.via_nvswitch:
         return []
     out = []
     path = p.pcie_path
     devs = [d for d in (_dev(inv, i) for i in g.gpus) if d is not None]
-    gen_now, width_now, _ = slowest_link(frame, inv, g.gpus)
+    gen_now, width_now, _ = slowest_link(frame, inv, g.gpus) if slowest is None else slowest
     best = min((best_link(d) for d in devs), key=lambda gw: (gw[0] or 0) * (gw[1] or 0), default=(None, None))
     typ_best = pcie_typical(*best)
     if typ_best and (best[0] or 0) * (best[1] or 0) > (gen_now or 0) * (width_now or 0):
@@ -226,14 +229,21 @@ def better_paths(inv: Inventory, frame: Frame, g: ServingGroup, p: PairLink | No
         bps = bridge * NVLINK_TYPICAL_SHARE
         out.append(BetterPath("over an NVLink bridge (the board takes one)", bps, bps / per_token))
     if path in ("SYS", "NODE", "PHB"):
-        placed = better_placement(inv, tuple(sorted(g.gpus)), busy)
-        if placed is not None and placed[1] is not None and not placed[1].nvlinks:
-            typ = typ_best or pcie_typical(gen_now, width_now)
-            if typ:
-                bps = typ * PEER_PATH_FACTOR.get(placed[1].pcie_path, 0.6)
-                out.append(BetterPath(f"on {gpus_text(placed[0])} ({placed[1].pcie_path}, one NUMA node)", bps,
-                                      bps / per_token))
+        placed = _placed(inv, g, busy, typ_best or pcie_typical(gen_now, width_now), per_token)
+        if placed is not None:
+            out.append(placed)
     return out
+
+
+def _placed(inv: Inventory, g: ServingGroup, busy: frozenset[int], typ: float | None,
+            per_token: float) -> BetterPath | None:
+    """The group on GPUs of one NUMA node (:func:`better_placement`, none of them in ``busy``) over PCIe links
+    that typically deliver ``typ``; None when there is no such placement."""
+    placed = better_placement(inv, tuple(sorted(g.gpus)), busy)
+    if placed is None or placed[1] is None or placed[1].nvlinks or not typ:
+        return None
+    bps = typ * PEER_PATH_FACTOR.get(placed[1].pcie_path, 0.6)
+    return BetterPath(f"on {gpus_text(placed[0])} ({placed[1].pcie_path}, one NUMA node)", bps, bps / per_token)
 
 
 def _bridge_rate(devs: Sequence[DeviceInfo]) -> float | None:
@@ -245,11 +255,13 @@ def _bridge_rate(devs: Sequence[DeviceInfo]) -> float | None:
 # ------------------------------------------------------------------ one group's cost
 @dataclass(frozen=True, slots=True)
 class _Static:
-    """What does not change while the inventory does not: the group's worst pair and whether it runs over NVLink."""
+    """What does not change while the inventory does not: the group's worst pair, whether it runs over NVLink and
+    then what the NVLinks are rated to deliver (:func:`rated_path`; None over PCIe: that depends on the link now)."""
 
     inv: Inventory
     pair: PairLink | None
     nvlink: bool
+    nvlink_rated: float | None = None
 
 
 _STATIC: dict[tuple[int, tuple[int, ...]], _Static] = {}
@@ -263,7 +275,10 @@ def _static(inv: Inventory, gpus: tuple[int, ...]) -> _Static:
     if st is None or st.inv is not inv:
         if len(_STATIC) > 256:
             _STATIC.clear()
-        st = _STATIC[key] = _Static(inv, worst_pair(inv, gpus), nvlink_path(inv, gpus))
+        p = worst_pair(inv, gpus)
+        over_nvlink = p is not None and bool(p.nvlinks or p.via_nvswitch)
+        st = _STATIC[key] = _Static(inv, p, nvlink_path(inv, gpus),
+                                    rated_path(inv, None, gpus, p) if over_nvlink else None)
     return st
 
 
@@ -285,11 +300,12 @@ def group_tokens(g: ServingGroup, frame: Frame) -> float:
 
 
 def delivered_one_way(inv: Inventory, frame: Frame, g: ServingGroup, p: PairLink, measured: PairFigures | None,
-                      most: float) -> tuple[float | None, str]:
-    """What the path delivers one way and where that figure comes from: the probe's, else the rating's, raised
-    to ``most`` (what the path was seen to carry) when it carried more."""
+                      most: float, rated: float | None = None) -> tuple[float | None, str]:
+    """What the path delivers one way and where that figure comes from: the probe's, else the rating's (``rated``:
+    :func:`rated_path`'s answer when known), raised to ``most`` (what the path was seen to carry) when it carried
+    more."""
     delivered, source = (measured.one_way, MEASURED) if measured and measured.one_way else (
-        rated_path(inv, frame, g.gpus, p), RATED)
+        rated_path(inv, frame, g.gpus, p) if rated is None else rated, RATED)
     if delivered and most > delivered:  # it carried more than the estimate: the path delivers at least that
         return most, f"{source}; raised to what it carried"
     return delivered, source
@@ -319,15 +335,17 @@ def link_cost(g: ServingGroup, inv: Inventory, frame: Frame, probe: Mapping[tupl
         return None
     measured = probe.get((p.a, p.b))
     most = max(bps for _, _, bps in traffic)
-    delivered, source = delivered_one_way(inv, frame, g, p, measured, most)
+    slowest = slowest_link(frame, inv, g.gpus)
+    rated = st.nvlink_rated if st.nvlink else rated_path(inv, frame, g.gpus, p, slowest)
+    delivered, source = delivered_one_way(inv, frame, g, p, measured, most, rated)
     if not delivered:
         return None
     busy = most / delivered
     step, step_src = step_time(frame.endpoints, g.endpoint, tok)
-    gen, width, _ = slowest_link(frame, inv, g.gpus)
+    gen, width, _ = slowest
     count, lat = latency_parts(g, measured)
     better = better_paths(inv, frame, g, p, most / tok, frozenset(
-        i for h in frame.groups if h is not g for i in h.gpus)) if busy >= LINK_BOUND_SHARE else []
+        i for h in frame.groups if h is not g for i in h.gpus), slowest) if busy >= LINK_BOUND_SHARE else []
     cost = LinkCost(
         key=g.endpoint or g.server, label=group_label(g), gpus=tuple(g.gpus), parallel=parallel_text(g),
         link=f"{p.label}, {link_label(gen, width)}" if gen and width else p.label, nvlink=st.nvlink,

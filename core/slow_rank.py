@@ -1,8 +1,8 @@
 """The slow rank in a serving group (issue 39 point 3): the GPU a tensor-parallel group waits for, and why.
 
 A TP group runs at the pace of its slowest GPU. For every serving group of the newest frame with two or
-more GPUs, all of them busy, each GPU's readings averaged over the engine's span (:data:`SPAN_S`, which is
-``core.findings.AVG_S``: this module cannot import the engine that imports it) are compared with its peers'
+more GPUs, all of them busy, each GPU's readings averaged over the span of the per-GPU windows every findings
+rule shares (``core/window.py``; :data:`SPAN_S` is its ``AVG_S``) are compared with its peers'
 (the group's other GPUs; their median, unknown readings left out, never read as 0). A GPU lags when one of
 :data:`CAUSES` holds for it and not for its peers:
 
@@ -22,17 +22,18 @@ below the peers' (or the clock unknown). Each lagging GPU gets at most one clock
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
 from gpuscope.core.candidate import Candidate
 from gpuscope.core.group_paths import worst_pair
 from gpuscope.core.groups import group_label, parallel_text
-from gpuscope.core.model import Frame, GpuReading, Inventory, ServingGroup
-from gpuscope.core.topology import pcie_capacity_bytes_per_s
+from gpuscope.core.model import Frame, GpuReading, Inventory, ServingGroup, decode_clock_events
 from gpuscope.core.vocab import CLOCK_EVENT_BY_NAME, is_busy, link_label
+from gpuscope.core.window import AVG_S, GpuWindow, gpu_windows, link_capacity, means
 
 SM_CLOCK_LAG = 0.05  # an SM clock this share below the peers' median lags, reason or not
 CAUSE_CLOCK_LAG = 0.02  # a cause behind the clocks counts while it costs at least this share of SM clock
@@ -41,13 +42,17 @@ POWER_AT_LIMIT = 0.95  # drawing this share of its limit: held at it
 MEM_TEMP_GAP_C = 10.0  # memory this many °C hotter than the peers' median
 LINK_GAP = 0.05  # a PCIe link whose capacity now is this share below the peers' median
 REASON_HELD = 0.5  # a clock-event reason set in at least this share of a GPU's readings is held
-SPAN_S = 5.0  # readings are averaged over this span: the engine's (core.findings.AVG_S; a test keeps them equal)
+SPAN_S = AVG_S  # readings are averaged over the span of the engine's per-GPU windows (core/window.py)
 RULE = "slow_rank"
 ID_PREFIX = "slow-rank:"
 
 # the clock-event reasons that slow one GPU, worst first (the thermal ones and HW slowdown mean heat)
 _REASONS = ("hw_power_brake", "hw_slowdown", "hw_thermal", "sw_thermal", "sw_power_cap")
+_REASON_SET = frozenset(_REASONS)
 _HOT = frozenset(("hw_slowdown", "hw_thermal", "sw_thermal"))
+# a RankReading's figures, read for the peers' medians
+_SM, _MEM, _POWER, _LIMIT, _TEMP_MEM = (attrgetter(f) for f in ("sm_clock_mhz", "mem_clock_mhz", "power_w",
+                                                                   "power_limit_w", "temp_mem_c"))
 _REASON_PREFIX = {"sw_power_cap": "", "hw_power_brake": "under the "}  # the others: "in hardware slowdown"
 
 
@@ -134,9 +139,13 @@ class SlowRank:
 
 # ------------------------------------------------------------------ small figures
 def median(values: Iterable[float | None]) -> float | None:
-    """The median of the known values (None skipped); None when none is known."""
-    known = [v for v in values if v is not None]
-    return statistics.median(known) if known else None
+    """The median of the known values (None skipped; ``statistics.median``'s answer); None when none is known."""
+    known = sorted([v for v in values if v is not None])
+    n = len(known)
+    if not n:
+        return None
+    h = n // 2
+    return known[h] if n % 2 else (known[h - 1] + known[h]) / 2
 
 
 def shortfall(mine: float | None, theirs: float | None) -> float | None:
@@ -147,7 +156,7 @@ def shortfall(mine: float | None, theirs: float | None) -> float | None:
 
 
 def _clock_gap(me: RankReading, peers: Sequence[RankReading]) -> float | None:
-    return shortfall(me.sm_clock_mhz, median(p.sm_clock_mhz for p in peers))
+    return shortfall(me.sm_clock_mhz, median(map(_SM, peers)))
 
 
 def _costs_clock(me: RankReading, peers: Sequence[RankReading]) -> bool:
@@ -170,24 +179,30 @@ def _n(x: float | None, unit: str) -> str:
 # ------------------------------------------------------------------ the causes
 def _power_limit(me: RankReading, peers: Sequence[RankReading]) -> Lag | None:
     """Its enforced power limit below its peers' and held there."""
-    mine, theirs = me.power_limit_w, median(p.power_limit_w for p in peers)
-    gap = shortfall(mine, theirs)
-    if mine is None or gap is None or gap < POWER_LIMIT_GAP:
+    mine = me.power_limit_w
+    if mine is None:
         return None
     held = "sw_power_cap" in me.reasons or (me.power_w is not None and me.power_w >= POWER_AT_LIMIT * mine)
-    if not held or not _costs_clock(me, peers):
+    if not held:  # asked first: it needs no peer (most GPUs draw below their limit)
         return None
-    draw = median(p.power_w for p in peers)
+    theirs = median(map(_LIMIT, peers))
+    gap = shortfall(mine, theirs)
+    if gap is None or gap < POWER_LIMIT_GAP or not _costs_clock(me, peers):
+        return None
+    draw = median(map(_POWER, peers))
     return Lag("power_limit", mine, theirs, "W", f"held at its {_n(mine, 'W')} power limit",
                f"draw {_n(draw, 'W')} (limit {_n(theirs, 'W')})")
 
 
 def _mem_temp(me: RankReading, peers: Sequence[RankReading]) -> Lag | None:
     """Its memory much hotter than its peers' while it slows down."""
-    mine, theirs = me.temp_mem_c, median(p.temp_mem_c for p in peers)
-    if mine is None or theirs is None or mine < theirs + MEM_TEMP_GAP_C:
+    mine = me.temp_mem_c
+    if mine is None:
         return None
-    sm, mem = _clock_gap(me, peers), shortfall(me.mem_clock_mhz, median(p.mem_clock_mhz for p in peers))
+    theirs = median(map(_TEMP_MEM, peers))
+    if theirs is None or mine < theirs + MEM_TEMP_GAP_C:
+        return None
+    sm, mem = _clock_gap(me, peers), shortfall(me.mem_clock_mhz, median(map(_MEM, peers)))
     slows = any(g is not None and g >= CAUSE_CLOCK_LAG for g in (sm, mem)) or any(
         _held_alone(r, me, peers) for r in _HOT)
     if not slows:
@@ -217,7 +232,7 @@ def _sm_clock(me: RankReading, peers: Sequence[RankReading]) -> Lag | None:
     gap = _clock_gap(me, peers)
     if gap is None or gap < SM_CLOCK_LAG:
         return None
-    theirs = median(p.sm_clock_mhz for p in peers)
+    theirs = median(map(_SM, peers))
     return Lag("sm_clock", me.sm_clock_mhz, theirs, "MHz",
                f"SM clock at {_n(me.sm_clock_mhz, 'MHz')} (no reason given by NVML)", f"run at {_n(theirs, 'MHz')}")
 
@@ -267,67 +282,94 @@ def lags(me: RankReading, peers: Sequence[RankReading]) -> list[tuple[Lag, tuple
         return []
     out = []
     for table in (CLOCK_CAUSES, LINK_CAUSES):
-        found = [lag for _key, test in table if (lag := test(me, peers)) is not None]
+        # a reason's cause holds only where the reason is held: the others are not asked
+        found = [lag for key, test in table
+                 if (key in me.reasons or key not in _REASON_SET) and (lag := test(me, peers)) is not None]
         if found:  # the clock itself is the symptom of the others, never one "also"
             out.append((found[0], tuple(x.cause for x in found[1:] if x.cause != "sm_clock")))
     return out
 
 
 # ------------------------------------------------------------------ readings of a group
+_FIGURES_AT = ("sm_clock_mhz", "mem_clock_mhz", "power_limit_w", "temp_gpu_c", "temp_mem_c")  # beyond GpuWindow's
+_FIGURES = attrgetter(*_FIGURES_AT)
+_ALL_FIGURES = attrgetter("util_gpu_pct", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "power_w", "sm_clock_mhz",
+                          "mem_clock_mhz", "power_limit_w", "temp_gpu_c", "temp_mem_c")
+_MASK = attrgetter("clock_event_reasons")
+_LOST = attrgetter("lost")
+
+
 def _held_reasons(readings: Sequence[GpuReading]) -> frozenset[str]:
     """The clock-event reasons set in at least :data:`REASON_HELD` of ``readings``."""
-    if not readings:
-        return frozenset()
+    return _held_masks(tuple(map(_MASK, readings)))
+
+
+@lru_cache(maxsize=1024)
+def _held_masks(masks: tuple[int | None, ...]) -> frozenset[str]:
+    """:func:`_held_reasons` of readings with these clock-event masks (a GPU shows a handful of patterns)."""
     counts: dict[str, int] = {}
-    for r in readings:
-        for name in r.clock_events:
+    for mask in masks:
+        for name in decode_clock_events(mask):
             counts[name] = counts.get(name, 0) + 1
-    return frozenset(n for n, c in counts.items() if c >= REASON_HELD * len(readings))
-
-
-def _span(frames: Sequence[Frame]) -> list[Frame]:
-    """The frames of the last :data:`SPAN_S` seconds (time order: the last is "now")."""
-    t_end = frames[-1].t
-    return [f for f in frames if f.t >= t_end - SPAN_S - 1e-6]
-
-
-def _mean(readings: Sequence[GpuReading], name: str) -> float | None:
-    """The mean of one field of ``readings``, None values skipped; None when no reading has it."""
-    known = [float(v) for r in readings if (v := getattr(r, name)) is not None]
-    return statistics.fmean(known) if known else None
+    return frozenset(n for n, c in counts.items() if c >= REASON_HELD * len(masks))
 
 
 def rank_reading(now: GpuReading, readings: Sequence[GpuReading], limit_w: float | None = None) -> RankReading:
     """One GPU's :class:`RankReading` from its reading ``now`` (link, index) and its ``readings`` over the span
     (means; busy as ``core.vocab.is_busy`` over the mean utilization and the busier PCIe direction); the power
     limit falls back to ``limit_w`` (the inventory's)."""
-    util = _mean(readings, "util_gpu_pct")
-    peak = max(_mean(readings, "pcie_tx_bytes_per_s") or 0.0, _mean(readings, "pcie_rx_bytes_per_s") or 0.0)
-    cap = pcie_capacity_bytes_per_s(now.pcie_gen, now.pcie_width)
-    limit = _mean(readings, "power_limit_w")
-    return RankReading(
-        gpu=now.index, busy=is_busy(util, peak, cap), sm_clock_mhz=_mean(readings, "sm_clock_mhz"),
-        mem_clock_mhz=_mean(readings, "mem_clock_mhz"), power_w=_mean(readings, "power_w"),
-        power_limit_w=limit if limit is not None else limit_w, temp_gpu_c=_mean(readings, "temp_gpu_c"),
-        temp_mem_c=_mean(readings, "temp_mem_c"), reasons=_held_reasons(readings), pcie_gen=now.pcie_gen,
-        pcie_width=now.pcie_width, pcie_capacity_bytes_per_s=cap)
+    if not readings:  # nothing to average: idle, its figures unknown
+        return _reading(now, False, None, [None] * 5, frozenset(), limit_w)
+    util, tx, rx, power, *figs = means(readings, _ALL_FIGURES)
+    cap = link_capacity(now)
+    busy = is_busy(util, max(tx or 0.0, rx or 0.0), cap)
+    return _reading(now, busy, power, figs, _held_reasons(readings), limit_w)
+
+
+def _reading(now: GpuReading, busy: bool, power: float | None, figs: Sequence[float | None],
+             reasons: frozenset[str], limit_w: float | None) -> RankReading:
+    """A :class:`RankReading` from its figures: ``figs`` the means of :data:`_FIGURES`."""
+    sm, mem, limit, temp, temp_mem = figs
+    return RankReading(gpu=now.index, busy=busy, sm_clock_mhz=sm, mem_clock_mhz=mem, power_w=power,
+                       power_limit_w=limit if limit is not None else limit_w, temp_gpu_c=temp, temp_mem_c=temp_mem,
+                       reasons=reasons, pcie_gen=now.pcie_gen, pcie_width=now.pcie_width,
+                       pcie_capacity_bytes_per_s=link_capacity(now))
+
+
+def window_reading(w: GpuWindow, limit_w: float | None = None,
+                   figs: Sequence[float | None] | None = None) -> RankReading:
+    """:func:`rank_reading` of a GPU from its shared :class:`GpuWindow` (the span's readings, its busy flag and
+    power already averaged there; ``figs``: the means of :data:`_FIGURES` over them, when known); a lost reading
+    in the span is left out, as :func:`rank_reading` is given."""
+    rs = w.readings
+    if any(map(_LOST, rs)):
+        return rank_reading(w.now, [r for r in rs if not r.lost], limit_w)
+    return _reading(w.now, w.busy, w.power_w, means(rs, _FIGURES) if figs is None else figs, _held_reasons(rs),
+                    limit_w)
+
+
+def _window_figures(ws: Sequence[GpuWindow]) -> list[list[float | None]]:
+    """The means of :data:`_FIGURES` over each window's readings: summed in C, all windows at once, when every
+    reading has every figure."""
+    cols = [col for w in ws for col in zip(*map(_FIGURES, w.readings))]
+    try:
+        sums = list(map(sum, cols))
+    except TypeError:  # a figure missing (None) somewhere: window by window, the known values only
+        return [means(w.readings, _FIGURES) for w in ws]
+    n = len(_FIGURES_AT)
+    return [[s / len(w.readings) for s in sums[k * n:(k + 1) * n]] for k, w in enumerate(ws)]
 
 
 def rank_readings(inv: Inventory, frames: Sequence[Frame], gpus: Iterable[int] | None = None) -> dict[int, RankReading]:
     """GPU index → :class:`RankReading` of every GPU of the newest frame that is not lost (only those in
-    ``gpus`` when given), averaged over the last :data:`SPAN_S` s of ``frames``."""
+    ``gpus`` when given), averaged over the last :data:`SPAN_S` s of ``frames`` (the engine's per-GPU windows,
+    :func:`gpu_windows`: within one evaluation they are built once for every rule)."""
     if not frames:
         return {}
     want = None if gpus is None else set(gpus)
-    win = _span(frames)
     limits = {d.index: d.power_limit_w for d in inv.devices}
-    out = {}
-    for pos, now in enumerate(frames[-1].gpus):
-        if now.lost or (want is not None and now.index not in want):
-            continue
-        rs = [f.gpus[pos] for f in win if pos < len(f.gpus) and not f.gpus[pos].lost]
-        out[now.index] = rank_reading(now, rs, limits.get(now.index))
-    return out
+    ws = [w for w in gpu_windows(frames).values() if want is None or w.now.index in want]
+    return {w.now.index: window_reading(w, limits.get(w.now.index), figs) for w, figs in zip(ws, _window_figures(ws))}
 
 
 def group_slow_ranks(inv: Inventory, g: ServingGroup, readings: Mapping[int, RankReading]) -> list[SlowRank]:
@@ -336,18 +378,17 @@ def group_slow_ranks(inv: Inventory, g: ServingGroup, readings: Mapping[int, Ran
     mine = [readings[i] for i in dict.fromkeys(g.gpus) if i in readings]
     if len(mine) < 2 or not all(r.busy for r in mine):
         return []
+    found = [(me, peers, lag, also) for me in mine for peers in ([r for r in mine if r is not me],)
+             for lag, also in lags(me, peers)]
+    if not found:  # the usual case: every GPU keeps pace (the words below are made only for a finding)
+        return []
     label = " ".join(p for p in (group_label(replace(g, model=None)), parallel_text(g)) if p)
-    out = []
-    for me in mine:
-        peers = [r for r in mine if r is not me]
-        for lag, also in lags(me, peers):
-            out.append(_slow_rank(inv, g, label, me, peers, lag, also, tuple(mine)))
-    return out
+    return [_slow_rank(inv, g, label, me, peers, lag, also, tuple(mine)) for me, peers, lag, also in found]
 
 
 def _slow_rank(inv: Inventory, g: ServingGroup, label: str, me: RankReading, peers: Sequence[RankReading],
                lag: Lag, also: tuple[str, ...], readings: tuple[RankReading, ...]) -> SlowRank:
-    peer_sm = median(p.sm_clock_mhz for p in peers)
+    peer_sm = median(map(_SM, peers))
     clock = ""
     if lag.cause not in ("sm_clock", "pcie_link") and me.sm_clock_mhz is not None and peer_sm is not None:
         clock = f"; SM clock {me.sm_clock_mhz:,.0f} vs {peer_sm:,.0f} MHz"

@@ -30,7 +30,8 @@ from gpuscope.core import catalogue
 from gpuscope.core.catalogue import MIB
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.exposition import escape_help, escape_label, labels
-from gpuscope.core.group_paths import group_traffic, worst_pair
+from gpuscope.core.group_paths import worst_pair
+from gpuscope.core.group_traffic import group_traffic, traffic_owners
 from gpuscope.core.link_verdict import UNKNOWN, VERDICT_VALUE, group_link, link_verdicts, verdict_id_of
 from gpuscope.core.model import CLOCK_EVENT_REASONS, DeviceInfo, EndpointReading, Frame, GpuReading, Inventory
 from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
@@ -295,6 +296,55 @@ class _Out:
             self.parts.extend(samples)
 
 
+LINK_COST_FAMILIES = (
+    ("gpuscope_serving_group_link_busy_ratio", "Estimate: the share of time the serving group's path between its "
+     "GPUs is busy moving its traffic (the busiest GPU and direction ÷ what the path delivers: the probe's figure, "
+     "else the rated ceiling × a typical share; docs/findings.md § 2b)."),
+    ("gpuscope_serving_group_link_bytes_per_token", "The busiest GPU's bytes per generated token on the group's "
+     "path, one direction."),
+    ("gpuscope_serving_group_link_tokens_per_second_ceiling", "Estimate: the tok/s the link alone would allow "
+     "(path=now), and on the best of the better paths the hardware offers (path=better), while the link is busy "
+     "half the time or more."),
+    ("gpuscope_serving_group_allreduce_latency_ratio", "Estimate: the share of a decode step the all-reduces' "
+     "latency takes (a probe's small-copy latency × 2(TP−1) × 2 per layer), where measured and the model known."),
+)
+
+
+def link_cost_values(ev: dict[str, Any]) -> list[tuple[str, list[tuple[str, Any]], float]]:
+    """(family, extra labels, value) of a ``link_cost`` finding's evidence (the group's labels come first)."""
+    out: list[tuple[str, list[tuple[str, Any]], float]] = []
+    busy = _finite(ev.get("link_busy_share"))
+    per = [_finite(b.get("bytes")) for b in ev.get("bytes_per_token") or () if isinstance(b, dict)]
+    most = max((x for x in per if x is not None), default=None)
+    if busy is not None:
+        out.append(("gpuscope_serving_group_link_busy_ratio", [], busy))
+    if most is not None:
+        out.append(("gpuscope_serving_group_link_bytes_per_token", [], most))
+    delivered = _finite(ev.get("delivered_bytes_per_s"))
+    if busy is not None and busy >= 0.5 and delivered and most:
+        out.append(("gpuscope_serving_group_link_tokens_per_second_ceiling", [("path", "now")], delivered / most))
+        better = [x for b in ev.get("better_paths") or () if isinstance(b, dict)
+                  and (x := _finite(b.get("tokens_per_s_at_most"))) is not None]
+        if better:
+            out.append(("gpuscope_serving_group_link_tokens_per_second_ceiling", [("path", "better")], max(better)))
+    lat = _finite(ev.get("latency_share_of_step"))
+    if lat is not None:
+        out.append(("gpuscope_serving_group_allreduce_latency_ratio", [], lat))
+    return out
+
+
+def _finite(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _group_gpus(ev: dict[str, Any]) -> list[int]:
+    """The GPUs of a slow-rank finding's group: its readings' GPUs."""
+    readings = ev.get("readings")
+    if isinstance(readings, list):
+        return sorted({r["gpu"] for r in readings if isinstance(r, dict) and isinstance(r.get("gpu"), int)})
+    return []
+
+
 class Renderer:
     """Renders frames of one inventory; the per-GPU label sets are built once."""
 
@@ -374,6 +424,7 @@ class Renderer:
             self._endpoints(o, frame.endpoints, self.endpoint_families)
             self._groups(o, frame)
             self._link_verdicts(o, frame, findings)
+            self._group_findings(o, findings)
         self._health(o, frame, health)
         return "".join(o.parts)
 
@@ -441,6 +492,7 @@ class Renderer:
             return
         info, rates = [], []
         seen: set[str] = set()
+        owners = traffic_owners(frame.groups)
         for g in frame.groups:
             gpus = ",".join(str(i) for i in g.gpus)
             key = labels([("server", g.server), ("endpoint", g.endpoint or ""), ("gpus", gpus)])
@@ -450,20 +502,46 @@ class Renderer:
             p = worst_pair(self.inv, g.gpus)
             info.append(f"gpuscope_serving_group_info{labels([('server', g.server), ('endpoint', g.endpoint or ''), ('model', g.model or ''), ('gpus', gpus), ('tp', g.tp or ''), ('pp', g.pp or ''), ('path', p.label if p else ''), ('container', g.container or ''), ('local', str(g.local).lower()), ('simulated', str(g.simulated).lower())])} 1\n")  # noqa: E501
             if g.gpus:
-                rates.append((key, group_traffic(g, frame)))
+                rates.append((key, group_traffic(g, frame, self.inv, owners)))
         o.family("gpuscope_serving_group_info", "gauge", "A serving group: the server (its name and endpoint), "
                  "its GPUs, TP/PP sizes and the worst path between its GPUs (docs/groups.md).", info)
         for name, attr, help_ in (
                 ("gpuscope_serving_group_pcie_bytes_per_second", "pcie_bytes_per_s", "PCIe traffic of the group's "
-                 "GPUs, both directions, summed over them."),
+                 "GPUs, both directions, summed over them; a GPU another group also holds is counted once, with the "
+                 "group that has an endpoint (else the larger); absent while a GPU's counters are unknown."),
                 ("gpuscope_serving_group_nvlink_bytes_per_second", "nvlink_bytes_per_s", "NVLink traffic of the "
-                 "group's GPUs, both directions, summed over them."),
+                 "group's GPUs, both directions, summed over them (counted once, as the PCIe figure)."),
                 ("gpuscope_serving_group_generated_tokens_per_second", "tokens_per_s", "Generated tokens/s of the "
                  "group's endpoint."),
                 ("gpuscope_serving_group_bytes_per_token", "bytes_per_token", "Interconnect bytes (PCIe + NVLink) "
                  "per generated token.")):
             o.family(name, "gauge", help_, [f"{name}{key} {fmt(v)}\n" for key, t in rates
                                             if (v := getattr(t, attr)) is not None])
+
+    @staticmethod
+    def _group_findings(o: _Out, findings: Sequence[Any]) -> None:
+        """What the link costs each raised group (``link_cost``; estimates) and the slow rank of a group
+        (``slow_rank``), from the raised findings' evidence: the figures the panel and the findings show."""
+        cost: dict[str, list[str]] = {}
+        slow: list[str] = []
+        for f in findings:
+            ev = getattr(f, "evidence", None)
+            if not isinstance(ev, dict):
+                continue
+            gpus = ",".join(str(i) for i in ev.get("gpus") or ())
+            if getattr(f, "rule", None) == "link_cost":
+                head = [("server", ev.get("server") or ""), ("endpoint", ev.get("endpoint") or ""), ("gpus", gpus)]
+                for name, extra, v in link_cost_values(ev):
+                    cost.setdefault(name, []).append(f"{name}{labels(head + extra)} {fmt(v)}\n")
+            elif getattr(f, "rule", None) == "slow_rank" and isinstance(ev.get("gpu"), int):
+                group = str(ev.get("group") or "")
+                endpoint = group if "://" in group else ""
+                slow.append(f"gpuscope_serving_group_slow_rank{labels([('server', ev.get('server') or ''), ('endpoint', endpoint), ('gpus', ','.join(str(p) for p in _group_gpus(ev))), ('gpu', ev['gpu']), ('cause', ev.get('cause') or '')])} 1\n")  # noqa: E501
+        for name, help_ in LINK_COST_FAMILIES:
+            o.family(name, "gauge", help_, cost.get(name, []))
+        o.family("gpuscope_serving_group_slow_rank", "gauge", "A GPU the serving group waits for (the slow rank) "
+                 "and why (cause: power_limit, sw_power_cap, hw_thermal, mem_temp, sm_clock, pcie_link…), while "
+                 "its finding is raised (docs/findings.md § 14).", slow)
 
     def _link_verdicts(self, o: _Out, frame: Frame, findings: Sequence[Any]) -> None:
         """One series per serving group: its link verdict (core/link_verdict.py), 0 healthy, 1 degraded, 2 at risk.

@@ -6,14 +6,9 @@ import pytest
 from helpers import run_frames, sim_source
 
 from gpuscope.core.findings import (
-    AVG_S,
     COUNTER_WINDOW_S,
     FindingsEngine,
-    GpuWindow,
-    RuleWindow,
-    build_gpu_windows,
     evaluate,
-    gpu_windows,
     is_busy,
     rule_bottleneck,
     rule_busy_not_computing,
@@ -26,6 +21,7 @@ from gpuscope.core.findings import (
 )
 from gpuscope.core.model import DeviceInfo, Frame, GpuReading, Inventory, PairLink
 from gpuscope.core.topology import pcie_capacity_bytes_per_s
+from gpuscope.core.window import AVG_S, GpuWindow, RuleWindow, build_gpu_windows, gpu_windows
 
 
 def dev(i=0, gen_max=4, sys_max=4, width=16, numa=0, nvlinks=0, version=6):

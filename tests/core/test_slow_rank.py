@@ -9,7 +9,7 @@ from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuscope.core.findings import FindingsEngine, RuleWindow, evaluate
+from gpuscope.core.findings import FindingsEngine, evaluate
 from gpuscope.core.model import (
     CLOCK_EVENT_BITS,
     DeviceInfo,
@@ -30,6 +30,7 @@ from gpuscope.core.slow_rank import (
     slow_ranks,
 )
 from gpuscope.core.topology import pcie_capacity_bytes_per_s
+from gpuscope.core.window import RuleWindow
 
 GEN4 = pcie_capacity_bytes_per_s(4, 16)
 GEN1 = pcie_capacity_bytes_per_s(1, 16)
@@ -328,7 +329,7 @@ def test_slow_ranks_never_raises_on_arbitrary_frames(data):
 
 def test_the_span_is_the_engines():
     """core.findings imports this module (its RULES), so the span is a constant of its own: the same."""
-    from gpuscope.core.findings import AVG_S
     from gpuscope.core.slow_rank import SPAN_S
+    from gpuscope.core.window import AVG_S
 
     assert SPAN_S == AVG_S

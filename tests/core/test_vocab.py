@@ -227,6 +227,10 @@ HEALTH_EXPORT_COLUMNS = [  # GPU health: after the old GPU columns, before the e
     "remap_failure"]
 
 
+NVLINK_ERROR_COLUMNS = [  # the NVLink error counters (a link verdict's inputs), after GPM's graphics engine
+    "nvlink_crc_flit_count", "nvlink_crc_data_count", "nvlink_replay_count", "nvlink_recovery_count"]
+
+
 def test_catalogue_declares_every_reading_field_once():
     names = [m.name for m in catalogue.METRICS]
     assert len(names) == len(set(names))
@@ -235,7 +239,7 @@ def test_catalogue_declares_every_reading_field_once():
     gpu_fields = [f.name for f in dataclasses.fields(GpuReading) if f.name not in ("index", "lost", "processes")]
     assert [m.name for m in catalogue.metrics("gpu")] == gpu_fields
     assert catalogue.export_columns() == [*OLD_EXPORT_COLUMNS[:-1], *HEALTH_EXPORT_COLUMNS, "gr_engine_active_pct",
-                                          OLD_EXPORT_COLUMNS[-1]]  # GPM's graphics engine
+                                          *NVLINK_ERROR_COLUMNS, OLD_EXPORT_COLUMNS[-1]]  # GPM's graphics engine
     assert all(m.history for m in catalogue.metrics("gpu", detail=True))
 
 
@@ -325,6 +329,8 @@ NOT_A_PHASE_KEY = {
     "pcie_width": "[[gpus]] pcie_width_idle / pcie_width_load",
     "pcie_replay_count": "[[events]] pcie_errors", "pcie_recovery_count": "[[events]] pcie_errors",
     "pcie_error_count": "[[events]] pcie_errors",
+    "nvlink_crc_flit_count": "[[events]] nvlink_errors", "nvlink_crc_data_count": "[[events]] nvlink_errors",
+    "nvlink_replay_count": "[[events]] nvlink_errors", "nvlink_recovery_count": "[[events]] nvlink_errors",
     "mem_reserved_bytes": "[[gpus]] memory_reserved_mib",
     "ecc_corrected_volatile": "[[events]] ecc", "ecc_uncorrected_volatile": "[[events]] ecc",
     "ecc_corrected_aggregate": "[[events]] ecc", "ecc_uncorrected_aggregate": "[[events]] ecc",
