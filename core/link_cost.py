@@ -24,6 +24,7 @@ model is known): their sum against the step's time (the server's ITL, else runni
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ from gpuscope.core.group_traffic import traffic_owners
 from gpuscope.core.groups import gpus_text, group_label, parallel_text
 from gpuscope.core.model import DeviceInfo, EndpointReading, Frame, Inventory, PairLink, ServingGroup
 from gpuscope.core.model_shapes import allreduces_per_step, shape_of
+from gpuscope.core.text import clean
 from gpuscope.core.topology import (
     NVLINK_TYPICAL_SHARE,
     PEER_PATH_FACTOR,
@@ -89,6 +91,7 @@ class LinkCost:
     key: str
     label: str
     gpus: tuple[int, ...]
+    probe_name: str  # what `gpuscope probe --group` takes for it: ``:8000``, else its server's name, quoted
     parallel: str
     link: str  # "SYS, Gen1×16" / "NV4"
     nvlink: bool  # the collectives take NVLink
@@ -283,11 +286,15 @@ def _static(inv: Inventory, gpus: tuple[int, ...]) -> _Static:
 
 
 def step_time(eps: Sequence[EndpointReading], url: str | None, tok: float) -> tuple[float | None, str | None]:
-    """The time of one decode step: the server's mean ITL, else running requests ÷ tok/s (an estimate)."""
+    """The time of one decode step: the server's mean ITL (× the tokens a step accepts under speculative
+    decoding, where the server says), else running requests ÷ tok/s (an estimate)."""
     mine = [e for e in eps if e.url == url and e.up]
-    itl = [e.itl_mean_s for e in mine if e.itl_mean_s]
+    itl = [(e.itl_mean_s, e.spec_accept_length) for e in mine if e.itl_mean_s]
     if itl:
-        return max(itl), "ITL"
+        s, accept = max(itl, key=lambda x: x[0])
+        if accept is not None and 1 < accept < 64:
+            return s * accept, "ITL × accepted tokens a step"
+        return s, "ITL"
     run = sum(e.requests_running or 0.0 for e in mine)
     return (run / tok, "running ÷ tok/s") if run >= 1 and tok > 0 else (None, None)
 
@@ -348,6 +355,7 @@ def link_cost(g: ServingGroup, inv: Inventory, frame: Frame, probe: Mapping[tupl
         i for h in frame.groups if h is not g for i in h.gpus), slowest) if busy >= LINK_BOUND_SHARE else []
     cost = LinkCost(
         key=g.endpoint or g.server, label=group_label(g), gpus=tuple(g.gpus), parallel=parallel_text(g),
+        probe_name=f":{g.port}" if g.port else shlex.quote(clean(g.server, 60)),
         link=f"{p.label}, {link_label(gen, width)}" if gen and width else p.label, nvlink=st.nvlink,
         tokens_per_s=tok, per_gpu=tuple((i, way, bps / tok) for i, way, bps in traffic),
         delivered_bytes_per_s=delivered, delivered_source=source, busy_share=busy, better=tuple(better),
@@ -414,7 +422,7 @@ def evidence_text(ev: Mapping[str, Any]) -> str:
     if busy is None or most is None:
         return ""
     probe = ", probe" if str(ev.get("delivered_from", "")).startswith(MEASURED) else ""
-    out = f"link busy {_pct(busy)} · {most / 1e6:.2f} MB/token each way"
+    out = f"link busy {_pct(busy)} · {most / 1e6:.2f} MB/token per GPU each way"
     if busy >= LINK_BOUND_SHARE:
         tok, delivered = _f(ev, "generated_tokens_per_s"), _f(ev, "delivered_bytes_per_s")
         caps = [x for b in ev.get("better_paths") or () if isinstance(b, Mapping)
@@ -447,7 +455,7 @@ def message(c: LinkCost) -> str:
 
 def _latency_words(c: LinkCost) -> str:
     if c.allreduce_latency_s is None:
-        return (f"its latency may be, and was not measured: `gpuscope probe --group {c.key}` measures it "
+        return (f"its latency may be, and was not measured: `gpuscope probe --group {c.probe_name}` measures it "
                 "(estimates)")
     each = f"each all-reduce ≥ {c.allreduce_latency_s * 1e6:.0f} µs (probe)"
     if c.allreduces_per_step is None:

@@ -133,6 +133,8 @@ SERVER_FIELDS: dict[str, tuple[Any, Any]] = {
     "pp": (int, None),
     "pids": (list, None),
     "tok_s": (list, None),
+    "running": (list, None),
+    "itl_ms": (list, None),
 }
 MAX_SIM_SERVERS = 16
 MAX_PID = 4_194_304  # Linux's pid_max ceiling
@@ -196,7 +198,9 @@ class SimProcess:
 class SimServer:
     """A simulated inference server (``[[servers]]``): its endpoint on ``port`` (``http://localhost:PORT``,
     simulated: nothing listens), its GPUs, TP/PP sizes, the pids of its processes (default: the simulated
-    processes on its GPUs) and its generated tok/s in each phase (``tok_s``, one number per phase)."""
+    processes on its GPUs) and its generated tok/s in each phase (``tok_s``, one number per phase); the requests it
+    runs (``running``: default 8 while it generates) and its mean inter-token latency (``itl_ms``: default unknown)
+    per phase."""
 
     kind: str
     model: str | None
@@ -206,6 +210,8 @@ class SimServer:
     pp: int | None
     pids: tuple[int, ...]
     tok_s: tuple[float, ...]
+    running: tuple[float, ...] | None = None
+    itl_ms: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -589,8 +595,10 @@ def _servers(src: str, raw: Any, n: int, n_phases: int, processes: tuple[SimProc
                 raise _err(src, f"{path}.{name}", "expected a size 1-4096")
         pids = _server_pids(src, f"{path}.pids", d["pids"], gpus, processes)
         tok = _tok_s(src, f"{path}.tok_s", d["tok_s"], n_phases)
+        running = _per_phase(src, f"{path}.running", d["running"], n_phases, 1e6)
+        itl = _per_phase(src, f"{path}.itl_ms", d["itl_ms"], n_phases, 1e6)
         out.append(SimServer(kind=d["kind"], model=d["model"], port=port, gpus=gpus, tp=d["tp"], pp=d["pp"],
-                             pids=pids, tok_s=tok))
+                             pids=pids, tok_s=tok, running=running, itl_ms=itl))
     return tuple(out)
 
 
@@ -611,11 +619,17 @@ def _server_pids(src: str, path: str, pids: Any, gpus: tuple[int, ...], processe
 
 def _tok_s(src: str, path: str, tok: Any, n_phases: int) -> tuple[float, ...]:
     """A server's generated tok/s, one number per phase (default: 0 in each)."""
-    tok = tok if tok is not None else [0.0] * n_phases
-    if len(tok) != n_phases or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                       and math.isfinite(x) and 0 <= x <= 1e7 for x in tok):
-        raise _err(src, path, f"expected {n_phases} numbers 0-1e7, one per phase")
-    return tuple(float(x) for x in tok)
+    return _per_phase(src, path, tok, n_phases, 1e7) or (0.0,) * n_phases
+
+
+def _per_phase(src: str, path: str, v: Any, n_phases: int, most: float) -> tuple[float, ...] | None:
+    """One number 0-``most`` per phase (None when not given)."""
+    if v is None:
+        return None
+    if len(v) != n_phases or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                     and math.isfinite(x) and 0 <= x <= most for x in v):
+        raise _err(src, path, f"expected {n_phases} numbers 0-{most:g}, one per phase")
+    return tuple(float(x) for x in v)
 
 
 def _processes(src: str, raw: Any, n: int) -> tuple[SimProcess, ...]:

@@ -88,8 +88,12 @@ class SimServers:
         for n, s in enumerate(self.scenario.servers):
             tok, window = self.window_tok_s(n, t)
             running = 8.0 if k is not None and s.tok_s[k] else 0.0  # a gauge: the instant's
+            if k is not None and s.running is not None:
+                running = s.running[k]
+            itl = s.itl_ms[k] / 1000 if k is not None and s.itl_ms is not None and s.itl_ms[k] else None
             out.append(EndpointReading(url=server_url(s), kind=s.kind, model=s.model, gen_tokens_per_s=round(tok, 1),
-                                       requests_running=running, requests_waiting=0.0, rate_window_s=window))
+                                       requests_running=running, requests_waiting=0.0, rate_window_s=window,
+                                       itl_mean_s=itl))
         return tuple(out)
 
     def groups(self, frame: Frame) -> tuple[ServingGroup, ...]:

@@ -9,6 +9,7 @@ are too coarse ("p50 10–25 ms"), the probe's own measurement is labelled "prob
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,6 +21,7 @@ from gpuscope.core.group_paths import group_line
 from gpuscope.core.group_traffic import group_traffic, traffic_line
 from gpuscope.core.history import carry_span, resample
 from gpuscope.core.link_cost import evidence_text
+from gpuscope.core.link_verdict import link_verdicts, verdict_id_of, verdict_text
 from gpuscope.core.model import EndpointReading, Frame, Inventory, ServingGroup
 from gpuscope.core.redact import public_url
 from gpuscope.core.text import clean, count
@@ -27,7 +29,7 @@ from gpuscope.core.units import NONE
 from gpuscope.core.view import ViewState
 from gpuscope.core.vocab import EndpointState
 from gpuscope.widgets.fit import fit_words, middle_cut
-from gpuscope.widgets.style import ACCENT, BAD, DIM, fmt_num, set_content, sparkline
+from gpuscope.widgets.style import ACCENT, BAD, DIM, WARN, fmt_num, set_content, sparkline
 
 INDENT = " " * 9
 UNREACHABLE, BAD_RESPONSE = EndpointState.UNREACHABLE, EndpointState.BAD_RESPONSE
@@ -257,7 +259,30 @@ def group_lines(g: ServingGroup, inv: Inventory, frame: Frame | None, width: int
                  and f.evidence.get("endpoint") == g.endpoint and g.endpoint), "")
     if cost:
         lines.append(Text(clean(INDENT + cost, width), style=DIM))
+    verdict = verdict_line(g, inv, frame, findings)
+    if verdict is not None:
+        lines.append(Text(clean(INDENT + verdict[0], width), style=verdict[1]))
     return lines
+
+
+def verdict_line(g: ServingGroup, inv: Inventory, frame: Frame | None, findings: Sequence[Any]) -> tuple[str, str] | None:
+    """The group's link verdict (core/link_verdict.py) and its style: the raised ``link_verdict`` finding's words
+    (degraded or at risk, held like every finding), else this frame's verdict (healthy, or unknown); None for a
+    group with no GPUs here. As the exporter's ``gpuscope_serving_group_link_verdict`` reads it."""
+    if frame is None or not g.gpus or not g.local:
+        return None
+    v = next((v for v in link_verdicts(inv, (replace_groups(frame, g),))), None)
+    if v is None:
+        return None
+    raised = next((f for f in findings if f.rule == "link_verdict" and f.id == verdict_id_of(v)), None)
+    if raised is not None:
+        return raised.message.partition(": ")[2] or raised.message, BAD if raised.severity == "critical" else WARN
+    return verdict_text(v, advice=False), DIM
+
+
+def replace_groups(frame: Frame, g: ServingGroup) -> Frame:
+    """``frame`` with ``g`` as its only group (a verdict for one group, not all of them)."""
+    return replace(frame, groups=(g,))
 
 
 class InferencePanel(Static):
@@ -326,7 +351,7 @@ def body_lines(v: ViewState, width: int) -> list[tuple[int, Text]]:
                  for kind, n in unsummed_models(eps))
     for g in groups:
         if not g.endpoint:
-            lines.extend(_ranked(group_lines(g, v.inventory, v.frame, width)))
+            lines.extend(_ranked(group_lines(g, v.inventory, v.frame, width, v.findings)))
     return lines
 
 

@@ -144,7 +144,7 @@ def test_link_bound_gives_ceilings_on_better_paths():
                    "18.0 ms (ITL), 9.2 % (estimates)"),
     (PROBE, None, "its latency: 92 all-reduces a step × each all-reduce ≥ 18 µs (probe) ≈ 1.66 ms a step of "
                   "18.2 ms (running ÷ tok/s), 9.1 % (estimates)"),
-    (None, 0.018, "its latency may be, and was not measured: `gpuscope probe --group http://h:8000` measures it "
+    (None, 0.018, "its latency may be, and was not measured: `gpuscope probe --group :8000` measures it "
                   "(estimates)"),
 ])
 def test_latency_words(probe, itl, want):
@@ -158,7 +158,7 @@ def test_nvlink_group_uses_nvlink_counters_and_no_better_path():
     (c,) = link_costs(inv, _frame(0.05e9, tok=1450.0, nv=1.9e9))
     assert c.nvlink and c.better == ()
     assert c.bytes_per_token == pytest.approx(1.9e9 / 1450)
-    assert "MB/token each way" in short_text(c)
+    assert "MB/token per GPU each way" in short_text(c)
 
 
 @pytest.mark.parametrize("frame_kw,group", [
