@@ -9,7 +9,7 @@ moving fewer bytes per token is a better placement or link).
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,8 +26,13 @@ from gpuscope.core.group_traffic import (
 )
 from gpuscope.core.groups import gpus_text, group_label, parallel_text
 from gpuscope.core.link_cost import PROBE_EVENT, LinkCost, evidence_text, link_cost, probe_pairs
+from gpuscope.core.link_verdict import UNKNOWN, VERDICT_VALUE, LinkVerdict, link_verdicts, verdict_text
 from gpuscope.core.model import Frame, Inventory, ServingGroup
 from gpuscope.core.rates import RateReading, rate_over, since_before
+from gpuscope.core.window import RuleWindow
+
+VERDICT_SPAN_S = 35.0  # the frames a link verdict reads (the counters' window, as the findings engine's)
+VERDICT_EVERY_S = 5.0  # a verdict every so often of frame time, as the engine runs its group rules
 
 
 def group_key(g: ServingGroup) -> str:
@@ -50,6 +55,7 @@ class _Acc:
     path_bps: dict[tuple[int, str], list[float]] = field(default_factory=dict)  # (GPU, way) → bytes/s on the path
     cost_tok: list[float] = field(default_factory=list)  # tok/s in the same frames
     cost: LinkCost | None = None  # the latest frame's link cost (its path, source and better paths)
+    verdict: LinkVerdict | None = None  # the worst link verdict seen (the first of the worst)
 
 
 class GroupStats:
@@ -60,6 +66,8 @@ class GroupStats:
         self._acc: dict[str, _Acc] = {}
         self._last_t: float | None = None
         self._probe: dict[tuple[int, int], Any] = {}  # the newest probe's pair figures seen in the frames
+        self._recent: deque[Frame] = deque()  # the last VERDICT_SPAN_S of frames (what a link verdict reads)
+        self._verdict_t: float | None = None
 
     def add(self, frame: Frame, before: float | None = None, *, tokens: bool = True) -> None:
         """Count ``frame``: its groups, their traffic and path, and (``tokens``) their tok/s. ``before`` is the
@@ -89,6 +97,22 @@ class GroupStats:
             if p:
                 a.paths[p] += 1
             self._add_cost(a, g, frame, owners)
+        self._add_verdicts(frame)
+
+    def _add_verdicts(self, frame: Frame) -> None:
+        """Every VERDICT_EVERY_S of frame time, each group's link verdict over the last VERDICT_SPAN_S; the worst
+        is kept."""
+        self._recent.append(frame)
+        while self._recent and self._recent[0].t < frame.t - VERDICT_SPAN_S:
+            self._recent.popleft()
+        if self._verdict_t is not None and 0 <= frame.t - self._verdict_t < VERDICT_EVERY_S:
+            return
+        self._verdict_t = frame.t
+        for v in link_verdicts(self.inv, RuleWindow(tuple(self._recent), self._recent[0])):
+            a = self._acc.get(group_key(v.group))
+            if a is not None and v.verdict != UNKNOWN and (
+                    a.verdict is None or VERDICT_VALUE[v.verdict] > VERDICT_VALUE.get(a.verdict.verdict, -1)):
+                a.verdict = v
 
     def _add_cost(self, a: _Acc, g: ServingGroup, frame: Frame, owners: dict[int, ServingGroup]) -> None:
         c = link_cost(g, self.inv, frame, self._probe, owners)
@@ -133,6 +157,9 @@ class GroupStats:
                 "gen_tokens_per_s": tok, "pcie_bytes_per_s": pcie, "nvlink_bytes_per_s": nvl,
                 "bytes_per_token": per_token(moved(pcie, nvl, a.nvlink_applies), tok),
                 "shared": a.shared or None, "link_cost": _cost_row(a),
+                "link_verdict": None if a.verdict is None else {
+                    "verdict": a.verdict.verdict, "link": a.verdict.link, "text": verdict_text(a.verdict, advice=False),
+                    "evidence": a.verdict.evidence},
             })
         return out
 
@@ -210,5 +237,7 @@ def group_text(r: dict[str, Any]) -> str:
     shared = f" ({r['shared']})" if r.get("shared") else ""
     cost = r.get("link_cost") or {}
     cost_text = f"; {cost['text']}" if cost.get("text") else ""
+    verdict = r.get("link_verdict") or {}
+    cost_text += f"; worst {verdict['text']}" if verdict.get("text") else ""
     return (f"{sim}{r['name']}{where}{path}: {tok} tok/s, PCIe {rate(r['pcie_bytes_per_s'])}, NVLink "
             f"{rate(r['nvlink_bytes_per_s'])}{shared}, {fmt_bytes(r['bytes_per_token'])}/token{cost_text}")

@@ -209,3 +209,43 @@ def test_cost_never_raises(bps, tok, itl):
     for c in link_costs(_inv(), f, PROBE):
         message(c), short_text(c)
         assert 0 <= c.busy_share <= 1 and c.ceiling_now >= 0
+
+
+# ------------------------------------------------------------------ summary: the span's link cost and worst verdict
+def _story_frames(n: int = 40, probe=None):
+    from gpuscope.sources.groups import with_groups
+
+    raw = sim_source("a6000-tp2-pcie-gen1", at=0.0)
+    src = with_groups(raw, simulate="a6000-tp2-pcie-gen1")
+    frames = []
+    for t in range(n):
+        raw.nvml.clock.now = float(t)
+        f = src.sample()
+        if probe is not None and t == 5:
+            f = Frame(t=f.t, gpus=f.gpus, endpoints=f.endpoints, events=(Event(t=f.t, kind="probe", data=probe),),
+                      groups=f.groups)
+        frames.append(f)
+    raw.close()
+    return raw.inventory, frames
+
+
+def test_summary_row_carries_the_span_cost_and_the_worst_verdict():
+    from gpuscope.core.group_stats import group_rows, group_text
+
+    inv, frames = _story_frames()
+    (r,) = group_rows(inv, frames)
+    cost = r["link_cost"]
+    assert cost["link_busy_share"] == pytest.approx(0.09 / 1.92, rel=0.05)  # the story's Gen1 SYS link, rated
+    assert cost["delivered_from"] == RATED and cost["frames"] > 20
+    assert r["link_verdict"]["verdict"] == "degraded" and "Gen1×16 under load" in r["link_verdict"]["text"]
+    assert "link busy 4." in group_text(r) and "worst link degraded" in group_text(r)
+
+
+def test_summary_uses_a_recorded_probe_for_latency():
+    from gpuscope.core.group_stats import group_rows
+
+    inv, frames = _story_frames(probe=PROBE)
+    (r,) = group_rows(inv, frames)
+    cost = r["link_cost"]
+    assert cost["delivered_from"] == MEASURED and cost["step_from"] == "ITL"
+    assert cost["latency_share_of_step"] == pytest.approx(92 * 18e-6 / 0.0182, rel=0.02)
