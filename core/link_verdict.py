@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from operator import attrgetter
+from typing import Any, NamedTuple
 
 from gpuscope.core.candidate import Candidate
 from gpuscope.core.groups import group_label, short_gpus
@@ -37,6 +38,7 @@ from gpuscope.core.health import LINK_XIDS, counter_span, xid_info
 from gpuscope.core.model import Frame, GpuReading, Inventory, ServingGroup
 from gpuscope.core.topology import best_link, pcie_capacity_bytes_per_s
 from gpuscope.core.vocab import is_busy, link_label
+from gpuscope.core.window import RuleWindow, gpu_windows
 
 HEALTHY, DEGRADED, AT_RISK, UNKNOWN = "healthy", "degraded", "at_risk", "unknown"
 VERDICTS = (HEALTHY, DEGRADED, AT_RISK, UNKNOWN)
@@ -186,8 +188,43 @@ CHECKS: tuple[Check, ...] = (
 
 
 # ------------------------------------------------------------------ figures
+class _Now(NamedTuple):
+    """What every GPU's figures read in one evaluation, looked up once (a GPU by index, never by a scan)."""
+
+    frames: RuleWindow  # the window (its per-GPU windows built once: core/window.py)
+    now: dict[int, GpuReading]  # GPU index → its (first) reading in the newest frame
+    base: dict[int, GpuReading]  # GPU index → its (first) reading not lost in the counter base (empty: no window)
+    window_s: float | None  # the counter window's length (None: fewer than two frames)
+    best: dict[int, tuple[int | None, int | None]]  # GPU index → the best generation and width it may train at
+
+
+_COUNTS = attrgetter(*COUNTERS)
+# GPU index → best_link of its (first) device, kept per inventory object (hashing an inventory costs more than
+# the rule; the inventory is held beside it, so a reused id never answers for another)
+_BEST: dict[int, tuple[Inventory, dict[int, tuple[int | None, int | None]]]] = {}
+
+
+def _best_links(inv: Inventory) -> dict[int, tuple[int | None, int | None]]:
+    got = _BEST.get(id(inv))
+    if got is None or got[0] is not inv:
+        if len(_BEST) >= 64:  # inventories come and go (tests, replays, a fleet's hosts): bounded
+            _BEST.clear()
+        got = _BEST[id(inv)] = (inv, {d.index: best_link(d) for d in reversed(inv.devices)})
+    return got[1]
+
+
+def _context(inv: Inventory, frames: Sequence[Frame]) -> _Now:
+    """The lookups of one evaluation over ``frames`` (at least one; time order, the last is now)."""
+    win = frames if isinstance(frames, RuleWindow) else RuleWindow(frames)
+    span = counter_span(win)
+    base = {r.index: r for r in reversed(span[0].gpus) if not r.lost} if span is not None else {}
+    return _Now(win, {r.index: r for r in reversed(win[-1].gpus)}, base, span[2] if span is not None else None,
+                _best_links(inv))
+
+
 def _busy(frames: Sequence[Frame], gpu: int, now: GpuReading) -> bool:
-    """Whether ``gpu`` is under load: mean utilisation and PCIe peak over the last BUSY_SPAN_S of ``frames``."""
+    """Whether ``gpu`` is under load: mean utilisation and PCIe peak over the last BUSY_SPAN_S of ``frames``
+    (frames whose GPUs are not at the positions of their indices: the shared windows cannot say)."""
     t_end = frames[-1].t
     utils: list[float] = []
     peaks: list[float] = []
@@ -206,31 +243,61 @@ def _busy(frames: Sequence[Frame], gpu: int, now: GpuReading) -> bool:
     return is_busy(util, peak, pcie_capacity_bytes_per_s(now.pcie_gen, now.pcie_width))
 
 
-def gpu_link(inv: Inventory, frames: Sequence[Frame], gpu: int) -> GpuLink | None:
-    """:class:`GpuLink` of GPU ``gpu`` over ``frames`` (time order, the last is now; the counters rise from the
-    window's counter base); None when the newest frame has no reading of it."""
-    if not frames:
-        return None
-    now = next((r for r in frames[-1].gpus if r.index == gpu), None)
+def _busy_of(ctx: _Now, gpu: int, now: GpuReading) -> bool:
+    """Whether ``gpu`` (reading ``now``, not lost) is under load: the flag of its shared window
+    (:class:`~gpuscope.core.window.GpuWindow`, the one ``pcie_below_max`` reads, so the two never disagree on
+    "under load"), when that window is this GPU's over its whole span; else :func:`_busy`."""
+    w = gpu_windows(ctx.frames).get(gpu)
+    if w is not None and w.now is now and all(r.index == gpu for r in w.readings):
+        return w.busy
+    return _busy(ctx.frames, gpu, now)
+
+
+def _quiet(ctx: _Now, gpu: int) -> bool:
+    """Whether no row of :data:`CHECKS` can hold on GPU ``gpu`` (no link Xid, not lost, no counter moved, PCIe
+    at its best or idle): the usual case, told without building its figures. False when unsure: the full
+    verdict then decides."""
+    now = ctx.now.get(gpu)
+    if now is None:
+        return True
+    if now.lost or (now.xids and any(x.xid in LINK_XIDS for x in now.xids)):
+        return False
+    r0 = ctx.base.get(gpu)
+    if ctx.window_s and r0 is not None and _COUNTS(r0) != _COUNTS(now):
+        return False
+    gen, width = now.pcie_gen, now.pcie_width
+    gen_max, width_max = ctx.best.get(gpu, (None, None))
+    if gen is None or width is None or gen_max is None or width_max is None or (gen >= gen_max and width >= width_max):
+        return True
+    return not _busy_of(ctx, gpu, now)
+
+
+def _rises(r0: GpuReading | None, now: GpuReading) -> dict[str, int]:
+    """Counter → its rise from ``r0`` to ``now`` (known at both ends, not gone back)."""
+    if r0 is None:
+        return {}
+    return {c: b - a for c, a, b in zip(COUNTERS, _COUNTS(r0), _COUNTS(now)) if a is not None and b is not None
+            and b >= a}
+
+
+def _gpu_link(ctx: _Now, gpu: int) -> GpuLink | None:
+    now = ctx.now.get(gpu)
     if now is None:
         return None
-    dev = next((d for d in inv.devices if d.index == gpu), None)
-    gen_max, width_max = best_link(dev) if dev is not None else (None, None)
+    gen_max, width_max = ctx.best.get(gpu, (None, None))
     xids = tuple(x.xid for x in sorted(now.xids or (), key=lambda x: x.last_t) if x.xid in LINK_XIDS)
     if now.lost:
         return GpuLink(gpu, True, None, None, gen_max, width_max, False, None, xids=xids)
-    span = counter_span(frames)
-    rises: dict[str, int] = {}
-    window = None
-    if span is not None:
-        first, _last, window = span
-        r0 = next((r for r in first.gpus if r.index == gpu and not r.lost), None)
-        for c in COUNTERS:
-            a, b = (getattr(r0, c) if r0 is not None else None), getattr(now, c)
-            if a is not None and b is not None and b >= a:
-                rises[c] = b - a
-    return GpuLink(gpu, False, now.pcie_gen, now.pcie_width, gen_max, width_max, _busy(frames, gpu, now), window,
-                   rises, tuple(c for c in COUNTERS if getattr(now, c) is not None), xids)
+    rises = _rises(ctx.base.get(gpu), now) if ctx.window_s else {}
+    counters = tuple(c for c, v in zip(COUNTERS, _COUNTS(now)) if v is not None)
+    return GpuLink(gpu, False, now.pcie_gen, now.pcie_width, gen_max, width_max, _busy_of(ctx, gpu, now),
+                   ctx.window_s, rises, counters, xids)
+
+
+def gpu_link(inv: Inventory, frames: Sequence[Frame], gpu: int) -> GpuLink | None:
+    """:class:`GpuLink` of GPU ``gpu`` over ``frames`` (time order, the last is now; the counters rise from the
+    window's counter base); None when the newest frame has no reading of it."""
+    return _gpu_link(_context(inv, frames), gpu) if frames else None
 
 
 # ------------------------------------------------------------------ the verdict
@@ -307,20 +374,31 @@ def verdict_of(inv: Inventory, g: ServingGroup, links: Sequence[GpuLink]) -> Lin
     return LinkVerdict(key, label, tuple(g.gpus), HEALTHY, link, f"{errors}; {speed}", evidence=ev, group=g)
 
 
+def _local_groups(frames: Sequence[Frame]) -> list[ServingGroup]:
+    """The serving groups of the newest frame with GPUs on this host, in order; a group seen twice once."""
+    out: list[ServingGroup] = []
+    seen: set[str] = set()
+    for g in frames[-1].groups:
+        if not g.gpus or not g.local:
+            continue
+        key = group_key(g)
+        if key not in seen:
+            seen.add(key)
+            out.append(g)
+    return out
+
+
+def _verdict(ctx: _Now, inv: Inventory, g: ServingGroup) -> LinkVerdict:
+    return verdict_of(inv, g, [x for i in sorted(set(g.gpus)) if (x := _gpu_link(ctx, i)) is not None])
+
+
 def link_verdicts(inv: Inventory, frames: Sequence[Frame]) -> list[LinkVerdict]:
     """One :class:`LinkVerdict` per serving group with GPUs in the newest frame (time order; the last is now), in
     the frame's group order; a group seen twice (same key) once. Pure; never raises on odd readings."""
     if not frames:
         return []
-    out: list[LinkVerdict] = []
-    seen: set[str] = set()
-    for g in frames[-1].groups:
-        if not g.gpus or not g.local or group_key(g) in seen:
-            continue
-        seen.add(group_key(g))
-        links = [x for i in sorted(set(g.gpus)) if (x := gpu_link(inv, frames, i)) is not None]
-        out.append(verdict_of(inv, g, links))
-    return out
+    ctx = _context(inv, frames)
+    return [_verdict(ctx, inv, g) for g in _local_groups(frames)]
 
 
 def verdict_text(v: LinkVerdict, advice: bool = True) -> str:
@@ -342,10 +420,15 @@ def _subject(link: str) -> str:
 
 def rule_link_verdict(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate]:
     """The findings-engine rule (``link_verdict``): one finding per serving group whose links are degraded
-    (warning) or at risk (critical): ``vLLM :8000 qwen3: link at risk: GPU0↔GPU1 NVLink — Xid 145 on GPU1 (…)``."""
+    (warning) or at risk (critical): ``vLLM :8000 qwen3: link at risk: GPU0↔GPU1 NVLink — Xid 145 on GPU1 (…)``.
+    A group whose GPUs are all quiet (:func:`_quiet`: healthy or unknown) is not judged in full."""
+    if not frames:
+        return []
+    ctx = _context(inv, frames)
+    judged = [_verdict(ctx, inv, g) for g in _local_groups(frames) if not all(_quiet(ctx, i) for i in g.gpus)]
     return [Candidate(verdict_id_of(v), "link_verdict", SEVERITY[v.verdict], _subject(v.link),
                       f"{v.label}: {verdict_text(v)}", v.evidence, variant=f"{v.verdict}:{v.check}", basis="window")
-            for v in link_verdicts(inv, frames) if v.verdict in SEVERITY]
+            for v in judged if v.verdict in SEVERITY]
 
 
 def verdict_id_of(v: LinkVerdict) -> str:

@@ -167,8 +167,9 @@ class GpuTable(LineWidget):
         # there is wider than the one at the end of each row, which is then left out
         plan = spare_plan((self.size.height or 0) - (n + 1), n, width, table_metrics(v)) if v.frame else []
         inline = graphw >= 8 and not any(m[0] == "util" for m, _ in plan)
-        # without the util graph at the end of each row, its columns let the GPU names show whole
-        name_w = NAME_W if inline else name_width([d.name for d in v.inventory.devices], NAME_W + max(0, graphw))
+        # without the util graph at the end of each row, its columns let the GPU names show whole (less the two
+        # a row's clock-event mark " !" takes)
+        name_w = NAME_W if inline else name_width([d.name for d in v.inventory.devices], NAME_W + max(0, graphw - 2))
         lines = [Text(f"{'GPU':<{name_w}}" + "".join([" " + f"{COLUMNS[i][0]:>{COLUMNS[i][1]}}" for i in cols]),
                       style="bold")]
         utils = self._graphs(v, "util", graphw - 1, [100.0] * n) if inline and v.frame else []
