@@ -327,9 +327,10 @@ class InferencePanel(Static):
         set_content(self, Text("\n").join(fit_words(t, width) for t in fit_budget(lines, self.budget)))
 
 
-def _ranked(lines: list[Text]) -> list[tuple[int, Text]]:
-    """A block's first line (an endpoint's model and rates, a group's GPUs and path) ranks 1, its details 2."""
-    return [(1 if k == 0 else 2, ln) for k, ln in enumerate(lines)]
+def _ranked(lines: list[Text], first: int = 1) -> list[tuple[int, Text]]:
+    """A block's first line ranks ``first`` (an endpoint's model and rates 1, a group's GPUs and path 2), its
+    details 3: on a short terminal every server shows before any group, every group before any detail."""
+    return [(first if k == 0 else 3, ln) for k, ln in enumerate(lines)]
 
 
 def body_lines(v: ViewState, width: int) -> list[tuple[int, Text]]:
@@ -345,13 +346,13 @@ def body_lines(v: ViewState, width: int) -> list[tuple[int, Text]]:
         g = next((g for g in groups if g.endpoint == e.url), None)
         if g is not None and e.url not in named:  # a server with several models: its group once
             named.add(e.url)
-            el[1:1] = _ranked(group_lines(g, v.inventory, v.frame, width, v.findings))
+            el[1:1] = _ranked(group_lines(g, v.inventory, v.frame, width, v.findings), 2)
         lines.extend(el)
     lines.extend((1, Text(f"{clean(kind, 8):<8} +{count(n, 'model')} not shown", style=DIM))
                  for kind, n in unsummed_models(eps))
     for g in groups:
         if not g.endpoint:
-            lines.extend(_ranked(group_lines(g, v.inventory, v.frame, width, v.findings)))
+            lines.extend(_ranked(group_lines(g, v.inventory, v.frame, width, v.findings), 2))
     return lines
 
 
