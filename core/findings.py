@@ -711,6 +711,13 @@ class FindingsEngine:
         self._hints[fid] = {"started_at": started, "since": e.t - _num(e.data.get("since_s"), 0.0),
                             "severity": e.data.get("severity"), "variant": e.data.get("variant", "")}
 
+    def note(self, events: Sequence[Event]) -> None:
+        """Events queued to travel with the next frame (a link probe run from the TUI): the newest probe is the one
+        the link-cost rule reads from this tick on."""
+        for e in events:
+            if e.kind == PROBE_EVENT:
+                self.probe = e.data
+
     def update(self, frame: Frame) -> list[Event]:
         """Feed one frame; returns the finding_raised / finding_changed / finding_cleared events it caused."""
         self._advance(frame)

@@ -130,6 +130,16 @@ class LinkCost:
     def ceiling_now(self) -> float:
         return self.delivered_bytes_per_s / self.bytes_per_token if self.bytes_per_token > 0 else math.inf
 
+    @property
+    def speedup_at_most(self) -> float | None:
+        """How much faster a link that cost nothing would make the server, at most: a step loses the link's busy
+        share and the all-reduces' latency share (as if neither overlapped compute); None below half busy while
+        the latency is not known (an upper bound needs it)."""
+        lat = self.latency_share
+        if lat is None and not self.link_bound:
+            return None
+        return 1 / (1 - min(0.95, self.busy_share + (lat or 0.0)))
+
 
 # ------------------------------------------------------------------ the probe's figures
 def _num(v: Any) -> float | None:
@@ -378,6 +388,7 @@ def _evidence(c: LinkCost, g: ServingGroup) -> dict[str, Any]:
                          for b in c.better],
         "allreduces_per_step": c.allreduces_per_step, "allreduce_latency_s_at_least": c.allreduce_latency_s,
         "step_s": c.step_s, "step_from": c.step_source, "latency_share_of_step": c.latency_share,
+        "speedup_at_most": c.speedup_at_most,
     }
 
 
@@ -433,6 +444,8 @@ def evidence_text(ev: Mapping[str, Any]) -> str:
             out += f", ≤{_tok(max(caps))} on a better path"
     elif (share := _f(ev, "latency_share_of_step")) is not None:
         out += f" · all-reduce latency ≥ {_pct(share)} of a step"
+        if (up := _f(ev, "speedup_at_most")) is not None:
+            out += f" · a free link: ≤{up:.2f}×"
     elif ev.get("allreduce_latency_s_at_least") is None:
         out += " · latency not measured"
     return out + f" (estimates{probe})"
@@ -464,6 +477,8 @@ def _latency_words(c: LinkCost) -> str:
     out = f"its latency: {c.allreduces_per_step} all-reduces a step × {each} ≈ {_ms(lat)} a step"
     if c.step_s:
         out += f" of {_ms(c.step_s)} ({c.step_source}), {_pct(lat / c.step_s)}"
+    if c.speedup_at_most is not None:
+        out += f"; a link that cost nothing would make it at most {c.speedup_at_most:.2f}× faster"
     return out + " (estimates)"
 
 

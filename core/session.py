@@ -110,6 +110,7 @@ class Session:
         with self.lock:
             pending, self._pending = self._pending, []
             events = list(frame.events) + pending
+            self.findings.note(pending)
             if self.record_findings:
                 events += self.findings.update(frame)
                 if self._announce and self.recorder is not None:

@@ -165,13 +165,13 @@ class LinkProbe:
 
     def finished(self, result: P.ProbeResult) -> str:
         """Keep ``result`` (event loop): its figures for the topology panel, its findings for the findings panel
-        (replacing the last probe's), and its ``probe`` event in the recording when one runs. Returns the
-        message line."""
+        (replacing the last probe's), and its ``probe`` event with the next frame: the findings engine's link-cost
+        rule reads it from then on, and a running recording keeps it. Returns the message line."""
         self.result = result
         self.findings = P.probe_finding_list(result)
         line = P.summary_line(result)
+        self.session.add_event(P.probe_event(result))
         if self.session.recorder is not None:
-            self.session.add_event(P.probe_event(result))
             line += " (in the recording)"
         return line
 

@@ -141,9 +141,10 @@ def test_link_bound_gives_ceilings_on_better_paths():
 
 @pytest.mark.parametrize("probe,itl,want", [
     (PROBE, 0.018, "its latency: 92 all-reduces a step × each all-reduce ≥ 18 µs (probe) ≈ 1.66 ms a step of "
-                   "18.0 ms (ITL), 9.2 % (estimates)"),
+                   "18.0 ms (ITL), 9.2 %; a link that cost nothing would make it at most 1.17× faster (estimates)"),
     (PROBE, None, "its latency: 92 all-reduces a step × each all-reduce ≥ 18 µs (probe) ≈ 1.66 ms a step of "
-                  "18.2 ms (running ÷ tok/s), 9.1 % (estimates)"),
+                  "18.2 ms (running ÷ tok/s), 9.1 %; a link that cost nothing would make it at most 1.16× faster "
+                  "(estimates)"),
     (None, 0.018, "its latency may be, and was not measured: `gpuscope probe --group :8000` measures it "
                   "(estimates)"),
 ])
@@ -249,3 +250,19 @@ def test_summary_uses_a_recorded_probe_for_latency():
     cost = r["link_cost"]
     assert cost["delivered_from"] == MEASURED and cost["step_from"] == "ITL"
     assert cost["latency_share_of_step"] == pytest.approx(92 * 18e-6 / 0.0182, rel=0.02)
+
+
+def test_a_probe_queued_beside_a_frame_reaches_the_link_cost_rule():
+    """A probe run from the TUI is queued as an event for the next frame: the engine reads it that very tick."""
+    from gpuscope.core.session import Session
+
+    inv, frames = _story_frames(30)
+    s = Session(inv, interval_s=1.0)
+    for f in frames[:20]:
+        s.ingest(f)
+    s.add_event(Event(t=frames[20].t, kind="probe", data=PROBE))
+    for f in frames[20:]:
+        s.ingest(f)
+    assert s.findings.probe == PROBE
+    (cost,) = [f for f in s.findings.active if f.rule == "link_cost"]
+    assert cost.evidence["delivered_from"] == MEASURED and cost.evidence["speedup_at_most"] > 1
