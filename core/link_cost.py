@@ -425,30 +425,29 @@ def _f(ev: Mapping[str, Any], key: str) -> float | None:
 
 
 def evidence_text(ev: Mapping[str, Any]) -> str:
-    """A link-cost finding's evidence in one line for the inference panel: ``link busy 4.7 % · 1.64 MB/token
-    each way · all-reduce latency ≥ 9.1 % of a step (estimates)``; ``""`` when the evidence lacks its figures."""
+    """A link-cost finding's evidence in one line for the inference panel, the answer first: ``a better link: ≤1.16×
+    tok/s (link 6.4 % busy, all-reduce latency ≥ 9.1 % of a step; est., probe)``, ``link 94 % busy: caps 59
+    tok/s now, ≤1,444 on a better path (est.)``, ``link 4.8 % busy, 1.68 MB/token per GPU each way: not the
+    limit; latency not measured (est.)``; ``""`` when the evidence lacks its figures."""
     busy = _f(ev, "link_busy_share")
     per = [b.get("bytes") for b in ev.get("bytes_per_token") or () if isinstance(b, Mapping)]
     most = max((float(x) for x in per if isinstance(x, (int, float)) and math.isfinite(x)), default=None)
     if busy is None or most is None:
         return ""
-    probe = ", probe" if str(ev.get("delivered_from", "")).startswith(MEASURED) else ""
-    out = f"link busy {_pct(busy)} · {most / 1e6:.2f} MB/token per GPU each way"
+    est = "(est., probe)" if str(ev.get("delivered_from", "")).startswith(MEASURED) else "(est.)"
     if busy >= LINK_BOUND_SHARE:
-        tok, delivered = _f(ev, "generated_tokens_per_s"), _f(ev, "delivered_bytes_per_s")
+        delivered = _f(ev, "delivered_bytes_per_s")
         caps = [x for b in ev.get("better_paths") or () if isinstance(b, Mapping)
                 and (x := _f(b, "tokens_per_s_at_most")) is not None]
+        out = f"link {_pct(busy)} busy"
         if delivered and most > 0:
-            out += f" · caps {_tok(delivered / most)} tok/s"
-        if caps and tok:
-            out += f", ≤{_tok(max(caps))} on a better path"
-    elif (share := _f(ev, "latency_share_of_step")) is not None:
-        out += f" · all-reduce latency ≥ {_pct(share)} of a step"
-        if (up := _f(ev, "speedup_at_most")) is not None:
-            out += f" · a free link: ≤{up:.2f}×"
-    elif ev.get("allreduce_latency_s_at_least") is None:
-        out += " · latency not measured"
-    return out + f" (estimates{probe})"
+            out += f": caps {_tok(delivered / most)} tok/s now"
+        return out + (f", ≤{_tok(max(caps))} on a better path " if caps else " ") + est
+    share, up = _f(ev, "latency_share_of_step"), _f(ev, "speedup_at_most")
+    if share is not None and up is not None:
+        return f"a better link: ≤{up:.2f}× tok/s (link {_pct(busy)} busy, all-reduce latency ≥ {_pct(share)} of a step; {est[1:]}"
+    unmeasured = "; latency not measured" if ev.get("allreduce_latency_s_at_least") is None else ""
+    return f"link {_pct(busy)} busy, {most / 1e6:.2f} MB/token per GPU each way: not the limit{unmeasured} {est}"
 
 
 def message(c: LinkCost) -> str:
@@ -462,8 +461,11 @@ def message(c: LinkCost) -> str:
         return (f"{head}: the link is busy {_pct(c.busy_share)} of the time ({moved}): it caps the server at "
                 f"~{_tok(c.ceiling_now)} tok/s now" + (f"; the link alone would allow at most {better}" if better else "")
                 + " (estimates)")
-    out = f"{head}: bandwidth is not the limit, the link is busy {_pct(c.busy_share)} of the time ({moved})"
-    return out + "; " + _latency_words(c)
+    busy = f"the link is busy {_pct(c.busy_share)} of the time ({moved})"
+    if c.speedup_at_most is not None:  # the answer first: how much faster a better link would make it
+        return (f"{head}: a better link would make it at most {c.speedup_at_most:.2f}× faster: {busy}; "
+                + _latency_words(c))
+    return f"{head}: bandwidth is not the limit, {busy}; " + _latency_words(c)
 
 
 def _latency_words(c: LinkCost) -> str:
@@ -477,8 +479,6 @@ def _latency_words(c: LinkCost) -> str:
     out = f"its latency: {c.allreduces_per_step} all-reduces a step × {each} ≈ {_ms(lat)} a step"
     if c.step_s:
         out += f" of {_ms(c.step_s)} ({c.step_source}), {_pct(lat / c.step_s)}"
-    if c.speedup_at_most is not None:
-        out += f"; a link that cost nothing would make it at most {c.speedup_at_most:.2f}× faster"
     return out + " (estimates)"
 
 
