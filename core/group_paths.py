@@ -1,5 +1,5 @@
 """A serving group's path: the worst link between its GPUs, its PCIe links now, the finding when that path
-is slow (with a better placement when one exists), and its traffic per generated token. Pure functions.
+is slow (with a better placement when one exists). Pure functions (its traffic: core/group_traffic.py).
 
 The findings engine calls :func:`rule_group_path` (registered in ``core/findings.py``); the machine-wide
 slow-path rule skips the pairs inside a known group (:func:`grouped_pairs`): the group's own line says it in
@@ -16,10 +16,9 @@ from typing import Any
 
 from gpuscope.core.candidate import Candidate
 from gpuscope.core.groups import gpus_text, group_label, parallel_text
-from gpuscope.core.model import EndpointReading, Frame, Inventory, PairLink, ServingGroup
+from gpuscope.core.model import Frame, Inventory, PairLink, ServingGroup
 from gpuscope.core.text import clean
 from gpuscope.core.topology import PATH_RANK, best_link, pcie_capacity_bytes_per_s
-from gpuscope.core.units import NONE, fmt_gb
 from gpuscope.core.vocab import link_label, reading_busy
 
 SLOW_PATHS = ("SYS", "NODE", "PHB")
@@ -258,67 +257,4 @@ def grouped_pairs(frame: Frame | None) -> set[tuple[int, int]]:
     out: set[tuple[int, int]] = set()
     for g in frame.groups if frame is not None else ():
         out |= {(a, b) for a, b in itertools.combinations(sorted(set(g.gpus)), 2)}
-    return out
-
-
-# ------------------------------------------------------------------ traffic per group
-@dataclass(frozen=True, slots=True)
-class GroupTraffic:
-    """A group's traffic now: PCIe and NVLink bytes/s summed over its GPUs, both directions (a byte between
-    two of its GPUs counts at both ends); its server's generated tok/s; interconnect bytes per generated
-    token (None while either is unknown or no token is generated)."""
-
-    pcie_bytes_per_s: float | None
-    nvlink_bytes_per_s: float | None
-    tokens_per_s: float | None
-    bytes_per_token: float | None
-
-
-def group_traffic(g: ServingGroup, frame: Frame) -> GroupTraffic:
-    """:class:`GroupTraffic` of ``g`` in ``frame`` (its endpoint's readings summed over models)."""
-    pcie = nvl = None
-    for r in frame.gpus:
-        if r.index not in g.gpus or r.lost:
-            continue
-        for attr in ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"):
-            v = getattr(r, attr)
-            if v is not None:
-                pcie = (pcie or 0.0) + v
-        for attr in ("nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"):
-            v = getattr(r, attr)
-            if v is not None:
-                nvl = (nvl or 0.0) + v
-    tok = endpoint_tokens(g, frame.endpoints)
-    moved = None if pcie is None and nvl is None else (pcie or 0.0) + (nvl or 0.0)
-    per = moved / tok if moved is not None and tok else None
-    return GroupTraffic(pcie, nvl, tok, per)
-
-
-def endpoint_tokens(g: ServingGroup, eps: Sequence[EndpointReading]) -> float | None:
-    """Generated tok/s of the group's endpoint (summed over its models); None when unknown."""
-    if not g.endpoint:
-        return None
-    rates = [e.gen_tokens_per_s for e in eps if e.url == g.endpoint and e.up and e.gen_tokens_per_s is not None]
-    return sum(rates) if rates else None
-
-
-def fmt_bytes(b: float | None) -> str:
-    """Bytes as ``1.2 GB``, ``340 MB``, ``12 kB``, ``512 B``; ``–`` for None."""
-    if b is None:
-        return NONE
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(b) >= scale:
-            v = b / scale
-            return f"{v:.1f} {unit}" if v < 100 else f"{v:.0f} {unit}"
-    return f"{b:.0f} B"
-
-
-def traffic_line(t: GroupTraffic, tokens: bool = True, per_token: bool = True) -> str:
-    """``PCIe 15.2 + NVLink – GB/s (both ways) · 55 tok/s · 276 MB/token``: traffic both ways summed over the
-    group's GPUs, then (``tokens``) its tok/s and (``per_token``) interconnect bytes per generated token."""
-    out = f"PCIe {fmt_gb(t.pcie_bytes_per_s)} + NVLink {fmt_gb(t.nvlink_bytes_per_s)} GB/s (both ways)"
-    if tokens:
-        out += " · " + (NONE if t.tokens_per_s is None else f"{t.tokens_per_s:,.0f}") + " tok/s"
-    if per_token:
-        out += f" · {fmt_bytes(t.bytes_per_token)}/token"
     return out
