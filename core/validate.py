@@ -54,6 +54,9 @@ MAX_JSON_BYTES = 16 * 1024 * 1024  # one JSON document (a frame line, a payload,
 MAX_DEPTH = 32  # nesting of any JSON document we accept
 MAX_DATA_DEPTH = 6  # nesting of an event's free-form data
 MAX_DATA_ITEMS = 200  # keys/items in an event's data, all levels together
+# ... except a link probe's, whose figures grow with its GPUs and pairs: 8 GPUs and their 28 pairs take ~1,500
+# (docs/probe-json.md); 16 GPUs' 120 pairs ~6,000
+MAX_DATA_ITEMS_BY_KIND = {"probe": 16_000}
 MAX_GPUS = 1024
 MAX_PROCESSES = 512
 MAX_ENDPOINTS = 256
@@ -132,10 +135,10 @@ def check_finite_time(t: Any, what: str) -> float:
     return float(t)
 
 
-def bounded_data(d: Any, depth: int = 0, budget: list[int] | None = None) -> Any:
+def bounded_data(d: Any, depth: int = 0, budget: list[int] | None = None, items: int = MAX_DATA_ITEMS) -> Any:
     """A copy of free-form JSON data with NaN/inf → None, strings cleaned and bounded, depth and item
-    count capped (deeper or extra parts are dropped)."""
-    budget = [MAX_DATA_ITEMS] if budget is None else budget
+    count capped at ``items`` (deeper or extra parts are dropped)."""
+    budget = [items] if budget is None else budget
     if isinstance(d, float):
         return d if math.isfinite(d) else None
     if isinstance(d, str):
@@ -306,8 +309,8 @@ def event_text(kind: str, text: str) -> str:
 
 def check_event(ev: Event) -> Event:
     t = check_finite_time(ev.t, "event")
-    data = bounded_data(ev.data) if ev.data else {}
     kind = clean(ev.kind, 40)
+    data = bounded_data(ev.data, items=MAX_DATA_ITEMS_BY_KIND.get(kind, MAX_DATA_ITEMS)) if ev.data else {}
     return Event(t=t, kind=kind, text=event_text(kind, ev.text), data=data if isinstance(data, dict) else {})
 
 

@@ -276,3 +276,19 @@ def test_a_probe_queued_beside_a_frame_reaches_the_link_cost_rule():
     assert s.findings.probe == PROBE
     (cost,) = [f for f in s.findings.active if f.rule == "link_cost"]
     assert cost.evidence["delivered_from"] == MEASURED and cost.evidence["speedup_at_most"] > 1
+
+
+def test_an_8_gpu_probe_survives_the_recording_gate_whole():
+    """A recorded probe of 8 GPUs (28 pairs) keeps every pair: the link-cost rule and summary read them."""
+    from gpuscope.core import probe as P
+    from gpuscope.core.validate import MAX_DATA_ITEMS, check_event
+    from gpuscope.sources import simprobe
+
+    src = sim_source("h200-nvswitch-8")
+    ev = P.probe_event(simprobe.simulate("h200-nvswitch-8", src.inventory))
+    src.close()
+    back = check_event(ev)
+    assert len(back.data["pairs"]) == len(ev.data["pairs"]) == 28
+    assert probe_pairs(back.data) == probe_pairs(ev.data) and len(probe_pairs(back.data)) == 28
+    marker = check_event(Event(t=1.0, kind="marker", data={str(k): k for k in range(5 * MAX_DATA_ITEMS)}))
+    assert len(marker.data) == MAX_DATA_ITEMS  # other events keep their cap
