@@ -135,10 +135,10 @@ def check_finite_time(t: Any, what: str) -> float:
     return float(t)
 
 
-def bounded_data(d: Any, depth: int = 0, budget: list[int] | None = None, items: int = MAX_DATA_ITEMS) -> Any:
+def bounded_data(d: Any, depth: int = 0, budget: list[int] | None = None, limit: int = MAX_DATA_ITEMS) -> Any:
     """A copy of free-form JSON data with NaN/inf → None, strings cleaned and bounded, depth and item
-    count capped at ``items`` (deeper or extra parts are dropped)."""
-    budget = [items] if budget is None else budget
+    count capped at ``limit`` (deeper or extra parts are dropped)."""
+    budget = [limit] if budget is None else budget
     if isinstance(d, float):
         return d if math.isfinite(d) else None
     if isinstance(d, str):
@@ -310,7 +310,7 @@ def event_text(kind: str, text: str) -> str:
 def check_event(ev: Event) -> Event:
     t = check_finite_time(ev.t, "event")
     kind = clean(ev.kind, 40)
-    data = bounded_data(ev.data, items=MAX_DATA_ITEMS_BY_KIND.get(kind, MAX_DATA_ITEMS)) if ev.data else {}
+    data = bounded_data(ev.data, limit=MAX_DATA_ITEMS_BY_KIND.get(kind, MAX_DATA_ITEMS)) if ev.data else {}
     return Event(t=t, kind=kind, text=event_text(kind, ev.text), data=data if isinstance(data, dict) else {})
 
 
