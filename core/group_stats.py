@@ -3,7 +3,8 @@ path, for ``summary`` (and ``--by-marker``) and ``compare``. Pure functions over
 
 Bytes per token is the group's mean interconnect traffic (PCIe + NVLink, both directions, summed over the
 GPUs it owns, core/group_traffic.py) divided by its generated tok/s over the same span: the two figures a
-report shows divide into the third. A number to compare across runs and setups (the same model and load
+report shows divide into the third. The traffic is averaged over the same rate window as the server's tok/s
+(:class:`_Windowed`), so a load's first seconds do not count full traffic against a rate still rising. A number to compare across runs and setups (the same model and load
 moving fewer bytes per token is a better placement or link).
 """
 
@@ -25,7 +26,15 @@ from gpuscope.core.group_traffic import (
     traffic_owners,
 )
 from gpuscope.core.groups import gpus_text, group_label, parallel_text
-from gpuscope.core.link_cost import PROBE_EVENT, LinkCost, evidence_text, link_cost, probe_pairs
+from gpuscope.core.link_cost import (
+    PROBE_EVENT,
+    LinkCost,
+    evidence_text,
+    link_cost,
+    nvlink_path,
+    path_traffic,
+    probe_pairs,
+)
 from gpuscope.core.link_verdict import UNKNOWN, VERDICT_VALUE, LinkVerdict, link_verdicts, verdict_text
 from gpuscope.core.model import Frame, Inventory, ServingGroup
 from gpuscope.core.rates import RateReading, rate_over, since_before
@@ -38,6 +47,27 @@ VERDICT_EVERY_S = 5.0  # a verdict every so often of frame time, as the engine r
 def group_key(g: ServingGroup) -> str:
     """What identifies a group across frames and runs: its endpoint URL, else its program and GPUs."""
     return g.endpoint or f"{g.server} on {gpus_text(g.gpus)}"
+
+
+@dataclass
+class _Windowed:
+    """Figures averaged over the rate window of the group's tok/s (a server's tok/s is a rate over its last
+    seconds while NVML's traffic is the last second's: divided as they come, a load's first seconds would count
+    full traffic against a rate still rising). :meth:`mean` takes this frame's figures and gives each key's mean
+    over the frames within ``span`` seconds (this frame alone when the window is not known)."""
+
+    items: deque[tuple[float, dict[Any, float]]] = field(default_factory=deque)
+
+    def mean(self, t: float, values: dict[Any, float], span: float | None) -> dict[Any, float]:
+        self.items.append((t, values))
+        while self.items and (span is None and len(self.items) > 1 or span is not None
+                              and self.items[0][0] <= t - span):
+            self.items.popleft()
+        sums: dict[Any, list[float]] = {}
+        for _, vals in self.items:
+            for k, v in vals.items():
+                sums.setdefault(k, []).append(v)
+        return {k: sum(v) / len(v) for k, v in sums.items() if k in values}
 
 
 @dataclass
@@ -55,6 +85,8 @@ class _Acc:
     path_bps: dict[tuple[int, str], list[float]] = field(default_factory=dict)  # (GPU, way) → bytes/s on the path
     cost_tok: list[float] = field(default_factory=list)  # tok/s in the same frames
     cost: LinkCost | None = None  # the latest frame's link cost (its path, source and better paths)
+    traffic_w: _Windowed = field(default_factory=_Windowed)  # the traffic over the tok/s's rate window
+    path_w: _Windowed = field(default_factory=_Windowed)  # the path's traffic over the same window
     verdict: LinkVerdict | None = None  # the worst link verdict seen (the first of the worst)
 
 
@@ -85,10 +117,12 @@ class GroupStats:
             if not g.gpus:
                 continue
             t = group_traffic(g, frame, self.inv, owners)
-            if t.pcie_bytes_per_s is not None:
-                a.pcie.append(t.pcie_bytes_per_s)
-            if t.nvlink_bytes_per_s is not None:
-                a.nvlink.append(t.nvlink_bytes_per_s)
+            now = {k: v for k, v in (("pcie", t.pcie_bytes_per_s), ("nvlink", t.nvlink_bytes_per_s)) if v is not None}
+            w = a.traffic_w.mean(frame.t, now, _window(g, frame))
+            if "pcie" in w:
+                a.pcie.append(w["pcie"])
+            if "nvlink" in w:
+                a.nvlink.append(w["nvlink"])
             a.nvlink_applies |= t.nvlink_applies
             a.shared = shared_words(t)
             if t.tokens_per_s is not None and tokens:
@@ -115,14 +149,20 @@ class GroupStats:
                 a.verdict = v
 
     def _add_cost(self, a: _Acc, g: ServingGroup, frame: Frame, owners: dict[int, ServingGroup]) -> None:
+        """The group's link cost in this frame; its path's traffic (every frame, idle ones too) averaged over the
+        tok/s's rate window, kept for the frames that generate tokens."""
+        if len(g.gpus) < 2:
+            return
+        now = path_traffic(g, frame, self.inv, nvlink_path(self.inv, g.gpus), owners) or []
+        w = a.path_w.mean(frame.t, {(i, way): bps for i, way, bps in now}, _window(g, frame))
         c = link_cost(g, self.inv, frame, self._probe, owners)
         if c is None:
             return
         a.cost = c
         a.busy.append(c.busy_share)
         a.cost_tok.append(c.tokens_per_s)
-        for i, way, b in c.per_gpu:
-            a.path_bps.setdefault((i, way), []).append(b * c.tokens_per_s)
+        for key, bps in w.items():
+            a.path_bps.setdefault(key, []).append(bps)
         if c.latency_share is not None:
             a.latency.append(c.latency_share)
 

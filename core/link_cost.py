@@ -123,8 +123,17 @@ class LinkCost:
 
     @property
     def latency_share(self) -> float | None:
+        """The all-reduces' latency as a share of a step; None when not known, or when it would not fit in the
+        step (a probe from another setup, or a figure that is wrong: such a bound says nothing)."""
         lat = self.latency_per_step_s
-        return lat / self.step_s if lat is not None and self.step_s else None
+        share = lat / self.step_s if lat is not None and self.step_s else None
+        return share if share is not None and share < 1 else None
+
+    @property
+    def latency_misfit(self) -> bool:
+        """The probe's latency × the all-reduces a step makes exceeds the step's observed time."""
+        lat = self.latency_per_step_s
+        return lat is not None and bool(self.step_s) and lat >= (self.step_s or 0.0)
 
     @property
     def ceiling_now(self) -> float:
@@ -146,10 +155,15 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 else None
 
 
+# What a probe figure can be (a figure outside is a damaged file, not a measurement): up to 10 TB/s one way,
+# up to 1 s for a small copy.
+PROBE_RANGES = {"gb_per_s": 10_000.0, "us": 1e6}
+
+
 def _figure(d: Any, key: str, unit: str, scale: float) -> float | None:
     m = d.get(key) if isinstance(d, Mapping) else None
     v = _num(m.get(unit)) if isinstance(m, Mapping) else None
-    return v * scale if v is not None else None
+    return v * scale if v is not None and v <= PROBE_RANGES[unit] else None
 
 
 def probe_pairs(data: Any) -> dict[tuple[int, int], PairFigures]:
@@ -477,6 +491,9 @@ def _latency_words(c: LinkCost) -> str:
         return f"its latency may be: {each}; the all-reduces per step are unknown for this model (estimates)"
     lat = c.latency_per_step_s or 0.0
     out = f"its latency: {c.allreduces_per_step} all-reduces a step × {each} ≈ {_ms(lat)} a step"
+    if c.latency_misfit:
+        return out + (f", more than the whole step ({_ms(c.step_s or 0.0)}, {c.step_source}): the probe does not fit "
+                      "this server, not used (estimates)")
     if c.step_s:
         out += f" of {_ms(c.step_s)} ({c.step_source}), {_pct(lat / c.step_s)}"
     return out + " (estimates)"

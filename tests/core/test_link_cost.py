@@ -292,3 +292,15 @@ def test_an_8_gpu_probe_survives_the_recording_gate_whole():
     assert probe_pairs(back.data) == probe_pairs(ev.data) and len(probe_pairs(back.data)) == 28
     marker = check_event(Event(t=1.0, kind="marker", data={str(k): k for k in range(5 * MAX_DATA_ITEMS)}))
     assert len(marker.data) == MAX_DATA_ITEMS  # other events keep their cap
+
+
+@pytest.mark.parametrize("latency_us,read_gbs,want_delivered,want_words", [
+    (1e308, 1e308, RATED, "latency may be, and was not measured"),  # damaged figures: out of range, not used
+    (500.0, 1.8, MEASURED, "more than the whole step (18.0 ms, ITL): the probe does not fit this server, not used"),
+])
+def test_a_probe_that_cannot_be_true_is_not_used(latency_us, read_gbs, want_delivered, want_words):
+    probe = {"pairs": [{"a": 0, "b": 1, "read": {"gb_per_s": read_gbs}, "write": {"gb_per_s": read_gbs},
+                        "latency": {"us": latency_us}}]}
+    (c,) = link_costs(_inv(), _frame(0.09e9), probe)
+    assert c.delivered_source.startswith(want_delivered) and want_words in message(c)
+    assert c.latency_share is None and c.speedup_at_most is None and severity(c) == "info"
