@@ -240,23 +240,30 @@ def group_rows(inv: Inventory, frames: Any) -> list[dict[str, Any]]:
 
 
 def compare_groups(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Groups of two summaries side by side, matched by key (endpoint URL or program and GPUs), then the
-    unmatched ones by order (a fix may move a server to other GPUs): [{"name", "a": row|None, "b": row|None}]."""
+    """Groups of two summaries side by side, matched by key (endpoint URL or program and GPUs) serving the same
+    model, then the unmatched ones by order (a fix may move a server to other GPUs) where their models agree:
+    [{"name", "a": row|None, "b": row|None}]. Two different models on one port are two groups, never compared."""
+    def same_model(x: dict[str, Any], y: dict[str, Any]) -> bool:
+        return not x.get("model") or not y.get("model") or x["model"] == y["model"]
+
     kb = {r["key"]: r for r in b}
     out = []
     used: set[str] = set()
     rest_a = []
     for r in a:
-        if r["key"] in kb:
-            out.append({"name": r["name"], "a": r, "b": kb[r["key"]]})
+        other = kb.get(r["key"])
+        if other is not None and same_model(r, other):
+            out.append({"name": r["name"], "a": r, "b": other})
             used.add(r["key"])
         else:
             rest_a.append(r)
     rest_b = [r for r in b if r["key"] not in used]
-    for k in range(max(len(rest_a), len(rest_b))):
-        ra = rest_a[k] if k < len(rest_a) else None
-        rb = rest_b[k] if k < len(rest_b) else None
-        out.append({"name": (ra or rb or {}).get("name", "?"), "a": ra, "b": rb})
+    for ra in rest_a:
+        rb = next((r for r in rest_b if same_model(ra, r)), None)
+        if rb is not None:
+            rest_b.remove(rb)
+        out.append({"name": ra["name"], "a": ra, "b": rb})
+    out += [{"name": rb.get("name", "?"), "a": None, "b": rb} for rb in rest_b]
     return out
 
 

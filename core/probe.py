@@ -862,8 +862,9 @@ def table_lines(r: ProbeResult, width: int = WIDTH) -> list[str]:
     when = datetime.fromtimestamp(r.t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     head = "gpuscope probe  " + ("SIMULATED " + (r.scenario or "") + "  " if r.simulated else "")
     lines = [f"{head}{r.host}"[:width], f"{when}  {r.backend}"[:width]]
-    if r.group:
-        lines.append(f"serving group {r.group} (its GPUs and the pairs among them)"[:width])
+    if r.group:  # one line where it fits, else the group's name and the note apart (never cut in a parenthesis)
+        one = f"serving group {r.group} (its GPUs and the pairs among them)"
+        lines += [one] if len(one) <= width else [f"serving group {r.group}"[:width], "(its GPUs and the pairs among them)"]
     lines.append("")
     lines.append(_row("figure", "measured", "link now", "ceil", "typ", "at best", "%best", "", "how"))
     vs = {(v.subject, v.kind): v for v in verdicts(r)}

@@ -15,7 +15,7 @@ from typing import Any
 
 from gpuscope.core import catalogue
 from gpuscope.core.errors import GpuscopeError
-from gpuscope.core.text import clean
+from gpuscope.core.text import clean, count
 from gpuscope.core.vocab import CLOCK_EVENT_NAMES
 from gpuscope.sources.files import not_a_regular_file
 
@@ -593,6 +593,9 @@ def _servers(src: str, raw: Any, n: int, n_phases: int, processes: tuple[SimProc
         for name in ("tp", "pp"):
             if d[name] is not None and not 1 <= d[name] <= 4096:
                 raise _err(src, f"{path}.{name}", "expected a size 1-4096")
+        if (d["tp"] or 1) * (d["pp"] or 1) > len(gpus):
+            raise _err(src, f"{path}.tp", f"tp × pp = {(d['tp'] or 1) * (d['pp'] or 1)} is more than its "
+                       f"{count(len(gpus), 'GPU')}")
         pids = _server_pids(src, f"{path}.pids", d["pids"], gpus, processes)
         tok = _tok_s(src, f"{path}.tok_s", d["tok_s"], n_phases)
         running = _per_phase(src, f"{path}.running", d["running"], n_phases, 1e6)

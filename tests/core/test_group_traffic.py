@@ -15,7 +15,15 @@ from gpuscope.core.group_traffic import (
     traffic_line,
     traffic_owners,
 )
-from gpuscope.core.model import DeviceInfo, EndpointReading, Frame, GpuReading, Inventory, PairLink, ServingGroup
+from gpuscope.core.model import (
+    DeviceInfo,
+    EndpointReading,
+    Frame,
+    GpuReading,
+    Inventory,
+    PairLink,
+    ServingGroup,
+)
 from gpuscope.core.stats import phase_totals
 
 
@@ -124,3 +132,17 @@ def test_never_raises(readings, tok):
     t = group_traffic(g, f, NV4)
     traffic_line(t)
     assert t.bytes_per_token is None or t.bytes_per_token >= 0
+
+
+@pytest.mark.parametrize("a,b,want", [
+    ([{"key": "u", "name": "g", "model": "m1"}], [{"key": "u", "name": "g", "model": "m2"}], [("u", None), (None, "u")]),
+    ([{"key": "u", "name": "g", "model": "m1"}], [{"key": "u", "name": "g", "model": "m1"}], [("u", "u")]),
+    ([{"key": "u", "name": "g", "model": "m1"}], [{"key": "v", "name": "g", "model": "m1"}], [("u", "v")]),  # moved
+    ([{"key": "u", "name": "g", "model": None}], [{"key": "u", "name": "g", "model": "m2"}], [("u", "u")]),
+])
+def test_compare_never_pairs_two_models(a, b, want):
+    """compare: two different models on one port are two groups (a tok/s change between them means nothing)."""
+    from gpuscope.core.group_stats import compare_groups
+
+    got = [((r["a"] or {}).get("key"), (r["b"] or {}).get("key")) for r in compare_groups(a, b)]
+    assert got == want

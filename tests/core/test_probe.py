@@ -413,6 +413,10 @@ def test_group_probe_says_its_group() -> None:
     r = P.ProbeResult(**{**{f: getattr(_result(_gpu()), f) for f in P.ProbeResult.__dataclass_fields__},
                          "group": "vLLM :8000 qwen"})
     assert P.table_lines(r)[2] == "serving group vLLM :8000 qwen (its GPUs and the pairs among them)"
+    long = P.ProbeResult(**{**{f: getattr(r, f) for f in P.ProbeResult.__dataclass_fields__},
+                            "group": "vLLM :8001 Mistral-Small-24B-Instruct-2501"})
+    assert P.table_lines(long)[2:4] == ["serving group vLLM :8001 Mistral-Small-24B-Instruct-2501",
+                                        "(its GPUs and the pairs among them)"]
     d = P.to_json(r)
     assert d["group"] == "vLLM :8000 qwen" and P.from_json(d).group == "vLLM :8000 qwen"
     assert P.summary_line(r) == "probe of vLLM :8000 qwen: all 3 figures as expected"

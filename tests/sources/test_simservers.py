@@ -68,6 +68,9 @@ command = "python3 -m vllm.entrypoints.openai.api_server"
     ('port = 80\ngpus = [5]', "servers[0].gpus"),
     ('port = 80\ngpus = [0]\ntp = 0', "servers[0].tp"),
     ('port = 80\ngpus = [0]\ntok_s = [1, 2]', "servers[0].tok_s"),
+    ('port = 80\ngpus = [0]\ntp = 2', "servers[0].tp: tp × pp = 2 is more than its 1 GPU"),
+    ('port = 80\ngpus = [0]\nrunning = [-1]', "servers[0].running"),
+    ('port = 80\ngpus = [0]\nitl_ms = ["x"]', "servers[0].itl_ms"),
     ('port = 80\ngpus = [0]\nspeed = 3', "servers[0].speed"),
     ('port = 80\ngpus = [0]\npids = []', "servers[0].pids"),
 ])
