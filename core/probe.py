@@ -694,13 +694,17 @@ def _bool(d: Mapping[str, Any], key: str, where: str) -> bool | None:
     return v
 
 
+# The largest figure a probe can give (10 TB/s one way, a 1 s small copy); core/link_cost.py's PROBE_RANGES agree.
+FIGURE_MAX = {"gb_per_s": 10_000.0, "us": 1e6}
+
+
 def _m_read(v: Any, where: str, latency: bool = False) -> Measurement | None:
     if v is None:
         return None
     d = _obj(v, where)
     key = "us" if latency else "gb_per_s"
     scale = 1.0 if latency else 1e9
-    value = _num(d, key, where, optional=False, hi=1e9)
+    value = _num(d, key, where, optional=False, lo=1e-9, hi=FIGURE_MAX[key])  # 0 GB/s is no measurement
     low, high = _num(d, f"low_{key}", where, hi=1e9), _num(d, f"high_{key}", where, hi=1e9)
     return Measurement(value * scale, int(_num(d, "trials", where, integer=True, hi=1e9) or 1),
                        int(_num(d, "size_bytes", where, integer=True, hi=2**50) or 0),

@@ -304,3 +304,10 @@ def test_a_probe_that_cannot_be_true_is_not_used(latency_us, read_gbs, want_deli
     (c,) = link_costs(_inv(), _frame(0.09e9), probe)
     assert c.delivered_source.startswith(want_delivered) and want_words in message(c)
     assert c.latency_share is None and c.speedup_at_most is None and severity(c) == "info"
+
+
+def test_probe_ranges_agree_with_the_probe_reader():
+    from gpuscope.core.link_cost import PROBE_RANGES
+    from gpuscope.core.probe import FIGURE_MAX
+
+    assert PROBE_RANGES == FIGURE_MAX
