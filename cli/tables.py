@@ -93,7 +93,7 @@ def write_table(out: str, columns: list[str], rows: Iterable[Sequence[Any]], par
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        raise GpuscopeError("--parquet needs pyarrow: pip install 'gpuscope[parquet]'") from None
+        raise GpuscopeError("--parquet needs pyarrow: pip install 'gpuscope-inference[parquet]'") from None
     data = list(rows)
     types = {"timestamp": pa.timestamp("us", tz="UTC"), "int64": pa.int64(), "float64": pa.float64(),
              "bool": pa.bool_(), "string": pa.string()}

@@ -384,14 +384,14 @@ def load_web_config(path: str) -> WebConfig:
     except ValueError as e:
         raise WebConfigError(f"--web-config {shown}: {e}") from None
     except ImportError:
-        raise WebConfigError(f"--web-config {shown}: reading it needs PyYAML (pip install 'gpuscope[web]')") from None
+        raise WebConfigError(f"--web-config {shown}: reading it needs PyYAML (pip install 'gpuscope-inference[web]')") from None
     auth = None
     if spec.users:
         try:
             auth = BasicAuth(spec.users)
         except ImportError:
             raise WebConfigError(f"--web-config {shown}: basic_auth_users needs the bcrypt package "
-                                 "(pip install 'gpuscope[web]')") from None
+                                 "(pip install 'gpuscope-inference[web]')") from None
     return WebConfig(path=path, tls=ctx, auth=auth, allowed_sans=frozenset(spec.allowed_sans), headers=spec.headers)
 
 

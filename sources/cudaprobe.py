@@ -65,7 +65,7 @@ def install_line(driver_major: int | None) -> str:
     """What to install for a driver of CUDA ``driver_major``."""
     if driver_major:
         return f"pip install 'cuda-bindings>={driver_major},<{driver_major + 1}'"
-    return "pip install 'gpuscope[probe]'"
+    return "pip install 'gpuscope-inference[probe]'"
 
 
 def driver_cuda_version() -> int | None:

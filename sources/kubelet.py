@@ -17,7 +17,7 @@ Why the pieces are shaped as they are:
   published ``api.proto`` (a copy with its licence is ``sources/podresources_v1.proto``; a test compiles it
   with grpcio-tools and checks the two descriptors are equal). Generated ``_pb2`` modules would pin the
   protobuf runtime to the release that generated them; this works with any protobuf ≥ 4.25.
-* ``grpcio`` and ``protobuf`` are the optional extra ``gpuscope[kubernetes]``, imported only here and
+* ``grpcio`` and ``protobuf`` are the optional extra ``gpuscope-inference[kubernetes]``, imported only here and
   only when ``--kubelet-socket`` is given.
 
 Device ids are the device plugin's (see :func:`device_target`): NVIDIA's plugin gives GPU UUIDs
@@ -49,7 +49,7 @@ REFRESH_S = 15.0  # how often the mapping is fetched
 TIMEOUT_S = 5.0  # one List call, connection included
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a node with many pods answers more than gRPC's 4 MiB default (as dcgm-exporter)
 LIST_METHOD = "/v1.PodResourcesLister/List"
-INSTALL_HINT = "--kubelet-socket needs gRPC: pip install 'gpuscope[kubernetes]'"
+INSTALL_HINT = "--kubelet-socket needs gRPC: pip install 'gpuscope-inference[kubernetes]'"
 
 
 class KubeletError(GpuscopeError):

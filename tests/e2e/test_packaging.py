@@ -18,7 +18,7 @@ def test_wheel_adds_only_the_gpuscope_package(tmp_path):
     out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
                           str(tmp_path), str(root)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    (whl,) = tmp_path.glob("gpuscope-*.whl")
+    (whl,) = tmp_path.glob("gpuscope_inference-*.whl")
     names = zipfile.ZipFile(whl).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top == {"gpuscope"}, top

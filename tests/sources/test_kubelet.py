@@ -393,7 +393,7 @@ def test_check_socket(tmp_path, monkeypatch):
     s.bind(str(tmp_path / "k.sock"))
     try:
         assert check_socket(str(tmp_path / "k.sock")) == str(tmp_path / "k.sock")
-        monkeypatch.setitem(sys.modules, "grpc", None)  # as if gpuscope[kubernetes] were not installed
+        monkeypatch.setitem(sys.modules, "grpc", None)  # as if gpuscope-inference[kubernetes] were not installed
         with pytest.raises(KubeletError, match=re.escape(INSTALL_HINT)):
             check_socket(str(tmp_path / "k.sock"))
     finally:

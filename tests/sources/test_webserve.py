@@ -290,7 +290,7 @@ def test_load_missing_and_unreadable_config(tmp_path):
 
 
 @pytest.mark.parametrize("missing,text,msg", [
-    ("yaml", "basic_auth_users:\n", "reading it needs PyYAML (pip install 'gpuscope[web]')"),
+    ("yaml", "basic_auth_users:\n", "reading it needs PyYAML (pip install 'gpuscope-inference[web]')"),
     ("bcrypt", f"basic_auth_users:\n  prom: '{H}'\n", "basic_auth_users needs the bcrypt package"),
 ])
 def test_without_the_web_extra_one_line(tmp_path, monkeypatch, missing, text, msg):
