@@ -108,8 +108,11 @@ def _start_outputs(opts: AgentOptions, src: Any, web: WebConfig | None, stop: th
 def _start_exporter(outs: _Outputs, opts: AgentOptions, listen: tuple[str, int], src: Any,
                     web: WebConfig | None) -> None:
     """The Prometheus exporter in ``outs`` (with the pods of ``--kubelet-socket`` first, when given)."""
-    from gpuscope.outputs.prometheus import PrometheusExporter
+    from gpuscope.outputs.prometheus import PrometheusExporter, name_set
 
+    names, note = name_set(opts.dcgm_names)
+    if note is not None:
+        log.warning("%s", note)  # one line on stderr ("gpuscope: warning: …")
     labels = None
     if opts.kubelet_socket is not None:
         from gpuscope.sources.kubelet import PodLabels, PodMapper, mig_parents
@@ -122,7 +125,8 @@ def _start_exporter(outs: _Outputs, opts: AgentOptions, listen: tuple[str, int],
     # downward API): the node, as dcgm-exporter labels it; a container's own host name is its pod's name
     outs.exporter = PrometheusExporter(listen, src.inventory, hostname_label=opts.prometheus_hostname_label,
                                        hostname=opts.name or os.environ.get("NODE_NAME") or None,
-                                       dcgm_names=opts.dcgm_names, pods=labels, web=web).start()
+                                       dcgm_names=names, pods=labels, web=web,
+                                       counters=opts.dcgm_counters).start()
 
 
 def _started(inv: Inventory, outs: _Outputs, cfg: BrokerConfig | None, web: WebConfig | None) -> str:

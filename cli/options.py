@@ -54,12 +54,24 @@ def _interval(s: str) -> float:
 
 
 def _hostname_label(s: str) -> str:
-    """``--prometheus-hostname-label``: a label key Prometheus would keep as it is (not job, instance, __*)."""
-    from gpuscope.outputs.prometheus import hostname_label_problem
+    """``--prometheus-hostname-label``: one or two label keys Prometheus would keep as they are (not job, instance, __*)."""
+    from gpuscope.outputs.prometheus import PrometheusError, hostname_keys
 
-    if (why := hostname_label_problem(s)) is not None:
-        raise argparse.ArgumentTypeError(f"{s[:60]!r}: {why}")
+    try:
+        hostname_keys(s)
+    except PrometheusError as e:  # argparse names the flag: the message keeps the key and why
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--prometheus-hostname-label ")) from None
     return s
+
+
+def _dcgm_counters(s: str) -> tuple[str, ...]:
+    """``--dcgm-counters NAME[,NAME…]``: dcgm-exporter's names of the opt-in series."""
+    from gpuscope.outputs.prometheus import PrometheusError, parse_dcgm_counters
+
+    try:
+        return parse_dcgm_counters(s)
+    except PrometheusError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--dcgm-counters").lstrip(": ")) from None
 
 
 def _agent_name(s: str) -> str:
@@ -267,8 +279,9 @@ class AgentOptions:
     source: SourceOptions
     broker: BrokerConfig | None = field(repr=False)  # holds the password
     listen: tuple[str, int] | None  # (host, port) for --prometheus
-    prometheus_hostname_label: str
-    dcgm_names: str = "legacy"  # the DCGM name set: legacy, 4.9 or both (outputs/prometheus.py DCGM_NAME_SETS)
+    prometheus_hostname_label: str | None  # NAME or NAME,NAME; None: the name set's own
+    dcgm_names: str = "legacy"  # the DCGM name set (outputs/prometheus.py DCGM_NAME_SETS)
+    dcgm_counters: tuple[str, ...] = ()  # opt-in series by dcgm-exporter's names (outputs/prometheus.py OPT_IN)
     kubelet_socket: str | None = None  # pod labels from the kubelet's pod-resources API (sources/kubelet.py)
     name: str | None = None  # --name: what it publishes as (None: the host name)
     web_config: str | None = None  # --web-config FILE (TLS, basic auth), read when the agent starts
@@ -280,15 +293,18 @@ class AgentOptions:
         p.add_argument("--prometheus", nargs="?", const="19400", metavar="[HOST:]PORT",
                        help="serve /metrics for Prometheus (default port 19400, bound to 127.0.0.1 unless a host is "
                             "given; 0.0.0.0:PORT or :PORT for every interface)")
-        p.add_argument("--prometheus-hostname-label", default="Hostname", metavar="NAME", type=_hostname_label,
-                       help="the hostname label's key on the DCGM-compatible series (default Hostname, as "
-                            "dcgm-exporter releases write it)")
-        p.add_argument("--dcgm-names", choices=("legacy", "4.9", "both"), default="legacy",
-                       help="DCGM series names: legacy (dcgm-exporter before 4.9, default), 4.9 (its renamed fields, "
-                            "base units) or both")
+        p.add_argument("--prometheus-hostname-label", default=None, metavar="NAME[,NAME]", type=_hostname_label,
+                       help="the hostname label's key on the DCGM-compatible series (default: the name set's, hostname "
+                            "or Hostname); hostname,Hostname writes both while dashboards move")
+        p.add_argument("--dcgm-names", default="legacy", metavar="SET",
+                       help="DCGM series names: legacy (dcgm-exporter 4.6.0-4.8.3 and later, default), before-4.8.3 "
+                            "(its Hostname label), dcgm-fields (experimental: DCGM's canonical field names) or both")
+        p.add_argument("--dcgm-counters", type=_dcgm_counters, default=(), metavar="NAME[,NAME]",
+                       help="opt-in series by dcgm-exporter's names: DCGM_EXP_XID_ERRORS_TOTAL, "
+                            "DCGM_EXP_CLOCK_EVENTS_TOTAL, DCGM_FI_DEV_ENFORCED_POWER_LIMIT")
         p.add_argument("--kubelet-socket", nargs="?", const="/var/lib/kubelet/pod-resources/kubelet.sock",
                        metavar="PATH", help="Kubernetes: pod, namespace and container labels from the kubelet's "
-                       "pod-resources socket (default path if none given; needs gpuscope[kubernetes])")
+                       "pod-resources socket (default path if none given; needs gpuscope-inference[kubernetes])")
         p.add_argument("--name", metavar="NAME", type=_agent_name, help="publish as NAME, on the broker and as the Prometheus hostname "
                        "label (default: the host name); give each agent its own where host names repeat (cloned VMs, "
                        "containers)")
@@ -314,9 +330,13 @@ class AgentOptions:
         if ns.web_config is not None and listen is None:
             raise GpuscopeError("--web-config needs --prometheus (it secures the exporter)")
         from gpuscope.cli.agent_id import check_name
+        from gpuscope.outputs.prometheus import name_set
+
+        name_set(ns.dcgm_names)  # an unknown set: one line now (the agent notes an old spelling when it starts)
 
         return cls(source=SourceOptions.from_namespace(ns).checked(), broker=broker, listen=listen,
                    prometheus_hostname_label=ns.prometheus_hostname_label, dcgm_names=ns.dcgm_names,
+                   dcgm_counters=ns.dcgm_counters,
                    kubelet_socket=ns.kubelet_socket, name=None if ns.name is None else check_name(ns.name),
                    web_config=ns.web_config)
 

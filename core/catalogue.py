@@ -46,11 +46,12 @@ Ceiling = Callable[[DeviceInfo, "GpuReading | None"], "float | None"]  # raw ful
 
 @dataclass(frozen=True, slots=True)
 class Renamed:
-    """A DCGM family's name in dcgm-exporter 4.9 (DCGM 4.7 renamed the field, some into base units), written by
-    ``--dcgm-names 4.9``/``both`` (:func:`gpuscope.outputs.prometheus.dcgm_families`)."""
+    """A DCGM family under DCGM's canonical field name (DCGM renamed its fields, some into base units; the legacy
+    names stay aliases), written by the experimental ``--dcgm-names dcgm-fields``/``both``
+    (:func:`gpuscope.outputs.prometheus.dcgm_families`). Only names a public DCGM header defines (docs/prometheus.md)."""
 
     name: str
-    factor: float = 1.0  # 4.9 value = legacy value × factor (1e6: MHz → Hz, 0.01: % → ratio 0-1)
+    factor: float = 1.0  # canonical value = legacy value × factor (0.01: % → ratio 0-1)
     integer: bool = False  # round to a whole number
     type: str = "gauge"
     help: str = ""  # its HELP text, unit included
@@ -71,7 +72,7 @@ class Series:
     integer: bool = False  # round to a whole number (dcgm-exporter's MiB and mJ)
     gpm: bool = False  # a profiling field (DCGM_FI_PROF_*): only on GPUs with GPM
     labels: tuple[tuple[str, str], ...] = ()  # constant labels after the family's own
-    v49: Renamed | None = None  # a DCGM field renamed in DCGM 4.7: its dcgm-exporter 4.9 name (None: unchanged)
+    canonical: Renamed | None = None  # DCGM's canonical name for the field (--dcgm-names dcgm-fields; None: unchanged)
 
     def at(self, **labels: str) -> Series:
         """This family with constant labels added: ``TTFT.at(stat="p50")``."""
@@ -137,9 +138,10 @@ def _flag(v: bool | None) -> float | None:
 
 
 def _last_xid(r: Any) -> float | None:
-    """The code of the most recent critical Xid of a reading (dcgm-exporter's ``XID_ERRORS``), None when none."""
+    """The code of the most recent critical Xid of a reading (dcgm-exporter's ``XID_ERRORS``); 0 while none was seen
+    since gpuscope started (dcgm-exporter writes 0 from the first scrape, so panels and ``absent()`` alerts read)."""
     xids = getattr(r, "xids", None)
-    return float(max(xids, key=lambda x: x.last_t).xid) if xids else None
+    return float(max(xids, key=lambda x: x.last_t).xid) if xids else 0.0
 
 
 MIB = 2**20  # dcgm-exporter's framebuffer unit
@@ -201,55 +203,46 @@ _PCIE_RATE = "(GPM where the GPU has it, else NVML's PCIe throughput counter)."
 
 # In export column order (the order of GpuReading's fields, endpoint metrics last); views keep this order.
 # The DCGM help texts are dcgm-exporter's (etc/default-counters.csv, etc/dcp-metrics-included.csv), verbatim.
-# A DCGM family's ``v49`` is its dcgm-exporter 4.9 name (DCGM 4.7 deprecated the field). Names read from NVIDIA's own
-# files: DCGM's Python bindings dcgm_fields.py (2025-2026 copyright, its _DEPRECATED_ALIASES table: the same-unit
-# renames, e.g. DCGM_FI_DEV_GPU_TEMP → DCGM_FI_DEV_GPU_TEMP_CELSIUS, DCGM_FI_PROF_SM_ACTIVE →
-# DCGM_FI_PROF_SM_UTIL_RATIO) and go-dcgm's pkg/dcgm/base_unit_fields_test.go (the base-unit fields:
-# DCGM_FI_DEV_SM_CLOCK_HERTZ 1603, DCGM_FI_DEV_MEMORY_CLOCK_HERTZ 1604, DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL 1611).
-# The utilisation-ratio, framebuffer byte and NVLink byte names (fields 1613, 1614, 1626-1628, 1648) come from a
-# DCGM 4.7 field reference that quotes NVIDIA's Field Identifiers page, not from NVIDIA's files: dcgm-exporter
-# 4.9's etc/default-counters.csv itself was not available to read (docs/prometheus.md says so).
+# A DCGM family's ``canonical`` is DCGM's canonical name for its field (experimental: --dcgm-names dcgm-fields). Only
+# names found in DCGM's public dcgmlib/dcgm_fields.h are given (docs/prometheus.md cites the header for each); the
+# legacy-named families without one keep their names in every set. dcgm-exporter's own counters file (4.8.4, the
+# newest release found) still uses the legacy names, which stay the default.
 METRICS: tuple[Metric, ...] = (
     Metric("util_gpu_pct", "utilization %", valid=PCT, phase=PhaseKey("util_gpu_pct", "pct", 0.0), panel=0, short="util", key="util", summary=True, detail=True, unit="%", maximum=100.0,
            dcgm=Series("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).",
-                       v49=Renamed("DCGM_FI_DEV_GPU_UTIL_RATIO", 0.01, False, "gauge", "GPU utilization (ratio 0-1)."))),
+                       canonical=Renamed("DCGM_FI_DEV_GPU_UTIL_RATIO", 0.01, False, "gauge", "GPU utilization (ratio 0-1)."))),
     Metric("util_mem_pct", "memory controller %", valid=PCT, phase=PhaseKey("util_mem_pct", "pct", 0.0), key="mem_util", unit="%", maximum=100.0,
-           dcgm=Series("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).",
-                       v49=Renamed("DCGM_FI_DEV_MEMORY_UTIL_RATIO", 0.01, False, "gauge", "Memory utilization (ratio 0-1)."))),
+           dcgm=Series("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).")),
     Metric("mem_used_bytes", "memory used GiB", valid=BYTES, phase=PhaseKey("mem_used_gib", "number", 0.5), ceiling=_memory_size, panel=4, short="memory", key="mem_used", unit="GiB", scale=GIB, digits=1, detail=True,
-           dcgm=Series("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", scale=MIB, integer=True,
-                       v49=Renamed("DCGM_FI_DEV_FB_USED_BYTES", MIB, True, "gauge", "Framebuffer memory used (in bytes).")),
+           dcgm=Series("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", scale=MIB, integer=True),
            prom=Series("gpuscope_memory_used_bytes", "Framebuffer used.")),
     Metric("mem_total_bytes", "memory total GiB", valid=BYTES, ceiling=_memory_size, unit="GiB", scale=GIB, digits=1,
            prom=Series("gpuscope_memory_total_bytes", "Framebuffer size.")),
     Metric("sm_clock_mhz", "SM clock MHz", valid=MHZ, phase=PhaseKey("sm_clock_mhz", "integer"), ceiling=_sm_clock_max, panel=3, short="SM clock", key="sm_clock", unit="MHz", summary=True, detail=True,
-           dcgm=Series("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).",
-                       v49=Renamed("DCGM_FI_DEV_SM_CLOCK_HERTZ", 1e6, True, "gauge", "SM clock frequency (in Hz)."))),
+           dcgm=Series("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).")),
     Metric("mem_clock_mhz", "memory clock MHz", valid=MHZ, phase=PhaseKey("mem_clock_mhz", "integer"), ceiling=_mem_clock_max, key="mem_clock", unit="MHz",
-           dcgm=Series("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).",
-                       v49=Renamed("DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", 1e6, True, "gauge", "Memory clock frequency (in Hz)."))),
+           dcgm=Series("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).")),
     Metric("graphics_clock_mhz", "graphics clock MHz", valid=MHZ, ceiling=_graphics_clock_max, unit="MHz"),
     Metric("power_w", "power W", valid=WATTS, phase=PhaseKey("power_w"), ceiling=_power_limit, panel=2, short="power", key="power", unit="W", summary=True, detail=True,
            dcgm=Series("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).",
-                       v49=Renamed("DCGM_FI_DEV_BOARD_POWER_WATTS", 1.0, False, "gauge", "Power draw (in W)."))),
+                       canonical=Renamed("DCGM_FI_DEV_BOARD_POWER_WATTS", 1.0, False, "gauge", "Power draw (in W)."))),
     Metric("power_limit_w", "power limit W", valid=WATTS, unit="W",
            prom=Series("gpuscope_power_limit_watts", "Enforced power limit.")),
     Metric("energy_j", "energy J", valid=(0.0, 1e15), unit="J",
            dcgm=Series("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).",
-                       type="counter", scale=1e-3, integer=True,
-                       v49=Renamed("DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL", 1e-3, True, "counter", "Total energy consumption since boot (in J)."))),
+                       type="counter", scale=1e-3, integer=True)),
     Metric("temp_gpu_c", "temperature °C", valid=CELSIUS, phase=PhaseKey("temp_gpu_c", "number", 35.0), floor=100.0, panel=5, short="temp", key="temp", unit="°C", detail=True,
            dcgm=Series("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).",
-                       v49=Renamed("DCGM_FI_DEV_GPU_TEMP_CELSIUS", 1.0, False, "gauge", "GPU temperature (in C)."))),
+                       canonical=Renamed("DCGM_FI_DEV_GPU_TEMP_CELSIUS", 1.0, False, "gauge", "GPU temperature (in C)."))),
     Metric("temp_mem_c", "memory temperature °C", valid=CELSIUS, phase=PhaseKey("temp_mem_c"), floor=100.0, unit="°C",
            dcgm=Series("DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).",
-                       v49=Renamed("DCGM_FI_DEV_MEMORY_TEMP_CELSIUS", 1.0, False, "gauge", "Memory temperature (in C)."))),
+                       canonical=Renamed("DCGM_FI_DEV_MEMORY_TEMP_CELSIUS", 1.0, False, "gauge", "Memory temperature (in C)."))),
     Metric("fan_pct", "fan %", valid=PCT, phase=PhaseKey("fan_pct", "pct", 30.0), unit="%", maximum=100.0),
     Metric("pstate", "P-state", valid=(0.0, 32.0), phase=PhaseKey("pstate", "integer")),
     Metric("clock_event_reasons", "clock event reasons (NVML bits)", valid=(0.0, float(2**32 - 1)),
            dcgm=Series("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons (bitmask of "
                        "DCGM_CLOCKS_THROTTLE_REASON_*).",
-                       v49=Renamed("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", 1.0, True, "gauge", "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*)."))),
+                       canonical=Renamed("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", 1.0, True, "gauge", "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*)."))),
     Metric("pcie_gen", "PCIe generation", valid=(1.0, 8.0),
            prom=Series("gpuscope_pcie_link_generation", "PCIe link generation now.")),
     Metric("pcie_width", "PCIe width", valid=(1.0, 32.0),
@@ -266,7 +259,7 @@ METRICS: tuple[Metric, ...] = (
            prom=Series("gpuscope_pcie_rx_bytes_per_second", "PCIe receive rate " + _PCIE_RATE)),
     Metric("pcie_replay_count", "PCIe replays", valid=COUNT,
            dcgm=Series("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.", type="counter",
-                       v49=Renamed("DCGM_FI_DEV_PCIE_REPLAY_TOTAL", 1.0, True, "counter", "Total number of PCIe retries.")),
+                       canonical=Renamed("DCGM_FI_DEV_PCIE_REPLAY_TOTAL", 1.0, True, "counter", "Total number of PCIe retries.")),
            prom=Series("gpuscope_pcie_replays_total", "PCIe replays since the driver loaded.", type="counter")),
     Metric("pcie_recovery_count", "PCIe recoveries", valid=COUNT,
            prom=Series("gpuscope_pcie_recoveries_total", "PCIe link recoveries since the driver loaded.",
@@ -287,24 +280,23 @@ METRICS: tuple[Metric, ...] = (
     Metric("sm_active_pct", "SM active %", valid=PCT, phase=PhaseKey("sm_active_pct", "pct"), panel=1, short="SM active", key="sm_active", summary=True, detail=True, unit="%", maximum=100.0,
            dcgm=Series("DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned.",
                        scale=100.0, gpm=True,
-                       v49=Renamed("DCGM_FI_PROF_SM_UTIL_RATIO", 1.0, False, "gauge", "The ratio of cycles an SM has at least 1 warp assigned."))),
+                       canonical=Renamed("DCGM_FI_PROF_SM_UTIL_RATIO", 1.0, False, "gauge", "The ratio of cycles an SM has at least 1 warp assigned."))),
     Metric("sm_occupancy_pct", "SM occupancy %", valid=PCT, phase=PhaseKey("sm_occupancy_pct", "pct"), unit="%", maximum=100.0,
            dcgm=Series("DCGM_FI_PROF_SM_OCCUPANCY", "The ratio of number of warps resident on an SM.",
                        scale=100.0, gpm=True,
-                       v49=Renamed("DCGM_FI_PROF_SM_OCCUPANCY_RATIO", 1.0, False, "gauge", "The ratio of number of warps resident on an SM."))),
+                       canonical=Renamed("DCGM_FI_PROF_SM_OCCUPANCY_RATIO", 1.0, False, "gauge", "The ratio of number of warps resident on an SM."))),
     Metric("tensor_active_pct", "tensor active %", valid=PCT, phase=PhaseKey("tensor_active_pct", "pct"), key="tensor", summary=True, detail=True, unit="%",
            maximum=100.0,
            dcgm=Series("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active.",
                        scale=100.0, gpm=True,
-                       v49=Renamed("DCGM_FI_PROF_TENSOR_UTIL_RATIO", 1.0, False, "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."))),
+                       canonical=Renamed("DCGM_FI_PROF_TENSOR_UTIL_RATIO", 1.0, False, "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."))),
     Metric("dram_bw_util_pct", "DRAM bandwidth %", valid=PCT, phase=PhaseKey("dram_bw_util_pct", "pct"), key="dram_bw", detail=True, unit="%", maximum=100.0,
            dcgm=Series("DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active sending "
                        "or receiving data.", scale=100.0, gpm=True,
-                       v49=Renamed("DCGM_FI_PROF_DRAM_UTIL_RATIO", 1.0, False, "gauge", "Ratio of cycles the device memory interface is active sending or receiving data."))),
+                       canonical=Renamed("DCGM_FI_PROF_DRAM_UTIL_RATIO", 1.0, False, "gauge", "Ratio of cycles the device memory interface is active sending or receiving data."))),
     # GPU health. Memory the driver reserves (NVML memory info v2): DCGM_FI_DEV_FB_USED excludes it.
     Metric("mem_reserved_bytes", "memory reserved GiB", valid=BYTES, ceiling=_memory_size, unit="GiB", scale=GIB, digits=2,
-           dcgm=Series("DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", scale=MIB, integer=True,
-                       v49=Renamed("DCGM_FI_DEV_FB_RESERVED_BYTES", MIB, True, "gauge", "Framebuffer memory reserved (in bytes).")),
+           dcgm=Series("DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", scale=MIB, integer=True),
            prom=Series("gpuscope_memory_reserved_bytes", "Framebuffer reserved by the driver (NVML memory info "
                        "v2; absent where only v1 answers, whose used includes it).")),
     Metric("ecc_corrected_volatile", "ECC corrected (volatile)", valid=COUNT,
@@ -322,29 +314,29 @@ METRICS: tuple[Metric, ...] = (
     Metric("remapped_rows_correctable", "remapped rows (correctable)", valid=REMAPPED_ROWS,
            dcgm=Series("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for correctable errors",
                        type="counter",
-                       v49=Renamed("DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL", 1.0, True, "counter", "Number of remapped rows for correctable errors."))),
+                       canonical=Renamed("DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL", 1.0, True, "counter", "Number of remapped rows for correctable errors."))),
     Metric("remapped_rows_uncorrectable", "remapped rows (uncorrectable)", valid=REMAPPED_ROWS,
            dcgm=Series("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for uncorrectable "
                        "errors", type="counter",
-                       v49=Renamed("DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", 1.0, True, "counter", "Number of remapped rows for uncorrectable errors."))),
+                       canonical=Renamed("DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", 1.0, True, "counter", "Number of remapped rows for uncorrectable errors."))),
     Metric("remap_pending", "row remap pending", read=lambda r: _flag(r.remap_pending),
            prom=Series("gpuscope_row_remap_pending", "1 while a row remap waits for a GPU reset.")),
     Metric("remap_failure", "row remap failed", read=lambda r: _flag(r.remap_failure),
            dcgm=Series("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed",
-                       v49=Renamed("DCGM_FI_DEV_ROW_REMAP_FAILED", 1.0, True, "gauge", "Whether remapping of rows has failed."))),
+                       canonical=Renamed("DCGM_FI_DEV_ROW_REMAP_FAILED", 1.0, True, "gauge", "Whether remapping of rows has failed."))),
     # the export has no Xid column (a table of codes per GPU); the recording keeps them, with counts and times
     Metric("xids", "last Xid", read=_last_xid, export=False,
            dcgm=Series("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.",
-                       v49=Renamed("DCGM_FI_DEV_XID_ERROR", 1.0, True, "gauge", "Value of the last XID error encountered."))),
+                       canonical=Renamed("DCGM_FI_DEV_XID_ERROR", 1.0, True, "gauge", "Value of the last XID error encountered."))),
     # GPM's graphics-engine activity (dcgm-exporter's default profiling field)
     Metric("gr_engine_active_pct", "graphics engine active %", valid=PCT, unit="%", maximum=100.0,
            dcgm=Series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.",
                        scale=100.0, gpm=True,
-                       v49=Renamed("DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", 1.0, False, "gauge", "Ratio of time the graphics engine is active."))),
+                       canonical=Renamed("DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", 1.0, False, "gauge", "Ratio of time the graphics engine is active."))),
     # NVLink error counters, summed over the GPU's links (NVML's *_ERROR_COUNT_TOTAL fields, else the per-link error
     # counter). dcgm-exporter ships these four rows commented out in etc/default-counters.csv; the names, types and
-    # help texts are those rows'. Absent, never 0, on a GPU without NVLink or without the counters. No dcgm-exporter 4.9
-    # name is known for them (not in DCGM's deprecation table as read), so every name set writes them as they are.
+    # help texts are those rows'. Absent, never 0, on a GPU without NVLink or without the counters. No canonical
+    # name is given for them, so every name set writes them as they are.
     Metric("nvlink_crc_flit_count", "NVLink CRC flit errors", valid=COUNT,
            dcgm=Series("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "Total number of NVLink flow-control CRC errors.",
                        type="counter")),

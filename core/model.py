@@ -8,9 +8,10 @@ never 0. Units are in the field names: ``_bytes``, ``_bytes_per_s``, ``_mhz``, `
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuscope.core.vocab import CLOCK_EVENTS, EndpointState, state_of
 
@@ -267,6 +268,10 @@ class EndpointReading:
     # payload from before this field, a value this version does not know): derived from ``up``, the rates
     # and, for "bad response", the text (see :meth:`__post_init__`). Always agrees with ``up``.
     state: EndpointState | None = None
+    # The server's own TTFT and ITL histograms as its last scrape had them, cumulative since it started and summed over
+    # label sets: (key, upper bounds, cumulative counts, sum or None, count) with key "ttft" or "itl" and finite bounds
+    # only (the +Inf bucket is the count). The exporter writes them for histogram_quantile (:func:`server_histograms`).
+    histograms: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         st = self.state
@@ -335,3 +340,47 @@ class Frame:
     endpoints: tuple[EndpointReading, ...] = ()
     events: tuple[Event, ...] = ()
     groups: tuple[ServingGroup, ...] = ()  # serving groups (core/groups.py), every frame while known
+
+
+class ServerHistogram(NamedTuple):
+    """One of an endpoint's histograms (:attr:`EndpointReading.histograms`), checked: ``le`` strictly increasing
+    finite bounds (seconds), ``cumulative`` non-decreasing counts of the same length, ``observations`` (the +Inf
+    bucket) ≥ the last; ``sum_s`` None where the server exports no ``_sum``."""
+
+    key: str
+    le: tuple[float, ...]
+    cumulative: tuple[float, ...]
+    sum_s: float | None
+    observations: float
+
+
+HISTOGRAM_KEYS = ("ttft", "itl")
+
+
+def server_histograms(e: EndpointReading) -> list[ServerHistogram]:
+    """``e``'s histograms that are well formed (a recording or an MQTT payload can carry anything): each key once, bounds
+    finite and increasing, counts finite, non-negative and non-decreasing up to ``count``; the rest left out."""
+    out: list[ServerHistogram] = []
+    seen: set[str] = set()
+    for h in e.histograms:
+        checked = _checked_histogram(h)
+        if checked is not None and checked.key not in seen:
+            seen.add(checked.key)
+            out.append(checked)
+    return out
+
+
+def _checked_histogram(h: Any) -> ServerHistogram | None:
+    if not isinstance(h, (tuple, list)) or len(h) != 5 or h[0] not in HISTOGRAM_KEYS:
+        return None
+    key, le, cum, total, count = h
+    if not isinstance(le, (tuple, list)) or not isinstance(cum, (tuple, list)) or len(le) != len(cum) or len(le) > 64:
+        return None
+    nums = [*le, *cum, count, *(() if total is None else (total,))]
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in nums):
+        return None
+    counts = [*cum, count]
+    if any(b <= a for a, b in zip(le, le[1:])) or any(b < a for a, b in zip(counts, counts[1:])) or counts[0] < 0:
+        return None
+    return ServerHistogram(key, tuple(float(x) for x in le), tuple(float(x) for x in cum),
+                           None if total is None else float(total), float(count))

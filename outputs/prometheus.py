@@ -33,7 +33,15 @@ from gpuscope.core.exposition import escape_help, escape_label, labels
 from gpuscope.core.group_paths import worst_pair
 from gpuscope.core.group_traffic import group_traffic, traffic_owners
 from gpuscope.core.link_verdict import UNKNOWN, VERDICT_VALUE, group_link, link_verdicts, verdict_id_of
-from gpuscope.core.model import CLOCK_EVENT_REASONS, DeviceInfo, EndpointReading, Frame, GpuReading, Inventory
+from gpuscope.core.model import (
+    CLOCK_EVENT_REASONS,
+    DeviceInfo,
+    EndpointReading,
+    Frame,
+    GpuReading,
+    Inventory,
+    server_histograms,
+)
 from gpuscope.core.topology import best_link, device_nvlink_capacity_bytes_per_s, pcie_capacity_bytes_per_s
 from gpuscope.core.vocab import SEVERITIES
 from gpuscope.outputs.exporter_http import Server, make_server
@@ -125,7 +133,6 @@ class Family:
     help: str
     members: tuple[Member, ...]
     gpm: bool = False  # only GPUs with GPM (DCGM_FI_PROF_*)
-    v49: bool = False  # a dcgm-exporter 4.9 name: its label set has DCGM_FI_SYSTEM_DRIVER_VERSION
 
 
 def families(scope: str, kind: str) -> list[Family]:
@@ -167,8 +174,8 @@ def _nvlink_total(r: GpuReading) -> float | None:
 
 # Derived from two fields of a reading, so not catalogue metrics (the catalogue has one metric per field).
 DCGM_DERIVED = (Family("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", ((_fb_free, MIB, True, ""),)),
-                # dcgm-exporter declares this MB/s figure a counter (etc/default-counters.csv); kept, for its queries
-                Family("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "Total number of NVLink bandwidth counters "
+                # a gauge since dcgm-exporter 4.6.0-4.8.3 (its etc/default-counters.csv; a counter before): a MB/s rate
+                Family("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "gauge", "Total number of NVLink bandwidth counters "
                        "for all lanes", ((_nvlink_total, 1e6, True, ""),)))
 
 GPU_DERIVED = (Family("gpuscope_pcie_link_capacity_bytes_per_second", "gauge", "Usable bandwidth of the PCIe link "
@@ -183,75 +190,135 @@ GPU_DERIVED = (Family("gpuscope_pcie_link_capacity_bytes_per_second", "gauge", "
 LOST_TOO = frozenset({"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR", "gpuscope_xid_errors_total"})
 
 
-# ---- both DCGM name sets: dcgm-exporter 4.9 writes the fields DCGM 4.7 deprecated under new names ----
-# One row per renamed family: legacy family → (4.9 name, factor: 4.9 value = legacy value × factor, integer, 4.9 type,
-# help). A catalogue metric's row is its ``Series.v49`` (core/catalogue.py, where the names' sources are given);
-# the two derived families' rows are here.
-Row49 = tuple[str, float, bool, str, str]
-DERIVED_49: dict[str, Row49] = {
-    "DCGM_FI_DEV_FB_FREE": ("DCGM_FI_DEV_FB_FREE_BYTES", MIB, True, "gauge", "Framebuffer memory free (in bytes)."),
+# ---- the DCGM name sets (docs/prometheus.md: which dcgm-exporter release each matches) ----
+# One row per family written under DCGM's canonical field name: legacy family → (canonical name, factor: canonical value
+# = legacy value × factor, integer, type, help). A catalogue metric's row is its ``Series.canonical``
+# (core/catalogue.py); the derived family's row is here. Only names DCGM's public dcgm_fields.h defines.
+Row = tuple[str, float, bool, str, str]
+CANONICAL_DERIVED: dict[str, Row] = {
     "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": ("DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND", 1e6, True, "gauge",
                                            "NVLink throughput of all links, both directions (in bytes per second)."),
 }
 
 
-def dcgm_49() -> dict[str, Row49]:
-    """The rename table, read from the catalogue at use time (a metric added there with a ``v49`` is renamed by
-    the next :class:`Renderer`): legacy family → its 4.9 row."""
-    out: dict[str, Row49] = {}
+def dcgm_canonical() -> dict[str, Row]:
+    """The rename table, read from the catalogue at use time (a metric added there with a ``canonical`` is renamed by
+    the next :class:`Renderer`): legacy family → its canonical row."""
+    out: dict[str, Row] = {}
     for m in catalogue.metrics("gpu"):
-        v = m.dcgm.v49 if m.dcgm is not None else None
+        v = m.dcgm.canonical if m.dcgm is not None else None
         if v is not None and m.dcgm is not None:
             out[m.dcgm.name] = (v.name, v.factor, v.integer, v.type, v.help)
-    return {**out, **DERIVED_49}
+    return {**out, **CANONICAL_DERIVED}
 
 
-def __getattr__(name: str) -> Any:
-    """``DCGM_49``: :func:`dcgm_49` as it is now (the table's old name, kept for its readers)."""
-    if name == "DCGM_49":
-        return dcgm_49()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-DRIVER_LABEL = {False: "DCGM_FI_DRIVER_VERSION", True: "DCGM_FI_SYSTEM_DRIVER_VERSION"}  # legacy, 4.9
-# dcgm-exporter 4.0 renamed the clock-event family; the legacy set writes both names, the 4.9 set the new one
+DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"  # every released dcgm-exporter's (its default counters file's label row)
+# dcgm-exporter 4.0 renamed the clock-event family; the legacy sets write both names, dcgm-fields the new one
 LEGACY_ALIASES = {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
-DCGM_NAME_SETS = ("legacy", "4.9", "both")
+# name set → (field names, the hostname label's key by default)
+DCGM_NAME_SETS: dict[str, tuple[str, str]] = {
+    "legacy": ("legacy", "hostname"),  # dcgm-exporter 4.6.0-4.8.3 and later (PR #655 renamed Hostname)
+    "before-4.8.3": ("legacy", "Hostname"),  # dcgm-exporter releases before 4.6.0-4.8.3
+    "dcgm-fields": ("canonical", "hostname"),  # experimental: DCGM's canonical field names
+    "both": ("both", "hostname"),  # legacy, then each canonical family the legacy set does not already write
+}
+OLD_NAME_SETS = {"4.9": "dcgm-fields"}  # no dcgm-exporter 4.9 exists: the old value, accepted with a note
 
 
-def renamed(fam: Family, name: str, v49: bool, factor: float = 1.0, integer: bool | None = None,
+def name_set(names: str) -> tuple[str, str | None]:
+    """(the name set ``names`` means, a one-line note when it is an old spelling). Raises :class:`PrometheusError`
+    for an unknown one."""
+    if names in DCGM_NAME_SETS:
+        return names, None
+    if names in OLD_NAME_SETS:
+        new = OLD_NAME_SETS[names]
+        return new, (f"--dcgm-names {names} is now --dcgm-names {new} (DCGM's canonical field names; no dcgm-exporter "
+                     f"{names} was released): written as {new}")
+    raise PrometheusError(f"--dcgm-names {names!r}: expected one of {', '.join(DCGM_NAME_SETS)}")
+
+
+def renamed(fam: Family, name: str, factor: float = 1.0, integer: bool | None = None,
             typ: str | None = None, help_: str | None = None) -> Family:
-    """``fam`` under another name (``v49``: with the 4.9 label set), each value × ``factor``, rounded when
-    ``integer`` (None: as ``fam``)."""
+    """``fam`` under another name, each value × ``factor``, rounded when ``integer`` (None: as ``fam``)."""
     members = tuple((get, scale / factor, was if integer is None else integer, extra)
                     for get, scale, was, extra in fam.members)
-    return Family(name, typ or fam.type, help_ or fam.help, members, fam.gpm, v49)
+    return Family(name, typ or fam.type, help_ or fam.help, members, fam.gpm)
 
 
 def dcgm_families(names: str = "legacy") -> list[Family]:
-    """The DCGM-compatible families in name set ``names`` (:data:`DCGM_NAME_SETS`): ``legacy`` (dcgm-exporter
-    before 4.9, what existing dashboards query; the clock-event family under both of its names), ``4.9`` (the
-    fields of :func:`dcgm_49` renamed, in their units; the others under their own names; the 4.9 driver label)
-    or ``both`` (the legacy set, then each 4.9 family whose name the legacy set does not already write).
-    Raises :class:`PrometheusError` for another ``names``."""
-    if names not in DCGM_NAME_SETS:
-        raise PrometheusError(f"--dcgm-names {names!r}: expected one of {', '.join(DCGM_NAME_SETS)}")
+    """The DCGM-compatible families in name set ``names`` (:data:`DCGM_NAME_SETS`): the legacy field names (the
+    clock-event family under both of its names), DCGM's canonical names (the fields of :func:`dcgm_canonical`
+    renamed, in their units; the others under their own names) or both (the legacy set, then each canonical family
+    whose name the legacy set does not already write). Raises :class:`PrometheusError` for another ``names``."""
+    fields = DCGM_NAME_SETS[name_set(names)[0]][0]
     legacy = [*families("gpu", "dcgm"), *DCGM_DERIVED]
-    table = dcgm_49()
+    table = dcgm_canonical()
     out: list[Family] = []
-    if names != "4.9":
+    if fields != "canonical":
         for fam in legacy:
             out.append(fam)
             if fam.name in LEGACY_ALIASES:
-                out.append(renamed(fam, LEGACY_ALIASES[fam.name], v49=False))
-    if names != "legacy":
+                out.append(renamed(fam, LEGACY_ALIASES[fam.name]))
+    if fields != "legacy":
         written = {f.name for f in out}
         for fam in legacy:
             row = table.get(fam.name)
-            new = renamed(fam, row[0], True, *row[1:]) if row else renamed(fam, fam.name, True)
+            new = renamed(fam, row[0], *row[1:]) if row else fam
             if new.name not in written:
                 out.append(new)
     return out
+
+
+# ---- opt-in series, as dcgm-exporter offers them (rows commented out in its counters file) ----
+OPT_IN = {
+    "DCGM_EXP_XID_ERRORS_TOTAL": "critical Xid errors per GPU and xid since gpuscope started",
+    "DCGM_EXP_CLOCK_EVENTS_TOTAL": "clock events per GPU and reason, counted when a reason turns on",
+    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": "the power limit the driver enforces, W",
+}
+NOT_READ = {"DCGM_FI_DEV_POWER_MGMT_LIMIT": "gpuscope reads only the enforced limit (NVML's "
+            "nvmlDeviceGetEnforcedPowerLimit): use DCGM_FI_DEV_ENFORCED_POWER_LIMIT"}
+
+
+def parse_dcgm_counters(spec: str) -> tuple[str, ...]:
+    """``--dcgm-counters NAME[,NAME…]`` → the opt-in series asked for (:data:`OPT_IN`, dcgm-exporter's names), each
+    once, in the order given. Raises :class:`PrometheusError` with one line for an empty or unknown name."""
+    out: list[str] = []
+    for raw in spec.split(","):
+        name = raw.strip()
+        if name in NOT_READ:
+            raise PrometheusError(f"--dcgm-counters {name}: {NOT_READ[name]}")
+        if name not in OPT_IN:
+            shown = repr(name[:60]) if name else "an empty name"
+            raise PrometheusError(f"--dcgm-counters: {shown} is not one of {', '.join(OPT_IN)}")
+        if name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+class ClockEventCounts:
+    """``DCGM_EXP_CLOCK_EVENTS_TOTAL``'s state: per GPU and reason, how often the reason turned on (edge-counted, as
+    dcgm-exporter counts it: a reason already on in the first frame seen starts the state without a count). Fed every
+    frame on the tick side (:meth:`observe`, ~9 bit tests per GPU), so reasons that come and go between scrapes count."""
+
+    def __init__(self) -> None:
+        self.last: dict[int, int] = {}
+        self.counts: dict[int, dict[str, int]] = {}
+
+    def observe(self, frame: Frame) -> None:
+        for r in frame.gpus:
+            mask = r.clock_event_reasons
+            if mask is None or r.lost:
+                continue
+            per = self.counts.setdefault(r.index, dict.fromkeys(CLOCK_EVENT_REASONS.values(), 0))
+            prev = self.last.get(r.index)
+            if prev is not None and (rose := mask & ~prev):
+                for bit, reason in CLOCK_EVENT_REASONS.items():
+                    if rose & bit:
+                        per[reason] += 1
+            self.last[r.index] = mask
+
+    def snapshot(self) -> dict[int, dict[str, int]]:
+        return {gpu: dict(per) for gpu, per in self.counts.items()}
 
 
 def _samples(fam: Family, rows: Sequence[tuple[str, Any]]) -> list[str]:
@@ -272,6 +339,36 @@ def _samples(fam: Family, rows: Sequence[tuple[str, Any]]) -> list[str]:
                 v = round(v)
             out.append(f"{name}{lab[:-1] + extra + '}' if extra else lab} {fmt(v)}\n")
     return out
+
+
+HISTOGRAM_FAMILIES = {
+    "ttft": ("gpuscope_endpoint_server_time_to_first_token_seconds", "The inference server's own time-to-first-token "
+             "histogram, cumulative since it started (for histogram_quantile; its bucket bounds)."),
+    "itl": ("gpuscope_endpoint_server_inter_token_latency_seconds", "The inference server's own inter-token latency "
+            "histogram, cumulative since it started (for histogram_quantile; its bucket bounds)."),
+}
+
+
+def _histograms(o: _Out, eps: Sequence[EndpointReading]) -> None:
+    """The servers' TTFT and ITL histograms as Prometheus histograms (``_bucket`` with ``le``, ``_sum``, ``_count``),
+    labelled like the other endpoint series, from each answering reading's last scrape (checked:
+    :func:`~gpuscope.core.model.server_histograms`)."""
+    rows: dict[str, list[str]] = {key: [] for key in HISTOGRAM_FAMILIES}
+    for e in eps:
+        if not e.up or not e.histograms:
+            continue
+        head = [("endpoint", e.url), ("model", e.model or ""), ("kind", e.kind or "")]
+        lab = labels(head)
+        for h in server_histograms(e):
+            name = HISTOGRAM_FAMILIES[h.key][0]
+            out = rows[h.key]
+            out.extend(f"{name}_bucket{labels([*head, ('le', fmt(le))])} {fmt(n)}\n" for le, n in zip(h.le, h.cumulative))
+            out.append(f"{name}_bucket{labels([*head, ('le', '+Inf')])} {fmt(h.observations)}\n")
+            if h.sum_s is not None:
+                out.append(f"{name}_sum{lab} {fmt(h.sum_s)}\n")
+            out.append(f"{name}_count{lab} {fmt(h.observations)}\n")
+    for key, (name, help_) in HISTOGRAM_FAMILIES.items():
+        o.family(name, "histogram", help_, rows[key])
 
 
 def _gpu_of(subject: str) -> tuple[str, str]:
@@ -348,26 +445,24 @@ def _group_gpus(ev: dict[str, Any]) -> list[int]:
 class Renderer:
     """Renders frames of one inventory; the per-GPU label sets are built once."""
 
-    def __init__(self, inv: Inventory, *, hostname_label: str = "Hostname", hostname: str | None = None,
-                 dcgm_names: str = "legacy", pods: PodLabels | None = None):
-        if (why := hostname_label_problem(hostname_label)) is not None:
-            raise PrometheusError(f"--prometheus-hostname-label {hostname_label!r}: {why}")
+    def __init__(self, inv: Inventory, *, hostname_label: str | Sequence[str] | None = None,
+                 hostname: str | None = None, dcgm_names: str = "legacy", pods: PodLabels | None = None,
+                 counters: Sequence[str] = ()):
+        names = name_set(dcgm_names)[0]
+        keys = hostname_keys(hostname_label, names)
         self.inv = inv
         host = hostname if hostname is not None else inv.host
         self.devs: dict[int, DeviceInfo] = {d.index: d for d in inv.devices}
-        # dcgm-exporter's label set, in its order; the driver label's key is 4.9's on 4.9 families (absent when
-        # the driver version is unknown: an empty label is no label to Prometheus)
+        # dcgm-exporter's label set, in its order (the driver label absent when the driver version is unknown: an
+        # empty label is no label to Prometheus)
         drv = inv.driver_version or ""
-        self.dcgm_labels, self.dcgm49_labels = ({d.index: labels([
+        self.dcgm_labels = {d.index: labels([
             ("gpu", d.index), ("UUID", d.uuid), ("pci_bus_id", d.bus_id), ("device", f"nvidia{d.index}"),
-            ("modelName", d.name), (hostname_label, host), *([(DRIVER_LABEL[v49], drv)] if drv else [])])
-            for d in inv.devices} for v49 in (False, True))
+            ("modelName", d.name), *((k, host) for k in keys), *([(DRIVER_LABEL, drv)] if drv else [])])
+            for d in inv.devices}
         self.gpu_labels = {d.index: labels([("gpu", d.index)]) for d in inv.devices}
-        self.dcgm_families = dcgm_families(dcgm_names)
-        # one pass per DCGM label set that some family uses (legacy names use only the pre-4.9 set): the rows
-        # of a pass no family uses were built on every scrape for nothing
-        self.dcgm_passes = [(base, fams) for v49, base in ((False, self.dcgm_labels), (True, self.dcgm49_labels))
-                            if (fams := [f for f in self.dcgm_families if f.v49 == v49])]
+        self.dcgm_families = dcgm_families(names)
+        self.counters = frozenset(counters)
         self.gpu_families = [*families("gpu", "prom"), *GPU_DERIVED]
         self.endpoint_families = families("endpoint", "prom")
         self.static = self._static()
@@ -408,36 +503,54 @@ class Renderer:
                   for p in inv.pairs])
         return "".join(o.parts)
 
-    def render(self, frame: Frame | None, findings: Sequence[Any] = (), health: SamplerHealth | None = None) -> str:
+    def render(self, frame: Frame | None, findings: Sequence[Any] = (), health: SamplerHealth | None = None,
+               clock_events: dict[int, dict[str, int]] | None = None) -> str:
         """The whole exposition for one frame (``findings``: :class:`~gpuscope.core.findings.Finding`-like
-        objects with id, rule, severity, subject)."""
+        objects with id, rule, severity, subject; ``clock_events``: :class:`ClockEventCounts` as of that frame)."""
         o = _Out()
         o.parts.append(self.static)
         gpus = [r for r in (frame.gpus if frame else ()) if r.index in self.devs]
         live = [r for r in gpus if not r.lost]
-        self._dcgm(o, gpus, live)
+        self._dcgm(o, gpus, live, clock_events)
         self._gpus(o, gpus, live)
         if self.pods is not None:
             o.parts.append(self.pods.info(self.devs))
         self._findings(o, findings)
         if frame is not None:
             self._endpoints(o, frame.endpoints, self.endpoint_families)
+            _histograms(o, frame.endpoints)
             self._groups(o, frame)
             self._link_verdicts(o, frame, findings)
             self._group_findings(o, findings)
         self._health(o, frame, health)
         return "".join(o.parts)
 
-    def _dcgm(self, o: _Out, gpus: list[GpuReading], live: list[GpuReading]) -> None:
-        """The DCGM-compatible families, in each name set written (a lost GPU's only in :data:`LOST_TOO`'s)."""
-        for base, fams in self.dcgm_passes:
-            labs = base if self.pods is None else self.pods.dcgm_labels(base, self.devs)
-            dcgm_rows = [(labs[r.index], r) for r in live]
-            gpm_rows = [(lab, r) for lab, r in dcgm_rows if self.devs[r.index].gpm_supported]
-            lost_dcgm = [(labs[r.index], r) for r in gpus if r.lost and r.xids]
-            for fam in fams:
-                rows = gpm_rows if fam.gpm else dcgm_rows + lost_dcgm if fam.name in LOST_TOO else dcgm_rows
-                o.family(fam.name, fam.type, fam.help, _samples(fam, rows))
+    def _dcgm(self, o: _Out, gpus: list[GpuReading], live: list[GpuReading],
+              clock_events: dict[int, dict[str, int]] | None = None) -> None:
+        """The DCGM-compatible families of the name set (a lost GPU's only in :data:`LOST_TOO`'s), then the opt-in ones."""
+        labs = self.dcgm_labels if self.pods is None else self.pods.dcgm_labels(self.dcgm_labels, self.devs)
+        dcgm_rows = [(labs[r.index], r) for r in live]
+        gpm_rows = [(lab, r) for lab, r in dcgm_rows if self.devs[r.index].gpm_supported]
+        lost_dcgm = [(labs[r.index], r) for r in gpus if r.lost and r.xids]
+        for fam in self.dcgm_families:
+            rows = gpm_rows if fam.gpm else dcgm_rows + lost_dcgm if fam.name in LOST_TOO else dcgm_rows
+            o.family(fam.name, fam.type, fam.help, _samples(fam, rows))
+        if not self.counters:
+            return
+        if "DCGM_FI_DEV_ENFORCED_POWER_LIMIT" in self.counters:
+            o.family("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gauge", "Effective power limit that the driver enforces "
+                     "after taking into account all limiters (in W).",
+                     [f"DCGM_FI_DEV_ENFORCED_POWER_LIMIT{lab} {fmt(r.power_limit_w)}\n" for lab, r in dcgm_rows
+                      if r.power_limit_w is not None])
+        if "DCGM_EXP_XID_ERRORS_TOTAL" in self.counters:
+            o.family("DCGM_EXP_XID_ERRORS_TOTAL", "counter", "Total XID errors observed since exporter start.",
+                     [f'DCGM_EXP_XID_ERRORS_TOTAL{lab[:-1]},xid="{x.xid}"}} {x.count}\n'
+                      for lab, r in dcgm_rows + lost_dcgm for x in sorted(r.xids or (), key=lambda x: x.xid)])
+        if "DCGM_EXP_CLOCK_EVENTS_TOTAL" in self.counters and clock_events:
+            o.family("DCGM_EXP_CLOCK_EVENTS_TOTAL", "counter", "Total clock events observed since exporter start "
+                     "(edge-counted).",
+                     [f'DCGM_EXP_CLOCK_EVENTS_TOTAL{lab[:-1]},clock_event="{reason}"}} {n}\n'
+                      for lab, r in dcgm_rows for reason, n in clock_events.get(r.index, {}).items()])
 
     def _gpus(self, o: _Out, gpus: list[GpuReading], live: list[GpuReading]) -> None:
         """gpuscope's own per-GPU families: lost, the catalogue's and derived ones, the clock-event reasons."""
@@ -599,10 +712,26 @@ def hostname_label_problem(key: str) -> str | None:
         return "not a valid Prometheus label name (ASCII letters, digits and '_', not starting with a digit)"
     if key in TARGET_LABELS:
         return (f"Prometheus sets '{key}' itself on every series it scrapes (the exporter's would be renamed "
-                f"exported_{key}); use another key, such as Hostname")
-    if key in ("gpu", "UUID", "pci_bus_id", "device", "modelName", *DRIVER_LABEL.values()):
+                f"exported_{key}); use another key, such as hostname")
+    if key in ("gpu", "UUID", "pci_bus_id", "device", "modelName", DRIVER_LABEL):
         return "that is another DCGM label's key"
     return None
+
+
+def hostname_keys(spec: str | Sequence[str] | None, names: str = "legacy") -> tuple[str, ...]:
+    """The hostname label's keys: ``spec`` (``NAME`` or ``NAME,NAME``: both spellings while dashboards move, e.g.
+    ``hostname,Hostname``), else the name set's own (``hostname``; ``Hostname`` for ``before-4.8.3``). Raises
+    :class:`PrometheusError` with one line for a key that cannot be one."""
+    if spec is None:
+        return (DCGM_NAME_SETS[name_set(names)[0]][1],)
+    keys = tuple(k.strip() for k in spec.split(",")) if isinstance(spec, str) else tuple(spec)
+    for k in keys:
+        if (why := hostname_label_problem(k)) is not None:
+            raise PrometheusError(f"--prometheus-hostname-label {k[:60]!r}: {why}")
+    if len(set(keys)) != len(keys) or not 1 <= len(keys) <= 2:
+        raise PrometheusError(f"--prometheus-hostname-label {','.join(keys)[:60]!r}: one key, or two different ones "
+                              "(hostname,Hostname)")
+    return keys
 
 
 def _valid_label_name(s: str) -> bool:
@@ -614,14 +743,16 @@ class PrometheusExporter:
     """Serves ``/metrics`` from the last state handed to :meth:`update` (HTTP, or HTTPS and auth per ``web``:
     outputs/exporter_http.py): one thread reads request heads, at most 64 workers answer them."""
 
-    def __init__(self, listen: tuple[str, int], inv: Inventory, *, hostname_label: str = "Hostname",
+    def __init__(self, listen: tuple[str, int], inv: Inventory, *, hostname_label: str | Sequence[str] | None = None,
                  hostname: str | None = None, dcgm_names: str = "legacy", pods: PodLabels | None = None,
-                 web: WebConfig | None = None):
+                 web: WebConfig | None = None, counters: Sequence[str] = ()):
         self.listen = listen
         self.web = web
         self.renderer = Renderer(inv, hostname_label=hostname_label, hostname=hostname, dcgm_names=dcgm_names,
-                                 pods=pods)
-        self._state: tuple[int, Frame | None, tuple[Any, ...], SamplerHealth | None] = (0, None, (), None)
+                                 pods=pods, counters=counters)
+        self.clock_events = ClockEventCounts() if "DCGM_EXP_CLOCK_EVENTS_TOTAL" in counters else None
+        self._state: tuple[int, Frame | None, tuple[Any, ...], SamplerHealth | None,
+                           dict[int, dict[str, int]] | None] = (0, None, (), None, None)
         self._cache: tuple[int, bytes] = (-1, b"")
         self._render_lock = threading.Lock()
         self.renders = 0
@@ -631,8 +762,13 @@ class PrometheusExporter:
 
     # -- the tick side: O(1), never blocks on a scrape
     def update(self, frame: Frame, findings: Sequence[Any] = (), health: SamplerHealth | None = None) -> None:
-        """Hand over the latest frame, the active findings and the sampler's health (a reference swap)."""
-        self._state = (self._state[0] + 1, frame, tuple(findings), health)
+        """Hand over the latest frame, the active findings and the sampler's health (a reference swap; with
+        ``DCGM_EXP_CLOCK_EVENTS_TOTAL`` on, the frame's clock-event reasons are counted first)."""
+        counts = None
+        if self.clock_events is not None:
+            self.clock_events.observe(frame)
+            counts = self.clock_events.snapshot()
+        self._state = (self._state[0] + 1, frame, tuple(findings), health, counts)
 
     # -- the scrape side
     def body(self) -> bytes:
@@ -645,7 +781,7 @@ class PrometheusExporter:
             cache = self._cache
             if cache[0] == state[0]:
                 return cache[1]
-            data = self.renderer.render(state[1], state[2], state[3]).encode()
+            data = self.renderer.render(state[1], state[2], state[3], state[4]).encode()
             self._cache = (state[0], data)
             self.renders += 1
             return data

@@ -24,7 +24,7 @@ from typing import Any, Literal, NamedTuple, get_args
 
 from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.groups import parallel_from_metrics
-from gpuscope.core.model import EndpointReading
+from gpuscope.core.model import HISTOGRAM_KEYS, EndpointReading
 from gpuscope.core.redact import Endpoint, split_endpoint
 from gpuscope.core.text import count
 from gpuscope.core.vocab import SERVER_KINDS, EndpointState, state_of
@@ -785,6 +785,7 @@ class EndpointTracker:
             prompt_cached_tokens_per_s=rate("prompt_cached"), prefix_cache_hit_pct=_prefix_hit_pct(rate, s, spec),
             preemptions_per_min=None if pre is None else pre * 60.0, resets=self.resets,
             state=state_of(True, self.garbage > 0, gen, span), **_latencies(pts, model),
+            histograms=cumulative_histograms(pts[-1].hists.get(model, {})),
         )
 
     def _samples_of(self, model: str | None) -> Samples:
@@ -809,6 +810,22 @@ def _hists(by_model: dict[str | None, Samples], models: list[str | None], spec: 
             if b is not None:
                 hh[hkey] = b
     return hists
+
+
+def cumulative_histograms(hists: dict[str, Hist]) -> tuple[tuple[str, tuple[float, ...], tuple[float, ...], float | None,
+                                                               float], ...]:
+    """TTFT's and ITL's buckets as the server's last scrape had them (cumulative since it started), for the exporter
+    (:attr:`~gpuscope.core.model.EndpointReading.histograms`): (key, finite bounds, their counts, sum, count). The
+    buckets are already parsed for the window's quantiles, so this costs a sort of ~20 bounds per histogram."""
+    out = []
+    for key in HISTOGRAM_KEYS:
+        h = hists.get(key)
+        if h is None:
+            continue
+        cum, total, count = h
+        les = sorted(le for le in cum if math.isfinite(le))
+        out.append((key, tuple(les), tuple(cum[le] for le in les), total, count))
+    return tuple(out)
 
 
 def _window_rate(pts: list[_Snap], model: str | None, key: CounterKey) -> float | None:

@@ -313,7 +313,7 @@ def test_exporter_fields_added_to_a_catalogue_metric_reach_the_exporter(monkeypa
     r0 = frames[-1].gpus[0]
     assert value(r0) is not None
     assert {lab["gpu"]: v for lab, v in rows}["0"] == pytest.approx(value(r0))
-    assert set(rows[0][0]) == (labels or {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname",
+    assert set(rows[0][0]) == (labels or {"gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname",
                                           "DCGM_FI_DRIVER_VERSION"})
 
 
@@ -372,18 +372,18 @@ def test_every_gpu_metric_is_a_scenario_phase_key_or_says_where_it_comes_from():
 
 
 def test_every_metric_has_an_exporter_family_or_an_explicit_not_exported_mark():
-    """The DCGM 4.9 name table lived apart from the catalogue: a renamed DCGM field needed a second file."""
-    from gpuscope.outputs.prometheus import DERIVED_49, dcgm_49
+    """The DCGM canonical-name table (once the 4.9 table) lived apart from the catalogue: a renamed DCGM field needed a second file."""
+    from gpuscope.outputs.prometheus import CANONICAL_DERIVED, dcgm_canonical
 
     for m in catalogue.METRICS:
         exported = m.dcgm is not None or m.prom is not None
         assert exported != (m.name in NOT_EXPORTED), m.name
-    table = dcgm_49()
+    table = dcgm_canonical()
     for m in catalogue.metrics("gpu"):
-        if m.dcgm is not None and m.dcgm.v49 is not None:
-            v = m.dcgm.v49
+        if m.dcgm is not None and m.dcgm.canonical is not None:
+            v = m.dcgm.canonical
             assert table[m.dcgm.name] == (v.name, v.factor, v.integer, v.type, v.help)
-    assert len(table) == len(DERIVED_49) + sum(1 for m in catalogue.METRICS if m.dcgm and m.dcgm.v49)
+    assert len(table) == len(CANONICAL_DERIVED) + sum(1 for m in catalogue.METRICS if m.dcgm and m.dcgm.canonical)
 
 
 def test_a_metric_added_to_the_catalogue_is_a_scenario_key_and_exported_under_both_dcgm_names(monkeypatch):
@@ -392,7 +392,7 @@ def test_a_metric_added_to_the_catalogue_is_a_scenario_key_and_exported_under_bo
     from prometheus_client.parser import text_string_to_metric_families
 
     from gpuscope.core.catalogue import PhaseKey, Renamed
-    from gpuscope.outputs.prometheus import Renderer, dcgm_49
+    from gpuscope.outputs.prometheus import Renderer, dcgm_canonical
     from gpuscope.sources.scenario import ScenarioError, parse
 
     with pytest.raises(ScenarioError, match="enc_util_pct: unknown field"):
@@ -400,7 +400,7 @@ def test_a_metric_added_to_the_catalogue_is_a_scenario_key_and_exported_under_bo
     new = Metric("enc_util_pct", "encoder %", unit="%", maximum=100.0, read=lambda r: r.util_gpu_pct,
                  phase=PhaseKey("enc_util_pct", "pct"),
                  dcgm=Series("DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).",
-                             v49=Renamed("DCGM_FI_DEV_ENC_UTIL_RATIO", 0.01, False, "gauge",
+                             canonical=Renamed("DCGM_FI_DEV_ENC_UTIL_RATIO", 0.01, False, "gauge",
                                          "Encoder utilization (ratio 0-1).")))
     monkeypatch.setattr(catalogue, "METRICS", (*catalogue.METRICS, new))
     # the scenario parser: a phase and an override may set it, with the catalogue's kind checked
@@ -409,8 +409,8 @@ def test_a_metric_added_to_the_catalogue_is_a_scenario_key_and_exported_under_bo
     assert sc.idle["enc_util_pct"] is None
     with pytest.raises(ScenarioError, match=r"phases\[0\].enc_util_pct: expected a percentage 0-100"):
         parse(_one_phase_scenario(enc_util_pct=140))
-    # the exporter: its legacy family and its 4.9 name, from the same reading
-    assert dcgm_49()["DCGM_FI_DEV_ENC_UTIL"][0] == "DCGM_FI_DEV_ENC_UTIL_RATIO"
+    # the exporter: its legacy family and its canonical name, from the same reading
+    assert dcgm_canonical()["DCGM_FI_DEV_ENC_UTIL"][0] == "DCGM_FI_DEV_ENC_UTIL_RATIO"
     inv, frames = _frames_busy_and_idle()
     text = Renderer(inv, dcgm_names="both").render(frames[-1])
     got = {f.name: {s.labels.get("gpu"): s.value for s in f.samples} for f in text_string_to_metric_families(text)}

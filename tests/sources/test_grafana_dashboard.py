@@ -28,7 +28,7 @@ from helpers import (
 
 from gpuscope.core import catalogue
 from gpuscope.core.findings import Finding
-from gpuscope.outputs.prometheus import Renderer
+from gpuscope.outputs.prometheus import HISTOGRAM_FAMILIES, Renderer
 from gpuscope.sources.groups import with_groups
 from gpuscope.sources.live import open_source
 
@@ -123,7 +123,8 @@ def exported_families() -> set[str]:
     finally:
         src.close()
     declared = {s.name for m in catalogue.METRICS for s in (m.dcgm, m.prom) if s is not None}
-    return declared | set(re.findall(r"^# TYPE (\S+)", text, re.M))
+    histograms = {f"{name}{part}" for name, _help in HISTOGRAM_FAMILIES.values() for part in ("_bucket", "_sum", "_count")}
+    return declared | histograms | set(re.findall(r"^# TYPE (\S+)", text, re.M))
 
 
 def test_every_series_the_dashboard_names_is_exported():
@@ -136,7 +137,8 @@ def test_every_series_the_dashboard_names_is_exported():
     for need in ("gpuscope_pcie_link_capacity_bytes_per_second", "gpuscope_pcie_link_max_capacity_bytes_per_second",
                  "gpuscope_nvlink_capacity_bytes_per_second", "gpuscope_pcie_link_generation_gpu_max",
                  "gpuscope_findings_active", "gpuscope_serving_group_generated_tokens_per_second",
-                 "gpuscope_serving_group_bytes_per_token", "gpuscope_endpoint_time_to_first_token_seconds",
+                 "gpuscope_serving_group_bytes_per_token", "gpuscope_endpoint_server_time_to_first_token_seconds_bucket",
+                 "gpuscope_endpoint_server_inter_token_latency_seconds_bucket",
                  "gpuscope_endpoint_kv_cache_usage_ratio"):
         assert need in named, need
 
@@ -221,6 +223,10 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path):
         assert gen == {"0": "1", "1": "1"}
         p50 = prom_query(base, 'gpuscope_endpoint_time_to_first_token_seconds{stat="p50"}')
         assert len(p50) == 1 and 0.15 <= float(p50[0]["value"][1]) <= 0.17  # the server's p50 bucket
+        # the panels' query, on the server's own buckets: histogram_quantile over the exported histogram
+        q50 = prom_query(base, "histogram_quantile(0.5, sum by (le) (rate("
+                         "gpuscope_endpoint_server_time_to_first_token_seconds_bucket[15s])))")
+        assert len(q50) == 1 and 0.15 <= float(q50[0]["value"][1]) <= 0.17
         groups = prom_query(base, "gpuscope_serving_group_info")
         assert {(g["metric"]["server"], g["metric"]["gpus"]) for g in groups} >= {("vLLM", "0,1"), ("vLLM", "2,3")}
     finally:

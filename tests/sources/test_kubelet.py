@@ -452,7 +452,7 @@ def test_agent_serves_pod_labels_from_a_real_kubelet_socket(kubelet):
         sets = wait_for(labelled, timeout=30, what="a scrape with GPU series")
         assert [(s["gpu"], s.get("pod"), s.get("namespace"), s.get("container")) for s in sets if "pod" in s] == [
             ("3", "vllm-0", "serving", "engine")]
-        assert {s["Hostname"] for s in sets} == {"gpu-node-7"}  # the node (downward API), not the pod's host name
+        assert {s["hostname"] for s in sets} == {"gpu-node-7"}  # the node (downward API), not the pod's host name
     finally:
         p.terminate()
         p.communicate(timeout=15)

@@ -3,9 +3,8 @@ flags, and end to end against a real Prometheus and promtool (skipped, with the 
 
 from __future__ import annotations
 
-import argparse
-import functools
 import json
+import math
 import os
 import re
 import shutil
@@ -38,29 +37,31 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuscope.core import catalogue
 from gpuscope.core.catalogue import Metric, Series
 from gpuscope.core.findings import Finding
-from gpuscope.core.model import EndpointReading, ServingGroup, XidCount
+from gpuscope.core.model import EndpointReading, ServingGroup, XidCount, server_histograms
 from gpuscope.core.session import Session
 from gpuscope.core.text import clean
 from gpuscope.outputs.prometheus import (
-    DCGM_49,
-    DCGM_NAME_SETS,
     DEFAULT_PORT,
+    OPT_IN,
     PrometheusError,
     PrometheusExporter,
     Renderer,
     SamplerHealth,
-    dcgm_families,
+    dcgm_canonical,
     escape_label,
     families,
     fmt,
+    hostname_keys,
     labels,
+    name_set,
+    parse_dcgm_counters,
     parse_listen,
     skipped_ticks,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "docs" / "prometheus-alerts.yml"
-DCGM_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
+DCGM_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname", "DCGM_FI_DRIVER_VERSION"}
 
 # dcgm-exporter's etc/default-counters.csv and etc/dcp-metrics-included.csv: name → (type, unit in its help)
 DCGM_SPEC = {
@@ -84,7 +85,7 @@ DCGM_SPEC = {
     "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("counter", "remapped rows"),
     "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("counter", "remapped rows"),
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("gauge", "remapping of rows has failed"),
-    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": ("counter", "NVLink bandwidth"),
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": ("gauge", "NVLink bandwidth"),  # a gauge since 4.6.0-4.8.3
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("gauge", "graphics engine"),
 }
 
@@ -187,7 +188,7 @@ def test_dcgm_series_names_types_units_and_labels():
         for lab, _v in rows:
             assert set(lab) == DCGM_LABELS
             assert lab["device"] == f"nvidia{lab['gpu']}"
-            assert lab["modelName"] == "NVIDIA RTX A6000" and lab["Hostname"] == "sim-mixed-4"
+            assert lab["modelName"] == "NVIDIA RTX A6000" and lab["hostname"] == "sim-mixed-4"
             assert lab["DCGM_FI_DRIVER_VERSION"] == inv.driver_version
             dev = inv.devices[int(lab["gpu"])]
             assert lab["UUID"] == dev.uuid and lab["pci_bus_id"] == dev.bus_id
@@ -373,7 +374,7 @@ def test_hostname_label_key_is_configurable(key):
     inv, session = frames_of("mixed-4", seconds=1)
     got = parse(Renderer(inv, hostname_label=key).render(session.last_frame))
     lab = got["DCGM_FI_DEV_POWER_USAGE"][0][0]
-    assert lab[key] == "sim-mixed-4" and set(lab) == (DCGM_LABELS - {"Hostname"}) | {key}
+    assert lab[key] == "sim-mixed-4" and set(lab) == (DCGM_LABELS - {"hostname"}) | {key}
 
 
 @pytest.mark.parametrize("key", ["", "2x", "host-name", "__name", "gpu", "DCGM_FI_DRIVER_VERSION"])
@@ -518,7 +519,7 @@ def test_agent_name_is_the_hostname_label():
     p, url = start_agent("--name", "rack7-node3")
     try:
         got = poll(lambda: parse(_get(url)[2].decode()).get("DCGM_FI_DEV_POWER_USAGE"), 20, "a power series")
-        assert {labels["Hostname"] for labels, _ in got} == {"rack7-node3"}
+        assert {labels["hostname"] for labels, _ in got} == {"rack7-node3"}
     finally:
         stop(p)
 
@@ -568,7 +569,7 @@ def test_a_real_prometheus_scrapes_the_agent(tmp_path):
         assert sorted(x["metric"]["gpu"] for x in power) == ["0", "1", "2", "3"]
         for x in power:
             m = x["metric"]
-            assert DCGM_LABELS <= set(m) and m["device"] == f"nvidia{m['gpu']}" and m["Hostname"] == "sim-mixed-4"
+            assert DCGM_LABELS <= set(m) and m["device"] == f"nvidia{m['gpu']}" and m["hostname"] == "sim-mixed-4"
             assert m["modelName"] == "NVIDIA RTX A6000" and m["UUID"].startswith("GPU-") and m["job"] == "gpuscope"
             assert 100 < float(x["value"][1]) <= 300  # the scenario's 230 W, give or take its noise
         found = poll(lambda: _query(base, 'gpuscope_finding{rule="slow_path",id="slow-paths"} == 1'), 40,
@@ -676,20 +677,14 @@ def test_serving_group_series_for_the_design_story():
     assert "gpuscope_serving_group_nvlink_bytes_per_second" not in text  # A6000 without NVLink: absent, not 0
 
 
-# ---- both DCGM name sets ----
+# ---- the DCGM name sets ----
 
-# Written out here, apart from outputs/prometheus.py's DCGM_49, so a slip in either shows: legacy family → (its
-# dcgm-exporter 4.9 name, 4.9 value / legacy value, a unit word the 4.9 help must carry). The names: DCGM's
-# Python bindings (dcgm_fields.py _DEPRECATED_ALIASES) and go-dcgm's base_unit_fields_test.go; see DCGM_49.
-NAMES_49 = {
+# Written out here, apart from outputs/prometheus.py's dcgm_canonical(), so a slip in either shows: legacy family → (its
+# canonical DCGM field name, canonical value / legacy value, a unit word its help must carry). Only names DCGM's public
+# dcgmlib/dcgm_fields.h defines (docs/prometheus.md); the 7 it does not (Hz clocks, framebuffer bytes, joules, memory
+# ratio) are written under their legacy names in every set.
+NAMES_CANONICAL = {
     "DCGM_FI_DEV_GPU_UTIL": ("DCGM_FI_DEV_GPU_UTIL_RATIO", 1 / 100, "ratio"),  # % → 0-1
-    "DCGM_FI_DEV_MEM_COPY_UTIL": ("DCGM_FI_DEV_MEMORY_UTIL_RATIO", 1 / 100, "ratio"),
-    "DCGM_FI_DEV_FB_USED": ("DCGM_FI_DEV_FB_USED_BYTES", 2**20, "bytes"),  # MiB → bytes
-    "DCGM_FI_DEV_FB_FREE": ("DCGM_FI_DEV_FB_FREE_BYTES", 2**20, "bytes"),
-    "DCGM_FI_DEV_FB_RESERVED": ("DCGM_FI_DEV_FB_RESERVED_BYTES", 2**20, "bytes"),
-    "DCGM_FI_DEV_SM_CLOCK": ("DCGM_FI_DEV_SM_CLOCK_HERTZ", 1e6, "Hz"),  # MHz → Hz
-    "DCGM_FI_DEV_MEM_CLOCK": ("DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", 1e6, "Hz"),
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL", 1e-3, "J"),  # mJ → J
     "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": ("DCGM_FI_DEV_NVLINK_THROUGHPUT_BYTES_PER_SECOND", 1e6, "bytes per second"),
     "DCGM_FI_DEV_POWER_USAGE": ("DCGM_FI_DEV_BOARD_POWER_WATTS", 1, "W"),
     "DCGM_FI_DEV_GPU_TEMP": ("DCGM_FI_DEV_GPU_TEMP_CELSIUS", 1, "C"),
@@ -706,12 +701,9 @@ NAMES_49 = {
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("DCGM_FI_PROF_TENSOR_UTIL_RATIO", 1, "atio"),
     "DCGM_FI_PROF_DRAM_ACTIVE": ("DCGM_FI_PROF_DRAM_UTIL_RATIO", 1, "atio"),
 }
-UNCHANGED_49 = {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
-                "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES",
-                "DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES",
-                # the NVLink error totals: no 4.9 name is known (catalogue), so the same name in every set
-                "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
-                "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL"}
+NOT_IN_THE_HEADER = {"DCGM_FI_DEV_SM_CLOCK_HERTZ", "DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", "DCGM_FI_DEV_FB_FREE_BYTES",
+                     "DCGM_FI_DEV_FB_USED_BYTES", "DCGM_FI_DEV_FB_RESERVED_BYTES", "DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL",
+                     "DCGM_FI_DEV_MEMORY_UTIL_RATIO", "DCGM_FI_SYSTEM_DRIVER_VERSION"}
 
 
 def _busy_h200_frame():
@@ -728,57 +720,122 @@ def _by_gpu(got, name):
     return {lab["gpu"]: (lab, v) for lab, v in got[name]}
 
 
-def test_the_rename_table_covers_every_legacy_family():
-    legacy = {f.name for f in dcgm_families("legacy")}
-    assert set(NAMES_49) | UNCHANGED_49 | {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS"} == legacy
-    assert {k: v[0] for k, v in DCGM_49.items()} == {k: v[0] for k, v in NAMES_49.items()}
-    assert len(NAMES_49) == 23  # the fields DCGM 4.7 deprecated that gpuscope exports
+def test_the_rename_table_is_the_header_names_only():
+    assert {k: v[0] for k, v in dcgm_canonical().items()} == {k: v[0] for k, v in NAMES_CANONICAL.items()}
+    assert len(NAMES_CANONICAL) == 16
 
 
-@pytest.mark.parametrize("legacy", sorted(NAMES_49))
-def test_each_4_9_family_is_the_legacy_one_in_its_unit(legacy):
-    new, factor, unit = NAMES_49[legacy]
+@pytest.mark.parametrize("legacy", sorted(NAMES_CANONICAL))
+def test_each_canonical_family_is_the_legacy_one_in_its_unit(legacy):
     inv, frame = _busy_h200_frame()
-    got_old = parse(Renderer(inv, dcgm_names="legacy").render(frame))
-    types = parse.types  # type: ignore[attr-defined]
-    text = Renderer(inv, dcgm_names="4.9").render(frame)
-    got = parse(text)
-    types = {**types, new: parse.types[new]}  # type: ignore[attr-defined]
-    old_rows, new_rows = _by_gpu(got_old, legacy), _by_gpu(got, new)
-    assert old_rows and set(old_rows) == set(new_rows), (legacy, new)
-    for gpu, (lab, v) in new_rows.items():
-        old_lab, old_v = old_rows[gpu]
-        assert lab["DCGM_FI_SYSTEM_DRIVER_VERSION"] == inv.driver_version and "DCGM_FI_DRIVER_VERSION" not in lab
-        assert {k: x for k, x in lab.items() if k != "DCGM_FI_SYSTEM_DRIVER_VERSION"} == {
-            k: x for k, x in old_lab.items() if k != "DCGM_FI_DRIVER_VERSION"}
-        # the legacy value may be rounded (whole MiB, MHz, mJ); the 4.9 one to whole Hz, bytes, J
-        slack = 0.5 * abs(factor) + 0.5 if factor != 1 else 1e-9
-        assert v == pytest.approx(old_v * factor, abs=slack, rel=1e-9), (gpu, v, old_v)
-    help_49 = re.search(rf"^# HELP {new} (.*)$", text, re.M)
-    assert help_49 and unit in help_49.group(1), (new, help_49)
-    want_type = "gauge" if new.endswith("_BYTES_PER_SECOND") else types[legacy]  # a B/s rate is a gauge
-    assert types[new] == want_type
+    old = parse(Renderer(inv).render(frame))
+    text = Renderer(inv, dcgm_names="dcgm-fields").render(frame)
+    new = parse(text)
+    name, factor, unit = NAMES_CANONICAL[legacy]
+    assert unit in re.search(rf"^# HELP {name} (.*)$", text, re.M).group(1)
+    assert legacy not in new or legacy == name
+    for gpu, (lab, v) in _by_gpu(new, name).items():
+        olab, ov = _by_gpu(old, legacy)[gpu]
+        assert lab == olab and lab["DCGM_FI_DRIVER_VERSION"] == inv.driver_version and lab["hostname"]
+        assert v == pytest.approx(ov * factor, rel=1e-3, abs=1.0 if factor >= 1e6 else 1e-6)
 
 
-@pytest.mark.parametrize("names", ["legacy", "4.9", "both"])
-def test_name_sets_write_the_names_and_driver_label_they_promise(names):
+@pytest.mark.parametrize("names", ["legacy", "before-4.8.3", "dcgm-fields", "both"])
+def test_name_sets_write_the_names_and_host_label_they_promise(names):
     inv, frame = _busy_h200_frame()
     got = parse(Renderer(inv, dcgm_names=names).render(frame))
-    dcgm = {n for n in got if n.startswith("DCGM_")}
-    new = {v[0] for v in NAMES_49.values()}
-    legacy = set(NAMES_49) | {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
-    assert UNCHANGED_49 <= dcgm
-    if names == "legacy":
-        assert legacy | UNCHANGED_49 == dcgm
-    elif names == "4.9":
-        assert new | UNCHANGED_49 == dcgm
-        assert all("DCGM_FI_SYSTEM_DRIVER_VERSION" in lab for n in dcgm for lab, _v in got[n])
+    dcgm = [n for n in got if n.startswith("DCGM_")]
+    host = "Hostname" if names == "before-4.8.3" else "hostname"
+    assert all(host in lab and lab["DCGM_FI_DRIVER_VERSION"] for n in dcgm for lab, _v in got[n])
+    assert not NOT_IN_THE_HEADER & set(dcgm)
+    canonical = {v[0] for v in NAMES_CANONICAL.values()}
+    if names in ("legacy", "before-4.8.3"):
+        assert not (canonical - {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}) & set(dcgm)
     else:
-        assert legacy | new | UNCHANGED_49 == dcgm
-    # the clock-event bitmask under each of its names is the same value
-    ce = [v for n in ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS") if n in got
-          for lab, v in got[n] if lab["gpu"] == "0"]
-    assert ce and set(ce) == {4}
+        assert canonical <= set(dcgm)
+        assert {"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"} <= set(dcgm)
+
+
+def test_old_4_9_value_is_an_alias_with_a_note():
+    assert name_set("4.9")[0] == "dcgm-fields" and "dcgm-fields" in name_set("4.9")[1]
+    with pytest.raises(PrometheusError, match="--dcgm-names"):
+        name_set("5.0")
+
+
+def test_both_hostname_spellings_for_a_migration():
+    inv, frame = _busy_h200_frame()
+    got = parse(Renderer(inv, hostname_label="hostname,Hostname").render(frame))
+    lab = got["DCGM_FI_DEV_GPU_TEMP"][0][0]
+    assert lab["hostname"] == lab["Hostname"] == inv.host
+    with pytest.raises(PrometheusError):
+        hostname_keys("hostname,hostname")
+
+
+def test_xid_errors_is_zero_from_the_first_scrape():
+    inv, session = frames_of("mixed-4")
+    got = parse(Renderer(inv).render(session.last_frame))
+    assert {v for _lab, v in got["DCGM_FI_DEV_XID_ERRORS"]} == {0}
+
+
+def test_opt_in_counters_as_dcgm_exporter_names_them():
+    inv, frame = _busy_h200_frame()
+    exp = PrometheusExporter(("127.0.0.1", 0), inv, counters=parse_dcgm_counters(
+        "DCGM_EXP_XID_ERRORS_TOTAL,DCGM_EXP_CLOCK_EVENTS_TOTAL,DCGM_FI_DEV_ENFORCED_POWER_LIMIT"))
+    quiet = replace(frame, gpus=tuple(replace(g, clock_event_reasons=0) for g in frame.gpus))
+    for f in (quiet, frame, quiet, frame):  # sw_power_cap turns on twice on GPU 0
+        exp.update(f)
+    got = parse(exp.body().decode())
+    ce = {(lab["gpu"], lab["clock_event"]): v for lab, v in got["DCGM_EXP_CLOCK_EVENTS_TOTAL"]}
+    assert ce[("0", "sw_power_cap")] == 2 and ce[("1", "sw_power_cap")] == 0
+    xid = got["DCGM_EXP_XID_ERRORS_TOTAL"]
+    assert [(lab["gpu"], lab["xid"], v) for lab, v in xid] == [("0", "79", 1)] and "hostname" in xid[0][0]
+    assert _by_gpu(got, "DCGM_FI_DEV_ENFORCED_POWER_LIMIT")["0"][1] == frame.gpus[0].power_limit_w
+    plain = parse(Renderer(inv).render(frame))
+    assert not {"DCGM_EXP_XID_ERRORS_TOTAL", "DCGM_EXP_CLOCK_EVENTS_TOTAL", "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"} & set(plain)
+
+
+@pytest.mark.parametrize("spec, msg", [("", "empty"), ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "enforced"),
+                                       ("DCGM_EXP_NOPE", "not one of")])
+def test_bad_opt_in_counter_is_one_line(spec, msg):
+    with pytest.raises(PrometheusError, match=msg):
+        parse_dcgm_counters(spec)
+
+
+@given(st.text(max_size=80))
+def test_opt_in_parser_gives_known_names_or_one_line(spec):
+    try:
+        got = parse_dcgm_counters(spec)
+    except PrometheusError as e:
+        assert "\n" not in str(e)
+    else:
+        assert got and set(got) <= set(OPT_IN)
+
+
+def test_server_histograms_for_histogram_quantile():
+    from gpuscope.sources.endpoint import EndpointTracker
+
+    t = EndpointTracker("http://x")
+    text = (ROOT / "tests/fixtures/inference/vllm_0.32.0_v1_cpu_load.txt").read_text()
+    t.feed(0.0, text)
+    t.feed(1.0, text)
+    inv, session = frames_of("mixed-4")
+    frame = replace(session.last_frame, endpoints=tuple(t.readings()))
+    out = Renderer(inv).render(frame)
+    fams = {f.name: f for f in text_string_to_metric_families(out)}
+    h = fams["gpuscope_endpoint_server_time_to_first_token_seconds"]
+    assert h.type == "histogram"
+    buckets = [(float(s.labels["le"]), s.value) for s in h.samples if s.name.endswith("_bucket")]
+    assert buckets[0][0] == 0.001 and buckets[-1][0] == math.inf  # vLLM's own layout, +Inf last
+    assert all(b[1] >= a[1] for a, b in zip(buckets, buckets[1:]))
+    assert {s.labels["model"] for s in h.samples} == {"tiny"} and "itl" not in out.split("server_time")[0]
+    assert "gpuscope_endpoint_server_inter_token_latency_seconds_bucket" in out
+
+
+def test_hostile_histograms_are_left_out():
+    e = EndpointReading(url="http://x", histograms=(("ttft", (0.2, 0.1), (1.0, 2.0), 1.0, 2.0),
+                                                   ("itl", (0.1,), (5.0,), None, 4.0), ("nope", (), (), None, 0.0),
+                                                   ("ttft", (0.1, 0.2), (1.0, float("nan")), 1.0, 2.0)))
+    assert server_histograms(e) == []
 
 
 def test_new_default_fields_read_what_dcgm_exporter_reads():
@@ -796,73 +853,6 @@ def test_new_default_fields_read_what_dcgm_exporter_reads():
     assert "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL" not in parse(Renderer(inv).render(replace(frame, gpus=gpus)))
 
 
-def test_a_lost_gpu_keeps_its_xid_under_both_names():
-    inv, frame = _busy_h200_frame()
-    gpus = (replace(frame.gpus[0], lost=True), *frame.gpus[1:])
-    got = parse(Renderer(inv, dcgm_names="both").render(replace(frame, gpus=gpus)))
-    for name in ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR"):
-        assert _by_gpu(got, name)["0"][1] == 79
-    assert "0" not in _by_gpu(got, "DCGM_FI_DEV_GPU_TEMP_CELSIUS")
-
-
-def test_unknown_driver_version_leaves_the_label_out():
-    inv, frame = _busy_h200_frame()
-    got = parse(Renderer(replace(inv, driver_version=None), dcgm_names="both").render(frame))
-    labs = got["DCGM_FI_DEV_GPU_TEMP"][0][0], got["DCGM_FI_DEV_GPU_TEMP_CELSIUS"][0][0]
-    assert not {"DCGM_FI_DRIVER_VERSION", "DCGM_FI_SYSTEM_DRIVER_VERSION"} & (set(labs[0]) | set(labs[1]))
-
-
-@given(st.text(max_size=12))
-def test_bad_name_set_is_one_clear_error(names):
-    if names in ("legacy", "4.9", "both"):
-        assert dcgm_families(names)
-        return
-    with pytest.raises(PrometheusError) as e:
-        Renderer(_mixed4_inventory(), dcgm_names=names)
-    assert "--dcgm-names" in str(e.value) and "\n" not in str(e.value)
-
-
-@functools.cache
-def _mixed4_inventory():
-    """One simulated inventory for all the hypothesis examples."""
-    return frames_of("mixed-4", seconds=1)[0]
-
-
-def test_dcgm_names_flag_reaches_the_exporter():
-    from gpuscope.cli.options import AgentOptions
-    p = argparse.ArgumentParser()
-    AgentOptions.add_arguments(p)
-    assert p.get_default("dcgm_names") == "legacy"
-    choices = next(a.choices for a in p._actions if a.dest == "dcgm_names")
-    assert tuple(choices) == DCGM_NAME_SETS
-    opts = AgentOptions.from_namespace(p.parse_args(["--simulate", "mixed-4", "--prometheus", "0",
-                                                     "--dcgm-names", "both"]))
-    assert opts.dcgm_names == "both"
-    p = _gpuscope("agent", "--simulate", "mixed-4", "--prometheus", "0", "--dcgm-names", "5.0")
-    assert p.returncode == 2 and "--dcgm-names" in p.stderr and len(p.stderr.strip().splitlines()) == 1
-
-
-@needs_promtool
-@pytest.mark.parametrize("names", ["4.9", "both"])
-def test_promtool_check_metrics_on_each_name_set(names):
-    inv, frame = _busy_h200_frame()
-    text = Renderer(inv, dcgm_names=names).render(frame, (), SamplerHealth(ticks=3))
-    p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
-    problems = [x for x in (p.stdout + p.stderr).splitlines() if x.strip()]
-    assert p.returncode in (0, 3), problems
-    assert [x for x in problems if not DCGM_LINT.match(x)] == []
-
-
-@pytest.mark.parametrize("names, sets", [("legacy", [False]), ("4.9", [True]), ("both", [False, True])])
-def test_a_scrape_builds_only_the_dcgm_label_sets_its_families_use(names, sets):
-    """The 4.9 label set's rows were built on every scrape under --dcgm-names legacy, where no family uses
-    them (per-scrape waste): one pass per label set in use, each with its families."""
-    r = Renderer(sim_source("h200-nvswitch-8").inventory, dcgm_names=names)
-    assert [{f.v49 for f in fams} for _, fams in r.dcgm_passes] == [{v} for v in sets]
-    assert sum(len(fams) for _, fams in r.dcgm_passes) == len(r.dcgm_families)
-
-
-# ------------------------------------------------------------------ the link verdict per serving group
 def _verdict_samples(text: str) -> dict[tuple[str, str], float]:
     """gpuscope_serving_group_link_verdict samples: (gpus, link) → value."""
     out = {}
