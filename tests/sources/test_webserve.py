@@ -396,7 +396,7 @@ def test_plain_http_gzip_without_a_web_config():
             assert r.status_code == 200 and r.headers["Content-Encoding"] == "gzip" and r.content == ex.body()
             assert int(r.headers["Content-Length"]) < len(ex.body()) / 5
         assert ex._server is not None and ex._server.RequestHandlerClass.gzip_cache.compressions == 1  # type: ignore[attr-defined]
-        ex.update(*ex._state[1:])  # type: ignore[arg-type]  # a new frame: compressed once more
+        ex.update(*ex._state[1:4])  # type: ignore[arg-type]  # a new frame: compressed once more
         assert httpx.get(ex.url, headers={"Accept-Encoding": "gzip"}, timeout=10).content == ex.body()
         assert ex._server.RequestHandlerClass.gzip_cache.compressions == 2  # type: ignore[attr-defined]
     finally:
