@@ -625,10 +625,11 @@ RULES: dict[str, Callable[[Inventory, Sequence[Frame]], list[Candidate]]] = {
 
 # Rules over a serving group's whole story (its link's cost, its slow rank, its links' verdict) read figures
 # that move slowly next to a finding's 5 s hold: an engine runs them every GROUP_RULES_EVERY_S of frame time
-# (and whenever the groups or the probe change) and carries their candidates in between, which keeps their
-# per-tick cost within a tenth of the rest (benchmarks/bench_findings.py, h100-two-tp4).
+# (and at once whenever the groups or the probe change, an Xid arrives or a GPU is lost: what puts a group's links
+# at risk is never held back) and carries their candidates in between, which keeps their per-tick cost within a
+# tenth of the rest (benchmarks/bench_findings.py, h100-two-tp4).
 GROUP_RULES = ("link_cost", "slow_rank", "link_verdict")
-GROUP_RULES_EVERY_S = 5.0
+GROUP_RULES_EVERY_S = 10.0
 
 
 def evaluate(inv: Inventory, frames: Sequence[Frame], carried: Mapping[str, list[Candidate]] | None = None
@@ -735,7 +736,8 @@ class FindingsEngine:
         """The group rules' candidates to carry this tick (None: run them now, and keep what they say)."""
         frame = window[-1]
         last = self._group_rules
-        if last is not None and last[1] == frame.groups and last[2] is self.probe and \
+        urgent = any(e.kind == "xid" for e in frame.events) or any(r.lost for r in frame.gpus)
+        if last is not None and not urgent and last[1] == frame.groups and last[2] is self.probe and \
                 0 <= frame.t - last[0] < GROUP_RULES_EVERY_S:
             return last[3]
         out = {name: RULES[name](self.inv, window) for name in GROUP_RULES}
