@@ -301,7 +301,8 @@ class AgentOptions:
                             "(its Hostname label), dcgm-fields (experimental: DCGM's canonical field names) or both")
         p.add_argument("--dcgm-counters", type=_dcgm_counters, default=(), metavar="NAME[,NAME]",
                        help="opt-in series by dcgm-exporter's names: DCGM_EXP_XID_ERRORS_TOTAL, "
-                            "DCGM_EXP_CLOCK_EVENTS_TOTAL, DCGM_FI_DEV_ENFORCED_POWER_LIMIT")
+                            "DCGM_EXP_CLOCK_EVENTS_TOTAL, DCGM_FI_DEV_ENFORCED_POWER_LIMIT, "
+                            "DCGM_FI_DEV_POWER_MGMT_LIMIT")
         p.add_argument("--kubelet-socket", nargs="?", const="/var/lib/kubelet/pod-resources/kubelet.sock",
                        metavar="PATH", help="Kubernetes: pod, namespace and container labels from the kubelet's "
                        "pod-resources socket (default path if none given; needs gpuscope-inference[kubernetes])")

@@ -348,6 +348,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("nvlink_recovery_count", "NVLink recoveries", valid=COUNT,
            dcgm=Series("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "Total number of NVLink recovery errors.",
                        type="counter")),
+    # the power management limit (the limit set on the GPU; the enforced limit above can be lower). dcgm-exporter
+    # offers DCGM_FI_DEV_POWER_MGMT_LIMIT only as an opt-in (--dcgm-counters, outputs/prometheus.py OPT_IN).
+    Metric("power_mgmt_limit_w", "power management limit W", valid=WATTS, unit="W",
+           prom=Series("gpuscope_power_management_limit_watts", "Power management limit (the limit set on the GPU; "
+                       "the enforced limit can be lower).")),
     # endpoints (Prometheus: one sample per endpoint and model, only while the server answers)
     Metric("gen_tokens_per_s", "gen tok/s", valid=PER_S, key="tok_s", unit="tok/s", digits=1, scope="endpoint", summary=True,
            prom=Series("gpuscope_endpoint_generation_tokens_per_second", "Generated tokens per second over the "

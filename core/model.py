@@ -204,6 +204,10 @@ class GpuReading:
     nvlink_crc_data_count: int | None = None
     nvlink_replay_count: int | None = None
     nvlink_recovery_count: int | None = None
+    # The power management limit (``nvmlDeviceGetPowerManagementLimit``, W): the limit set on the GPU (nvidia-smi
+    # -pl, DCGM), which the enforced limit (``power_limit_w``) can sit below when another limiter is lower. Read on
+    # the slow path with the enforced limit and carried between reads (added later, like the above).
+    power_mgmt_limit_w: float | None = None
 
     @property
     def clock_events(self) -> tuple[str, ...]:

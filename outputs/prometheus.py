@@ -23,6 +23,7 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from gpuscope import __version__
@@ -274,9 +275,16 @@ OPT_IN = {
     "DCGM_EXP_XID_ERRORS_TOTAL": "critical Xid errors per GPU and xid since gpuscope started",
     "DCGM_EXP_CLOCK_EVENTS_TOTAL": "clock events per GPU and reason, counted when a reason turns on",
     "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": "the power limit the driver enforces, W",
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT": "the power management limit set on the GPU, W",
 }
-NOT_READ = {"DCGM_FI_DEV_POWER_MGMT_LIMIT": "gpuscope reads only the enforced limit (NVML's "
-            "nvmlDeviceGetEnforcedPowerLimit): use DCGM_FI_DEV_ENFORCED_POWER_LIMIT"}
+# the opt-in power-limit gauges: (name, help, the reading's field in W), written from the DCGM rows (live GPUs).
+# The help texts are DCGM's own field descriptions (NVIDIA/DCGM dcgmlib/dcgm_fields.h: fields 164 and 160) with the
+# unit added; dcgm-exporter 4.8.4's counters rows for them were not at hand to compare (docs/prometheus.md).
+POWER_LIMIT_GAUGES: tuple[tuple[str, str, Callable[[GpuReading], float | None]], ...] = (
+    ("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "Effective power limit that the driver enforces after taking into account "
+     "all limiters (in W).", attrgetter("power_limit_w")),
+    ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "Current Power limit for the device (in W).", attrgetter("power_mgmt_limit_w")),
+)
 
 
 def parse_dcgm_counters(spec: str) -> tuple[str, ...]:
@@ -285,8 +293,6 @@ def parse_dcgm_counters(spec: str) -> tuple[str, ...]:
     out: list[str] = []
     for raw in spec.split(","):
         name = raw.strip()
-        if name in NOT_READ:
-            raise PrometheusError(f"--dcgm-counters {name}: {NOT_READ[name]}")
         if name not in OPT_IN:
             shown = repr(name[:60]) if name else "an empty name"
             raise PrometheusError(f"--dcgm-counters: {shown} is not one of {', '.join(OPT_IN)}")
@@ -537,11 +543,10 @@ class Renderer:
             o.family(fam.name, fam.type, fam.help, _samples(fam, rows))
         if not self.counters:
             return
-        if "DCGM_FI_DEV_ENFORCED_POWER_LIMIT" in self.counters:
-            o.family("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gauge", "Effective power limit that the driver enforces "
-                     "after taking into account all limiters (in W).",
-                     [f"DCGM_FI_DEV_ENFORCED_POWER_LIMIT{lab} {fmt(r.power_limit_w)}\n" for lab, r in dcgm_rows
-                      if r.power_limit_w is not None])
+        for name, help_, get in POWER_LIMIT_GAUGES:
+            if name in self.counters:
+                o.family(name, "gauge", help_, [f"{name}{lab} {fmt(v)}\n" for lab, r in dcgm_rows
+                                                if (v := get(r)) is not None])
         if "DCGM_EXP_XID_ERRORS_TOTAL" in self.counters:
             o.family("DCGM_EXP_XID_ERRORS_TOTAL", "counter", "Total XID errors observed since exporter start.",
                      [f'DCGM_EXP_XID_ERRORS_TOTAL{lab[:-1]},xid="{x.xid}"}} {x.count}\n'

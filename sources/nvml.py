@@ -120,6 +120,7 @@ class BasicFields(TypedDict):
     graphics_clock_mhz: int | None
     power_w: float | None
     power_limit_w: float | None
+    power_mgmt_limit_w: float | None
     energy_j: float | None
     temp_gpu_c: float | None
     fan_pct: float | None
@@ -173,6 +174,7 @@ class _SlowState:
     meter: EnergyMeter = field(default_factory=EnergyMeter)  # the counter advanced every tick between reads
     procs: tuple[ProcessInfo, ...] | None = None
     power_limit: float | None = None  # mW: changes when an administrator sets it (slow path)
+    power_mgmt_limit: float | None = None  # mW: the limit set on the GPU (the enforced one can be lower), likewise
     pcie_width: int | None = None  # lanes: changes with link training, not with load as the generation does
 # (history key of the throughput call, the reading it fills): the fallback where GPM is not there
 _PCIE_THROUGHPUT: tuple[tuple[str, Literal["pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"]], ...] = (
@@ -924,9 +926,11 @@ class NvmlSource:
         mem = c(i, "mem", self._memory, i, h)
         power = c(i, "power", nv.nvmlDeviceGetPowerUsage, h)
         kept = self._slow_state(i)
-        if tick.slow:  # the power limit and the link width on the slow path (5 s), carried: 0.03 and 0.1 ms of CPU a
-            # read on H200 (docs/performance.md); the generation drops at idle and is read every tick
+        if tick.slow:  # the power limits and the link width on the slow path (5 s), carried: 0.03 and 0.1 ms of CPU
+            # a read on H200 (docs/performance.md); the generation drops at idle and is read every tick
             kept.power_limit = self._read_kept(i, "power_limit", kept.power_limit, nv.nvmlDeviceGetEnforcedPowerLimit, h)
+            kept.power_mgmt_limit = self._read_kept(i, "power_mgmt_limit", kept.power_mgmt_limit,
+                                                    nv.nvmlDeviceGetPowerManagementLimit, h)
             kept.pcie_width = self._read_kept(i, "pcie_width", kept.pcie_width, nv.nvmlDeviceGetCurrPcieLinkWidth, h)
         limit = kept.power_limit
         now = self.clock()
@@ -952,6 +956,7 @@ class NvmlSource:
             graphics_clock_mhz=c(i, "clk_gfx", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_GRAPHICS),
             power_w=power / 1000.0 if power is not None else None,
             power_limit_w=limit / 1000.0 if limit is not None else None,
+            power_mgmt_limit_w=_watts(kept.power_mgmt_limit),
             energy_j=kept.meter.step(now, power / 1000.0 if power is not None else None,
                                      energy / 1000.0 if energy is not None else None) if tick.energy_wanted else None,
             temp_gpu_c=_num(c(i, "temp", nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU)),
@@ -1296,6 +1301,11 @@ def _merge_process_lists(compute: Any, graphics: Any) -> dict[int, tuple[str, in
 
 def _num(v: Any) -> float | None:
     return float(v) if v is not None else None
+
+
+def _watts(mw: float | None) -> float | None:
+    """NVML's milliwatts → W; None (not supported, not read yet) stays None, never 0."""
+    return mw / 1000.0 if mw is not None else None
 
 
 def _address(h: Any) -> int | None:

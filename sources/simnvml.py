@@ -253,6 +253,10 @@ class SimNvml:
     def nvmlDeviceGetEnforcedPowerLimit(self, h: Any) -> int:
         return int(self._h(h).spec.power_limit_w * 1000)
 
+    def nvmlDeviceGetPowerManagementLimit(self, h: Any) -> int:
+        """The limit set on the GPU: the scenario's power limit, as the enforced one (no other limiter is lower)."""
+        return int(self._h(h).spec.power_limit_w * 1000)
+
     def nvmlDeviceGetMaxClockInfo(self, h: Any, kind: int) -> int:
         s = self._h(h).spec
         return {_real.NVML_CLOCK_SM: s.sm_clock_max_mhz, _real.NVML_CLOCK_MEM: s.mem_clock_max_mhz,

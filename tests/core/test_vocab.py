@@ -229,6 +229,8 @@ HEALTH_EXPORT_COLUMNS = [  # GPU health: after the old GPU columns, before the e
 
 NVLINK_ERROR_COLUMNS = [  # the NVLink error counters (a link verdict's inputs), after GPM's graphics engine
     "nvlink_crc_flit_count", "nvlink_crc_data_count", "nvlink_replay_count", "nvlink_recovery_count"]
+POWER_MGMT_COLUMNS = [  # the power management limit (dcgm-exporter's opt-in DCGM_FI_DEV_POWER_MGMT_LIMIT), after them
+    "power_mgmt_limit_w"]
 
 
 def test_catalogue_declares_every_reading_field_once():
@@ -238,8 +240,9 @@ def test_catalogue_declares_every_reading_field_once():
     assert len(keys) == len(set(keys))
     gpu_fields = [f.name for f in dataclasses.fields(GpuReading) if f.name not in ("index", "lost", "processes")]
     assert [m.name for m in catalogue.metrics("gpu")] == gpu_fields
-    assert catalogue.export_columns() == [*OLD_EXPORT_COLUMNS[:-1], *HEALTH_EXPORT_COLUMNS, "gr_engine_active_pct",
-                                          *NVLINK_ERROR_COLUMNS, OLD_EXPORT_COLUMNS[-1]]  # GPM's graphics engine
+    assert catalogue.export_columns() == [*OLD_EXPORT_COLUMNS[:-1], *HEALTH_EXPORT_COLUMNS,
+                                          "gr_engine_active_pct",  # GPM's graphics engine
+                                          *NVLINK_ERROR_COLUMNS, *POWER_MGMT_COLUMNS, OLD_EXPORT_COLUMNS[-1]]
     assert all(m.history for m in catalogue.metrics("gpu", detail=True))
 
 
@@ -323,6 +326,7 @@ NOT_A_PHASE_KEY = {
     "mem_total_bytes": "[[gpus]] memory_gib",
     "graphics_clock_mhz": "follows the SM clock",
     "power_limit_w": "[[gpus]] power_limit_w",
+    "power_mgmt_limit_w": "[[gpus]] power_limit_w",
     "energy_j": "power integrated over the clock",
     "clock_event_reasons": "the phase's clock_events list",
     "pcie_gen": "[[gpus]] pcie_gen_idle / pcie_gen_load",

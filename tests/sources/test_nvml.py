@@ -223,6 +223,48 @@ def test_power_limit_and_link_width_on_the_slow_ticks_and_carried():
     src.close()
 
 
+def test_power_management_limit_on_the_slow_ticks_beside_the_enforced_one():
+    """nvmlDeviceGetPowerManagementLimit (mW): the limit set on the GPU, read with the enforced limit on the slow
+    ticks (every 5 s) and carried between reads; the simulated NVML answers the scenario's limit for both, and an
+    administrator's change shows from the next slow read while the enforced limit can sit below it."""
+    src = sim_source("idle-downshift", at=0)
+    sim = src.nvml
+    asked: list[float] = []
+    real = sim.nvmlDeviceGetPowerManagementLimit
+
+    def mgmt(h: Any) -> int:
+        asked.append(sim.clock.now)
+        return 250_000 if sim.clock.now >= 7 else real(h)  # an administrator sets 250 W at 7 s
+    sim.nvmlDeviceGetPowerManagementLimit = mgmt
+    frames = run_frames(src, 0, 12)
+    src.close()
+    assert sorted(set(asked)) == [0, 5, 10]
+    assert len(asked) == 3 * len(frames[0].gpus)  # once per GPU per slow tick, never between
+    first = frames[0].gpus[0]
+    assert first.power_mgmt_limit_w == first.power_limit_w == load("idle-downshift").gpus[0].power_limit_w
+    assert [f.gpus[0].power_mgmt_limit_w for f in frames] == [first.power_mgmt_limit_w] * 10 + [250.0] * 3
+    assert all(f.gpus[0].power_limit_w == first.power_limit_w for f in frames)  # the enforced one read apart
+
+
+def test_power_management_limit_not_supported_is_unknown_and_never_asked_again():
+    """A GPU whose NVML answers NOT_SUPPORTED for the management limit reads as unknown (None), never 0, and is
+    not asked again; the enforced limit is still read."""
+    src = sim_source("idle-downshift", at=0)
+    sim = src.nvml
+    asked: list[float] = []
+
+    def refuse(h: Any) -> int:
+        asked.append(sim.clock.now)
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+    sim.nvmlDeviceGetPowerManagementLimit = refuse
+    frames = run_frames(src, 0, 12)
+    src.close()
+    gpus = len(frames[0].gpus)
+    assert len(asked) == gpus  # the first slow tick only
+    assert all(g.power_mgmt_limit_w is None and g.power_limit_w for f in frames for g in f.gpus)
+    assert not any(src.supported(i, "power_mgmt_limit") for i in range(gpus))
+
+
 def test_nvlink_from_per_link_counters_without_gpm():
     src = sim_source("mixed-4", at=20)
     frames = run_frames(src, 20, 27)

@@ -342,7 +342,7 @@ def test_every_family_comes_from_the_catalogue_or_is_one_of_the_exporters_own():
     declared = {s.name for m in catalogue.METRICS for s in (m.dcgm, m.prom) if s is not None}
     assert declared <= written  # every catalogue family has samples
     assert written - declared == EXPORTER_OWN  # and every other family is on the exporter's own list
-    assert len(declared) == 56, sorted(declared)  # 33 DCGM, 14 gpuscope per-GPU, 9 per-endpoint families
+    assert len(declared) == 57, sorted(declared)  # 33 DCGM, 15 gpuscope per-GPU, 9 per-endpoint families
 
 
 def test_catalogue_families_group_by_name_and_members_must_agree(monkeypatch):
@@ -791,11 +791,42 @@ def test_opt_in_counters_as_dcgm_exporter_names_them():
     assert [(lab["gpu"], lab["xid"], v) for lab, v in xid] == [("0", "79", 1)] and "hostname" in xid[0][0]
     assert _by_gpu(got, "DCGM_FI_DEV_ENFORCED_POWER_LIMIT")["0"][1] == frame.gpus[0].power_limit_w
     plain = parse(Renderer(inv).render(frame))
-    assert not {"DCGM_EXP_XID_ERRORS_TOTAL", "DCGM_EXP_CLOCK_EVENTS_TOTAL", "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"} & set(plain)
+    assert not {"DCGM_EXP_XID_ERRORS_TOTAL", "DCGM_EXP_CLOCK_EVENTS_TOTAL", "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+                "DCGM_FI_DEV_POWER_MGMT_LIMIT"} & set(plain)
 
 
-@pytest.mark.parametrize("spec, msg", [("", "empty"), ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "enforced"),
-                                       ("DCGM_EXP_NOPE", "not one of")])
+def test_both_power_limits_opt_in_with_dcgm_labels():
+    """dcgm-exporter 4.8.4 offers both power-limit fields as opt-ins (its issue #720): the enforced limit and the
+    power management limit, each a W gauge under the DCGM labels, from the simulated NVML's answers (the scenario's
+    [[gpus]] power_limit_w); absent without the flag, and a GPU whose reading has none has no sample (never 0)."""
+    inv, frame = _busy_h200_frame()
+    g0 = frame.gpus[0]
+    assert g0.power_limit_w == g0.power_mgmt_limit_w == 700.0  # the scenario's limit, read through NVML
+    frame = replace(frame, gpus=(replace(g0, power_limit_w=550.0), replace(frame.gpus[1], power_mgmt_limit_w=None),
+                                 *frame.gpus[2:]))  # GPU 0 held below its set limit; GPU 1 does not report it
+    names = ("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "DCGM_FI_DEV_POWER_MGMT_LIMIT")
+    for spec in (",".join(names), ",".join(reversed(names))):
+        text = Renderer(inv, counters=parse_dcgm_counters(spec)).render(frame)
+        got = parse(text)
+        enforced, mgmt = (_by_gpu(got, n) for n in names)
+        assert enforced["0"][1] == 550.0 and mgmt["0"][1] == 700.0
+        assert set(enforced) == {str(d.index) for d in inv.devices} and "1" not in mgmt
+        assert set(mgmt) == set(enforced) - {"1"}
+        lab = mgmt["0"][0]
+        assert lab == enforced["0"][0] == got["DCGM_FI_DEV_GPU_TEMP"][0][0]  # the DCGM label set, as the others
+        assert (lab["UUID"], lab["device"], lab["hostname"]) == (inv.devices[0].uuid, "nvidia0", inv.host)
+        assert "# TYPE DCGM_FI_DEV_POWER_MGMT_LIMIT gauge\n" in text
+        assert "# HELP DCGM_FI_DEV_POWER_MGMT_LIMIT Current Power limit for the device (in W).\n" in text
+    only = parse(Renderer(inv, counters=parse_dcgm_counters("DCGM_FI_DEV_POWER_MGMT_LIMIT")).render(frame))
+    assert "DCGM_FI_DEV_POWER_MGMT_LIMIT" in only and "DCGM_FI_DEV_ENFORCED_POWER_LIMIT" not in only
+    plain = parse(Renderer(inv).render(frame))
+    assert not set(names) & set(plain)
+    # gpuscope's own series carries the management limit without the flag (base units, label gpu)
+    assert {lab["gpu"]: v for lab, v in plain["gpuscope_power_management_limit_watts"]}["0"] == 700.0
+
+
+@pytest.mark.parametrize("spec, msg", [("", "empty"), ("DCGM_EXP_NOPE", "not one of"),
+                                       ("DCGM_FI_DEV_POWER_MGMT_LIMIT,,", "empty")])
 def test_bad_opt_in_counter_is_one_line(spec, msg):
     with pytest.raises(PrometheusError, match=msg):
         parse_dcgm_counters(spec)
