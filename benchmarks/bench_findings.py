@@ -5,7 +5,7 @@
 Feeds whole frame sequences to a fresh engine each round and prints the best time per frame (best-of,
 so a loaded machine reads high less often): the bundled real recording (2× H200, load phases) and 200
 simulated frames of each of h200-nvswitch-8, mixed-4, nccl-busy-not-computing and h100-two-tp4 (8 GPUs, two
-serving groups: the case issue 39's per-tick budget is about), with their serving groups as the TUI has them.
+serving groups: the case the group rules' per-tick budget, +10 % at most, is about), with their serving groups as the TUI has them.
 A scenario may be a file (``--scenario PATH``, repeatable): to time an older checkout on a newer scenario.
 """
 

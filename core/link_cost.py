@@ -1,4 +1,4 @@
-"""What the link costs each token (issue 39, point 2): for a serving group with TP or PP above 1, the share of
+"""What the link costs each token: for a serving group with TP or PP above 1, the share of
 time its path between GPUs is busy moving the group's bytes, the tok/s a better path would allow when the
 link is the limit, and what the path's latency costs a step when it is not. Pure functions; every figure is
 an **estimate** and says so (docs/findings.md writes the model out).

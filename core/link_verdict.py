@@ -1,4 +1,4 @@
-"""One link verdict per serving group (issue 39 point 4): the group's PCIe and NVLink links judged together.
+"""One link verdict per serving group: the group's PCIe and NVLink links judged together.
 
 For each serving group of the newest frame (``Frame.groups``), :func:`link_verdicts` joins, over the rule window,
 what says whether its links can carry its traffic:

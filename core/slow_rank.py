@@ -1,4 +1,4 @@
-"""The slow rank in a serving group (issue 39 point 3): the GPU a tensor-parallel group waits for, and why.
+"""The slow rank in a serving group: the GPU a tensor-parallel group waits for, and why.
 
 A TP group runs at the pace of its slowest GPU. For every serving group of the newest frame with two or
 more GPUs, all of them busy, each GPU's readings averaged over the span of the per-GPU windows every findings

@@ -1,4 +1,4 @@
-"""A group's traffic counted once (issue 39, point 1): unknown never 0, a shared GPU's bytes in one group only,
+"""A group's traffic counted once: unknown never 0, a shared GPU's bytes in one group only,
 bytes per token = the traffic shown ÷ the tok/s shown, in every report."""
 
 from __future__ import annotations

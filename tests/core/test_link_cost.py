@@ -1,4 +1,4 @@
-"""What the link costs each token (issue 39, point 2) and traffic that is true (point 1): the shipped scenarios move
+"""What the link costs each token, and traffic that is true: the shipped scenarios move
 what their models' all-reduces move; the link's share of time, the tok/s a better path allows, the latency words."""
 
 from __future__ import annotations

@@ -277,7 +277,7 @@ def test_probe_findings_as_raised_findings_and_the_recording_event():
     assert [g.index for g in P.from_json(ev.data).gpus] == [g.index for g in r.gpus]
 
 
-# ------------------------------------------------------------------ issue 39: method, P2P off, the table's columns
+# ------------------------------------------------------------------ how a figure was copied, P2P off, the table's columns
 def _h100_pair(p2p: bool | None, read_gb: float) -> P.ProbeResult:
     """Two H100 SXM (Gen5×16 host links measured 54.6 / 55.0 GB/s) joined by NV18: one read figure."""
     p = P.PairResult(0, 1, "NODE", nvlinks=18, nvlink_version=6, p2p=p2p,
@@ -322,7 +322,7 @@ def _rows(lines: list[str], start: str) -> list[str]:
 
 
 def test_table_typ_is_the_link_now_and_the_best_link_has_its_own_column() -> None:
-    """Issue 39: a Gen1 row read "ceil 4.0 typ 25.2" (the ceiling of the link now beside the typical figure of
+    """A Gen1 row once read "ceil 4.0 typ 25.2" (the ceiling of the link now beside the typical figure of
     the best link); now typ is Gen1's 3.2 beside its ceiling 4.0, and Gen4×16's 25.2 is in "at best"."""
     r = _result(_gpu(0, gen_now=1, h2d=3.1, d2h=3.2, bidir=5.9), _gpu(1), simulated=False)
     lines = P.table_lines(r)
