@@ -21,7 +21,7 @@ from typing import Any
 from gpuscope.core.candidate import Candidate
 from gpuscope.core.group_paths import grouped_pairs, rule_group_path  # serving groups
 from gpuscope.core.health import HEALTH_RULES, counter_span
-from gpuscope.core.link_cost import PROBE_EVENT, rule_link_cost
+from gpuscope.core.link_cost import rule_link_cost
 from gpuscope.core.link_verdict import rule_link_verdict
 from gpuscope.core.model import DeviceInfo, Event, Frame, GpuReading, Inventory
 from gpuscope.core.slow_rank import rule_slow_rank
@@ -36,6 +36,8 @@ from gpuscope.core.vocab import (  # noqa: F401 - severities and busy are define
     BUSY_LINK_SHARE,
     BUSY_UTIL_PCT,
     CLOCK_EVENTS,
+    HEAT_EVENTS,
+    PROBE_EVENT,
     SEVERITIES,
     is_busy,
     link_label,
@@ -543,12 +545,11 @@ def _power_bound(inv: Inventory, busy: list[GpuWindow]) -> Candidate | None:
                                  {"cause": "power"})
 
 
-_HOT = frozenset(("hw_thermal", "sw_thermal", "hw_slowdown"))  # the clock events that mean heat
 
 
 def _thermal_bound(inv: Inventory, busy: list[GpuWindow]) -> Candidate | None:
     """A busy GPU slowing down for heat."""
-    hot = [w for w in busy if not _HOT.isdisjoint(w.now.clock_events)]
+    hot = [w for w in busy if not HEAT_EVENTS.isdisjoint(w.now.clock_events)]
     if not hot:
         return None
     w = hot[0]
@@ -693,10 +694,10 @@ class FindingsEngine:
     def prime(self, events: Any) -> None:
         """Take the condition-start times of findings open in ``events`` (time order), e.g. a recording's
         events before a rebuilt window; later findings of the same id started afresh reuse them."""
+        events = list(events)
         for e in events:
             self._hint(e)
-            if e.kind == PROBE_EVENT:
-                self.probe = e.data
+        self.note(events)
 
     def _hint(self, e: Event) -> None:
         if e.kind not in FINDING_EVENTS or not isinstance(e.data, dict) or not e.data.get("id"):
@@ -754,8 +755,7 @@ class FindingsEngine:
             self._counter_frames.clear()
         for e in frame.events:
             self._hint(e)
-            if e.kind == PROBE_EVENT:
-                self.probe = e.data
+        self.note(frame.events)
         self.frames.append(frame)
         while self.frames and self.frames[0].t < frame.t - self.window_s:
             self.frames.popleft()

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuscope.core.findings import COUNTER_WINDOW_S
 from gpuscope.core.group_paths import path_text
 from gpuscope.core.group_traffic import (
     endpoint_tokens,
@@ -27,7 +28,6 @@ from gpuscope.core.group_traffic import (
 )
 from gpuscope.core.groups import gpus_text, group_label, parallel_text
 from gpuscope.core.link_cost import (
-    PROBE_EVENT,
     LinkCost,
     evidence_text,
     link_cost,
@@ -38,10 +38,11 @@ from gpuscope.core.link_cost import (
 from gpuscope.core.link_verdict import UNKNOWN, VERDICT_VALUE, LinkVerdict, link_verdicts, verdict_text
 from gpuscope.core.model import Frame, Inventory, ServingGroup
 from gpuscope.core.rates import RateReading, rate_over, since_before
+from gpuscope.core.vocab import PROBE_EVENT
 from gpuscope.core.window import RuleWindow
 
-VERDICT_SPAN_S = 35.0  # the frames a link verdict reads (the counters' window, as the findings engine's)
-VERDICT_EVERY_S = 5.0  # a verdict every so often of frame time, as the engine runs its group rules
+VERDICT_SPAN_S = COUNTER_WINDOW_S  # the frames a link verdict reads: the counters' window, as the findings engine's
+VERDICT_EVERY_S = 5.0  # a verdict every 5 s of frame time: a report reads every stretch, the engine less often
 
 
 def group_key(g: ServingGroup) -> str:

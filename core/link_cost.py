@@ -31,7 +31,7 @@ from typing import Any
 
 from gpuscope.core.candidate import Candidate
 from gpuscope.core.group_paths import better_placement, slowest_link, worst_pair
-from gpuscope.core.group_traffic import traffic_owners
+from gpuscope.core.group_traffic import endpoint_tokens, traffic_owners
 from gpuscope.core.groups import gpus_text, group_label, parallel_text
 from gpuscope.core.model import DeviceInfo, EndpointReading, Frame, Inventory, PairLink, ServingGroup
 from gpuscope.core.model_shapes import allreduces_per_step, shape_of
@@ -44,9 +44,8 @@ from gpuscope.core.topology import (
     pcie_typical,
 )
 from gpuscope.core.units import fmt_gb
-from gpuscope.core.vocab import link_label
+from gpuscope.core.vocab import PROBE_EVENT, PROBE_FIGURE_MAX, link_label
 
-PROBE_EVENT = "probe"  # the Event kind of a probe run in the frames (core/probe.py PROBE_EVENT)
 LINK_BOUND_SHARE = 0.5  # the link busy at least this share of the time: the link may be the limit
 LINK_CRITICAL_SHARE = 0.8
 LATENCY_WARN_SHARE = 0.25  # all-reduce latency at least this share of a step: worth a warning
@@ -155,9 +154,7 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 else None
 
 
-# What a probe figure can be (a figure outside is a damaged file, not a measurement): up to 10 TB/s one way,
-# up to 1 s for a small copy.
-PROBE_RANGES = {"gb_per_s": 10_000.0, "us": 1e6}
+PROBE_RANGES = PROBE_FIGURE_MAX  # what a probe figure can be (core/vocab.py)
 
 
 def _figure(d: Any, key: str, unit: str, scale: float) -> float | None:
@@ -196,8 +193,7 @@ def _dev(inv: Inventory, i: int) -> DeviceInfo | None:
 
 def nvlink_path(inv: Inventory, gpus: Sequence[int]) -> bool:
     """Whether the group's collectives take NVLink: every pair of its GPUs joined by NVLinks or an NVSwitch."""
-    p = worst_pair(inv, gpus)
-    return p is not None and (p.nvlinks > 0 or p.via_nvswitch)
+    return _static(inv, tuple(gpus)).nvlink
 
 
 def path_traffic(g: ServingGroup, frame: Frame, inv: Inventory, nvlink: bool,
@@ -304,7 +300,7 @@ def _static(inv: Inventory, gpus: tuple[int, ...]) -> _Static:
             _STATIC.clear()
         p = worst_pair(inv, gpus)
         over_nvlink = p is not None and bool(p.nvlinks or p.via_nvswitch)
-        st = _STATIC[key] = _Static(inv, p, nvlink_path(inv, gpus),
+        st = _STATIC[key] = _Static(inv, p, over_nvlink,
                                     rated_path(inv, None, gpus, p) if over_nvlink else None)
     return st
 
@@ -325,9 +321,7 @@ def step_time(eps: Sequence[EndpointReading], url: str | None, tok: float) -> tu
 
 def group_tokens(g: ServingGroup, frame: Frame) -> float:
     """The group's generated tok/s in ``frame`` (0 without an endpoint or an answer)."""
-    if not g.endpoint:
-        return 0.0
-    return sum(e.gen_tokens_per_s or 0.0 for e in frame.endpoints if e.url == g.endpoint and e.up)
+    return endpoint_tokens(g, frame.endpoints) or 0.0
 
 
 def delivered_one_way(inv: Inventory, frame: Frame, g: ServingGroup, p: PairLink, measured: PairFigures | None,
@@ -438,29 +432,54 @@ def _f(ev: Mapping[str, Any], key: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
+@dataclass(frozen=True, slots=True)
+class EvidenceFigures:
+    """The figures a link-cost finding's evidence gives (what the panel shows and the exporter writes): the busy
+    share, the busiest GPU-direction's bytes per token, the tok/s ceilings now and on the best better path (while
+    the link is busy half the time or more), the latency share and the speed-up bound; None where not known."""
+
+    busy: float | None
+    most: float | None
+    ceiling_now: float | None
+    ceiling_better: float | None
+    latency_share: float | None
+    speedup: float | None
+    measured: bool
+    latency_measured: bool
+
+
+def evidence_figures(ev: Mapping[str, Any]) -> EvidenceFigures:
+    """:class:`EvidenceFigures` of a ``link_cost`` finding's evidence (anything malformed is unknown)."""
+    busy = _f(ev, "link_busy_share")
+    per = [_f(b, "bytes") for b in ev.get("bytes_per_token") or () if isinstance(b, Mapping)]
+    most = max((x for x in per if x is not None), default=None)
+    delivered = _f(ev, "delivered_bytes_per_s")
+    bound = busy is not None and busy >= LINK_BOUND_SHARE
+    better = [x for b in ev.get("better_paths") or () if isinstance(b, Mapping)
+              and (x := _f(b, "tokens_per_s_at_most")) is not None]
+    return EvidenceFigures(
+        busy, most, delivered / most if bound and delivered and most else None,
+        max(better) if bound and better else None, _f(ev, "latency_share_of_step"), _f(ev, "speedup_at_most"),
+        str(ev.get("delivered_from", "")).startswith(MEASURED), ev.get("allreduce_latency_s_at_least") is not None)
+
+
 def evidence_text(ev: Mapping[str, Any]) -> str:
     """A link-cost finding's evidence in one line for the inference panel, the answer first: ``a better link: ≤1.16×
     tok/s (link 6.4 % busy, all-reduce latency ≥ 9.1 % of a step; est., probe)``, ``link 94 % busy: caps 59
     tok/s now, ≤1,444 on a better path (est.)``, ``link 4.8 % busy, 1.68 MB/token per GPU each way: not the
     limit; latency not measured (est.)``; ``""`` when the evidence lacks its figures."""
-    busy = _f(ev, "link_busy_share")
-    per = [b.get("bytes") for b in ev.get("bytes_per_token") or () if isinstance(b, Mapping)]
-    most = max((float(x) for x in per if isinstance(x, (int, float)) and math.isfinite(x)), default=None)
+    f = evidence_figures(ev)
+    busy, most = f.busy, f.most
     if busy is None or most is None:
         return ""
-    est = "(est., probe)" if str(ev.get("delivered_from", "")).startswith(MEASURED) else "(est.)"
+    est = "(est., probe)" if f.measured else "(est.)"
     if busy >= LINK_BOUND_SHARE:
-        delivered = _f(ev, "delivered_bytes_per_s")
-        caps = [x for b in ev.get("better_paths") or () if isinstance(b, Mapping)
-                and (x := _f(b, "tokens_per_s_at_most")) is not None]
-        out = f"link {_pct(busy)} busy"
-        if delivered and most > 0:
-            out += f": caps {_tok(delivered / most)} tok/s now"
-        return out + (f", ≤{_tok(max(caps))} on a better path " if caps else " ") + est
-    share, up = _f(ev, "latency_share_of_step"), _f(ev, "speedup_at_most")
-    if share is not None and up is not None:
-        return f"a better link: ≤{up:.2f}× tok/s (link {_pct(busy)} busy, all-reduce latency ≥ {_pct(share)} of a step; {est[1:]}"
-    unmeasured = "; latency not measured" if ev.get("allreduce_latency_s_at_least") is None else ""
+        out = f"link {_pct(busy)} busy" + (f": caps {_tok(f.ceiling_now)} tok/s now" if f.ceiling_now else "")
+        return out + (f", ≤{_tok(f.ceiling_better)} on a better path " if f.ceiling_better else " ") + est
+    if f.latency_share is not None and f.speedup is not None:
+        return (f"a better link: ≤{f.speedup:.2f}× tok/s (link {_pct(busy)} busy, all-reduce latency ≥ "
+                f"{_pct(f.latency_share)} of a step; {est[1:]}")
+    unmeasured = "" if f.latency_measured else "; latency not measured"
     return f"link {_pct(busy)} busy, {most / 1e6:.2f} MB/token per GPU each way: not the limit{unmeasured} {est}"
 
 

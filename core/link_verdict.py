@@ -294,12 +294,6 @@ def _gpu_link(ctx: _Now, gpu: int) -> GpuLink | None:
                    ctx.window_s, rises, counters, xids)
 
 
-def gpu_link(inv: Inventory, frames: Sequence[Frame], gpu: int) -> GpuLink | None:
-    """:class:`GpuLink` of GPU ``gpu`` over ``frames`` (time order, the last is now; the counters rise from the
-    window's counter base); None when the newest frame has no reading of it."""
-    return _gpu_link(_context(inv, frames), gpu) if frames else None
-
-
 # ------------------------------------------------------------------ the verdict
 def group_key(g: ServingGroup) -> str:
     """The group's identity in finding ids and exporter labels: its endpoint (else its server) and GPUs."""
@@ -432,5 +426,5 @@ def rule_link_verdict(inv: Inventory, frames: Sequence[Frame]) -> list[Candidate
 
 
 def verdict_id_of(v: LinkVerdict) -> str:
-    """The finding id of verdict ``v`` (the same as :func:`verdict_id` of its group)."""
-    return f"link-verdict:{v.key}"
+    """The finding id of verdict ``v``: its group's :func:`verdict_id`."""
+    return verdict_id(v.group)

@@ -45,10 +45,9 @@ from gpuscope.core.topology import (  # what healthy links typically give is sha
     pcie_capacity_bytes_per_s,
     pcie_typical,
 )
-from gpuscope.core.vocab import SEV_MARK, link_label
+from gpuscope.core.vocab import PROBE_EVENT, PROBE_FIGURE_MAX, SEV_MARK, link_label
 
 PROBE_SCHEMA = "gpuscope.probe/1"
-PROBE_EVENT = "probe"  # the Event kind that carries a probe's JSON in a recording
 
 # What each figure is. Host figures concern one GPU; peer figures a pair (a → b); allreduce a group.
 HOST_KINDS = ("h2d", "d2h", "bidir")
@@ -694,8 +693,7 @@ def _bool(d: Mapping[str, Any], key: str, where: str) -> bool | None:
     return v
 
 
-# The largest figure a probe can give (10 TB/s one way, a 1 s small copy); core/link_cost.py's PROBE_RANGES agree.
-FIGURE_MAX = {"gb_per_s": 10_000.0, "us": 1e6}
+FIGURE_MAX = PROBE_FIGURE_MAX  # the largest figure a probe can give (core/vocab.py)
 
 
 def _m_read(v: Any, where: str, latency: bool = False) -> Measurement | None:

@@ -32,7 +32,7 @@ from gpuscope.core.candidate import Candidate
 from gpuscope.core.group_paths import worst_pair
 from gpuscope.core.groups import group_label, parallel_text
 from gpuscope.core.model import Frame, GpuReading, Inventory, ServingGroup, decode_clock_events
-from gpuscope.core.vocab import CLOCK_EVENT_BY_NAME, is_busy, link_label
+from gpuscope.core.vocab import CLOCK_EVENT_BY_NAME, HEAT_EVENTS, is_busy, link_label
 from gpuscope.core.window import AVG_S, GpuWindow, gpu_windows, link_capacity, means
 
 SM_CLOCK_LAG = 0.05  # an SM clock this share below the peers' median lags, reason or not
@@ -49,7 +49,6 @@ ID_PREFIX = "slow-rank:"
 # the clock-event reasons that slow one GPU, worst first (the thermal ones and HW slowdown mean heat)
 _REASONS = ("hw_power_brake", "hw_slowdown", "hw_thermal", "sw_thermal", "sw_power_cap")
 _REASON_SET = frozenset(_REASONS)
-_HOT = frozenset(("hw_slowdown", "hw_thermal", "sw_thermal"))
 # a RankReading's figures, read for the peers' medians
 _SM, _MEM, _POWER, _LIMIT, _TEMP_MEM = (attrgetter(f) for f in ("sm_clock_mhz", "mem_clock_mhz", "power_w",
                                                                    "power_limit_w", "temp_mem_c"))
@@ -204,7 +203,7 @@ def _mem_temp(me: RankReading, peers: Sequence[RankReading]) -> Lag | None:
         return None
     sm, mem = _clock_gap(me, peers), shortfall(me.mem_clock_mhz, median(map(_MEM, peers)))
     slows = any(g is not None and g >= CAUSE_CLOCK_LAG for g in (sm, mem)) or any(
-        _held_alone(r, me, peers) for r in _HOT)
+        _held_alone(r, me, peers) for r in HEAT_EVENTS)
     if not slows:
         return None
     return Lag("mem_temp", mine, theirs, "°C", f"memory at {_n(mine, '°C')}", f"run at {_n(theirs, '°C')}")
@@ -213,7 +212,7 @@ def _mem_temp(me: RankReading, peers: Sequence[RankReading]) -> Lag | None:
 def _reason(reason: str) -> Callable[[RankReading, Sequence[RankReading]], Lag | None]:
     """The cause of one clock-event reason set on this GPU and not on most peers; its figure is the
     temperature for heat, the power draw for power."""
-    hot = reason in _HOT
+    hot = reason in HEAT_EVENTS
     field, unit = ("temp_gpu_c", "°C") if hot else ("power_w", "W")
     meaning = _REASON_PREFIX.get(reason, "in ") + (CLOCK_EVENT_BY_NAME[reason].meaning or reason)
 

@@ -128,6 +128,12 @@ CLOCK_EVENTS: tuple[ClockEvent, ...] = (
 )
 CLOCK_EVENT_NAMES = tuple(e.name for e in CLOCK_EVENTS)
 CLOCK_EVENT_BY_NAME = {e.name: e for e in CLOCK_EVENTS}
+HEAT_EVENTS = frozenset(("hw_thermal", "sw_thermal", "hw_slowdown"))  # the clock events that mean heat
+
+# A link probe in a recording: the Event kind carrying its JSON, and the largest figure it can hold (10 TB/s one
+# way, a 1 s small copy; a figure beyond is a damaged file, not a measurement).
+PROBE_EVENT = "probe"
+PROBE_FIGURE_MAX = {"gb_per_s": 10_000.0, "us": 1e6}
 
 # ------------------------------------------------------------------ inference servers
 SERVER_KINDS = ("vllm", "sglang", "tgi", "llamacpp", "trtllm", "triton", "lmdeploy")

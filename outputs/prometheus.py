@@ -33,6 +33,7 @@ from gpuscope.core.errors import GpuscopeError
 from gpuscope.core.exposition import escape_help, escape_label, labels
 from gpuscope.core.group_paths import worst_pair
 from gpuscope.core.group_traffic import group_traffic, traffic_owners
+from gpuscope.core.link_cost import evidence_figures
 from gpuscope.core.link_verdict import UNKNOWN, VERDICT_VALUE, group_link, link_verdicts, verdict_id_of
 from gpuscope.core.model import (
     CLOCK_EVENT_REASONS,
@@ -415,29 +416,14 @@ LINK_COST_FAMILIES = (
 
 def link_cost_values(ev: dict[str, Any]) -> list[tuple[str, list[tuple[str, Any]], float]]:
     """(family, extra labels, value) of a ``link_cost`` finding's evidence (the group's labels come first)."""
-    out: list[tuple[str, list[tuple[str, Any]], float]] = []
-    busy = _finite(ev.get("link_busy_share"))
-    per = [_finite(b.get("bytes")) for b in ev.get("bytes_per_token") or () if isinstance(b, dict)]
-    most = max((x for x in per if x is not None), default=None)
-    if busy is not None:
-        out.append(("gpuscope_serving_group_link_busy_ratio", [], busy))
-    if most is not None:
-        out.append(("gpuscope_serving_group_link_bytes_per_token", [], most))
-    delivered = _finite(ev.get("delivered_bytes_per_s"))
-    if busy is not None and busy >= 0.5 and delivered and most:
-        out.append(("gpuscope_serving_group_link_tokens_per_second_ceiling", [("path", "now")], delivered / most))
-        better = [x for b in ev.get("better_paths") or () if isinstance(b, dict)
-                  and (x := _finite(b.get("tokens_per_s_at_most"))) is not None]
-        if better:
-            out.append(("gpuscope_serving_group_link_tokens_per_second_ceiling", [("path", "better")], max(better)))
-    lat = _finite(ev.get("latency_share_of_step"))
-    if lat is not None:
-        out.append(("gpuscope_serving_group_allreduce_latency_ratio", [], lat))
-    return out
-
-
-def _finite(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+    f = evidence_figures(ev)  # the panel's figures (core/link_cost.py), so both say the same
+    ceiling = "gpuscope_serving_group_link_tokens_per_second_ceiling"
+    rows: list[tuple[str, list[tuple[str, Any]], float | None]] = [
+        ("gpuscope_serving_group_link_busy_ratio", [], f.busy),
+        ("gpuscope_serving_group_link_bytes_per_token", [], f.most),
+        (ceiling, [("path", "now")], f.ceiling_now), (ceiling, [("path", "better")], f.ceiling_better),
+        ("gpuscope_serving_group_allreduce_latency_ratio", [], f.latency_share)]
+    return [(name, extra, v) for name, extra, v in rows if v is not None]
 
 
 def _group_gpus(ev: dict[str, Any]) -> list[int]:

@@ -21,7 +21,7 @@ from gpuscope.core.group_paths import group_line
 from gpuscope.core.group_traffic import group_traffic, traffic_line
 from gpuscope.core.history import carry_span, resample
 from gpuscope.core.link_cost import evidence_text
-from gpuscope.core.link_verdict import link_verdicts, verdict_id_of, verdict_text
+from gpuscope.core.link_verdict import link_verdicts, verdict_id, verdict_text
 from gpuscope.core.model import EndpointReading, Frame, Inventory, ServingGroup
 from gpuscope.core.redact import public_url
 from gpuscope.core.text import clean, count
@@ -271,18 +271,11 @@ def verdict_line(g: ServingGroup, inv: Inventory, frame: Frame | None, findings:
     group with no GPUs here. As the exporter's ``gpuscope_serving_group_link_verdict`` reads it."""
     if frame is None or not g.gpus or not g.local:
         return None
-    v = next((v for v in link_verdicts(inv, (replace_groups(frame, g),))), None)
-    if v is None:
-        return None
-    raised = next((f for f in findings if f.rule == "link_verdict" and f.id == verdict_id_of(v)), None)
+    raised = next((f for f in findings if f.rule == "link_verdict" and f.id == verdict_id(g)), None)
     if raised is not None:
         return raised.message.partition(": ")[2] or raised.message, BAD if raised.severity == "critical" else WARN
-    return verdict_text(v, advice=False), DIM
-
-
-def replace_groups(frame: Frame, g: ServingGroup) -> Frame:
-    """``frame`` with ``g`` as its only group (a verdict for one group, not all of them)."""
-    return replace(frame, groups=(g,))
+    v = next(iter(link_verdicts(inv, (replace(frame, groups=(g,)),))), None)  # this group's alone
+    return (verdict_text(v, advice=False), DIM) if v is not None else None
 
 
 class InferencePanel(Static):
